@@ -1,0 +1,355 @@
+package algo
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Algorithm selects a rate-limiting algorithm. The zero value is FixedWindow.
+type Algorithm uint8
+
+const (
+	FixedWindow Algorithm = iota
+	SlidingWindow
+	TokenBucket
+	GCRA
+)
+
+var algorithmNames = [...]string{"fixed_window", "sliding_window", "token_bucket", "gcra"}
+
+// String returns the configuration name: fixed_window, sliding_window,
+// token_bucket or gcra.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// ParseAlgorithm returns the Algorithm named s (as printed by String; "fixed",
+// "sliding", "bucket" and "token-bucket" style spellings with '-' are also
+// accepted).
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch s {
+	case "fixed_window", "fixed-window", "fixed":
+		return FixedWindow, nil
+	case "sliding_window", "sliding-window", "sliding":
+		return SlidingWindow, nil
+	case "token_bucket", "token-bucket", "bucket":
+		return TokenBucket, nil
+	case "gcra", "GCRA":
+		return GCRA, nil
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_window, token_bucket or gcra)", s)
+}
+
+// Limits on the numbers a Limit may hold. They keep every intermediate value
+// of every algorithm inside 128 bits and the sliding window's two counters
+// inside one int64.
+const (
+	MaxCount = math.MaxInt32 // largest Count or Burst
+	// MaxDrain bounds Capacity×Period/Count, the time a full quota takes to
+	// refill (about 36 years). With it no computation overflows for any now
+	// below 2^62 ns (the year 2116).
+	MaxDrain = 1 << 60
+)
+
+// Limit is Count units per Period nanoseconds. Burst is the capacity of
+// TokenBucket and GCRA (0 = Count); the window algorithms ignore it.
+type Limit struct {
+	Count  int64
+	Burst  int64
+	Period int64
+}
+
+// Capacity is the largest cost one request can ever be admitted with.
+func (l Limit) Capacity(a Algorithm) int64 {
+	if (a == TokenBucket || a == GCRA) && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Count
+}
+
+// Validate reports whether l can be evaluated: 1 ≤ Count ≤ MaxCount,
+// 0 ≤ Burst ≤ MaxCount, Period ≥ 1, at most one unit per nanosecond, and
+// Capacity×Period/Count ≤ MaxDrain.
+func (l Limit) Validate() error {
+	switch {
+	case l.Count < 1 || l.Count > MaxCount:
+		return fmt.Errorf("count %d out of range [1, %d]", l.Count, MaxCount)
+	case l.Burst < 0 || l.Burst > MaxCount:
+		return fmt.Errorf("burst %d out of range [0, %d]", l.Burst, MaxCount)
+	case l.Period < 1:
+		return fmt.Errorf("period %dns must be positive", l.Period)
+	case l.Count > l.Period:
+		return fmt.Errorf("count %d per %dns is more than one per nanosecond", l.Count, l.Period)
+	case mulDiv(uint64(max(l.Count, l.Burst)), uint64(l.Period), uint64(l.Count)) > MaxDrain:
+		return fmt.Errorf("burst %d at %d per %dns takes longer than %dns to refill", max(l.Count, l.Burst), l.Count, l.Period, int64(MaxDrain))
+	}
+	return nil
+}
+
+// State is the compact state of one counter. The zero State is a fresh
+// counter. Its words mean, per algorithm:
+//
+//	FixedWindow:   A = window index, B = count in that window
+//	SlidingWindow: A = window index, B = previous count<<32 | current count
+//	TokenBucket:   A = refill anchor (ns), B = tokens owed at the anchor
+//	GCRA:          A = theoretical arrival time (ns), B = its fraction, in 1/Count ns
+type State struct{ A, B int64 }
+
+// Outcome is the result of one evaluation. Durations are nanoseconds.
+type Outcome struct {
+	// Allowed reports whether the request was admitted (and its cost consumed).
+	Allowed bool
+	// Remaining is how many more units could be admitted right now.
+	Remaining int64
+	// ResetAfter is the time until the counter is back to its full quota.
+	ResetAfter int64
+	// RetryAfter is, for a denied request, the time until a request of the
+	// same cost would be admitted (if nothing else consumes). Zero when
+	// allowed. A cost above the capacity is never admitted; RetryAfter is
+	// then max(ResetAfter, Period), a hint only.
+	RetryAfter int64
+	// ExpireAt is the instant from which the returned State is equivalent to
+	// the zero State, so a store may delete it (or let it expire) then.
+	ExpireAt int64
+}
+
+// Take evaluates a request of the given cost at instant now against state s
+// and returns the next state and the outcome. A cost ≤ 0 consumes nothing
+// and reports the current state (Allowed is then true). The limit must be
+// valid (see Limit.Validate). A denied request returns s unchanged.
+func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
+	if cost < 0 {
+		cost = 0
+	}
+	if cost > l.Capacity(a) {
+		_, o := Take(a, s, l, now, 0)
+		o.Allowed = false
+		o.RetryAfter = max(o.ResetAfter, l.Period)
+		return s, o
+	}
+	switch a {
+	case SlidingWindow:
+		return sliding(s, l, now, cost)
+	case TokenBucket:
+		return tokenBucket(s, l, now, cost)
+	case GCRA:
+		return gcra(s, l, now, cost)
+	default:
+		return fixed(s, l, now, cost)
+	}
+}
+
+// floorDiv is a/b rounded towards negative infinity (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// window returns the index of the window holding now. A clock that went back
+// into the previous window is clamped to the stored window's start, so a
+// small backwards step can never reset a count. A stored index further ahead
+// cannot come from this clock and is ignored.
+func window(stored, now, period int64) (idx, at int64) {
+	idx = floorDiv(now, period)
+	if stored == idx+1 {
+		return stored, stored * period
+	}
+	return idx, now
+}
+
+func fixed(s State, l Limit, now, cost int64) (State, Outcome) {
+	idx, now := window(s.A, now, l.Period)
+	count := max(s.B, 0)
+	if s.A != idx {
+		count = 0
+	}
+	end := (idx + 1) * l.Period
+	o := Outcome{ResetAfter: end - now, ExpireAt: end}
+	if count+cost <= l.Count {
+		count += cost
+		o.Allowed = true
+		o.Remaining = l.Count - count
+		return State{A: idx, B: count}, o
+	}
+	o.Remaining = max(l.Count-count, 0)
+	o.RetryAfter = end - now
+	return s, o
+}
+
+func sliding(s State, l Limit, now, cost int64) (State, Outcome) {
+	p := l.Period
+	idx, now := window(s.A, now, p)
+	prev, cur := int64(uint64(s.B)>>32), int64(uint32(s.B))
+	switch s.A {
+	case idx:
+	case idx - 1:
+		prev, cur = cur, 0
+	default:
+		prev, cur = 0, 0
+	}
+	elapsed := now - idx*p
+	w := p - elapsed // weight of prev, out of p; in (0, p]
+	// The weighted previous count, rounded up: the part of the quota it holds.
+	held := int64(mulDivCeil(uint64(prev), uint64(w), uint64(p)))
+	o := Outcome{}
+	if cur+cost+held <= l.Count {
+		cur += cost
+		o.Allowed = true
+	} else if cur+cost <= l.Count {
+		// Room in this window once enough of prev has slid out:
+		// prev×w' ≤ (Count−cur−cost)×p.
+		w2 := mulDiv(uint64(l.Count-cur-cost), uint64(p), uint64(prev))
+		o.RetryAfter = w - int64(w2)
+	} else {
+		// Wait for the next window, where cur becomes prev.
+		w2 := min(int64(mulDiv(uint64(l.Count-cost), uint64(p), uint64(cur))), p)
+		o.RetryAfter = w + (p - w2)
+	}
+	o.Remaining = max(l.Count-cur-held, 0)
+	switch {
+	case cur > 0:
+		o.ExpireAt = (idx + 2) * p
+	case prev > 0:
+		o.ExpireAt = (idx + 1) * p
+	default:
+		o.ExpireAt = now
+	}
+	o.ResetAfter = o.ExpireAt - now
+	if !o.Allowed {
+		return s, o
+	}
+	return State{A: idx, B: prev<<32 | cur}, o
+}
+
+func tokenBucket(s State, l Limit, now, cost int64) (State, Outcome) {
+	r, p, c := l.Count, l.Period, l.Capacity(TokenBucket)
+	anchor, owed := s.A, min(s.B, c+r) // owed < c+r in any state Take returns
+	if anchor-now > MaxDrain {
+		anchor = now // not a state Take returns
+	}
+	elapsed := max(now-anchor, 0) // a clock that went back refills nothing
+	if m := elapsed / p; owed <= 0 || m >= (owed+r-1)/r {
+		// Full: refill has nothing left to do. A new schedule starts now.
+		anchor, owed, elapsed = now, 0, 0
+	} else if m > 0 {
+		// Move the anchor by whole periods only: exact, no remainder lost.
+		anchor += m * p
+		owed -= m * r
+		elapsed -= m * p
+	}
+	refilled := int64(mulDiv(uint64(r), uint64(elapsed), uint64(p))) // < r
+	if owed <= refilled {
+		anchor, owed, refilled = now, 0, 0
+	}
+	avail := c - owed + refilled
+	// at returns the instant at which the total refill since the anchor reaches n tokens.
+	at := func(n int64) int64 { return anchor + int64(mulDivCeil(uint64(n), uint64(p), uint64(r))) }
+	o := Outcome{}
+	if cost <= avail {
+		owed += cost
+		avail -= cost
+		o.Allowed = true
+	} else {
+		o.RetryAfter = at(owed-c+cost) - now
+	}
+	o.Remaining = max(avail, 0)
+	o.ExpireAt = at(owed)
+	if owed == 0 {
+		o.ExpireAt = now
+	}
+	o.ResetAfter = max(o.ExpireAt-now, 0)
+	if !o.Allowed {
+		return s, o
+	}
+	return State{A: anchor, B: owed}, o
+}
+
+func gcra(s State, l Limit, now, cost int64) (State, Outcome) {
+	c, p, b := uint64(l.Count), uint64(l.Period), uint64(l.Capacity(GCRA))
+	// TAT = A + B/c nanoseconds. tat = max(TAT, now).
+	tatA, tatB := s.A, uint64(s.B)
+	if tatB >= c || tatA-now > MaxDrain { // not a state Take returns
+		tatA, tatB = now+MaxDrain, 0
+	}
+	if tatA < now || tatA == now && tatB == 0 {
+		tatA, tatB = now, 0
+	}
+	// newTAT = tat + cost×p/c.
+	hi, lo := bits.Mul64(uint64(cost), p)
+	lo, carry := bits.Add64(lo, tatB, 0)
+	hi += carry
+	q, rem := bits.Div64(hi, lo, c) // q ≤ cost×p < 2^63: cost ≤ MaxCount, p/c ≥ 1
+	newA, newB := tatA+int64(q), rem
+	// Scaled delay D = (newTAT−now)×c must not exceed b×p.
+	dHi, dLo := bits.Mul64(uint64(newA-now), c)
+	dLo, carry = bits.Add64(dLo, newB, 0)
+	dHi += carry
+	lHi, lLo := bits.Mul64(b, p)
+	o := Outcome{}
+	if dHi < lHi || dHi == lHi && dLo <= lLo {
+		o.Allowed = true
+		tatA, tatB = newA, newB
+		// remaining = (b×p − D)/p
+		rHi, rLo, _ := sub128(lHi, lLo, dHi, dLo)
+		rq, _ := bits.Div64(rHi, rLo, p)
+		o.Remaining = int64(rq)
+	} else {
+		// Earliest t with (newA−t)×c + newB ≤ b×p: t = newA − floor((b×p − newB)/c).
+		xHi, xLo, _ := sub128(lHi, lLo, 0, newB)
+		slack, _ := bits.Div64(xHi, xLo, c)
+		o.RetryAfter = newA - int64(slack) - now
+		// remaining = (b×p − (tat−now)×c − tatB)/p for the unchanged state.
+		cHi, cLo := bits.Mul64(uint64(tatA-now), c)
+		cLo, carry = bits.Add64(cLo, tatB, 0)
+		cHi += carry
+		if rHi, rLo, borrow := sub128(lHi, lLo, cHi, cLo); borrow == 0 {
+			rq, _ := bits.Div64(rHi, rLo, p)
+			o.Remaining = int64(rq)
+		}
+	}
+	o.ExpireAt = tatA
+	if tatB > 0 {
+		o.ExpireAt++
+	}
+	o.ResetAfter = max(o.ExpireAt-now, 0)
+	if !o.Allowed {
+		return s, o
+	}
+	return State{A: tatA, B: int64(tatB)}, o
+}
+
+func sub128(aHi, aLo, bHi, bLo uint64) (hi, lo, borrow uint64) {
+	lo, borrow = bits.Sub64(aLo, bLo, 0)
+	hi, borrow = bits.Sub64(aHi, bHi, borrow)
+	return hi, lo, borrow
+}
+
+// mulDiv returns floor(a×b/c), saturating at MaxInt64.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return min(q, math.MaxInt64)
+}
+
+// mulDivCeil returns ceil(a×b/c), saturating at MaxInt64.
+func mulDivCeil(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, c)
+	if r != 0 {
+		q++
+	}
+	return min(q, math.MaxInt64)
+}

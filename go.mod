@@ -1,0 +1,3 @@
+module github.com/rlkit/rlkit
+
+go 1.26
