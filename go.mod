@@ -1,3 +1,5 @@
 module github.com/rlkit/rlkit
 
 go 1.26
+
+require go.yaml.in/yaml/v3 v3.0.6

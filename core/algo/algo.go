@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strconv"
+	"time"
 )
 
 // Algorithm selects a rate-limiting algorithm. The zero value is FixedWindow.
@@ -55,12 +57,34 @@ const (
 	MaxDrain = 1 << 60
 )
 
-// Limit is Count units per Period nanoseconds. Burst is the capacity of
-// TokenBucket and GCRA (0 = Count); the window algorithms ignore it.
+// Limit is Count units per Period. Burst is the capacity of TokenBucket
+// and GCRA (0 = Count); the window algorithms ignore it.
 type Limit struct {
 	Count  int64
+	Period time.Duration
 	Burst  int64
-	Period int64
+}
+
+// String formats l as "10/second", "30/5m0s" or, with a burst, "1/second burst 5".
+func (l Limit) String() string {
+	unit := ""
+	switch l.Period {
+	case 24 * time.Hour:
+		unit = "day"
+	case time.Hour:
+		unit = "hour"
+	case time.Minute:
+		unit = "minute"
+	case time.Second:
+		unit = "second"
+	default:
+		unit = l.Period.String()
+	}
+	s := strconv.FormatInt(l.Count, 10) + "/" + unit
+	if l.Burst > 0 {
+		s += " burst " + strconv.FormatInt(l.Burst, 10)
+	}
+	return s
 }
 
 // Capacity is the largest cost one request can ever be admitted with.
@@ -81,11 +105,11 @@ func (l Limit) Validate() error {
 	case l.Burst < 0 || l.Burst > MaxCount:
 		return fmt.Errorf("burst %d out of range [0, %d]", l.Burst, MaxCount)
 	case l.Period < 1:
-		return fmt.Errorf("period %dns must be positive", l.Period)
-	case l.Count > l.Period:
-		return fmt.Errorf("count %d per %dns is more than one per nanosecond", l.Count, l.Period)
+		return fmt.Errorf("period %v must be positive", l.Period)
+	case l.Count > int64(l.Period):
+		return fmt.Errorf("count %d per %v is more than one per nanosecond", l.Count, l.Period)
 	case mulDiv(uint64(max(l.Count, l.Burst)), uint64(l.Period), uint64(l.Count)) > MaxDrain:
-		return fmt.Errorf("burst %d at %d per %dns takes longer than %dns to refill", max(l.Count, l.Burst), l.Count, l.Period, int64(MaxDrain))
+		return fmt.Errorf("burst %d at %d per %v takes longer than %v to refill", max(l.Count, l.Burst), l.Count, l.Period, time.Duration(MaxDrain))
 	}
 	return nil
 }
@@ -122,24 +146,33 @@ type Outcome struct {
 // and reports the current state (Allowed is then true). The limit must be
 // valid (see Limit.Validate). A denied request returns s unchanged.
 func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
+	var o Outcome
+	Apply(a, &s, &l, now, cost, &o)
+	return s, o
+}
+
+// Apply is Take in place, for hot paths: it writes the outcome to *o and,
+// when the request is admitted, the next state to *s.
+func Apply(a Algorithm, s *State, l *Limit, now, cost int64, o *Outcome) {
 	if cost < 0 {
 		cost = 0
 	}
 	if cost > l.Capacity(a) {
-		_, o := Take(a, s, l, now, 0)
+		peek := *s
+		Apply(a, &peek, l, now, 0, o)
 		o.Allowed = false
-		o.RetryAfter = max(o.ResetAfter, l.Period)
-		return s, o
+		o.RetryAfter = max(o.ResetAfter, int64(l.Period))
+		return
 	}
 	switch a {
 	case SlidingWindow:
-		return sliding(s, l, now, cost)
+		sliding(s, l, now, cost, o)
 	case TokenBucket:
-		return tokenBucket(s, l, now, cost)
+		tokenBucket(s, l, now, cost, o)
 	case GCRA:
-		return gcra(s, l, now, cost)
+		gcra(s, l, now, cost, o)
 	default:
-		return fixed(s, l, now, cost)
+		fixed(s, l, now, cost, o)
 	}
 }
 
@@ -157,6 +190,11 @@ func floorDiv(a, b int64) int64 {
 // small backwards step can never reset a count. A stored index further ahead
 // cannot come from this clock and is ignored.
 func window(stored, now, period int64) (idx, at int64) {
+	// Most calls fall in the stored window: a multiplication tells, where
+	// finding the window takes a division.
+	if hi, lo := bits.Mul64(uint64(stored), uint64(period)); hi == 0 && int64(lo) >= 0 && now >= int64(lo) && now-int64(lo) < period {
+		return stored, now
+	}
 	idx = floorDiv(now, period)
 	if stored == idx+1 {
 		return stored, stored * period
@@ -164,27 +202,24 @@ func window(stored, now, period int64) (idx, at int64) {
 	return idx, now
 }
 
-func fixed(s State, l Limit, now, cost int64) (State, Outcome) {
-	idx, now := window(s.A, now, l.Period)
+func fixed(s *State, l *Limit, now, cost int64, out *Outcome) {
+	idx, now := window(s.A, now, int64(l.Period))
 	count := max(s.B, 0)
 	if s.A != idx {
 		count = 0
 	}
-	end := (idx + 1) * l.Period
-	o := Outcome{ResetAfter: end - now, ExpireAt: end}
+	end := (idx + 1) * int64(l.Period)
 	if count+cost <= l.Count {
 		count += cost
-		o.Allowed = true
-		o.Remaining = l.Count - count
-		return State{A: idx, B: count}, o
+		*out = Outcome{Allowed: true, Remaining: l.Count - count, ResetAfter: end - now, ExpireAt: end}
+		*s = State{A: idx, B: count}
+		return
 	}
-	o.Remaining = max(l.Count-count, 0)
-	o.RetryAfter = end - now
-	return s, o
+	*out = Outcome{Remaining: max(l.Count-count, 0), ResetAfter: end - now, RetryAfter: end - now, ExpireAt: end}
 }
 
-func sliding(s State, l Limit, now, cost int64) (State, Outcome) {
-	p := l.Period
+func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
+	p := int64(l.Period)
 	idx, now := window(s.A, now, p)
 	prev, cur := int64(uint64(s.B)>>32), int64(uint32(s.B))
 	switch s.A {
@@ -222,14 +257,14 @@ func sliding(s State, l Limit, now, cost int64) (State, Outcome) {
 		o.ExpireAt = now
 	}
 	o.ResetAfter = o.ExpireAt - now
-	if !o.Allowed {
-		return s, o
+	*out = o
+	if o.Allowed {
+		*s = State{A: idx, B: prev<<32 | cur}
 	}
-	return State{A: idx, B: prev<<32 | cur}, o
 }
 
-func tokenBucket(s State, l Limit, now, cost int64) (State, Outcome) {
-	r, p, c := l.Count, l.Period, l.Capacity(TokenBucket)
+func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
+	r, p, c := l.Count, int64(l.Period), l.Capacity(TokenBucket)
 	anchor, owed := s.A, min(s.B, c+r) // owed < c+r in any state Take returns
 	if anchor-now > MaxDrain {
 		anchor = now // not a state Take returns
@@ -265,13 +300,13 @@ func tokenBucket(s State, l Limit, now, cost int64) (State, Outcome) {
 		o.ExpireAt = now
 	}
 	o.ResetAfter = max(o.ExpireAt-now, 0)
-	if !o.Allowed {
-		return s, o
+	*out = o
+	if o.Allowed {
+		*s = State{A: anchor, B: owed}
 	}
-	return State{A: anchor, B: owed}, o
 }
 
-func gcra(s State, l Limit, now, cost int64) (State, Outcome) {
+func gcra(s *State, l *Limit, now, cost int64, out *Outcome) {
 	c, p, b := uint64(l.Count), uint64(l.Period), uint64(l.Capacity(GCRA))
 	// TAT = A + B/c nanoseconds. tat = max(TAT, now).
 	tatA, tatB := s.A, uint64(s.B)
@@ -319,10 +354,10 @@ func gcra(s State, l Limit, now, cost int64) (State, Outcome) {
 		o.ExpireAt++
 	}
 	o.ResetAfter = max(o.ExpireAt-now, 0)
-	if !o.Allowed {
-		return s, o
+	*out = o
+	if o.Allowed {
+		*s = State{A: tatA, B: int64(tatB)}
 	}
-	return State{A: tatA, B: int64(tatB)}, o
 }
 
 func sub128(aHi, aLo, bHi, bLo uint64) (hi, lo, borrow uint64) {

@@ -41,14 +41,14 @@ func runSteps(t *testing.T, a Algorithm, l Limit, steps []step) {
 }
 
 func TestFixedWindowSteps(t *testing.T) {
-	l := Limit{Count: 3, Period: s1}
+	l := Limit{Count: 3, Period: time.Duration(s1)}
 	runSteps(t, FixedWindow, l, []step{
 		{0, 1, true, 2, 0, s1},
 		{100 * ms, 1, true, 1, 0, 900 * ms},
 		{200 * ms, 1, true, 0, 0, 800 * ms},
 		{300 * ms, 1, false, 0, 700 * ms, 700 * ms},
 		{999 * ms, 1, false, 0, ms, ms},
-		{s1, 2, true, 1, 0, s1},              // new window
+		{s1, 2, true, 1, 0, s1},               // new window
 		{s1 + 1, 2, false, 1, s1 - 1, s1 - 1}, // cost 2 does not fit in 1
 		{s1 + 2, 1, true, 0, 0, s1 - 2},
 		{3 * s1, 4, false, 3, s1, s1}, // above capacity: never
@@ -58,7 +58,7 @@ func TestFixedWindowSteps(t *testing.T) {
 }
 
 func TestSlidingWindowSteps(t *testing.T) {
-	l := Limit{Count: 10, Period: s1}
+	l := Limit{Count: 10, Period: time.Duration(s1)}
 	runSteps(t, SlidingWindow, l, []step{
 		{0, 10, true, 0, 0, 2 * s1},
 		{500 * ms, 1, false, 0, 500*ms + 100*ms, 1500 * ms}, // next window, prev weight must fall to 9/10
@@ -73,7 +73,7 @@ func TestSlidingWindowSteps(t *testing.T) {
 }
 
 func TestTokenBucketSteps(t *testing.T) {
-	l := Limit{Count: 10, Period: s1}
+	l := Limit{Count: 10, Period: time.Duration(s1)}
 	runSteps(t, TokenBucket, l, []step{
 		{0, 10, true, 0, 0, s1},
 		{0, 1, false, 0, 100 * ms, s1},
@@ -84,7 +84,7 @@ func TestTokenBucketSteps(t *testing.T) {
 		{2*s1 + 50*ms, 3, true, 7, 0, 300 * ms}, // full again: a new schedule starts now
 	})
 	// Burst above the rate: capacity 5, refill 1 per second.
-	runSteps(t, TokenBucket, Limit{Count: 1, Burst: 5, Period: s1}, []step{
+	runSteps(t, TokenBucket, Limit{Count: 1, Burst: 5, Period: time.Duration(s1)}, []step{
 		{0, 5, true, 0, 0, 5 * s1},
 		{0, 1, false, 0, s1, 5 * s1},
 		{2500 * ms, 2, true, 0, 0, 4500 * ms}, // 2 refilled; anchor still at t0
@@ -93,7 +93,7 @@ func TestTokenBucketSteps(t *testing.T) {
 }
 
 func TestGCRASteps(t *testing.T) {
-	l := Limit{Count: 10, Period: s1}
+	l := Limit{Count: 10, Period: time.Duration(s1)}
 	runSteps(t, GCRA, l, []step{
 		{0, 10, true, 0, 0, s1},
 		{0, 1, false, 0, 100 * ms, s1},
@@ -104,7 +104,7 @@ func TestGCRASteps(t *testing.T) {
 	})
 	// 7 per minute: the emission interval is not a whole number of nanoseconds,
 	// yet a minute after a full burst the whole burst is available again.
-	l7 := Limit{Count: 7, Period: 60 * s1}
+	l7 := Limit{Count: 7, Period: time.Duration(60 * s1)}
 	runSteps(t, GCRA, l7, []step{
 		{0, 7, true, 0, 0, 60 * s1},
 		{60*s1 - 1, 7, false, 6, 1, 1},
@@ -115,7 +115,7 @@ func TestGCRASteps(t *testing.T) {
 func TestZeroStateIsFresh(t *testing.T) {
 	for _, a := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, GCRA} {
 		for _, now := range []int64{0, 1, t0, t0 + 123456789} {
-			_, o := Take(a, State{}, Limit{Count: 5, Period: s1}, now, 5)
+			_, o := Take(a, State{}, Limit{Count: 5, Period: time.Duration(s1)}, now, 5)
 			if !o.Allowed || o.Remaining != 0 {
 				t.Errorf("%v at %d: got allowed=%v remaining=%d, want a fresh counter admitting 5", a, now, o.Allowed, o.Remaining)
 			}
@@ -124,7 +124,7 @@ func TestZeroStateIsFresh(t *testing.T) {
 }
 
 func TestClockBackwardsNeverResets(t *testing.T) {
-	l := Limit{Count: 2, Period: s1}
+	l := Limit{Count: 2, Period: time.Duration(s1)}
 	for _, a := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, GCRA} {
 		st, _ := Take(a, State{}, l, t0+5*s1+100*ms, 2)
 		if _, o := Take(a, st, l, t0+4*s1+900*ms, 1); o.Allowed {
@@ -134,8 +134,8 @@ func TestClockBackwardsNeverResets(t *testing.T) {
 }
 
 func TestNegativeCostIsAPeek(t *testing.T) {
-	st, _ := Take(FixedWindow, State{}, Limit{Count: 2, Period: s1}, t0, 1)
-	next, o := Take(FixedWindow, st, Limit{Count: 2, Period: s1}, t0, -5)
+	st, _ := Take(FixedWindow, State{}, Limit{Count: 2, Period: time.Duration(s1)}, t0, 1)
+	next, o := Take(FixedWindow, st, Limit{Count: 2, Period: time.Duration(s1)}, t0, -5)
 	if next != st || !o.Allowed || o.Remaining != 1 {
 		t.Fatalf("got state %+v allowed=%v remaining=%d, want unchanged, true, 1", next, o.Allowed, o.Remaining)
 	}
@@ -146,16 +146,16 @@ func TestValidate(t *testing.T) {
 		l    Limit
 		want string
 	}{
-		{Limit{Count: 1, Period: 1}, ""},
-		{Limit{Count: MaxCount, Burst: MaxCount, Period: 24 * 3600 * s1}, ""},
-		{Limit{Count: 0, Period: s1}, "count 0 out of range"},
-		{Limit{Count: -1, Period: s1}, "count -1 out of range"},
-		{Limit{Count: MaxCount + 1, Period: 10 * s1}, "count 2147483648 out of range"},
-		{Limit{Count: 1, Burst: -1, Period: s1}, "burst -1 out of range"},
-		{Limit{Count: 1, Period: 0}, "period 0ns must be positive"},
-		{Limit{Count: 10, Period: 5}, "more than one per nanosecond"},
-		{Limit{Count: 1, Burst: MaxCount, Period: 1 << 40}, "takes longer than"},
-		{Limit{Count: 1, Burst: 1 << 20, Period: 1 << 40}, ""},
+		{Limit{Count: 1, Period: time.Duration(1)}, ""},
+		{Limit{Count: MaxCount, Burst: MaxCount, Period: time.Duration(24 * 3600 * s1)}, ""},
+		{Limit{Count: 0, Period: time.Duration(s1)}, "count 0 out of range"},
+		{Limit{Count: -1, Period: time.Duration(s1)}, "count -1 out of range"},
+		{Limit{Count: MaxCount + 1, Period: time.Duration(10 * s1)}, "count 2147483648 out of range"},
+		{Limit{Count: 1, Burst: -1, Period: time.Duration(s1)}, "burst -1 out of range"},
+		{Limit{Count: 1, Period: time.Duration(0)}, "period 0s must be positive"},
+		{Limit{Count: 10, Period: time.Duration(5)}, "more than one per nanosecond"},
+		{Limit{Count: 1, Burst: MaxCount, Period: time.Duration(1 << 40)}, "takes longer than"},
+		{Limit{Count: 1, Burst: 1 << 20, Period: time.Duration(1 << 40)}, ""},
 	} {
 		err := c.l.Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
@@ -200,7 +200,8 @@ func (r *ref) admits(now, cost int64, commit bool) (bool, int64) {
 	l := r.l
 	switch r.a {
 	case FixedWindow, SlidingWindow:
-		idx := now / l.Period
+		period := int64(l.Period)
+		idx := now / period
 		prev, cur := r.prev, r.cur
 		switch idx {
 		case r.idx:
@@ -213,9 +214,9 @@ func (r *ref) admits(now, cost int64, commit bool) (bool, int64) {
 			prev = 0
 		}
 		// estimate = prev×(P−elapsed)/P + cur
-		w := l.Period - (now - idx*l.Period)
+		w := period - (now - idx*period)
 		held := new(big.Rat).SetFrac(big.NewInt(prev), big.NewInt(1))
-		held.Mul(held, big.NewRat(w, l.Period))
+		held.Mul(held, big.NewRat(w, period))
 		est := new(big.Rat).Add(held, big.NewRat(cur+cost, 1))
 		ok := est.Cmp(big.NewRat(l.Count, 1)) <= 0
 		if ok {
@@ -230,7 +231,7 @@ func (r *ref) admits(now, cost int64, commit bool) (bool, int64) {
 	default:
 		c := l.Capacity(r.a)
 		refill := new(big.Int).Mul(big.NewInt(l.Count), big.NewInt(now-r.last))
-		tok := new(big.Rat).Add(r.tokens, new(big.Rat).SetFrac(refill, big.NewInt(l.Period)))
+		tok := new(big.Rat).Add(r.tokens, new(big.Rat).SetFrac(refill, big.NewInt(int64(l.Period))))
 		if tok.Cmp(big.NewRat(c, 1)) > 0 {
 			tok.SetInt64(c)
 		}
@@ -255,11 +256,11 @@ func floor(r *big.Rat) int64 {
 // RetryAfter is exactly the first instant the model admits the request.
 func TestDifferential(t *testing.T) {
 	limits := []Limit{
-		{Count: 10, Period: s1},
-		{Count: 7, Period: 60 * s1},
-		{Count: 3, Burst: 8, Period: 1000 * ms},
-		{Count: 100, Period: 3600 * s1},
-		{Count: 1, Period: 333 * ms},
+		{Count: 10, Period: time.Duration(s1)},
+		{Count: 7, Period: time.Duration(60 * s1)},
+		{Count: 3, Burst: 8, Period: time.Duration(1000 * ms)},
+		{Count: 100, Period: time.Duration(3600 * s1)},
+		{Count: 1, Period: time.Duration(333 * ms)},
 	}
 	for _, a := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, GCRA} {
 		for li, l := range limits {
@@ -269,7 +270,7 @@ func TestDifferential(t *testing.T) {
 			now := t0
 			capacity := l.Capacity(a)
 			for i := range 3000 {
-				now += rng.Int64N(l.Period / max(l.Count, 1) * 3)
+				now += rng.Int64N(int64(l.Period) / max(l.Count, 1) * 3)
 				cost := 1 + rng.Int64N(min(capacity, 3))
 				next, o := Take(a, st, l, now, cost)
 				want, wantRem := m.admits(now, cost, true)
@@ -309,7 +310,7 @@ func TestDifferential(t *testing.T) {
 // TestLongOverloadAdmitsTheRate checks, with no rounding drift over a long
 // run, that a saturated token bucket and GCRA admit exactly burst + rate×time.
 func TestLongOverloadAdmitsTheRate(t *testing.T) {
-	l := Limit{Count: 7, Period: 60 * s1} // 8.571428571…s per token
+	l := Limit{Count: 7, Period: time.Duration(60 * s1)} // 8.571428571…s per token
 	for _, a := range []Algorithm{TokenBucket, GCRA} {
 		var st State
 		admitted := int64(0)
@@ -321,7 +322,7 @@ func TestLongOverloadAdmitsTheRate(t *testing.T) {
 		}
 		// Requests come every 997ms, so each token is taken within 997ms of
 		// its refill: admitted = 7 + floor(7×elapsed/60s) for the last instant.
-		last := (7*24*3600*s1 / (997 * ms)) * 997 * ms
+		last := (7 * 24 * 3600 * s1 / (997 * ms)) * 997 * ms
 		if want := 7 + 7*last/(60*s1); admitted != want {
 			t.Errorf("%v: admitted %d in a week of overload, want %d", a, admitted, want)
 		}
@@ -332,7 +333,7 @@ func FuzzTake(f *testing.F) {
 	f.Add(uint8(0), int64(10), int64(0), int64(s1), int64(t0), int64(5), int64(3), int64(1))
 	f.Add(uint8(3), int64(7), int64(9), int64(60*s1), int64(1), int64(-4), int64(1<<40), int64(7))
 	f.Fuzz(func(t *testing.T, a uint8, count, burst, period, now, stA, stB, cost int64) {
-		l := Limit{Count: count, Burst: burst, Period: period}
+		l := Limit{Count: count, Burst: burst, Period: time.Duration(period)}
 		if l.Validate() != nil || now < 0 || now >= 1<<62 {
 			return
 		}

@@ -1,0 +1,303 @@
+package core
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// IPHeader names the header a trusted proxy uses to pass on the client address.
+type IPHeader uint8
+
+const (
+	// HeaderXForwardedFor is "X-Forwarded-For": comma-separated hops, each
+	// proxy appends the address it received the request from. All header
+	// lines are taken in order, as if joined with commas.
+	HeaderXForwardedFor IPHeader = iota
+	// HeaderForwarded is the RFC 7239 "Forwarded" header: the for= parameter
+	// of each element (token or quoted string, IPv6 in brackets, optional
+	// port). "unknown" and obfuscated identifiers ("_hidden") are invalid hops.
+	HeaderForwarded
+	// HeaderXRealIP is "X-Real-IP": one address, set (not appended) by the proxy.
+	HeaderXRealIP
+)
+
+// cipHeaderNames maps an IPHeader to its canonical header name.
+var cipHeaderNames = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
+
+// ClientIPConfig says whom to trust when deriving the rate-limit key of a
+// request. The model: the TCP peer address is the only thing a client cannot
+// forge; a header is believed only when the peer is a proxy listed in
+// TrustedProxies, and then only for the hops that trusted proxies appended.
+//
+// The zero value (and a nil *ClientIPConfig) trusts nobody, so the key is
+// always the TCP peer address. A ClientIPConfig must not be modified while in
+// use; ClientIP only reads it and is safe for concurrent use.
+type ClientIPConfig struct {
+	// TrustedProxies are the ranges of proxies we trust: the peer and any
+	// hop inside them is skipped. Build it with ParseTrustedProxies; IPv4
+	// addresses are matched in IPv4 form, so an IPv4-mapped prefix built by
+	// hand ("::ffff:10.0.0.0/104") never matches. Trusting 0.0.0.0/0 or ::/0
+	// lets every client forge its key.
+	TrustedProxies []netip.Prefix
+	// Header is the header the trusted proxy sets; the zero value is
+	// X-Forwarded-For. An unknown value makes ClientIP ignore all headers.
+	Header IPHeader
+	// IPv6PrefixLen, when in 1..127, groups IPv6 clients by that prefix: the
+	// key is the masked address, e.g. "2001:db8:1:2::" for 64. It defeats
+	// address rotation, where one host owning a /64 uses a fresh address for
+	// every request. 0 (or anything outside 1..127) keeps the whole address.
+	IPv6PrefixLen int
+}
+
+// ParseTrustedProxies parses CIDR prefixes ("10.0.0.0/8", "fd00::/8") and
+// single addresses ("127.0.0.1" -> /32, "::1" -> /128). Surrounding spaces are
+// ignored. Empty values, IPv6 zones and prefixes with host bits set
+// ("10.0.0.1/8") are rejected; IPv4-mapped values are converted to IPv4. The
+// error names the first bad value, e.g.
+// `core: trusted proxy "10.0.0.300/8": invalid IP address`. It never panics.
+func ParseTrustedProxies(values ...string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(values))
+	for _, v := range values {
+		p, reason := cipParsePrefix(strings.TrimSpace(v))
+		if reason != "" {
+			return nil, fmt.Errorf("core: trusted proxy %q: %s", v, reason)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// cipParsePrefix parses one trimmed value; a non-empty reason means failure.
+func cipParsePrefix(s string) (netip.Prefix, string) {
+	if s == "" {
+		return netip.Prefix{}, "empty value"
+	}
+	addrPart, bitsPart, hasBits := strings.Cut(s, "/")
+	addr, err := netip.ParseAddr(addrPart)
+	if err != nil {
+		return netip.Prefix{}, "invalid IP address"
+	}
+	if addr.Zone() != "" {
+		return netip.Prefix{}, "IPv6 zone not allowed"
+	}
+	bits := addr.BitLen()
+	if hasBits {
+		var ok bool
+		if bits, ok = cipAtoi(bitsPart, bits); !ok {
+			return netip.Prefix{}, "invalid prefix length"
+		}
+	}
+	p := netip.PrefixFrom(addr, bits)
+	if m := p.Masked(); m != p {
+		return netip.Prefix{}, fmt.Sprintf("host bits set (did you mean %s?)", m)
+	}
+	if addr.Is4In6() { // masked and 4-in-6 implies bits >= 96
+		p = netip.PrefixFrom(addr.Unmap(), bits-96)
+	}
+	return p, ""
+}
+
+// ClientIP returns the client address (the rate-limit key) of a request that
+// arrived from peer remoteAddr, in http.Request.RemoteAddr form ("ip:port",
+// "[ipv6]:port" or a bare ip). values(name) returns all lines of a request
+// header, like http.Header.Values; it is called with the canonical name
+// "X-Forwarded-For", "Forwarded" or "X-Real-Ip", and only for a trusted peer.
+// values may be nil.
+//
+// Security contract:
+//
+//   - Header spoofing: if the peer is not a trusted proxy, every header is
+//     ignored and the peer address is the answer. Anyone on the internet can
+//     send "X-Forwarded-For: 1.2.3.4"; it must not change the key.
+//   - Leftmost-value spoofing: X-Forwarded-For and Forwarded are walked from
+//     RIGHT to LEFT, skipping hops that are trusted proxies; the first
+//     untrusted hop is the client. The leftmost value is whatever the client
+//     sent and is never taken just because it is leftmost. If every hop is
+//     trusted, the leftmost hop is the answer.
+//   - Key rotation: a hop that is not a valid IP (garbage, "unknown",
+//     "_obfuscated", empty) stops the walk and the answer is the last trusted
+//     address seen (the hop to its right, or the peer). A random value per
+//     request thus never becomes a fresh key, and never lets the value to its
+//     left through. An absent or blank header yields the peer.
+//   - X-Real-IP: with a trusted peer, the header's single valid IP; with zero
+//     or several lines, or an invalid value, the peer.
+//
+// The answer is canonical: netip form, IPv4-mapped IPv6 unmapped, zone and
+// port dropped, IPv6 masked to IPv6PrefixLen. A remoteAddr that does not parse
+// is returned as-is, so the caller still gets a stable key. ClientIP never
+// panics and, when the answer is already canonical in the input (the common
+// case), returns a substring of it without allocating.
+func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []string) string {
+	peer, src, ok := cipParseHost(remoteAddr)
+	if !ok {
+		return remoteAddr
+	}
+	if c == nil || values == nil || int(c.Header) >= len(cipHeaderNames) || !c.cipTrusted(peer) {
+		return c.cipRender(peer, src)
+	}
+	lines := values(cipHeaderNames[c.Header])
+	if c.Header == HeaderXRealIP {
+		if len(lines) == 1 {
+			if a, s, ok := cipParseHost(cipTrimOWS(lines[0])); ok {
+				return c.cipRender(a, s)
+			}
+		}
+		return c.cipRender(peer, src)
+	}
+	// peer/src is the last trusted address seen; walk hops right to left.
+	for i := len(lines) - 1; i >= 0; i-- {
+		for line := lines[i]; ; {
+			var cut int
+			var a netip.Addr
+			var s string
+			if c.Header == HeaderForwarded {
+				cut = cipLastSep(line, ',')
+				a, s, ok = cipForwardedFor(line[cut+1:])
+			} else {
+				cut = strings.LastIndexByte(line, ',')
+				a, s, ok = cipParseHost(cipTrimOWS(line[cut+1:]))
+			}
+			if !ok {
+				return c.cipRender(peer, src) // garbage: stop at last trusted
+			}
+			if !c.cipTrusted(a) {
+				return c.cipRender(a, s) // first untrusted hop is the client
+			}
+			peer, src = a, s
+			if cut < 0 {
+				break
+			}
+			line = line[:cut]
+		}
+	}
+	return c.cipRender(peer, src) // every hop trusted: leftmost (or peer)
+}
+
+// cipTrusted reports whether a (canonical: unmapped, no zone) is a trusted proxy.
+func (c *ClientIPConfig) cipTrusted(a netip.Addr) bool {
+	for _, p := range c.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// cipRender masks a per IPv6PrefixLen and formats it, returning src itself
+// when it already spells the result, so that the common case does not allocate.
+func (c *ClientIPConfig) cipRender(a netip.Addr, src string) string {
+	if c != nil && a.Is6() && c.IPv6PrefixLen > 0 && c.IPv6PrefixLen < 128 {
+		p, _ := a.Prefix(c.IPv6PrefixLen)
+		a = p.Addr()
+	}
+	var buf [64]byte
+	b := a.AppendTo(buf[:0])
+	if string(b) == src {
+		return src
+	}
+	return string(b)
+}
+
+// cipParseHost parses "ip", "ipv4:port", "[ipv6]" or "[ipv6]:port" (a zone
+// is accepted and dropped). It returns the canonical address and the
+// substring that spelled it. It does not allocate for zone-less input.
+func cipParseHost(s string) (netip.Addr, string, bool) {
+	host, bracketed := s, false
+	if strings.HasPrefix(s, "[") {
+		end := strings.LastIndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, "", false
+		}
+		host, bracketed = s[1:end], true
+		if rest := s[end+1:]; rest != "" {
+			if _, ok := cipAtoi(strings.TrimPrefix(rest, ":"), 65535); !ok || rest[0] != ':' {
+				return netip.Addr{}, "", false
+			}
+		}
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && i == strings.LastIndexByte(s, ':') {
+		// Exactly one colon: IPv4 with port (IPv6 has at least two).
+		if _, ok := cipAtoi(s[i+1:], 65535); !ok {
+			return netip.Addr{}, "", false
+		}
+		host = s[:i]
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || (bracketed && !a.Is6()) {
+		return netip.Addr{}, "", false
+	}
+	return a.Unmap().WithZone(""), host, true
+}
+
+// cipForwardedFor returns the address in the for= parameter of one RFC 7239
+// forwarded-element. A missing or repeated for=, or a value that is not an
+// IP (e.g. "unknown", "_hidden"), is invalid.
+func cipForwardedFor(elem string) (netip.Addr, string, bool) {
+	var val string
+	found := false
+	for {
+		cut := cipLastSep(elem, ';')
+		name, v, _ := strings.Cut(cipTrimOWS(elem[cut+1:]), "=")
+		if strings.EqualFold(name, "for") {
+			if found {
+				return netip.Addr{}, "", false
+			}
+			val, found = v, true
+		}
+		if cut < 0 {
+			break
+		}
+		elem = elem[:cut]
+	}
+	if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+		val = val[1 : len(val)-1]
+	}
+	if !found || strings.ContainsAny(val, "\"\\") {
+		return netip.Addr{}, "", false
+	}
+	return cipParseHost(val)
+}
+
+// cipLastSep returns the index of the last sep in s that is outside an
+// RFC 7230 quoted-string, or -1. Scanning from the right keeps the hops
+// appended by proxies intact even if the client's part has a stray quote.
+func cipLastSep(s string, sep byte) int {
+	quoted := false
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case '"':
+			n := 0 // a quote preceded by an odd number of backslashes is escaped
+			for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+				n++
+			}
+			if n%2 == 0 {
+				quoted = !quoted
+			}
+		case sep:
+			if !quoted {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// cipAtoi parses 1 to 5 decimal digits with a value of at most max.
+func cipAtoi(s string, max int) (int, bool) {
+	if len(s) == 0 || len(s) > 5 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n <= max
+}
+
+// cipTrimOWS trims HTTP optional whitespace (spaces and tabs).
+func cipTrimOWS(s string) string {
+	return strings.Trim(s, " \t")
+}

@@ -1,0 +1,282 @@
+package core
+
+import (
+	"net/netip"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+// cipTestTrusted is the proxy set used by most tests.
+var cipTestTrusted = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.1/32"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("fd00::/8"),
+}
+
+// cipHeaders returns a values func that looks names up exactly (no
+// canonicalization), so a wrong header name spelling makes tests fail.
+func cipHeaders(h map[string][]string) func(string) []string {
+	return func(name string) []string { return h[name] }
+}
+
+func TestClientIP(t *testing.T) {
+	xff := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	fwd := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}
+	xri := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP}
+	v6 := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
+	const (
+		XFF = "X-Forwarded-For"
+		FWD = "Forwarded"
+		XRI = "X-Real-Ip"
+	)
+	type H = map[string][]string
+	tests := []struct {
+		name   string
+		cfg    *ClientIPConfig
+		remote string
+		hdr    H
+		want   string
+	}{
+		// Untrusted peers: headers are ignored (spoofing).
+		{"zero config", &ClientIPConfig{}, "203.0.113.9:51234", H{XFF: {"1.2.3.4"}}, "203.0.113.9"},
+		{"nil config", nil, "203.0.113.9:51234", H{XFF: {"1.2.3.4"}}, "203.0.113.9"},
+		{"untrusted spoofed XFF", xff, "203.0.113.9:51234", H{XFF: {"1.2.3.4, 10.0.0.2"}}, "203.0.113.9"},
+		{"untrusted spoofed Forwarded", fwd, "203.0.113.9:51234", H{FWD: {"for=1.2.3.4"}}, "203.0.113.9"},
+		{"untrusted spoofed X-Real-IP", xri, "203.0.113.9:51234", H{XRI: {"1.2.3.4"}}, "203.0.113.9"},
+		{"unknown header kind", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: 9}, "10.0.0.1:1", H{XFF: {"1.2.3.4"}}, "10.0.0.1"},
+
+		// X-Forwarded-For from a trusted peer.
+		{"xff single hop", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7"}}, "198.51.100.7"},
+		{"xff chain rightmost untrusted", xff, "10.0.0.1:5555", H{XFF: {"1.1.1.1, 203.0.113.5, 10.0.0.2"}}, "203.0.113.5"},
+		{"xff multiple lines", xff, "10.0.0.1:5555", H{XFF: {"1.1.1.1, 203.0.113.5", "10.0.0.3, 10.0.0.2"}}, "203.0.113.5"},
+		{"xff client in last line", xff, "10.0.0.1:5555", H{XFF: {"6.6.6.6", "198.51.100.7"}}, "198.51.100.7"},
+		{"xff all trusted leftmost", xff, "10.0.0.1:5555", H{XFF: {"10.0.0.5, 127.0.0.1", "10.0.0.2"}}, "10.0.0.5"},
+		{"xff absent", xff, "10.0.0.1:5555", H{}, "10.0.0.1"},
+		{"xff empty value", xff, "10.0.0.1:5555", H{XFF: {""}}, "10.0.0.1"},
+		{"xff whitespace value", xff, "10.0.0.1:5555", H{XFF: {" \t "}}, "10.0.0.1"},
+		{"xff garbage stops walk", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7, garbage, 10.0.0.2"}}, "10.0.0.2"},
+		{"xff garbage rightmost", xff, "10.0.0.1:5555", H{XFF: {"1.1.1.1, garbage"}}, "10.0.0.1"},
+		{"xff unknown", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7, unknown"}}, "10.0.0.1"},
+		{"xff empty hop stops walk", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7,, 10.0.0.2"}}, "10.0.0.2"},
+		{"xff trailing comma", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7,"}}, "10.0.0.1"},
+		{"xff empty last line", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7", ""}}, "10.0.0.1"},
+		{"xff OWS around hops", xff, "10.0.0.1:5555", H{XFF: {"\t198.51.100.7 ,\t10.0.0.2 "}}, "198.51.100.7"},
+		{"xff hop with port", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7:567"}}, "198.51.100.7"},
+		{"xff hop ipv6 with port", xff, "10.0.0.1:5555", H{XFF: {"[2001:db8::1]:80"}}, "2001:db8::1"},
+		{"xff hop ipv6 non-canonical", xff, "10.0.0.1:5555", H{XFF: {"2001:DB8:0::1"}}, "2001:db8::1"},
+		{"xff hop ipv4-mapped", xff, "10.0.0.1:5555", H{XFF: {"::ffff:198.51.100.7"}}, "198.51.100.7"},
+		{"xff hop zone dropped", xff, "10.0.0.1:5555", H{XFF: {"fe80::1%eth0"}}, "fe80::1"},
+		{"xff mapped trusted hop skipped", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7, ::ffff:10.9.9.9"}}, "198.51.100.7"},
+		{"xff hop bad port stops walk", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7:99999"}}, "10.0.0.1"},
+		{"xff hop bracketed ipv4 invalid", xff, "10.0.0.1:5555", H{XFF: {"[198.51.100.7]"}}, "10.0.0.1"},
+
+		// Peer address forms.
+		{"ipv6 peer trusted", xff, "[::1]:80", H{XFF: {"198.51.100.7"}}, "198.51.100.7"},
+		{"ipv6 peer untrusted", xff, "[2001:db8::9]:443", H{XFF: {"198.51.100.7"}}, "2001:db8::9"},
+		{"ipv6 peer non-canonical", xff, "[2001:DB8::9]:443", nil, "2001:db8::9"},
+		{"zoned peer", xff, "[fe80::1%eth0]:80", nil, "fe80::1"},
+		{"bare zoned peer", xff, "fe80::1%eth0", nil, "fe80::1"},
+		{"ipv4-mapped peer trusted", xff, "[::ffff:10.0.0.1]:80", H{XFF: {"198.51.100.7"}}, "198.51.100.7"},
+		{"ipv4-mapped peer untrusted", xff, "[::ffff:203.0.113.9]:1", nil, "203.0.113.9"},
+		{"bare ipv4 peer", xff, "203.0.113.9", nil, "203.0.113.9"},
+		{"bare ipv4 peer trusted", xff, "10.0.0.1", H{XFF: {"198.51.100.7"}}, "198.51.100.7"},
+		{"bare ipv6 peer", xff, "2001:db8::1", nil, "2001:db8::1"},
+		{"bracketed peer no port", xff, "[2001:db8::1]", nil, "2001:db8::1"},
+		{"unparsable pipe", xff, "pipe", H{XFF: {"198.51.100.7"}}, "pipe"},
+		{"unparsable empty", xff, "", H{XFF: {"198.51.100.7"}}, ""},
+		{"unparsable unix socket", xff, "@", nil, "@"},
+		{"unparsable bad port", xff, "10.0.0.1:http", H{XFF: {"198.51.100.7"}}, "10.0.0.1:http"},
+		{"unparsable open bracket", xff, "[::1", nil, "[::1"},
+		{"unparsable bracketed ipv4", xff, "[10.0.0.1]:80", nil, "[10.0.0.1]:80"},
+
+		// RFC 7239 Forwarded.
+		{"fwd single", fwd, "10.0.0.1:5555", H{FWD: {"for=192.0.2.60;proto=http;by=203.0.113.43"}}, "192.0.2.60"},
+		{"fwd quoted ipv6 port case-insensitive", fwd, "10.0.0.1:5555", H{FWD: {`For="[2001:db8:cafe::17]:4711"`}}, "2001:db8:cafe::17"},
+		{"fwd upper-case FOR", fwd, "10.0.0.1:5555", H{FWD: {"FOR=192.0.2.60"}}, "192.0.2.60"},
+		{"fwd quoted ipv4 port", fwd, "10.0.0.1:5555", H{FWD: {`for="192.0.2.60:4711"`}}, "192.0.2.60"},
+		{"fwd chain", fwd, "10.0.0.1:5555", H{FWD: {"for=192.0.2.43, for=198.51.100.17;by=10.0.0.9, for=10.0.0.3"}}, "198.51.100.17"},
+		{"fwd multiple lines", fwd, "10.0.0.1:5555", H{FWD: {"for=192.0.2.43, for=198.51.100.17", `for="[fd00::3]"`}}, "198.51.100.17"},
+		{"fwd all trusted leftmost", fwd, "10.0.0.1:5555", H{FWD: {"for=10.0.0.7, for=10.0.0.3"}}, "10.0.0.7"},
+		{"fwd params with OWS", fwd, "10.0.0.1:5555", H{FWD: {"proto=https; for=198.51.100.17 ; by=10.0.0.9"}}, "198.51.100.17"},
+		{"fwd unknown stops", fwd, "10.0.0.1:5555", H{FWD: {"for=198.51.100.17, for=unknown"}}, "10.0.0.1"},
+		{"fwd obfuscated stops", fwd, "10.0.0.1:5555", H{FWD: {"for=198.51.100.17, for=_hidden, for=10.0.0.3"}}, "10.0.0.3"},
+		{"fwd element without for", fwd, "10.0.0.1:5555", H{FWD: {"for=198.51.100.17, proto=https"}}, "10.0.0.1"},
+		{"fwd duplicate for", fwd, "10.0.0.1:5555", H{FWD: {"for=1.1.1.1;for=198.51.100.17"}}, "10.0.0.1"},
+		{"fwd quoted comma and semicolon", fwd, "10.0.0.1:5555", H{FWD: {`for=198.51.100.17;ext="a,b;for=1.1.1.1"`}}, "198.51.100.17"},
+		{"fwd stray quote from client", fwd, "10.0.0.1:5555", H{FWD: {`for=", for=198.51.100.17`}}, "198.51.100.17"},
+		{"fwd quote swallowing hop", fwd, "10.0.0.1:5555", H{FWD: {`for="1.1.1.1, for=198.51.100.17"`}}, "10.0.0.1"},
+		{"fwd unquoted ipv6 brackets", fwd, "10.0.0.1:5555", H{FWD: {"for=[2001:db8::1]"}}, "2001:db8::1"},
+		{"fwd escaped value", fwd, "10.0.0.1:5555", H{FWD: {`for="\198.51.100.17"`}}, "10.0.0.1"},
+		{"fwd empty", fwd, "10.0.0.1:5555", H{FWD: {""}}, "10.0.0.1"},
+
+		// X-Real-IP.
+		{"xri valid", xri, "10.0.0.1:5555", H{XRI: {"198.51.100.7"}}, "198.51.100.7"},
+		{"xri ipv6 non-canonical", xri, "10.0.0.1:5555", H{XRI: {" 2001:DB8::1 "}}, "2001:db8::1"},
+		{"xri garbage", xri, "10.0.0.1:5555", H{XRI: {"garbage"}}, "10.0.0.1"},
+		{"xri list", xri, "10.0.0.1:5555", H{XRI: {"1.1.1.1, 198.51.100.7"}}, "10.0.0.1"},
+		{"xri two lines", xri, "10.0.0.1:5555", H{XRI: {"1.1.1.1", "198.51.100.7"}}, "10.0.0.1"},
+		{"xri absent", xri, "10.0.0.1:5555", nil, "10.0.0.1"},
+
+		// IPv6PrefixLen.
+		{"v6 prefix untrusted peer", v6, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
+		{"v6 prefix xff hop", v6, "10.0.0.1:5555", H{XFF: {"2001:db8:1:2::99"}}, "2001:db8:1:2::"},
+		{"v6 prefix ipv4 unaffected", v6, "203.0.113.9:1", nil, "203.0.113.9"},
+		{"v6 prefix mapped is ipv4", v6, "[::ffff:203.0.113.9]:1", nil, "203.0.113.9"},
+		{"v6 prefix 48", &ClientIPConfig{IPv6PrefixLen: 48}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1::"},
+		{"v6 prefix out of range", &ClientIPConfig{IPv6PrefixLen: 200}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::1"},
+		{"v6 prefix negative", &ClientIPConfig{IPv6PrefixLen: -1}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cfg.ClientIP(tt.remote, cipHeaders(tt.hdr)); got != tt.want {
+				t.Errorf("ClientIP(%q) = got %q, want %q", tt.remote, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientIPUntrustedNeverReadsHeaders(t *testing.T) {
+	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	called := 0
+	values := func(string) []string { called++; return []string{"1.2.3.4"} }
+	if got, want := cfg.ClientIP("203.0.113.9:51234", values), "203.0.113.9"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if called != 0 {
+		t.Errorf("values called %d times for an untrusted peer, want 0", called)
+	}
+}
+
+func TestClientIPNilValues(t *testing.T) {
+	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	if got, want := cfg.ClientIP("10.0.0.1:1", nil), "10.0.0.1"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestClientIPConcurrent(t *testing.T) {
+	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
+	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"2001:db8:1:2::5, 10.0.0.2"}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if got, want := cfg.ClientIP("10.0.0.1:1", values), "2001:db8:1:2::"; got != want {
+					t.Errorf("got %q, want %q", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestClientIPAllocs(t *testing.T) {
+	trusted := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	tests := []struct {
+		name   string
+		cfg    *ClientIPConfig
+		remote string
+		hdr    map[string][]string
+		want   string
+	}{
+		{"zero config", &ClientIPConfig{}, "203.0.113.9:51234", nil, "203.0.113.9"},
+		{"ipv4 peer untrusted", trusted, "203.0.113.9:51234", map[string][]string{"X-Forwarded-For": {"1.2.3.4"}}, "203.0.113.9"},
+		{"ipv4 peer trusted xff", trusted, "10.0.0.1:51234", map[string][]string{"X-Forwarded-For": {"198.51.100.7, 10.0.0.2"}}, "198.51.100.7"},
+		{"ipv6 peer untrusted", trusted, "[2001:db8::9]:443", nil, "2001:db8::9"},
+		{"forwarded trusted", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:51234",
+			map[string][]string{"Forwarded": {`for="[2001:db8::7]:4711";proto=https, for=10.0.0.2`}}, "2001:db8::7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			values := cipHeaders(tt.hdr)
+			var got string
+			allocs := testing.AllocsPerRun(100, func() { got = tt.cfg.ClientIP(tt.remote, values) })
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if allocs != 0 {
+				t.Errorf("got %v allocs, want 0", allocs)
+			}
+		})
+	}
+}
+
+func BenchmarkClientIPUntrusted(b *testing.B) {
+	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"1.2.3.4"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		cfg.ClientIP("203.0.113.9:51234", values)
+	}
+}
+
+func BenchmarkClientIPTrustedXFF(b *testing.B) {
+	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"198.51.100.7, 10.0.0.2"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		cfg.ClientIP("10.0.0.1:51234", values)
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := ParseTrustedProxies("10.0.0.0/8", "127.0.0.1", "::1", "fd00::/8", " 192.168.0.0/16 ",
+		"::ffff:10.0.0.0/104", "::ffff:172.16.0.1", "0.0.0.0/0", "2001:db8::/032")
+	if err != nil {
+		t.Fatalf("got error %v, want nil", err)
+	}
+	want := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("127.0.0.1/32"),
+		netip.MustParsePrefix("::1/128"),
+		netip.MustParsePrefix("fd00::/8"),
+		netip.MustParsePrefix("192.168.0.0/16"),
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("172.16.0.1/32"),
+		netip.MustParsePrefix("0.0.0.0/0"),
+		netip.MustParsePrefix("2001:db8::/32"),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got, err := ParseTrustedProxies(); err != nil || len(got) != 0 {
+		t.Errorf("ParseTrustedProxies() = got %v, %v, want [], nil", got, err)
+	}
+}
+
+func TestParseTrustedProxiesErrors(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"10.0.0.300/8"}, `core: trusted proxy "10.0.0.300/8": invalid IP address`},
+		{[]string{""}, `core: trusted proxy "": empty value`},
+		{[]string{"  "}, `core: trusted proxy "  ": empty value`},
+		{[]string{"example.com"}, `core: trusted proxy "example.com": invalid IP address`},
+		{[]string{"10.0.0.0/33"}, `core: trusted proxy "10.0.0.0/33": invalid prefix length`},
+		{[]string{"::/129"}, `core: trusted proxy "::/129": invalid prefix length`},
+		{[]string{"10.0.0.0/"}, `core: trusted proxy "10.0.0.0/": invalid prefix length`},
+		{[]string{"10.0.0.0/-1"}, `core: trusted proxy "10.0.0.0/-1": invalid prefix length`},
+		{[]string{"10.0.0.0/8/8"}, `core: trusted proxy "10.0.0.0/8/8": invalid prefix length`},
+		{[]string{"10.0.0.0/8, 192.168.0.0/16"}, `core: trusted proxy "10.0.0.0/8, 192.168.0.0/16": invalid prefix length`},
+		{[]string{"fe80::1%eth0"}, `core: trusted proxy "fe80::1%eth0": IPv6 zone not allowed`},
+		{[]string{"10.0.0.1/8"}, `core: trusted proxy "10.0.0.1/8": host bits set (did you mean 10.0.0.0/8?)`},
+		{[]string{"10.0.0.0/8", "bad", "also bad"}, `core: trusted proxy "bad": invalid IP address`},
+	}
+	for _, tt := range tests {
+		got, err := ParseTrustedProxies(tt.in...)
+		if err == nil {
+			t.Errorf("ParseTrustedProxies(%q) = got %v, nil error, want error %q", tt.in, got, tt.want)
+			continue
+		}
+		if err.Error() != tt.want {
+			t.Errorf("ParseTrustedProxies(%q) error = got %q, want %q", tt.in, err.Error(), tt.want)
+		}
+		if got != nil {
+			t.Errorf("ParseTrustedProxies(%q) = got %v, want nil on error", tt.in, got)
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package core
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// Canonical header names, as net/http stores them.
+const (
+	hdrPolicy     = "Ratelimit-Policy"
+	hdrRateLimit  = "Ratelimit"
+	hdrLimit      = "X-Ratelimit-Limit"
+	hdrRemaining  = "X-Ratelimit-Remaining"
+	hdrReset      = "X-Ratelimit-Reset"
+	hdrRetryAfter = "Retry-After"
+	hdrType       = "Content-Type"
+	hdrLength     = "Content-Length"
+)
+
+var (
+	jsonType          = []string{"application/json"}
+	unavailableBody   = []byte(`{"detail": "Rate limiter unavailable"}`)
+	unavailableLength = []string{strconv.Itoa(len(unavailableBody))}
+	oneSecond         = []string{"1"}
+)
+
+// prepare renders what never changes for a rule: the RateLimit-Policy and
+// X-RateLimit-Limit values and the 429 body.
+func (r *Rule) prepare() {
+	var b []byte
+	for i, l := range r.Policy.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, r.Name...)
+		b = append(b, `";q=`...)
+		b = strconv.AppendInt(b, l.Count, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, ceilSeconds(l.Period), 10)
+		r.limitValue = append(r.limitValue, strconv.FormatInt(l.Count, 10))
+	}
+	// Shared slices must never be appended to in place: cap = len.
+	r.policyValue = []string{string(b)}[:1:1]
+	msg, _ := json.Marshal("Rate limit exceeded for '" + r.Name + "' requests")
+	r.body = append(append([]byte(`{"detail": `), msg...), '}')
+	r.bodyLength = []string{strconv.Itoa(len(r.body))}[:1:1]
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds is the Retry-After value for d: whole seconds, rounded
+// up, at least 1, so a client that waits that long is never early.
+func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
+
+// appendRateLimit appends the RateLimit header value: one item per limit.
+func (d *Decision) appendRateLimit(b []byte) []byte {
+	for i := range d.Rule.Policy.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, d.Rule.Name...)
+		b = append(b, `";r=`...)
+		b = strconv.AppendInt(b, d.Result.Limits[i].Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(d.Result.Limits[i].ResetAfter), 10)
+	}
+	return b
+}
+
+// decidingIndex is the index of the limit Result.Limit refers to.
+func (d *Decision) decidingIndex() int {
+	for i, l := range d.Rule.Policy.Limits {
+		if l.Period == d.Result.Limit.Period {
+			return i
+		}
+	}
+	return 0
+}
+
+// headerValue is one allocation holding a header's value slice and bytes.
+type headerValue struct {
+	v [1]string
+	b [120]byte
+}
+
+// oneValue returns b as a []string of one, in a single allocation when it fits.
+func oneValue(b []byte) []string {
+	if len(b) > len(headerValue{}.b) {
+		return []string{string(b)}
+	}
+	hv := new(headerValue)
+	n := copy(hv.b[:], b)
+	hv.v[0] = unsafe.String(&hv.b[0], n)
+	return hv.v[:1:1]
+}
+
+// hasHeaders reports whether rate-limit headers go on the response.
+func (d *Decision) hasHeaders() bool {
+	return d.Rule != nil && d.Err == nil && d.style != HeadersNone
+}
+
+// SetHeaders writes the rate-limit headers of d into h (net/http, Gin and
+// Echo responses): nothing for a request that was not counted. Values that
+// never change are shared, so an allowed request costs one allocation.
+func (d *Decision) SetHeaders(h http.Header) {
+	if !d.hasHeaders() {
+		return
+	}
+	var buf [256]byte
+	if d.style == HeadersLegacy {
+		i := d.decidingIndex()
+		h[hdrLimit] = d.Rule.limitValue[i : i+1 : i+1]
+		b := strconv.AppendInt(buf[:0], d.Result.Remaining, 10)
+		h[hdrRemaining] = oneValue(b)
+		b = strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10)
+		h[hdrReset] = oneValue(b)
+		return
+	}
+	h[hdrPolicy] = d.Rule.policyValue
+	h[hdrRateLimit] = oneValue(d.appendRateLimit(buf[:0]))
+}
+
+// EachHeader calls fn for every header d puts on its response, in a fixed
+// order: the rate-limit headers and, when denied, Retry-After,
+// Content-Type and Content-Length. Values are appended to buf, which is
+// returned for reuse; fn must copy what it keeps. It serves adapters whose
+// framework has no http.Header (Fiber).
+func (d *Decision) EachHeader(buf []byte, fn func(name string, value []byte)) []byte {
+	if d.hasHeaders() {
+		if d.style == HeadersLegacy {
+			i := d.decidingIndex()
+			buf = append(buf[:0], d.Rule.limitValue[i]...)
+			fn(hdrLimit, buf)
+			buf = strconv.AppendInt(buf[:0], d.Result.Remaining, 10)
+			fn(hdrRemaining, buf)
+			buf = strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10)
+			fn(hdrReset, buf)
+		} else {
+			buf = append(buf[:0], d.Rule.policyValue[0]...)
+			fn(hdrPolicy, buf)
+			buf = d.appendRateLimit(buf[:0])
+			fn(hdrRateLimit, buf)
+		}
+	}
+	if !d.Allowed {
+		buf = strconv.AppendInt(buf[:0], d.retryAfter(), 10)
+		fn(hdrRetryAfter, buf)
+		buf = append(buf[:0], jsonType[0]...)
+		fn(hdrType, buf)
+		buf = strconv.AppendInt(buf[:0], int64(len(d.Body())), 10)
+		fn(hdrLength, buf)
+	}
+	return buf
+}
+
+func (d *Decision) retryAfter() int64 {
+	if d.Err != nil {
+		return 1
+	}
+	return RetryAfterSeconds(d.Result.RetryAfter)
+}
+
+// Status is the HTTP status of a denied request: 429 when over the limit,
+// 503 when the store failed and the policy is fail-closed. 200 when allowed.
+func (d *Decision) Status() int {
+	switch {
+	case d.Allowed:
+		return http.StatusOK
+	case d.Err != nil:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusTooManyRequests
+}
+
+// Body is the JSON body of a denied request:
+// {"detail": "Rate limit exceeded for '<rule>' requests"}, or
+// {"detail": "Rate limiter unavailable"} when the store failed closed.
+func (d *Decision) Body() []byte {
+	if d.Err != nil {
+		return unavailableBody
+	}
+	return d.Rule.body
+}
+
+// WriteDenied writes the whole response of a denied request to w: the
+// rate-limit headers, Retry-After, Content-Type, Content-Length, the status
+// and the body. Every adapter that has an http.ResponseWriter uses it, so
+// they all answer byte for byte the same.
+func (d *Decision) WriteDenied(w http.ResponseWriter) {
+	h := w.Header()
+	d.SetHeaders(h)
+	if d.Err != nil {
+		h[hdrRetryAfter] = oneSecond
+		h[hdrLength] = unavailableLength
+	} else {
+		h[hdrRetryAfter] = []string{strconv.FormatInt(d.retryAfter(), 10)}
+		h[hdrLength] = d.Rule.bodyLength
+	}
+	h[hdrType] = jsonType
+	w.WriteHeader(d.Status())
+	_, _ = w.Write(d.Body())
+}

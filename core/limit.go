@@ -1,0 +1,76 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+)
+
+// Algorithm selects how a policy counts. The zero value is FixedWindow.
+type Algorithm = algo.Algorithm
+
+// The algorithms; see package algo for their exact definitions.
+const (
+	FixedWindow   = algo.FixedWindow
+	SlidingWindow = algo.SlidingWindow
+	TokenBucket   = algo.TokenBucket
+	GCRA          = algo.GCRA
+)
+
+// ParseAlgorithm returns the algorithm named s: fixed_window, sliding_window,
+// token_bucket or gcra.
+func ParseAlgorithm(s string) (Algorithm, error) { return algo.ParseAlgorithm(s) }
+
+// Limit is Count units per Period. Burst is the capacity of TokenBucket and
+// GCRA; 0 means Count. The window algorithms ignore Burst.
+type Limit = algo.Limit
+
+var units = map[string]time.Duration{
+	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+}
+
+// ParseLimit parses "N/unit" or "N/Kunit": N requests per (K) seconds,
+// minutes, hours or days. Units: s, sec, second(s); m, min, minute(s);
+// h, hr, hour(s); d, day(s), in any case. Spaces around the parts are
+// allowed. Examples: "10/second", "500/hour", "30/m", "100/5min".
+// The error names the whole value and what is wrong with it.
+func ParseLimit(s string) (Limit, error) {
+	bad := func(format string, args ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("limit %q: %s", s, fmt.Sprintf(format, args...))
+	}
+	count, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return bad(`want "N/unit", e.g. "10/second"`)
+	}
+	count, per = strings.TrimSpace(count), strings.ToLower(strings.TrimSpace(per))
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil || n < 1 {
+		return bad("count %q is not a positive integer", count)
+	}
+	digits := 0
+	for digits < len(per) && per[digits] >= '0' && per[digits] <= '9' {
+		digits++
+	}
+	mult := int64(1)
+	if digits > 0 {
+		mult, err = strconv.ParseInt(per[:digits], 10, 64)
+		if err != nil || mult < 1 || mult > 1<<20 {
+			return bad("period multiplier %q is not an integer in [1, %d]", per[:digits], 1<<20)
+		}
+	}
+	unit, ok := units[strings.TrimSpace(per[digits:])]
+	if !ok {
+		return bad("unknown unit %q (want second, minute, hour or day)", per[digits:])
+	}
+	l := Limit{Count: n, Period: time.Duration(mult) * unit}
+	if err := l.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	return l, nil
+}

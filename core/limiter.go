@@ -1,0 +1,196 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// MaxKeyLen is the longest identity used as it is. Longer ones (a header
+// value is user input) are replaced by a SHA-256 digest, so no caller can
+// make a store hold keys of unbounded size.
+const MaxKeyLen = 128
+
+// BoundKey returns key, or "sha256:<hex digest>" when key is longer than
+// MaxKeyLen. Distinct keys stay distinct.
+func BoundKey(key string) string {
+	if len(key) <= MaxKeyLen {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Decision is the outcome of one request. Adapters write it with
+// SetHeaders and, when not Allowed, WriteDenied (or EachHeader, Status and
+// Body).
+type Decision struct {
+	// Allowed reports whether the request may proceed.
+	Allowed bool
+	// Rule is the rule the request counted against; nil when nothing was
+	// counted (limiting off, exempt path, bypass).
+	Rule *Rule
+	// Cost is what the request weighed under Rule.
+	Cost int64
+	// Result is the store's answer (zero when Err is set).
+	Result Result
+	// Err is the store's error. With fail-open the request is Allowed and
+	// carries no rate-limit headers; with fail-closed it is denied with 503.
+	Err error
+
+	style HeaderStyle
+}
+
+// Event describes one counted decision, for metrics.
+type Event struct {
+	Rule    string
+	Allowed bool
+	Cost    int64
+	// Err is the store's error, if it failed.
+	Err error
+	// Latency is the time the store took.
+	Latency time.Duration
+}
+
+// Observer receives an Event for every request that reaches the store. It is
+// called synchronously on the request path: it must be fast and safe for
+// concurrent use.
+type Observer func(Event)
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithHeaders overrides the configuration's header style. Default: the
+// configuration's (draft unless it says otherwise).
+func WithHeaders(s HeaderStyle) Option { return func(l *Limiter) { l.style = s } }
+
+// WithFailOpen overrides the configuration's failure policy: true lets
+// requests pass when the store fails, false denies them with 503. Default:
+// the configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option { return func(l *Limiter) { l.failOpen = open } }
+
+// WithObserver sets a hook that sees every counted decision. Default: none.
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
+
+// WithLogger sets where store failures are reported. Default: slog.Default().
+func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }
+
+// WithClock sets the clock used for latencies and for spacing warnings; a
+// store has its own. Default: SystemClock.
+func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
+
+// WithWarnInterval sets the least time between two warnings about store
+// failures; the ones in between are counted and the count goes in the next
+// warning. Default: 10s.
+func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warnEvery = int64(d) } }
+
+// Limiter turns requests into decisions: it matches the rule, asks the store,
+// and applies the failure policy. It is safe for concurrent use.
+type Limiter struct {
+	cfg       *Config
+	store     Store
+	style     HeaderStyle
+	failOpen  bool
+	observer  Observer
+	log       *slog.Logger
+	clock     Clock
+	warnEvery int64
+
+	lastWarn   atomic.Int64
+	suppressed atomic.Int64
+}
+
+// NewLimiter returns a Limiter for cfg counting in store. A nil or disabled
+// cfg passes every request untouched.
+func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
+	l := &Limiter{
+		cfg:       cfg,
+		store:     store,
+		style:     cfg.Headers(),
+		failOpen:  cfg.FailOpen(),
+		log:       slog.Default(),
+		clock:     SystemClock,
+		warnEvery: int64(10 * time.Second),
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	l.lastWarn.Store(-1 << 62)
+	return l
+}
+
+// Config returns the limiter's configuration.
+func (l *Limiter) Config() *Config { return l.cfg }
+
+// Store returns the limiter's store.
+func (l *Limiter) Store() Store { return l.store }
+
+// Skip reports whether a request for path passes without being counted:
+// limiting is off or the path is exempt. Adapters call it before working out
+// the identity, so an exempt path never depends on credentials.
+func (l *Limiter) Skip(path string) bool {
+	return !l.cfg.Enabled() || l.cfg.Exempt(path)
+}
+
+// Decide decides one request. identity is the caller's key (a user id, an
+// API key, a client IP); bypass lets a request through uncounted (a
+// super-admin). Exempt paths pass uncounted too.
+func (l *Limiter) Decide(ctx context.Context, method, path, identity string, bypass bool) Decision {
+	if bypass || l.Skip(path) {
+		return Decision{Allowed: true}
+	}
+	rule, cost := l.cfg.Match(method, path)
+	d := Decision{Rule: rule, Cost: cost, style: l.style}
+	var start int64
+	if l.observer != nil {
+		start = l.clock.Now()
+	}
+	d.Result, d.Err = l.store.Take(ctx, BoundKey(identity), rule.Policy, cost)
+	d.Allowed = d.Result.Allowed
+	if d.Err != nil {
+		d.Result = Result{}
+		d.Allowed = l.failOpen
+		l.warn(rule, d.Err)
+	}
+	if l.observer != nil {
+		l.observer(Event{Rule: rule.Name, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
+	}
+	return d
+}
+
+// Reset forgets identity's counters under the named rule ("default" for the
+// default limit). It reports false when no such rule exists.
+func (l *Limiter) Reset(ctx context.Context, identity, rule string) (bool, error) {
+	if l.cfg == nil || l.cfg.def == nil {
+		return false, nil
+	}
+	for _, r := range append([]*Rule{l.cfg.def}, l.cfg.rules...) {
+		if r.Name == rule {
+			return true, l.store.Reset(ctx, BoundKey(identity), r.Policy)
+		}
+	}
+	return false, nil
+}
+
+// warn logs a store failure, at most once per warn interval, with the number
+// of failures it did not log since the last line.
+func (l *Limiter) warn(rule *Rule, err error) {
+	now := l.clock.Now()
+	last := l.lastWarn.Load()
+	if now-last < l.warnEvery || !l.lastWarn.CompareAndSwap(last, now) {
+		l.suppressed.Add(1)
+		return
+	}
+	policy := "open: requests pass"
+	if !l.failOpen {
+		policy = "closed: requests get 503"
+	}
+	l.log.Warn("rlkit: rate-limit store failed",
+		slog.String("rule", rule.Name),
+		slog.String("error", err.Error()),
+		slog.String("failure_policy", policy),
+		slog.Int64("suppressed", l.suppressed.Swap(0)))
+}

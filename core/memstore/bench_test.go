@@ -1,0 +1,126 @@
+package memstore_test
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+var benchPolicies = map[string]*core.Policy{}
+
+func policy(a core.Algorithm) *core.Policy {
+	// A limit no benchmark reaches, so every decision admits and writes.
+	return &core.Policy{Name: "bench", Algorithm: a, Limits: []core.Limit{{Count: 2_000_000_000, Period: time.Hour}}}
+}
+
+var sink core.Result
+
+// BenchmarkTakeAtOneKey measures one decision on an existing key with the
+// instant passed in: the store's own cost (hash, lock, lookup, algorithm,
+// write back).
+func BenchmarkTakeAtOneKey(b *testing.B) {
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		b.Run(a.String(), func(b *testing.B) {
+			s := memstore.New()
+			p := policy(a)
+			now := time.Now().UnixNano()
+			s.TakeAt(&sink, "user-42", p, 1, now)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.TakeAt(&sink, "user-42", p, 1, now)
+			}
+		})
+	}
+}
+
+// BenchmarkTakeOneKey is BenchmarkTakeAtOneKey with the clock read included
+// (core.SystemClock), as a request sees it.
+func BenchmarkTakeOneKey(b *testing.B) {
+	s := memstore.New()
+	p := policy(core.FixedWindow)
+	s.TakeAt(&sink, "user-42", p, 1, time.Now().UnixNano())
+	b.ReportAllocs()
+	for b.Loop() {
+		sink, _ = s.Take(nil, "user-42", p, 1) //nolint:staticcheck // the memory store ignores ctx
+	}
+}
+
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "user-" + strconv.Itoa(i)
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// BenchmarkTakeAtMillionKeys cycles through 1,000,000 existing keys in
+// random order: every decision misses the CPU caches, as under real traffic
+// from many users.
+func BenchmarkTakeAtMillionKeys(b *testing.B) {
+	ks := keys(1_000_000)
+	s := memstore.New()
+	p := policy(core.FixedWindow)
+	now := time.Now().UnixNano()
+	for _, k := range ks {
+		s.TakeAt(&sink, k, p, 1, now)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.TakeAt(&sink, ks[i], p, 1, now)
+		if i++; i == len(ks) {
+			i = 0
+		}
+	}
+}
+
+// BenchmarkParallelTenThousandKeys spreads decisions from all cores over
+// 10,000 keys.
+func BenchmarkParallelTenThousandKeys(b *testing.B) {
+	ks := keys(10_000)
+	s := memstore.New()
+	p := policy(core.FixedWindow)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := rand.IntN(len(ks))
+		for pb.Next() {
+			s.Take(nil, ks[i], p, 1) //nolint:staticcheck
+			if i++; i == len(ks) {
+				i = 0
+			}
+		}
+	})
+}
+
+// heapBytesPerKey inserts n keys and returns the growth of the live heap
+// per key, keys themselves excluded (they are built in a reused buffer).
+func heapBytesPerKey(n int) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := memstore.New(memstore.WithMaxKeys(2 * n))
+	p := policy(core.FixedWindow)
+	now := time.Now().UnixNano()
+	buf := make([]byte, 0, 32)
+	for i := range n {
+		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
+		s.TakeAt(&sink, unsafe.String(&buf[0], len(buf)), p, 1, now)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// BenchmarkMemoryPerKey reports the live heap per key at 1,000,000 keys
+// (metric bytes/key); the time per op is that of an insert.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	b.ReportMetric(heapBytesPerKey(1_000_000), "bytes/key")
+}

@@ -1,0 +1,24 @@
+package memstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	storetest.Run(t, func() core.Store {
+		return memstore.New(memstore.WithClock(clock))
+	}, storetest.WithClock(clock))
+}
+
+func TestConformanceRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits in real time")
+	}
+	storetest.Run(t, func() core.Store { return memstore.New() })
+}

@@ -1,0 +1,173 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+)
+
+// MaxLimits is the largest number of limits one Policy may hold.
+const MaxLimits = 4
+
+// Policy is what a store counts against: one algorithm and one or more
+// limits that must all admit a request. A denial consumes from none of them.
+// Name identifies the counters: two policies with the same name share them,
+// so a reloaded configuration keeps its counts.
+//
+// A Policy must not change once it is in use: stores identify its counters
+// by its Fingerprint, computed once.
+type Policy struct {
+	Name      string
+	Algorithm Algorithm
+	Limits    []Limit
+
+	fingerprint atomic.Uint64
+}
+
+// Fingerprint is a 64-bit digest (FNV-1a) of the policy's name, algorithm
+// and limits, the same in every process. Stores use it so that a rule whose
+// terms change never reads counters kept under the old terms.
+func (p *Policy) Fingerprint() uint64 {
+	if f := p.fingerprint.Load(); f != 0 {
+		return f
+	}
+	h := fnv.New64a()
+	b := append([]byte(p.Name), 0, byte(p.Algorithm))
+	for _, l := range p.Limits {
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.Count))
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.Period))
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.Burst))
+	}
+	h.Write(b)
+	f := max(h.Sum64(), 1)
+	p.fingerprint.Store(f)
+	return f
+}
+
+// Validate reports whether p can be counted.
+func (p *Policy) Validate() error {
+	if p.Name == "" {
+		return errors.New("policy has no name")
+	}
+	if len(p.Limits) == 0 || len(p.Limits) > MaxLimits {
+		return fmt.Errorf("policy %q: %d limits, want 1 to %d", p.Name, len(p.Limits), MaxLimits)
+	}
+	if p.Algorithm > GCRA {
+		return fmt.Errorf("policy %q: unknown %v", p.Name, p.Algorithm)
+	}
+	for i, l := range p.Limits {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		for _, m := range p.Limits[:i] {
+			if m.Period == l.Period {
+				return fmt.Errorf("policy %q: two limits per %v (%s and %s)", p.Name, l.Period, m, l)
+			}
+		}
+	}
+	return nil
+}
+
+// Capacity is the largest cost one request can be admitted with: the
+// smallest capacity of the policy's limits.
+func (p *Policy) Capacity() int64 {
+	c := int64(algo.MaxCount)
+	for _, l := range p.Limits {
+		c = min(c, l.Capacity(p.Algorithm))
+	}
+	return c
+}
+
+// LimitState is the state of one limit after a decision.
+type LimitState struct {
+	Remaining  int64
+	ResetAfter time.Duration
+}
+
+// Result is a store's answer. A denial is a Result with Allowed false, never
+// an error.
+type Result struct {
+	Allowed bool
+	// Limit is the limit that decided: when denied, the denying limit with
+	// the longest wait; when allowed, the one with the fewest units left.
+	// Remaining and ResetAfter are that limit's.
+	Limit      Limit
+	Remaining  int64
+	ResetAfter time.Duration
+	// RetryAfter is, when denied, how long until the same request would be
+	// admitted (the longest wait over the denying limits). Zero when allowed.
+	RetryAfter time.Duration
+	// Limits holds every limit's state, in policy order.
+	Limits [MaxLimits]LimitState
+}
+
+// Store keeps counters. Implementations must be safe for concurrent use, and
+// must pass the conformance suite in package storetest.
+type Store interface {
+	// Take evaluates a request of the given cost for key under policy p and,
+	// when every limit admits it, consumes cost from each. A denied request
+	// consumes nothing. An error means the store failed, not a denial.
+	Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error)
+	// Reset forgets the counters of key under policy p.
+	Reset(ctx context.Context, key string, p *Policy) error
+}
+
+// SetOutcome makes r the Result of a one-limit policy whose limit l gave
+// outcome o. It fills r in place: a Result is large to copy.
+func (r *Result) SetOutcome(l Limit, o *algo.Outcome) {
+	r.Allowed = o.Allowed
+	r.Limit = l
+	r.Remaining = o.Remaining
+	r.ResetAfter = time.Duration(o.ResetAfter)
+	r.RetryAfter = time.Duration(o.RetryAfter)
+	r.Limits[0] = LimitState{Remaining: o.Remaining, ResetAfter: r.ResetAfter}
+}
+
+// Evaluate runs one decision at instant now over the per-limit states of one
+// key (states[i] belongs to p.Limits[i]). It evaluates every limit and, when
+// all admit, replaces states[i] with the new states and sets expireAt[i] to
+// the instant from which each may be dropped; when any limit denies, it
+// changes neither. Stores that keep algo.State values themselves (package
+// memstore) use it so that every store combines limits the same way.
+func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int64, now, cost int64) Result {
+	var (
+		r        = Result{Allowed: true, Remaining: -1}
+		next     [MaxLimits]algo.State
+		exp      [MaxLimits]int64
+		admitted [MaxLimits]bool
+	)
+	for i, l := range p.Limits {
+		n, o := algo.Take(p.Algorithm, states[i], l, now, cost)
+		next[i], exp[i], admitted[i] = n, o.ExpireAt, o.Allowed
+		r.Limits[i] = LimitState{Remaining: o.Remaining, ResetAfter: time.Duration(o.ResetAfter)}
+		switch {
+		case !o.Allowed:
+			if r.Allowed || time.Duration(o.RetryAfter) > r.RetryAfter {
+				r.Limit, r.Remaining, r.ResetAfter = l, o.Remaining, time.Duration(o.ResetAfter)
+				r.RetryAfter = time.Duration(o.RetryAfter)
+			}
+			r.Allowed = false
+		case r.Allowed && (r.Remaining < 0 || o.Remaining < r.Remaining):
+			r.Limit, r.Remaining, r.ResetAfter = l, o.Remaining, time.Duration(o.ResetAfter)
+		}
+	}
+	if r.Allowed {
+		*states, *expireAt = next, exp
+		return r
+	}
+	// Denied: nothing was consumed, so report the limits that would have
+	// admitted as they stand.
+	for i, l := range p.Limits {
+		if admitted[i] {
+			_, o := algo.Take(p.Algorithm, states[i], l, now, 0)
+			r.Limits[i] = LimitState{Remaining: o.Remaining, ResetAfter: time.Duration(o.ResetAfter)}
+		}
+	}
+	return r
+}

@@ -1,0 +1,156 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A pattern is a path with '*' standing for exactly one non-empty segment:
+// "/api/kb/*/reindex" matches "/api/kb/kb-01/reindex", not
+// "/api/kb/a/b/reindex" nor "/api/kb//reindex". One trailing slash is
+// ignored on both sides, so "/api/search/" is limited as "/api/search".
+type pattern struct {
+	raw    string
+	prefix string   // literal text before the first '*'
+	segs   []string // "*" is the wildcard
+}
+
+func compilePattern(p string) (pattern, error) {
+	if p == "" {
+		return pattern{}, errors.New("empty path")
+	}
+	if p[0] != '/' {
+		return pattern{}, errors.New("path must start with '/'")
+	}
+	if strings.ContainsAny(p, "?#") {
+		return pattern{}, errors.New("path must not hold a query or fragment")
+	}
+	pat := pattern{raw: p}
+	body := trimSlash(p)[1:]
+	if body != "" {
+		pat.segs = strings.Split(body, "/")
+	}
+	for _, s := range pat.segs {
+		switch {
+		case s == "":
+			return pattern{}, errors.New("empty path segment ('//')")
+		case s != "*" && strings.Contains(s, "*"):
+			return pattern{}, fmt.Errorf("'*' must be a whole segment, not part of %q", s)
+		}
+	}
+	pat.prefix = trimSlash(p)
+	if i := strings.IndexByte(pat.prefix, '*'); i >= 0 {
+		pat.prefix = pat.prefix[:i]
+	}
+	return pat, nil
+}
+
+// trimSlash drops one trailing slash, except from "/".
+func trimSlash(p string) string {
+	if len(p) > 1 && p[len(p)-1] == '/' {
+		return p[:len(p)-1]
+	}
+	return p
+}
+
+// match reports whether path (already passed through trimSlash) matches.
+func (p *pattern) match(path string) bool {
+	if !strings.HasPrefix(path, p.prefix) || path == "" || path[0] != '/' {
+		return false
+	}
+	rest := path[1:]
+	if len(p.segs) == 0 {
+		return rest == ""
+	}
+	for i, seg := range p.segs {
+		cur, next, more := strings.Cut(rest, "/")
+		if seg == "*" {
+			if cur == "" {
+				return false
+			}
+		} else if cur != seg {
+			return false
+		}
+		if !more {
+			return i == len(p.segs)-1
+		}
+		rest = next
+	}
+	return false
+}
+
+// overlaps reports whether some path matches both p and q.
+func (p *pattern) overlaps(q *pattern) bool {
+	if len(p.segs) != len(q.segs) {
+		return false
+	}
+	for i, s := range p.segs {
+		if s != "*" && q.segs[i] != "*" && s != q.segs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type weight struct {
+	pat  pattern
+	cost int64
+}
+
+// Rule is one compiled rule of a Config: the paths it covers, the policy
+// its requests count against, and the cost of each path.
+type Rule struct {
+	Name    string
+	Policy  *Policy
+	paths   []pattern
+	methods []string
+	weights []weight
+
+	// Precomputed responses and header values; see headers.go.
+	policyValue []string // RateLimit-Policy
+	limitValue  []string // X-RateLimit-Limit
+	body        []byte   // the 429 body
+	bodyLength  []string // its Content-Length
+}
+
+// Paths returns the rule's path patterns, in configuration order.
+func (r *Rule) Paths() []string {
+	out := make([]string, len(r.paths))
+	for i, p := range r.paths {
+		out[i] = p.raw
+	}
+	return out
+}
+
+func (r *Rule) matches(method, path string) bool {
+	if len(r.methods) > 0 {
+		found := false
+		for _, m := range r.methods {
+			if m == method {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	for i := range r.paths {
+		if r.paths[i].match(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// cost is the weight of path under r: the first weight pattern that
+// matches, else 1.
+func (r *Rule) cost(path string) int64 {
+	for i := range r.weights {
+		if r.weights[i].pat.match(path) {
+			return r.weights[i].cost
+		}
+	}
+	return 1
+}

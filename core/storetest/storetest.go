@@ -1,0 +1,319 @@
+// Package storetest is the conformance suite every core.Store must pass:
+// the in-memory store, the Redis store, and third-party stores alike.
+//
+//	func TestConformance(t *testing.T) {
+//		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+//		storetest.Run(t, func() core.Store {
+//			return memstore.New(memstore.WithClock(clock))
+//		}, storetest.WithClock(clock))
+//	}
+//
+// With WithClock the suite moves that clock and never sleeps, and checks
+// every duration exactly. Without it (a store that reads a server's clock)
+// the suite waits in real time at the few points where time must pass and
+// checks durations within bounds; counts are exact in both modes.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+// Option configures Run.
+type Option func(*suite)
+
+// WithClock tells the suite that the stores read time from clock, so it can
+// move time itself instead of waiting.
+func WithClock(clock *core.ManualClock) Option { return func(s *suite) { s.clock = clock } }
+
+type suite struct {
+	clock *core.ManualClock
+}
+
+var algorithms = []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA}
+
+// Run runs the suite. newStore is called once per subtest; stores it returns
+// that implement io.Closer are closed at the end of their subtest. Keys are
+// unique per run, so a store that persists (a Redis server) may be reused.
+func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
+	s := &suite{}
+	for _, o := range opts {
+		o(s)
+	}
+	nonce := fmt.Sprintf("%08x", rand.Uint32())
+	test := func(name string, fn func(e *env)) {
+		t.Run(name, func(t *testing.T) {
+			st := newStore()
+			if c, ok := st.(interface{ Close() error }); ok {
+				t.Cleanup(func() { _ = c.Close() })
+			}
+			fn(&env{T: t, st: st, clock: s.clock, prefix: "st-" + nonce + "-" + t.Name() + "-"})
+		})
+	}
+	for _, a := range algorithms {
+		test("ExactCount/"+a.String(), func(e *env) { exactCount(e, a) })
+		test("Cost/"+a.String(), func(e *env) { cost(e, a) })
+		test("Rollover/"+a.String(), func(e *env) { rollover(e, a) })
+		test("SeveralLimits/"+a.String(), func(e *env) { severalLimits(e, a) })
+		test("Reset/"+a.String(), func(e *env) { reset(e, a) })
+		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
+		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a) })
+	}
+}
+
+type env struct {
+	*testing.T
+	st     core.Store
+	clock  *core.ManualClock
+	prefix string
+}
+
+func (e *env) virtual() bool { return e.clock != nil }
+
+func (e *env) key(k string) string { return e.prefix + k }
+
+func (e *env) policy(name string, a core.Algorithm, limits ...string) *core.Policy {
+	e.Helper()
+	p := &core.Policy{Name: e.prefix + name, Algorithm: a}
+	for _, s := range limits {
+		l, err := core.ParseLimit(s)
+		if err != nil {
+			e.Fatal(err)
+		}
+		p.Limits = append(p.Limits, l)
+	}
+	if err := p.Validate(); err != nil {
+		e.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) take(key string, p *core.Policy, cost int64) core.Result {
+	e.Helper()
+	r, err := e.st.Take(context.Background(), key, p, cost)
+	if err != nil {
+		e.Fatalf("Take(%q, %s, %d): %v", key, p.Name, cost, err)
+	}
+	return r
+}
+
+// expect takes and checks the decision and the remaining count.
+func (e *env) expect(key string, p *core.Policy, cost int64, allowed bool, remaining int64) core.Result {
+	e.Helper()
+	r := e.take(key, p, cost)
+	if r.Allowed != allowed || r.Remaining != remaining {
+		e.Fatalf("Take(%q, cost %d) under %v %v: got allowed=%v remaining=%d, want %v %d",
+			key, cost, p.Algorithm, p.Limits, r.Allowed, r.Remaining, allowed, remaining)
+	}
+	if allowed && r.RetryAfter != 0 || !allowed && r.RetryAfter <= 0 {
+		e.Fatalf("Take(%q): allowed=%v with RetryAfter %v", key, r.Allowed, r.RetryAfter)
+	}
+	return r
+}
+
+// duration checks d: exactly want in virtual time, within (0, want] in real
+// time, where the suite cannot know how far into a long window it is.
+func (e *env) duration(what string, d, want time.Duration) {
+	e.Helper()
+	if e.virtual() && d != want || !e.virtual() && (d > want || d <= 0) {
+		e.Fatalf("%s: got %v, want %v", what, d, want)
+	}
+}
+
+// sleep lets d pass.
+func (e *env) sleep(d time.Duration) {
+	if e.virtual() {
+		e.clock.Advance(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// align moves to just after the start of a window of the given period, so
+// that what follows happens well inside one window. In real time it waits
+// only for short periods, or when a long window is about to end.
+func (e *env) align(period time.Duration) {
+	const margin = 20 * time.Millisecond
+	if e.virtual() {
+		now := e.clock.Time()
+		e.clock.Set(now.Truncate(period).Add(period))
+		return
+	}
+	now := time.Now()
+	next := now.Truncate(period).Add(period)
+	if period <= 2*time.Second || next.Sub(now) < 10*time.Second {
+		time.Sleep(next.Add(margin).Sub(now))
+	}
+}
+
+func exactCount(e *env, a core.Algorithm) {
+	p := e.policy("exact", a, "5/hour")
+	e.align(time.Hour)
+	k := e.key("u")
+	for i := int64(4); i >= 0; i-- {
+		r := e.expect(k, p, 1, true, i)
+		if r.Limit != p.Limits[0] || r.Limits[0].Remaining != i {
+			e.Fatalf("Result.Limit %v / Limits[0] %+v, want %v / remaining %d", r.Limit, r.Limits[0], p.Limits[0], i)
+		}
+	}
+	for range 3 {
+		r := e.expect(k, p, 1, false, 0)
+		want := map[core.Algorithm]time.Duration{
+			core.FixedWindow: time.Hour, core.SlidingWindow: time.Hour + 12*time.Minute,
+			core.TokenBucket: 12 * time.Minute, core.GCRA: 12 * time.Minute,
+		}[a]
+		e.duration("RetryAfter", r.RetryAfter, want)
+	}
+}
+
+func cost(e *env, a core.Algorithm) {
+	p := e.policy("cost", a, "10/hour")
+	e.align(time.Hour)
+	k := e.key("u")
+	e.expect(k, p, 4, true, 6)
+	e.expect(k, p, 4, true, 2)
+	e.expect(k, p, 3, false, 2) // does not fit: consumes nothing
+	e.expect(k, p, 2, true, 0)
+	e.expect(k, p, 1, false, 0)
+	k2 := e.key("fresh")
+	e.expect(k2, p, 11, false, 10) // above the capacity: never, and nothing taken
+	e.expect(k2, p, 10, true, 0)
+}
+
+func rollover(e *env, a core.Algorithm) {
+	p := e.policy("roll", a, "3/second")
+	k := e.key("u")
+	e.align(time.Second)
+	for i := int64(2); i >= 0; i-- {
+		e.expect(k, p, 1, true, i)
+	}
+	r := e.expect(k, p, 1, false, 0)
+	// Waiting RetryAfter is always enough. A fixed window is then a new
+	// window; the other algorithms have just made room for one.
+	e.sleep(r.RetryAfter)
+	if a == core.FixedWindow {
+		e.expect(k, p, 1, true, 2)
+	} else {
+		e.expect(k, p, 1, true, 0)
+	}
+	// After two whole periods every algorithm is back to a full quota.
+	e.align(time.Second)
+	e.sleep(time.Second)
+	for i := int64(2); i >= 0; i-- {
+		e.expect(k, p, 1, true, i)
+	}
+	e.expect(k, p, 1, false, 0)
+}
+
+func severalLimits(e *env, a core.Algorithm) {
+	p := e.policy("multi", a, "2/minute", "5/hour")
+	e.align(time.Hour)
+	k := e.key("u")
+	r := e.expect(k, p, 1, true, 1)
+	if r.Limits[0].Remaining != 1 || r.Limits[1].Remaining != 4 {
+		e.Fatalf("per-limit remaining %+v, want 1 and 4", r.Limits[:2])
+	}
+	e.expect(k, p, 1, true, 0)
+	r = e.expect(k, p, 1, false, 0)
+	if r.Limit != p.Limits[0] || r.Limits[1].Remaining != 3 {
+		e.Fatalf("denied by %v with hour remaining %d, want the minute limit and 3 (a denial consumes from no limit)", r.Limit, r.Limits[1].Remaining)
+	}
+	if !e.virtual() {
+		return // real time: the rest waits minutes
+	}
+	// Two more minutes: the minute limit is full again, the hour limit holds 3.
+	e.sleep(2 * time.Minute)
+	r = e.expect(k, p, 2, true, 0)
+	if r.Limit != p.Limits[0] || r.Limits[1].Remaining != 1 {
+		e.Fatalf("deciding limit %v, hour remaining %d; want the minute limit (0 left) and 1", r.Limit, r.Limits[1].Remaining)
+	}
+	e.sleep(2 * time.Minute)
+	r = e.expect(k, p, 2, false, 1)
+	if r.Limit != p.Limits[1] || r.Limits[0].Remaining != 2 {
+		e.Fatalf("denied by %v with minute remaining %d, want the hour limit and 2", r.Limit, r.Limits[0].Remaining)
+	}
+}
+
+func reset(e *env, a core.Algorithm) {
+	p := e.policy("reset", a, "2/hour", "3/day")
+	other := e.policy("reset-other", a, "2/hour")
+	e.align(time.Hour)
+	k := e.key("u")
+	e.expect(k, p, 2, true, 0)
+	e.expect(k, other, 2, true, 0)
+	e.expect(k, p, 1, false, 0)
+	if err := e.st.Reset(context.Background(), k, p); err != nil {
+		e.Fatal(err)
+	}
+	e.expect(k, p, 2, true, 0)
+	e.expect(k, other, 1, false, 0) // another policy's counters are untouched
+	if err := e.st.Reset(context.Background(), e.key("never-seen"), p); err != nil {
+		e.Fatalf("Reset of an unknown key: %v", err)
+	}
+}
+
+func isolation(e *env, a core.Algorithm) {
+	p := e.policy("iso", a, "2/hour")
+	q := e.policy("iso2", a, "2/hour")
+	e.align(time.Hour)
+	keys := []string{
+		e.key("a"), e.key("b"), e.key("a:b"), e.key("a}{b"), e.key("{a}"), e.key("a\x00b"),
+		e.key("ユーザー"), e.key(strings.Repeat("x", 10_000)), e.key(strings.Repeat("x", 9_999) + "y"), "",
+	}
+	for _, k := range keys {
+		e.expect(k, p, 2, true, 0)
+	}
+	for _, k := range keys {
+		e.expect(k, p, 1, false, 0)
+		e.expect(k, q, 1, true, 1) // same key, other rule: its own counter
+	}
+	if err := e.st.Reset(context.Background(), "", p); err != nil {
+		e.Fatal(err)
+	}
+	if err := e.st.Reset(context.Background(), "", q); err != nil {
+		e.Fatal(err)
+	}
+}
+
+func concurrency(e *env, a core.Algorithm) {
+	const limit = 100
+	p := e.policy("conc", a, fmt.Sprintf("%d/hour", limit))
+	e.align(time.Hour)
+	k := e.key("hot")
+	workers := runtime.GOMAXPROCS(0) * 8
+	var admitted, denied, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for range 3 * limit / workers {
+				r, err := e.st.Take(context.Background(), k, p, 1)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case r.Allowed:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	total := int64(workers * (3 * limit / workers))
+	if failed.Load() != 0 || admitted.Load() != limit || denied.Load() != total-limit {
+		e.Fatalf("%d goroutines, %d requests: admitted %d, denied %d, failed %d; want exactly %d admitted",
+			workers, total, admitted.Load(), denied.Load(), failed.Load(), limit)
+	}
+}

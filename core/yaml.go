@@ -1,0 +1,206 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// parseSpec reads the YAML form of a Spec, recording the line of every
+// field so that compile can name it. It reports every problem it finds.
+func parseSpec(data []byte, file string) (Spec, lines, error) {
+	w := &walker{file: file, ln: lines{}}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(trimBOM(data)))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Spec{}, nil, &ConfigError{File: file, Msg: "the file is empty (want a rate_limit section)"}
+		}
+		return Spec{}, nil, &ConfigError{File: file, Msg: "invalid YAML: " + err.Error()}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Spec{}, nil, &ConfigError{File: file, Line: extra.Line, Msg: "more than one YAML document"}
+	}
+	var spec Spec
+	root := doc.Content[0]
+	w.mapping(root, "", "", func(key string, k, v *yaml.Node) {
+		if key != "rate_limit" {
+			w.fail(k, "", key, "", "unknown field (want rate_limit)")
+			return
+		}
+		spec = w.section(v)
+		spec.Enabled = spec.Enabled && len(w.errs) == 0
+	})
+	if root.Kind == yaml.MappingNode && len(w.errs) == 0 && w.ln["rate_limit"] == 0 {
+		w.fail(root, "", "rate_limit", "", "missing section")
+	}
+	if len(w.errs) > 0 {
+		return Spec{}, nil, errors.Join(w.errs...)
+	}
+	return spec, w.ln, nil
+}
+
+type walker struct {
+	file string
+	ln   lines
+	errs []error
+}
+
+func (w *walker) fail(n *yaml.Node, rule, field, value, format string, args ...any) {
+	w.errs = append(w.errs, &ConfigError{File: w.file, Line: n.Line, Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+// check rejects aliases (they could multiply the work of a small file) and
+// reports whether n is of the wanted kind.
+func (w *walker) check(n *yaml.Node, kind yaml.Kind, rule, field, want string) bool {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		w.fail(n, rule, field, "", "YAML anchors and aliases are not supported")
+		return false
+	}
+	if n.Kind != kind || kind == yaml.ScalarNode && n.Tag == "!!null" {
+		w.fail(n, rule, field, n.Value, "want %s", want)
+		return false
+	}
+	return true
+}
+
+// mapping calls fn for each key of a mapping, rejecting duplicate keys.
+func (w *walker) mapping(n *yaml.Node, rule, field string, fn func(key string, k, v *yaml.Node)) {
+	if !w.check(n, yaml.MappingNode, rule, field, "a mapping") {
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !w.check(k, yaml.ScalarNode, rule, field, "a plain key") {
+			continue
+		}
+		if seen[k.Value] {
+			w.fail(k, rule, k.Value, "", "field given twice")
+			continue
+		}
+		seen[k.Value] = true
+		fn(k.Value, k, v)
+	}
+}
+
+func (w *walker) str(n *yaml.Node, rule, field string) string {
+	if !w.check(n, yaml.ScalarNode, rule, field, "a string") {
+		return ""
+	}
+	return n.Value
+}
+
+// strs reads a list of strings; a single string is a list of one when one is set.
+func (w *walker) strs(n *yaml.Node, key, rule, field string, one bool) []string {
+	if one && n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		w.ln[key+".0"] = n.Line
+		return []string{n.Value}
+	}
+	want := "a list of strings"
+	if one {
+		want = "a string or a list of strings"
+	}
+	if !w.check(n, yaml.SequenceNode, rule, field, want) {
+		return nil
+	}
+	out := []string{}
+	for i, e := range n.Content {
+		w.ln[key+"."+strconv.Itoa(i)] = e.Line
+		if w.check(e, yaml.ScalarNode, rule, field, "a string") {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
+func (w *walker) int(n *yaml.Node, rule, field string) int64 {
+	var v int64
+	if !w.check(n, yaml.ScalarNode, rule, field, "an integer") {
+		return 0
+	}
+	if n.Tag != "!!int" || n.Decode(&v) != nil {
+		w.fail(n, rule, field, n.Value, "want an integer")
+	}
+	return v
+}
+
+func (w *walker) section(n *yaml.Node) Spec {
+	var s Spec
+	w.ln["rate_limit"] = n.Line
+	w.mapping(n, "", "rate_limit", func(key string, k, v *yaml.Node) {
+		w.ln[key] = v.Line
+		switch key {
+		case "enabled":
+			if w.check(v, yaml.ScalarNode, "", key, "true or false") && (v.Tag != "!!bool" || v.Decode(&s.Enabled) != nil) {
+				w.fail(v, "", key, v.Value, "want true or false")
+			}
+		case "algorithm":
+			s.Algorithm = w.str(v, "", key)
+		case "headers":
+			s.Headers = w.str(v, "", key)
+		case "failure":
+			s.Failure = w.str(v, "", key)
+		case "default":
+			s.Default = w.strs(v, key, "", key, true)
+		case "exempt_paths":
+			s.ExemptPaths = w.strs(v, key, "", key, false)
+		case "rules":
+			if !w.check(v, yaml.SequenceNode, "", key, "a list of rules") {
+				return
+			}
+			for i, r := range v.Content {
+				s.Rules = append(s.Rules, w.rule(r, i))
+			}
+		default:
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)")
+		}
+	})
+	return s
+}
+
+func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
+	var r RuleSpec
+	prefix := "rules." + strconv.Itoa(i)
+	w.ln[prefix] = n.Line
+	label := "rules[" + strconv.Itoa(i) + "]"
+	// Find the name first so that every error about this rule can use it.
+	if n.Kind == yaml.MappingNode {
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == "name" && n.Content[j+1].Kind == yaml.ScalarNode && n.Content[j+1].Value != "" {
+				label = n.Content[j+1].Value
+			}
+		}
+	}
+	w.mapping(n, label, "", func(key string, k, v *yaml.Node) {
+		fkey := prefix + "." + key
+		w.ln[fkey] = v.Line
+		switch key {
+		case "name":
+			r.Name = w.str(v, label, key)
+		case "paths":
+			r.Paths = w.strs(v, fkey, label, key, false)
+		case "methods":
+			r.Methods = w.strs(v, fkey, label, key, false)
+		case "limit":
+			r.Limit = w.strs(v, fkey, label, key, true)
+		case "algorithm":
+			r.Algorithm = w.str(v, label, key)
+		case "burst":
+			r.Burst = w.int(v, label, key)
+		case "weights":
+			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
+				w.ln[fkey+"."+path] = c.Line
+				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
+			})
+		default:
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst or weights)")
+		}
+	})
+	return r
+}
