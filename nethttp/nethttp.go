@@ -1,0 +1,168 @@
+// Package nethttp is rlkit's middleware for net/http: func(http.Handler)
+// http.Handler, so it fits http.ServeMux, chi and anything else that takes
+// standard middleware.
+//
+//	cfg, err := core.LoadConfig("ratelimit.yaml")
+//	if err != nil { ... }
+//	handler := nethttp.New(cfg,
+//		nethttp.WithKeyFunc(myUserID),        // else the client IP
+//		nethttp.WithBypass(isSuperAdmin),
+//	)(mux)
+//
+// The middleware only translates: request → (method, path, identity,
+// bypass) → core decision → response. Rules, algorithms, headers and the
+// 429 body come from package core, so every rlkit adapter answers the same.
+package nethttp
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// KeyFunc returns the identity a request is counted under: a user id, an
+// API key. An empty identity means "anonymous": the request is counted
+// under its client IP. An error rejects the request (see WithErrorHandler).
+type KeyFunc func(r *http.Request) (string, error)
+
+// Option configures the middleware.
+type Option func(*options)
+
+type options struct {
+	store   core.Store
+	key     KeyFunc
+	bypass  func(*http.Request) bool
+	ip      core.ClientIPConfig
+	onError func(http.ResponseWriter, *http.Request, error)
+	core    []core.Option
+}
+
+// WithStore sets where counters live. Default: a new memstore.Store.
+func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+
+// WithKeyFunc sets how a request's identity is found. Default: none, so
+// every request is counted under its client IP.
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+
+// WithBypass sets a predicate for callers that are never limited (a
+// super-admin); their requests touch no counter. Default: none.
+func WithBypass(fn func(*http.Request) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithClientIP sets whose forwarding headers are believed when working out
+// the client IP (see core.ClientIPConfig). Default: the zero config, which
+// trusts no proxy and uses the TCP peer address.
+func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+
+// WithErrorHandler sets the response to a request whose KeyFunc failed.
+// Default: 401 with {"detail": "Unauthorized"}.
+func WithErrorHandler(fn func(http.ResponseWriter, *http.Request, error)) Option {
+	return func(o *options) { o.onError = fn }
+}
+
+// WithHeaders overrides the configuration's rate-limit header style.
+// Default: the configuration's (the IETF draft headers unless it says otherwise).
+func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
+
+// WithFailOpen overrides the configuration's failure policy: true lets
+// requests through when the store fails, false answers 503. Default: the
+// configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
+
+// WithObserver sets a hook that sees every counted decision. Default: none.
+func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
+
+// WithLogger sets where store failures are reported. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
+
+// WithLimiterOptions passes options to the core.Limiter. Default: none.
+func WithLimiterOptions(opts ...core.Option) Option {
+	return func(o *options) { o.core = append(o.core, opts...) }
+}
+
+var unauthorized = []byte(`{"detail": "Unauthorized"}`)
+
+func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write(unauthorized)
+}
+
+// New returns the middleware for cfg. A nil or disabled cfg passes every
+// request untouched.
+func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
+	o := options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.store == nil {
+		o.store = memstore.New()
+	}
+	lim := core.NewLimiter(cfg, o.store, o.core...)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			path := r.URL.Path
+			if lim.Skip(path) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			bypass := o.bypass != nil && o.bypass(r)
+			var id string
+			if !bypass {
+				if o.key != nil {
+					var err error
+					if id, err = o.key(r); err != nil {
+						o.onError(w, r, err)
+						return
+					}
+				}
+				if id == "" {
+					id = o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
+				}
+			}
+			d := lim.Decide(r.Context(), r.Method, path, id, bypass)
+			if !d.Allowed {
+				d.WriteDenied(w)
+				return
+			}
+			d.SetHeaders(w.Header())
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// HeaderKey counts requests by the value of a request header (an API key),
+// as "<name>:<value>"; requests without it count under their client IP.
+func HeaderKey(name string) KeyFunc {
+	canonical := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, error) {
+		v := r.Header.Get(canonical)
+		if v == "" {
+			return "", nil
+		}
+		return canonical + ":" + v, nil
+	}
+}
+
+// JWTSubject counts requests by the subject of their bearer token, as
+// "sub:<subject>". verify must check the token (signature, expiry, audience)
+// and return its subject; rlkit parses nothing itself. A request without a
+// bearer token counts under its client IP; one whose token fails
+// verification is rejected (see WithErrorHandler).
+func JWTSubject(verify func(r *http.Request, token string) (subject string, err error)) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		tok, ok := core.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			return "", nil
+		}
+		sub, err := verify(r, tok)
+		if err != nil {
+			return "", err
+		}
+		if sub == "" {
+			return "", nil
+		}
+		return "sub:" + sub, nil
+	}
+}
