@@ -244,7 +244,9 @@ type failingStore struct{}
 func (failingStore) Take(context.Context, string, *core.Policy, int64) (core.Result, error) {
 	return core.Result{}, errors.New("store down")
 }
-func (failingStore) Reset(context.Context, string, *core.Policy) error { return errors.New("store down") }
+func (failingStore) Reset(context.Context, string, *core.Policy) error {
+	return errors.New("store down")
+}
 
 func TestFailOpenAndClosed(t *testing.T) {
 	open := newFixture(t, designConfig, nethttp.WithStore(failingStore{}))
