@@ -327,13 +327,24 @@ func (sh *shard) evict(now int64) {
 		}
 		seen++
 	}
-	threshold := int64(math.MinInt64)
+	threshold, budget := int64(math.MinInt64), 0
 	if need := target - expired; need > 0 && ns > 0 {
 		live := max(sh.n-expired, 1)
 		slices.Sort(sample[:ns])
-		threshold = sample[min(need*ns/live, ns-1)]
+		threshold, budget = sample[min(need*ns/live, ns-1)], need
 	}
-	sh.filter(func(e *slot) bool { return e.exp > now && e.exp > threshold })
+	// Counters of one fixed window share an expiry: drop at most budget
+	// live ones, so ties at the threshold cannot empty the shard.
+	sh.filter(func(e *slot) bool {
+		if e.exp <= now {
+			return false
+		}
+		if e.exp <= threshold && budget > 0 {
+			budget--
+			return false
+		}
+		return true
+	})
 }
 
 // filter keeps the entries for which keep is true, in place, in one pass.

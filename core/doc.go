@@ -1,0 +1,36 @@
+// Package core is rlkit's framework-agnostic engine: rules, limits,
+// policies, the Store interface, the Limiter that turns a request into a
+// Decision, and the one response writer every adapter uses.
+//
+// # Model
+//
+// A Config (from YAML with LoadConfig/ParseConfig, or from a Spec with
+// NewConfig) holds rules tried in order: the first rule whose paths match a
+// request applies, alone; '*' in a path matches exactly one segment; a
+// request no rule matches counts against the default limit (rule
+// "default", 120/minute unless configured). A rule's Policy has one
+// algorithm and one to four limits that must all admit a request; a denial
+// consumes from none. Weights give some paths a higher cost. Exempt paths
+// never touch a counter.
+//
+// Counting is per identity (a user id, an API key, a client IP), per rule,
+// per window, in a Store: package memstore in one process, a Redis store
+// across replicas. Stores apply the algorithms of package algo.
+//
+// A Limiter decides: Limiter.Decide(ctx, method, path, identity, bypass)
+// returns a Decision, which writes the rate-limit headers (the IETF httpapi
+// draft RateLimit-Policy and RateLimit by default, legacy X-RateLimit-* or
+// none on request) and, when denied, the 429 response with Retry-After and
+// {"detail": "Rate limit exceeded for '<rule>' requests"}. When the store
+// fails the Limiter fails open (the request passes, a warning is logged at
+// most once per interval) unless configured to fail closed (503).
+//
+// Most programs use an adapter — nethttp, ginrl, echorl, fiberrl — and
+// only LoadConfig from this package.
+//
+// # Time
+//
+// Exactly one place reads the real clock: SystemClock. Everything else takes
+// the instant as an argument or asks a Clock, so a ManualClock controls
+// every decision in tests.
+package core

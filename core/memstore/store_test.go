@@ -1,0 +1,166 @@
+package memstore_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+var ctx = context.Background()
+
+func pol(name string, a core.Algorithm, limits ...string) *core.Policy {
+	p := &core.Policy{Name: name, Algorithm: a}
+	for _, s := range limits {
+		l, err := core.ParseLimit(s)
+		if err != nil {
+			panic(err)
+		}
+		p.Limits = append(p.Limits, l)
+	}
+	return p
+}
+
+func TestZeroAllocsOnExistingKey(t *testing.T) {
+	s := memstore.New()
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		for _, p := range []*core.Policy{pol("one", a, "1000000/hour"), pol("two", a, "1000000/minute", "2000000/hour")} {
+			_, _ = s.Take(ctx, "user-1", p, 1)
+			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Take(ctx, "user-1", p, 1) }); n != 0 {
+				t.Errorf("%v, %d limits: %v allocs per decision, want 0", a, len(p.Limits), n)
+			}
+		}
+	}
+}
+
+// present reports whether key still has its counter under a 1-per-window
+// policy it already used: a present counter denies.
+func present(s *memstore.Store, key string, p *core.Policy) bool {
+	r, _ := s.Take(ctx, key, p, 1)
+	return !r.Allowed
+}
+
+func TestEvictsExpiredFirst(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
+	short, long := pol("short", core.FixedWindow, "1/second"), pol("long", core.FixedWindow, "1/hour")
+	for i := range 30 {
+		_, _ = s.Take(ctx, "s"+strconv.Itoa(i), short, 1)
+	}
+	for i := range 70 {
+		_, _ = s.Take(ctx, "l"+strconv.Itoa(i), long, 1)
+	}
+	clock.Advance(2 * time.Second)
+	_, _ = s.Take(ctx, "new", long, 1)
+	if got := s.Len(); got != 71 {
+		t.Fatalf("Len after eviction = %d, want 71 (30 expired dropped, no live one)", got)
+	}
+	for i := range 70 {
+		if !present(s, "l"+strconv.Itoa(i), long) {
+			t.Fatalf("live counter l%d was evicted while expired ones were available", i)
+		}
+	}
+}
+
+func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
+	p := pol("tb", core.TokenBucket, "1/hour") // each counter expires 1h after its use
+	for i := range 100 {
+		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
+		clock.Advance(time.Second)
+	}
+	_, _ = s.Take(ctx, "new", p, 1)
+	if got := s.Len(); got != 91 {
+		t.Fatalf("Len after eviction = %d, want 91 (10 of 100 dropped, then one added)", got)
+	}
+	for i := 11; i < 100; i++ {
+		if !present(s, "k"+strconv.Itoa(i), p) {
+			t.Fatalf("counter k%d (not among the 11 oldest) was evicted", i)
+		}
+	}
+}
+
+func TestTiesCannotEmptyAShard(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
+	p := pol("fw", core.FixedWindow, "1/hour") // all in one window: one expiry
+	for i := range 101 {
+		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
+	}
+	if got := s.Len(); got != 91 {
+		t.Fatalf("Len = %d, want 91", got)
+	}
+}
+
+func TestCapHoldsUnderAFlood(t *testing.T) {
+	s := memstore.New(memstore.WithMaxKeys(1000), memstore.WithShards(8))
+	p := pol("flood", core.FixedWindow, "5/hour")
+	for i := range 100_000 {
+		_, _ = s.Take(ctx, "attacker-"+strconv.Itoa(i), p, 1)
+		if i%10_000 == 0 && s.Len() > 1000 {
+			t.Fatalf("after %d keys: %d counters, cap 1000", i, s.Len())
+		}
+	}
+	if n := s.Len(); n > 1000 || n < 800 {
+		t.Fatalf("Len = %d after the flood, want between 800 and 1000", n)
+	}
+	// The store still decides correctly.
+	for i := range 5 {
+		if r, _ := s.Take(ctx, "victim", p, 1); !r.Allowed || r.Remaining != int64(4-i) {
+			t.Fatalf("victim request %d: %+v", i, r)
+		}
+	}
+}
+
+func TestResetAndSweep(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := memstore.New(memstore.WithClock(clock))
+	p := pol("sw", core.SlidingWindow, "1/second", "10/minute")
+	for i := range 50 {
+		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
+	}
+	if got := s.Len(); got != 100 {
+		t.Fatalf("Len = %d, want 100 (two limits per key)", got)
+	}
+	_ = s.Reset(ctx, "k0", p)
+	if got := s.Len(); got != 98 {
+		t.Fatalf("Len after Reset = %d, want 98", got)
+	}
+	clock.Advance(90 * time.Second) // the per-second counters have expired, the per-minute ones not
+	s.Sweep()
+	if got := s.Len(); got != 49 {
+		t.Fatalf("Len after Sweep = %d, want 49", got)
+	}
+	clock.Advance(time.Hour)
+	s.Sweep()
+	if got := s.Len(); got != 0 {
+		t.Fatalf("Len after the last Sweep = %d, want 0", got)
+	}
+}
+
+func TestSweeperStopsOnClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := memstore.New(memstore.WithSweepInterval(time.Millisecond))
+	_, _ = s.Take(ctx, "k", pol("p", core.GCRA, "1/second"), 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMemoryPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts 1,000,000 keys")
+	}
+	if got := heapBytesPerKey(1_000_000); got > 80 {
+		t.Fatalf("%.1f bytes per key at 1,000,000 keys, want at most 80", got)
+	}
+}
