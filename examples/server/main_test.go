@@ -1,0 +1,728 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/goleak"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+const testSecret = "test-secret-0123456789-0123456789-abcdef"
+
+// mainArgsEnv makes the test binary run main() with these (argSep-separated)
+// arguments instead of the tests, so that exit codes and signals are tested
+// on the real program.
+const mainArgsEnv, argSep = "RLKIT_SERVER_TEST_MAIN_ARGS", "\x1f"
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(mainArgsEnv); ok {
+		os.Args = append([]string{"server"}, strings.Split(args, argSep)...)
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m) // every server test stops its server
+}
+
+// output collects what run writes and closes ready once the address line is
+// in; run prints its whole banner in one Write, so the banner is complete then.
+type output struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  string
+	ready chan struct{}
+}
+
+var listeningRE = regexp.MustCompile(`(?m)^listening on http://(\S+)$`)
+
+func newOutput() *output { return &output{ready: make(chan struct{})} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n, err := o.buf.Write(p)
+	if o.addr == "" {
+		if m := listeningRE.FindSubmatch(o.buf.Bytes()); m != nil {
+			o.addr = string(m[1])
+			close(o.ready)
+		}
+	}
+	return n, err
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+type server struct {
+	base           string
+	client         *http.Client
+	stdout, stderr *output
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+// start runs the server in-process on a free loopback port with testSecret
+// (args may override it) and stops it when the test ends.
+func start(t *testing.T, args ...string) *server {
+	t.Helper()
+	return startRaw(t, append([]string{"-jwt-secret", testSecret}, args...)...)
+}
+
+// startRaw is start without a default -jwt-secret.
+func startRaw(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{
+		client: &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second},
+		stdout: newOutput(), stderr: newOutput(), cancel: cancel, done: make(chan error, 1),
+	}
+	args = append([]string{"-addr", "127.0.0.1:0"}, args...)
+	done := s.done
+	go func() { done <- run(ctx, args, s.stdout, s.stderr) }()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	select {
+	case <-s.stdout.ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("run returned before listening: %v\nstderr:\n%s", err, s.stderr)
+	case <-timeout.C:
+		cancel()
+		t.Fatalf("no listening line within 10s; stdout:\n%s", s.stdout)
+	}
+	s.base = "http://" + s.stdout.addr
+	t.Cleanup(func() {
+		s.client.CloseIdleConnections()
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// stop cancels run's context and waits for it to return; a second call
+// returns nil at once.
+func (s *server) stop() error {
+	if s.done == nil {
+		return nil
+	}
+	s.cancel()
+	done := s.done
+	s.done = nil
+	select {
+	case err := <-done:
+		if err != nil {
+			return errors.New("run: " + err.Error())
+		}
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("run did not return within 5s of cancel")
+	}
+}
+
+// get requests path with an optional bearer token and returns the response
+// (body already read) and the body.
+func (s *server) get(t *testing.T, path, token string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// token signs claims for sub (and role, if any), valid for an hour.
+func token(t *testing.T, sub, role string) string {
+	t.Helper()
+	return mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": sub, "role": role, "exp": time.Now().Add(time.Hour).Unix()})
+}
+
+// mint signs c with m: key is an HMAC secret (string), or for "none"
+// jwt.UnsafeAllowNoneSignatureType.
+func mint(t *testing.T, m jwt.SigningMethod, key any, c jwt.Claims) string {
+	t.Helper()
+	if k, ok := key.(string); ok {
+		key = []byte(k)
+	}
+	s, err := jwt.NewWithClaims(m, c).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func wantStatus(t *testing.T, resp *http.Response, body string, want int) {
+	t.Helper()
+	if resp.StatusCode != want {
+		t.Fatalf("GET %s: status %d, want %d; body %s", resp.Request.URL.Path, resp.StatusCode, want, body)
+	}
+}
+
+func wantHeader(t *testing.T, resp *http.Response, name, want string) {
+	t.Helper()
+	if got := resp.Header.Get(name); got != want {
+		t.Errorf("GET %s: %s = %q, want %q", resp.Request.URL.Path, name, got, want)
+	}
+}
+
+// retryAfter returns the Retry-After header, which must be whole seconds in 1..max.
+func retryAfter(t *testing.T, resp *http.Response, max int) int {
+	t.Helper()
+	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || n < 1 || n > max {
+		t.Fatalf("Retry-After = %q, want whole seconds in 1..%d", resp.Header.Get("Retry-After"), max)
+	}
+	return n
+}
+
+const (
+	searchBody  = `{"detail": "Rate limit exceeded for 'search' requests"}`
+	reindexBody = `{"detail": "Rate limit exceeded for 'reindex' requests"}`
+	invalidBody = `{"detail": "Invalid token"}`
+)
+
+func TestSearchHeadersAndLimit(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	tok := token(t, "demo-user", "")
+
+	resp, body := s.get(t, "/api/search", tok)
+	wantStatus(t, resp, body, http.StatusOK)
+	if want := `{"path":"/api/search","user":"demo-user"}` + "\n"; body != want {
+		t.Errorf("body = %q, want %q", body, want)
+	}
+	wantHeader(t, resp, "Content-Type", "application/json")
+	wantHeader(t, resp, "RateLimit-Policy", `"search";q=10;w=1`)
+	wantHeader(t, resp, "RateLimit", `"search";r=9;t=1`) // first request of a fresh user
+	wantHeader(t, resp, "Retry-After", "")
+
+	// The window is one wall-clock second, so a burst may straddle two
+	// windows: at least 10 requests pass before the first 429, and 21
+	// requests (more than two windows' worth) always reach one.
+	passed := 1
+	for range 20 {
+		resp, body = s.get(t, "/api/search", tok)
+		if resp.StatusCode != http.StatusOK {
+			break
+		}
+		passed++
+	}
+	wantStatus(t, resp, body, http.StatusTooManyRequests)
+	if passed < 10 {
+		t.Errorf("429 after %d requests, want at least 10", passed)
+	}
+	if body != searchBody {
+		t.Errorf("429 body = %q, want %q", body, searchBody)
+	}
+	wantHeader(t, resp, "Content-Type", "application/json")
+	wantHeader(t, resp, "Retry-After", "1")
+	wantHeader(t, resp, "RateLimit-Policy", `"search";q=10;w=1`)
+	wantHeader(t, resp, "RateLimit", `"search";r=0;t=1`)
+}
+
+func TestReindexExactCount(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	user := token(t, "demo-user", "")
+
+	for i, remaining := range []int{1, 0} {
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", user)
+		wantStatus(t, resp, body, http.StatusOK)
+		wantHeader(t, resp, "RateLimit-Policy", `"reindex";q=2;w=60`)
+		if got, want := resp.Header.Get("RateLimit"), `"reindex";r=`+strconv.Itoa(remaining)+";t="; !strings.HasPrefix(got, want) {
+			t.Errorf("request %d: RateLimit = %q, want prefix %q", i+1, got, want)
+		}
+	}
+	// Counted per user and rule: other knowledge bases and the nested path
+	// share the same 2/minute.
+	for _, path := range []string{"/api/kb/kb-01/reindex", "/api/kb/kb-02/reindex", "/api/kb/kb-02/docs/d-7/reindex"} {
+		resp, body := s.get(t, path, user)
+		wantStatus(t, resp, body, http.StatusTooManyRequests)
+		if body != reindexBody {
+			t.Errorf("%s: 429 body = %q, want %q", path, body, reindexBody)
+		}
+		retryAfter(t, resp, 60)
+		wantHeader(t, resp, "Content-Type", "application/json")
+	}
+	// Other users, and other rules of the same user, are unaffected.
+	resp, body := s.get(t, "/api/kb/kb-01/reindex", token(t, "someone-else", ""))
+	wantStatus(t, resp, body, http.StatusOK)
+	resp, body = s.get(t, "/api/search", user)
+	wantStatus(t, resp, body, http.StatusOK)
+}
+
+func TestSuperAdminNeverLimited(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	admin := token(t, "admin", "super-admin")
+	for i := range 20 {
+		resp, body := s.get(t, "/api/kb/x/reindex", admin)
+		wantStatus(t, resp, body, http.StatusOK)
+		for _, h := range []string{"RateLimit", "RateLimit-Policy", "Retry-After"} {
+			if v, ok := resp.Header[http.CanonicalHeaderKey(h)]; ok {
+				t.Fatalf("request %d: unexpected %s: %q", i+1, h, v)
+			}
+		}
+		if want := `{"path":"/api/kb/x/reindex","user":"admin"}` + "\n"; body != want {
+			t.Fatalf("body = %q, want %q", body, want)
+		}
+	}
+	// Another role is an ordinary user.
+	other := token(t, "ops", "admin")
+	for _, want := range []int{200, 200, 429} {
+		resp, body := s.get(t, "/api/kb/x/reindex", other)
+		wantStatus(t, resp, body, want)
+	}
+}
+
+func TestInvalidToken(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	now := time.Now()
+	valid := func() jwt.MapClaims { return jwt.MapClaims{"sub": "demo-user", "exp": now.Add(time.Hour).Unix()} }
+	tests := []struct {
+		name, token string
+	}{
+		{"bad signature", mint(t, jwt.SigningMethodHS256, "another-secret-0123456789-0123456789", valid())},
+		{"expired", mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "demo-user", "exp": now.Add(-time.Minute).Unix()})},
+		{"no exp", mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "demo-user"})},
+		{"no sub", mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"exp": now.Add(time.Hour).Unix()})},
+		{"HS512", mint(t, jwt.SigningMethodHS512, testSecret, valid())},
+		{"alg none", mint(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid())},
+		{"not before", mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "demo-user", "exp": now.Add(time.Hour).Unix(), "nbf": now.Add(time.Hour).Unix()})},
+		{"garbage", "not.a.jwt"},
+	}
+	for _, tt := range tests {
+		for _, path := range []string{"/api/search", "/api/kb/k/reindex"} {
+			resp, body := s.get(t, path, tt.token)
+			if resp.StatusCode != http.StatusUnauthorized || body != invalidBody {
+				t.Errorf("%s: GET %s = %d %q, want 401 %q", tt.name, path, resp.StatusCode, body, invalidBody)
+			}
+			wantHeader(t, resp, "Content-Type", "application/json")
+			wantHeader(t, resp, "RateLimit-Policy", "") // rejected before the limiter
+		}
+	}
+	// Rejected requests counted nothing: this address still has its 2 reindexes.
+	for _, want := range []int{200, 200, 429} {
+		resp, body := s.get(t, "/api/kb/k/reindex", "")
+		wantStatus(t, resp, body, want)
+	}
+}
+
+func TestExemptPathsIgnoreTokens(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	for _, tok := range []string{"", "not.a.jwt", token(t, "demo-user", "")} {
+		for range 3 {
+			resp, body := s.get(t, "/health", tok)
+			wantStatus(t, resp, body, http.StatusOK)
+			if want := `{"status":"ok"}` + "\n"; body != want {
+				t.Errorf("/health body = %q, want %q", body, want)
+			}
+			wantHeader(t, resp, "Content-Type", "application/json")
+			wantHeader(t, resp, "RateLimit-Policy", "")
+		}
+		resp, body := s.get(t, "/docs", tok)
+		wantStatus(t, resp, body, http.StatusOK)
+	}
+}
+
+func TestAnonymousCountedByIP(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	for i, want := range []int{200, 200, 429, 429} {
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", "")
+		wantStatus(t, resp, body, want)
+		if i == 0 {
+			if want := `{"path":"/api/kb/kb-01/reindex","user":"anonymous"}` + "\n"; body != want {
+				t.Errorf("body = %q, want %q", body, want)
+			}
+		}
+		if want == 429 && body != reindexBody {
+			t.Errorf("429 body = %q, want %q", body, reindexBody)
+		}
+	}
+	// Users are counted apart from the address they come from, even a user
+	// whose name is that address.
+	for _, sub := range []string{"demo-user", "127.0.0.1"} {
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", token(t, sub, ""))
+		wantStatus(t, resp, body, http.StatusOK)
+	}
+}
+
+func TestDefaultRule(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	resp, body := s.get(t, "/anything/else", "")
+	wantStatus(t, resp, body, http.StatusOK)
+	wantHeader(t, resp, "RateLimit-Policy", `"default";q=120;w=60`)
+	if want := `{"path":"/anything/else","user":"anonymous"}` + "\n"; body != want {
+		t.Errorf("body = %q, want %q", body, want)
+	}
+}
+
+// printedTokens returns the TOKEN= and ADMIN_TOKEN= values of the banner.
+func printedTokens(t *testing.T, stdout string) (user, admin string) {
+	t.Helper()
+	for line := range strings.Lines(stdout) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "TOKEN="); ok {
+			user = v
+		}
+		if v, ok := strings.CutPrefix(line, "ADMIN_TOKEN="); ok {
+			admin = v
+		}
+	}
+	if user == "" || admin == "" {
+		t.Fatalf("no TOKEN= and ADMIN_TOKEN= lines in:\n%s", stdout)
+	}
+	return user, admin
+}
+
+func parse(t *testing.T, tok, secret string) *claims {
+	t.Helper()
+	c := new(claims)
+	_, err := jwt.ParseWithClaims(tok, c, func(*jwt.Token) (any, error) { return []byte(secret), nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	if err != nil {
+		t.Fatalf("printed token %q: %v", tok, err)
+	}
+	return c
+}
+
+func TestBanner(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	out := s.stdout.String()
+	for _, want := range []string{
+		"config:   bundled ratelimit.yaml",
+		"store:    in-memory",
+		`for i in $(seq 1 15); do curl -s -o /dev/null -w "%{http_code}\n" -H "Authorization: Bearer $TOKEN" ` + s.base + "/api/search; done",
+		`curl -i -H "Authorization: Bearer $TOKEN" ` + s.base + "/api/search\n",
+		`-H "Authorization: Bearer $TOKEN" ` + s.base + "/api/kb/kb-01/reindex; done",
+		`-H "Authorization: Bearer $ADMIN_TOKEN" ` + s.base + "/api/kb/kb-01/reindex; done",
+		"reindex  2/minute",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	user, admin := printedTokens(t, out)
+	uc, ac := parse(t, user, testSecret), parse(t, admin, testSecret)
+	if uc.Subject != "demo-user" || uc.Role != "" {
+		t.Errorf("demo token: sub %q role %q, want demo-user and no role", uc.Subject, uc.Role)
+	}
+	if ac.Subject != "admin" || ac.Role != "super-admin" {
+		t.Errorf("admin token: sub %q role %q, want admin super-admin", ac.Subject, ac.Role)
+	}
+	if left := time.Until(uc.ExpiresAt.Time); left < 23*time.Hour || left > 24*time.Hour {
+		t.Errorf("demo token expires in %v, want 24h", left)
+	}
+	if s.stderr.String() != "" {
+		t.Errorf("stderr with -jwt-secret: %q, want nothing", s.stderr)
+	}
+	// The printed tokens work.
+	resp, body := s.get(t, "/api/kb/kb-01/reindex", user)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantHeader(t, resp, "RateLimit-Policy", `"reindex";q=2;w=60`)
+	resp, body = s.get(t, "/api/kb/kb-01/reindex", admin)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantHeader(t, resp, "RateLimit-Policy", "")
+}
+
+func TestSecretFromEnvironment(t *testing.T) { // not parallel: Setenv
+	const envSecret = "env-secret-0123456789-0123456789-xyz"
+	t.Setenv("RLKIT_JWT_SECRET", envSecret)
+	s := startRaw(t)
+	user, _ := printedTokens(t, s.stdout.String())
+	parse(t, user, envSecret)
+	if s.stderr.String() != "" {
+		t.Errorf("stderr = %q, want no warning", s.stderr)
+	}
+	resp, body := s.get(t, "/api/search", mint(t, jwt.SigningMethodHS256, envSecret, jwt.MapClaims{"sub": "u", "exp": time.Now().Add(time.Hour).Unix()}))
+	wantStatus(t, resp, body, http.StatusOK)
+}
+
+func TestDevelopmentSecretWarns(t *testing.T) { // not parallel: Setenv
+	t.Setenv("RLKIT_JWT_SECRET", "")
+	s := startRaw(t)
+	user, _ := printedTokens(t, s.stdout.String())
+	parse(t, user, devSecret)
+	if errOut := s.stderr.String(); !strings.Contains(errOut, "WARNING") || !strings.Contains(errOut, devSecret) || !strings.Contains(errOut, "for development only") {
+		t.Errorf("stderr = %q, want a warning naming the development secret", errOut)
+	}
+	resp, body := s.get(t, "/api/search", user)
+	wantStatus(t, resp, body, http.StatusOK)
+}
+
+func TestRunErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknown := write("unknown.yaml", "rate_limit:\n  enabled: true\n  burst_mode: fast\n")
+	unknownRule := write("unknown-rule.yaml", "rate_limit:\n  enabled: true\n  rules:\n    - name: search\n      paths: [\"/api/search\"]\n      limit: \"10/second\"\n      per_user: true\n")
+	invalid := write("invalid.yaml", "rate_limit: [\n")
+	badLimit := write("bad-limit.yaml", "rate_limit:\n  enabled: true\n  default: \"ten/minute\"\n")
+	missing := filepath.Join(dir, "missing.yaml")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings of the error
+		is   error
+	}{
+		{"unknown field", []string{"-config", unknown}, []string{unknown, "burst_mode", "unknown field"}, nil},
+		{"unknown rule field", []string{"-config", unknownRule}, []string{unknownRule, "per_user", "search"}, nil},
+		{"invalid yaml", []string{"-config", invalid}, []string{invalid, "invalid YAML"}, nil},
+		{"bad limit", []string{"-config", badLimit}, []string{badLimit, "ten/minute"}, nil},
+		{"missing file", []string{"-config", missing}, []string{missing}, fs.ErrNotExist},
+		{"redis", []string{"-redis", "redis://127.0.0.1:6379"}, []string{errRedis}, nil},
+		{"short secret", []string{"-jwt-secret", "short"}, []string{"-jwt-secret", "32 bytes"}, nil},
+		{"unknown flag", []string{"-bogus"}, nil, errUsage},
+		{"extra argument", []string{"serve"}, nil, errUsage},
+		{"help", []string{"-h"}, nil, flag.ErrHelp},
+		{"bad address", []string{"-addr", "256.0.0.1:0"}, []string{"256.0.0.1"}, nil},
+		{"address in use", []string{"-addr", taken.Addr().String()}, []string{"-addr", taken.Addr().String(), "in use"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"-addr", "127.0.0.1:0", "-jwt-secret", testSecret}, tt.args...), &stdout, &stderr)
+			if err == nil {
+				t.Fatal("run returned nil, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing (the server must not start)", stdout.String())
+			}
+		})
+	}
+}
+
+func TestRedisMessageIsExact(t *testing.T) {
+	t.Parallel()
+	err := run(t.Context(), []string{"-redis", "redis://localhost:6379"}, io.Discard, io.Discard)
+	if err == nil || err.Error() != errRedis {
+		t.Fatalf("run -redis = %v, want %q", err, errRedis)
+	}
+}
+
+func TestCancelReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	// Leave a keep-alive connection idle; Shutdown must not wait for it.
+	resp, body := s.get(t, "/api/search", "")
+	wantStatus(t, resp, body, http.StatusOK)
+
+	begin := time.Now()
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("run took %v to return after cancel, want promptly", d)
+	}
+	if !strings.HasSuffix(s.stdout.String(), "shut down\n") {
+		t.Errorf("stdout does not end with %q:\n%s", "shut down", s.stdout)
+	}
+	if conn, err := net.Dial("tcp", s.stdout.addr); err == nil {
+		conn.Close()
+		t.Errorf("%s still accepts connections after run returned", s.stdout.addr)
+	}
+}
+
+func TestBundledConfig(t *testing.T) {
+	t.Parallel()
+	onDisk, err := os.ReadFile("ratelimit.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bundledConfig, onDisk) {
+		t.Fatal("the embedded ratelimit.yaml differs from the file on disk")
+	}
+	cfg, err := core.ParseConfig(bundledConfig, "ratelimit.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Enabled() {
+		t.Error("bundled config is disabled")
+	}
+	var got []string
+	for _, r := range append(cfg.Rules(), cfg.Default()) {
+		got = append(got, r.Name+" "+limits(r)+" "+strings.Join(r.Paths(), ","))
+	}
+	want := []string{
+		"search 10/second /api/search",
+		"upload 30/minute /api/kb/*/docs/upload,/api/kb/*/docs/upload/batch",
+		"reindex 2/minute /api/kb/*/reindex,/api/kb/*/docs/*/reindex",
+		"mcp 300/minute /mcp",
+		"default 120/minute ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, p := range []string{"/health", "/ready", "/docs", "/redoc", "/openapi.json"} {
+		if !cfg.Exempt(p) {
+			t.Errorf("%s is not exempt", p)
+		}
+	}
+	if r, cost := cfg.Match("POST", "/api/kb/k/docs/upload/batch"); r.Name != "upload" || cost != 10 {
+		t.Errorf("batch upload: rule %q cost %d, want upload 10", r.Name, cost)
+	}
+}
+
+// mainProcess starts the test binary as the real program with args.
+func mainProcess(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, argSep))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	return cmd, &stderr
+}
+
+func TestMainExitStatus(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string // exact, or a prefix when it ends in "..."
+	}{
+		{"redis", []string{"-redis", "redis://localhost:6379"}, 1, errRedis + "\n"},
+		{"missing config", []string{"-config", missing}, 1, "rate-limit config: open " + missing + ": ..."},
+		{"unknown field", []string{"-config", "testdata/unknown-field.yaml"}, 1, "rate-limit config testdata/unknown-field.yaml..."},
+		{"unknown flag", []string{"-bogus"}, 2, "flag provided but not defined: -bogus\n..."},
+		{"help", []string{"-h"}, 0, "Usage of server:\n..."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd, stderr := mainProcess(t, tt.args...)
+			err := cmd.Run()
+			var exit *exec.ExitError
+			switch {
+			case err == nil && tt.wantCode != 0, err != nil && !errors.As(err, &exit):
+				t.Fatalf("run: %v, want exit status %d", err, tt.wantCode)
+			case exit != nil && exit.ExitCode() != tt.wantCode:
+				t.Errorf("exit status %d, want %d", exit.ExitCode(), tt.wantCode)
+			}
+			if prefix, ok := strings.CutSuffix(tt.wantStderr, "..."); ok {
+				if !strings.HasPrefix(stderr.String(), prefix) {
+					t.Errorf("stderr = %q, want prefix %q", stderr, prefix)
+				}
+			} else if stderr.String() != tt.wantStderr {
+				t.Errorf("stderr = %q, want %q", stderr, tt.wantStderr)
+			}
+			if strings.Contains(stderr.String(), "goroutine ") || strings.Contains(stderr.String(), "panic") {
+				t.Errorf("stderr has a stack trace:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestMainSignalShutdown(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			cmd, _ := mainProcess(t, "-addr", "127.0.0.1:0", "-jwt-secret", testSecret)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewScanner(stdout)
+			addr := ""
+			for addr == "" && lines.Scan() {
+				if m := listeningRE.FindStringSubmatch(lines.Text()); m != nil {
+					addr = m[1]
+				}
+			}
+			if addr == "" {
+				t.Fatal("no listening line on stdout")
+			}
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := client.Get("http://" + addr + "/health")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			var rest []byte
+			exited := make(chan error, 1)
+			go func() {
+				rest, _ = io.ReadAll(stdout) // until the process closes stdout
+				exited <- cmd.Wait()
+			}()
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("after %v: %v, want exit status 0", sig, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still running 10s after %v", sig)
+			}
+			if !strings.Contains(string(rest), "shut down") {
+				t.Errorf("stdout after %v = %q, want %q", sig, rest, "shut down")
+			}
+		})
+	}
+}
