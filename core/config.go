@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -135,12 +136,12 @@ func (e *ConfigError) Error() string {
 // ParseConfig or NewConfig. The zero Config (and a nil *Config) is disabled:
 // every request passes. A Config is immutable and safe for concurrent use.
 type Config struct {
-	enabled  bool
-	rules    []*Rule
-	def      *Rule
-	exempt   []pattern
-	headers  HeaderStyle
-	failOpen bool
+	enabled    bool
+	rules      []*Rule
+	def        *Rule
+	exempt     []pattern
+	headers    HeaderStyle
+	failClosed bool // false, the zero value, is fail-open
 }
 
 // Enabled reports whether limiting is on.
@@ -171,11 +172,14 @@ func (c *Config) Headers() HeaderStyle {
 }
 
 // FailOpen reports whether requests pass when the store fails.
-func (c *Config) FailOpen() bool { return c == nil || c.failOpen }
+func (c *Config) FailOpen() bool { return c == nil || !c.failClosed }
 
 // Exempt reports whether path is exempt: it never touches a counter.
 func (c *Config) Exempt(path string) bool {
-	path = trimSlash(path)
+	if c == nil {
+		return false
+	}
+	path = cleanPath(path)
 	for i := range c.exempt {
 		if c.exempt[i].match(path) {
 			return true
@@ -188,7 +192,10 @@ func (c *Config) Exempt(path string) bool {
 // the first rule whose methods and paths match, else the default rule. It
 // does not look at exempt paths (see Exempt).
 func (c *Config) Match(method, path string) (*Rule, int64) {
-	path = trimSlash(path)
+	if c == nil {
+		return nil, 1
+	}
+	path = cleanPath(path)
 	for _, r := range c.rules {
 		if r.matches(method, path) {
 			return r, r.cost(path)
@@ -231,9 +238,15 @@ type lines map[string]int
 func compile(spec Spec, file string, ln lines) (*Config, error) {
 	var errs []error
 	fail := func(key, rule, field, value, format string, args ...any) {
-		errs = append(errs, &ConfigError{File: file, Line: ln[key], Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+		line := ln[key]
+		// A missing field ("rules.0.limit") has no line: use its parent's.
+		for k := key; line == 0 && strings.Contains(k, "."); {
+			k = k[:strings.LastIndexByte(k, '.')]
+			line = ln[k]
+		}
+		errs = append(errs, &ConfigError{File: file, Line: line, Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
 	}
-	c := &Config{enabled: spec.Enabled, failOpen: true}
+	c := &Config{enabled: spec.Enabled}
 
 	switch spec.Headers {
 	case "", "draft":
@@ -247,7 +260,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	switch spec.Failure {
 	case "", "open":
 	case "closed":
-		c.failOpen = false
+		c.failClosed = true
 	default:
 		fail("failure", "", "failure", spec.Failure, "want open or closed")
 	}
@@ -260,7 +273,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		defAlgo = a
 	}
 
-	limits := func(key, rule string, vals []string, a Algorithm, burst int64) []Limit {
+	limits := func(key, burstKey, rule string, vals []string, a Algorithm, burst int64) []Limit {
 		if len(vals) == 0 {
 			fail(key, rule, "limit", "", "no limit given")
 			return nil
@@ -278,7 +291,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 			}
 			l.Burst = burst
 			if err := l.Validate(); err != nil {
-				fail(key, rule, "burst", strconv.FormatInt(burst, 10), "%v", err)
+				fail(burstKey, rule, "burst", strconv.FormatInt(burst, 10), "%v", err)
 				continue
 			}
 			for _, m := range out {
@@ -295,7 +308,11 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 
 	seen := map[string]int{DefaultRuleName: -1}
-	claimed := map[string]string{}
+	type claim struct {
+		rule    string
+		methods []string // nil: every method
+	}
+	claimed := map[string][]claim{}
 	for i, rs := range spec.Rules {
 		key := "rules." + strconv.Itoa(i)
 		name := rs.Name
@@ -343,11 +360,20 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 				ok = false
 				continue
 			}
-			if other, dup := claimed[trimSlash(p)]; dup {
-				fail(key+".paths."+strconv.Itoa(j), label, "paths", p, "already matched by rule %q, which comes first: this path would never apply here", other)
-				ok = false
+			// An earlier claim shadows this one when it covers every
+			// method this rule is restricted to.
+			for _, other := range claimed[trimSlash(p)] {
+				covered := len(other.methods) == 0 || len(rs.Methods) > 0
+				for _, m := range rs.Methods {
+					covered = covered && (len(other.methods) == 0 || slices.Contains(other.methods, m))
+				}
+				if covered {
+					fail(key+".paths."+strconv.Itoa(j), label, "paths", p, "already matched by rule %q, which comes first: this path would never apply here", other.rule)
+					ok = false
+					break
+				}
 			}
-			claimed[trimSlash(p)] = label
+			claimed[trimSlash(p)] = append(claimed[trimSlash(p)], claim{label, rs.Methods})
 			r.paths = append(r.paths, pat)
 		}
 		for j, m := range rs.Methods {
@@ -357,7 +383,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 			}
 			r.methods = append(r.methods, m)
 		}
-		lims := limits(key+".limit", label, rs.Limit, a, rs.Burst)
+		lims := limits(key+".limit", key+".burst", label, rs.Limit, a, rs.Burst)
 		if lims == nil {
 			ok = false
 		}
@@ -397,7 +423,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if len(def) == 0 {
 		def = []string{DefaultLimit}
 	}
-	if lims := limits("default", DefaultRuleName, def, defAlgo, 0); lims != nil {
+	if lims := limits("default", "default", DefaultRuleName, def, defAlgo, 0); lims != nil {
 		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}}
 		c.def.prepare()
 	}

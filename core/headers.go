@@ -166,7 +166,7 @@ func (d *Decision) EachHeader(buf []byte, fn func(name string, value []byte)) []
 }
 
 func (d *Decision) retryAfter() int64 {
-	if d.Err != nil {
+	if d.Err != nil || d.Rule == nil {
 		return 1
 	}
 	return RetryAfterSeconds(d.Result.RetryAfter)
@@ -178,7 +178,7 @@ func (d *Decision) Status() int {
 	switch {
 	case d.Allowed:
 		return http.StatusOK
-	case d.Err != nil:
+	case d.Err != nil || d.Rule == nil:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusTooManyRequests
@@ -188,7 +188,7 @@ func (d *Decision) Status() int {
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or
 // {"detail": "Rate limiter unavailable"} when the store failed closed.
 func (d *Decision) Body() []byte {
-	if d.Err != nil {
+	if d.Err != nil || d.Rule == nil { // a zero Decision decided nothing
 		return unavailableBody
 	}
 	return d.Rule.body
@@ -201,7 +201,7 @@ func (d *Decision) Body() []byte {
 func (d *Decision) WriteDenied(w http.ResponseWriter) {
 	h := w.Header()
 	d.SetHeaders(h)
-	if d.Err != nil {
+	if d.Err != nil || d.Rule == nil {
 		h[hdrRetryAfter] = oneSecond
 		h[hdrLength] = unavailableLength
 	} else {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +68,10 @@ func ParseLimit(s string) (Limit, error) {
 	unit, ok := units[strings.TrimSpace(per[digits:])]
 	if !ok {
 		return bad("unknown unit %q (want second, minute, hour or day)", per[digits:])
+	}
+	if mult > math.MaxInt64/int64(unit) {
+		// mult×unit would wrap around int64, possibly to a valid period.
+		return bad("period %q is too long", per)
 	}
 	l := Limit{Count: n, Period: time.Duration(mult) * unit}
 	if err := l.Validate(); err != nil {

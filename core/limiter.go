@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -15,14 +16,18 @@ import (
 const MaxKeyLen = 128
 
 // BoundKey returns key, or "sha256:<hex digest>" when key is longer than
-// MaxKeyLen. Distinct keys stay distinct.
+// MaxKeyLen or itself starts with "sha256:". Distinct keys stay distinct.
 func BoundKey(key string) string {
-	if len(key) <= MaxKeyLen {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digestPrefix + hex.EncodeToString(sum[:])
 }
+
+// digestPrefix starts every digest BoundKey makes. A short key that starts
+// with it is hashed too, so that no caller can name another's digest.
+const digestPrefix = "sha256:"
 
 // Decision is the outcome of one request. Adapters write it with
 // SetHeaders and, when not Allowed, WriteDenied (or EachHeader, Status and

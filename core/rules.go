@@ -3,13 +3,15 @@ package core
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
 // A pattern is a path with '*' standing for exactly one non-empty segment:
 // "/api/kb/*/reindex" matches "/api/kb/kb-01/reindex", not
-// "/api/kb/a/b/reindex" nor "/api/kb//reindex". One trailing slash is
-// ignored on both sides, so "/api/search/" is limited as "/api/search".
+// "/api/kb/a/b/reindex" nor "/api/kb//reindex". A pattern's trailing slash
+// is ignored, and request paths are cleaned (see cleanPath), so
+// "/api/search/" and "/api//search" are limited as "/api/search".
 type pattern struct {
 	raw    string
 	prefix string   // literal text before the first '*'
@@ -25,6 +27,9 @@ func compilePattern(p string) (pattern, error) {
 	}
 	if strings.ContainsAny(p, "?#") {
 		return pattern{}, errors.New("path must not hold a query or fragment")
+	}
+	if strings.Contains(p, "//") {
+		return pattern{}, errors.New("empty path segment ('//')")
 	}
 	pat := pattern{raw: p}
 	body := trimSlash(p)[1:]
@@ -44,6 +49,20 @@ func compilePattern(p string) (pattern, error) {
 		pat.prefix = pat.prefix[:i]
 	}
 	return pat, nil
+}
+
+// cleanPath is the path rules match: path.Clean's result ("//" collapsed,
+// "." and ".." resolved, no trailing slash), so that a client cannot reach a
+// handler under a spelling that no rule matches. Clean paths, the usual
+// case, are returned as they are without allocating.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		return p
+	}
+	if strings.Contains(p, "//") || strings.Contains(p, "/.") {
+		return path.Clean(p)
+	}
+	return trimSlash(p)
 }
 
 // trimSlash drops one trailing slash, except from "/".

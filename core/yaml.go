@@ -98,7 +98,7 @@ func (w *walker) str(n *yaml.Node, rule, field string) string {
 
 // strs reads a list of strings; a single string is a list of one when one is set.
 func (w *walker) strs(n *yaml.Node, key, rule, field string, one bool) []string {
-	if one && n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+	if one && n.Kind == yaml.ScalarNode && n.Tag != "!!null" && n.Anchor == "" {
 		w.ln[key+".0"] = n.Line
 		return []string{n.Value}
 	}

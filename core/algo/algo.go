@@ -65,20 +65,23 @@ type Limit struct {
 	Burst  int64
 }
 
-// String formats l as "10/second", "30/5m0s" or, with a burst, "1/second burst 5".
+// String formats l as core.ParseLimit reads it: "10/second", "100/5m";
+// a period that is not a whole number of seconds prints as a Go duration
+// ("10/1.5s"), and a burst is appended ("1/second burst 5").
 func (l Limit) String() string {
-	unit := ""
-	switch l.Period {
-	case 24 * time.Hour:
-		unit = "day"
-	case time.Hour:
-		unit = "hour"
-	case time.Minute:
-		unit = "minute"
-	case time.Second:
-		unit = "second"
-	default:
-		unit = l.Period.String()
+	unit := l.Period.String()
+	for _, u := range []struct {
+		d           time.Duration
+		long, short string
+	}{{24 * time.Hour, "day", "d"}, {time.Hour, "hour", "h"}, {time.Minute, "minute", "m"}, {time.Second, "second", "s"}} {
+		if l.Period == u.d {
+			unit = u.long
+			break
+		}
+		if l.Period > 0 && l.Period%u.d == 0 {
+			unit = strconv.FormatInt(int64(l.Period/u.d), 10) + u.short
+			break
+		}
 	}
 	s := strconv.FormatInt(l.Count, 10) + "/" + unit
 	if l.Burst > 0 {

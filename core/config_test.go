@@ -1,0 +1,1203 @@
+package core
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// yamlLines joins its arguments into a YAML document, one argument a line,
+// so that line N of the document is argument N.
+func yamlLines(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
+
+// mustParse compiles a YAML configuration or fails the test.
+func mustParse(t testing.TB, doc string) *Config {
+	t.Helper()
+	c, err := ParseConfig([]byte(doc), "t.yaml")
+	if err != nil {
+		t.Fatalf("ParseConfig: unexpected error:\n%v", err)
+	}
+	return c
+}
+
+// loadExample loads the DESIGN.md example configuration.
+func loadExample(t testing.TB) *Config {
+	t.Helper()
+	c, err := LoadConfig(filepath.Join("testdata", "ratelimit.yaml"))
+	if err != nil {
+		t.Fatalf("LoadConfig: unexpected error:\n%v", err)
+	}
+	return c
+}
+
+func limits(t testing.TB, ss ...string) []Limit {
+	t.Helper()
+	var out []Limit
+	for _, s := range ss {
+		l, err := ParseLimit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func checkPolicy(t *testing.T, r *Rule, name string, a Algorithm, want ...Limit) {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("rule %q is nil", name)
+	}
+	if r.Name != name {
+		t.Errorf("rule name = %q, want %q", r.Name, name)
+	}
+	p := r.Policy
+	if p == nil {
+		t.Fatalf("rule %q has no policy", name)
+	}
+	if p.Name != name {
+		t.Errorf("rule %q: Policy.Name = %q, want %q", name, p.Name, name)
+	}
+	if p.Algorithm != a {
+		t.Errorf("rule %q: Policy.Algorithm = %v, want %v", name, p.Algorithm, a)
+	}
+	if !slices.Equal(p.Limits, want) {
+		t.Errorf("rule %q: Policy.Limits = %v, want %v", name, p.Limits, want)
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("rule %q: Policy.Validate() = %v, want nil", name, err)
+	}
+}
+
+func TestExampleConfig(t *testing.T) {
+	c := loadExample(t)
+	if !c.Enabled() {
+		t.Errorf("Enabled() = false, want true")
+	}
+	if got := c.Headers(); got != HeadersDraft {
+		t.Errorf("Headers() = %v, want %v", got, HeadersDraft)
+	}
+	if !c.FailOpen() {
+		t.Errorf("FailOpen() = false, want true")
+	}
+	var names []string
+	for _, r := range c.Rules() {
+		names = append(names, r.Name)
+	}
+	if want := []string{"search", "upload", "reindex", "mcp"}; !slices.Equal(names, want) {
+		t.Fatalf("rule names = %q, want %q", names, want)
+	}
+	rs := c.Rules()
+	checkPolicy(t, rs[0], "search", FixedWindow, Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[1], "upload", FixedWindow, Limit{Count: 30, Period: time.Minute})
+	checkPolicy(t, rs[2], "reindex", FixedWindow, Limit{Count: 2, Period: time.Minute})
+	checkPolicy(t, rs[3], "mcp", FixedWindow, Limit{Count: 300, Period: time.Minute})
+	checkPolicy(t, c.Default(), "default", FixedWindow, Limit{Count: 120, Period: time.Minute})
+
+	paths := [][]string{
+		{"/api/search"},
+		{"/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"},
+		{"/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"},
+		{"/mcp"},
+	}
+	for i, r := range rs {
+		if got := r.Paths(); !slices.Equal(got, paths[i]) {
+			t.Errorf("rule %q: Paths() = %q, want %q", r.Name, got, paths[i])
+		}
+	}
+	if got := c.Default().Paths(); len(got) != 0 {
+		t.Errorf("default rule: Paths() = %q, want none", got)
+	}
+}
+
+func TestExampleConfigMatch(t *testing.T) {
+	c := loadExample(t)
+	tests := []struct {
+		method, path string
+		rule         string
+		cost         int64
+	}{
+		{"GET", "/api/search", "search", 1},
+		{"POST", "/api/search", "search", 1},
+		{"GET", "/api/search/", "search", 1},
+		{"GET", "/api/search/x", "default", 1},
+		{"GET", "/api/searchx", "default", 1},
+		{"GET", "/api", "default", 1},
+		{"POST", "/api/kb/kb-01/docs/upload", "upload", 1},
+		{"POST", "/api/kb/kb-01/docs/upload/", "upload", 1},
+		{"POST", "/api/kb/kb-01/docs/upload/batch", "upload", 10},
+		{"POST", "/api/kb/kb-01/docs/upload/batch/", "upload", 10},
+		{"POST", "/api/kb//docs/upload", "default", 1},
+		{"POST", "/api/kb/kb-01/reindex", "reindex", 1},
+		{"POST", "/api/kb/a/b/reindex", "default", 1},
+		{"POST", "/api/kb//reindex", "default", 1},
+		{"POST", "/api/kb/reindex", "default", 1},
+		{"POST", "/api/kb/x/docs/y/reindex", "reindex", 1},
+		{"POST", "/api/kb/x/docs//reindex", "default", 1},
+		{"POST", "/mcp", "mcp", 1},
+		{"POST", "/mcp/", "mcp", 1},
+		{"POST", "/mcp/tools", "default", 1},
+		{"GET", "/other", "default", 1},
+		{"GET", "/", "default", 1},
+		{"GET", "", "default", 1},
+		// Matching ignores exempt paths: that is Exempt's job.
+		{"GET", "/health", "default", 1},
+	}
+	for _, tt := range tests {
+		r, cost := c.Match(tt.method, tt.path)
+		if r == nil {
+			t.Errorf("Match(%q, %q) rule = nil, want %q", tt.method, tt.path, tt.rule)
+			continue
+		}
+		if r.Name != tt.rule || cost != tt.cost {
+			t.Errorf("Match(%q, %q) = (%q, %d), want (%q, %d)", tt.method, tt.path, r.Name, cost, tt.rule, tt.cost)
+		}
+	}
+	if r, _ := c.Match("GET", "/nowhere"); r != c.Default() {
+		t.Errorf("Match of an unmatched path = %p, want Default() %p", r, c.Default())
+	}
+}
+
+func TestExampleConfigExempt(t *testing.T) {
+	c := loadExample(t)
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"/health", true},
+		{"/health/", true},
+		{"/ready", true},
+		{"/docs", true},
+		{"/docs/", true},
+		{"/redoc", true},
+		{"/openapi.json", true},
+		{"/healthz", false},
+		{"/health/live", false},
+		{"/docs/x", false},
+		{"/Health", false},
+		{"health", false},
+		{"/api/search", false},
+		{"/", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := c.Exempt(tt.path); got != tt.want {
+			t.Errorf("Exempt(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestConfigMethods(t *testing.T) {
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  enabled: true",
+		"  rules:",
+		"    - name: search-write",
+		"      paths: [/api/search]",
+		"      methods: [POST, PUT]",
+		"      limit: 1/second",
+		"    - name: search-read",
+		"      paths: [/api/search]",
+		"      methods: [GET]",
+		"      limit: 10/second",
+		"    - name: search",
+		"      paths: [/api/search]",
+		"      limit: 5/second",
+	))
+	tests := []struct{ method, rule string }{
+		{"POST", "search-write"},
+		{"PUT", "search-write"},
+		{"GET", "search-read"},
+		{"DELETE", "search"},
+		{"HEAD", "search"},
+		{"post", "search"}, // methods compare exactly
+	}
+	for _, tt := range tests {
+		if r, _ := c.Match(tt.method, "/api/search"); r.Name != tt.rule {
+			t.Errorf("Match(%q, /api/search) = %q, want %q", tt.method, r.Name, tt.rule)
+		}
+	}
+
+	only := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: upload",
+		"      paths: [/upload]",
+		"      methods: [POST]",
+		"      limit: 1/second",
+	))
+	for method, want := range map[string]string{"POST": "upload", "GET": "default"} {
+		if r, _ := only.Match(method, "/upload"); r.Name != want {
+			t.Errorf("Match(%q, /upload) = %q, want %q", method, r.Name, want)
+		}
+	}
+}
+
+func TestConfigListLimit(t *testing.T) {
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: api",
+		"      paths: [/api/*]",
+		`      limit: ["10/second", "500/hour"]`,
+		`  default: ["100/minute", "1000/day"]`,
+	))
+	checkPolicy(t, c.Rules()[0], "api", FixedWindow, limits(t, "10/second", "500/hour")...)
+	checkPolicy(t, c.Default(), "default", FixedWindow, limits(t, "100/minute", "1000/day")...)
+
+	block := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: api",
+		"      paths:",
+		"        - /api/*",
+		"      limit:",
+		"        - 10/second",
+		"        - 500/hour",
+		"        - 2000/day",
+		"        - 10000/7d",
+	))
+	checkPolicy(t, block.Rules()[0], "api", FixedWindow, limits(t, "10/second", "500/hour", "2000/day", "10000/7d")...)
+}
+
+func TestConfigAlgorithms(t *testing.T) {
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  algorithm: sliding_window",
+		"  rules:",
+		"    - name: a",
+		"      paths: [/a]",
+		"      limit: 10/second",
+		"    - name: b",
+		"      paths: [/b]",
+		"      limit: 10/second",
+		"      algorithm: token_bucket",
+		"      burst: 20",
+		"    - name: c",
+		"      paths: [/c]",
+		"      limit: [10/second, 100/minute]",
+		"      algorithm: gcra",
+		"      burst: 15",
+		"    - name: d",
+		"      paths: [/d]",
+		"      limit: 10/second",
+		"      algorithm: fixed_window",
+		"    - name: e",
+		"      paths: [/e]",
+		"      limit: 10/second",
+		"      algorithm: token_bucket",
+	))
+	rs := c.Rules()
+	checkPolicy(t, rs[0], "a", SlidingWindow, Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[1], "b", TokenBucket, Limit{Count: 10, Period: time.Second, Burst: 20})
+	checkPolicy(t, rs[2], "c", GCRA, Limit{Count: 10, Period: time.Second, Burst: 15}, Limit{Count: 100, Period: time.Minute, Burst: 15})
+	checkPolicy(t, rs[3], "d", FixedWindow, Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[4], "e", TokenBucket, Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, c.Default(), "default", SlidingWindow, Limit{Count: 120, Period: time.Minute})
+	if got, want := rs[1].Policy.Capacity(), int64(20); got != want {
+		t.Errorf("token bucket capacity = %d, want %d", got, want)
+	}
+
+	// A weight may reach the burst of a token bucket, not beyond.
+	burst := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: b",
+		"      paths: [/b, /b/big]",
+		"      limit: 10/second",
+		"      algorithm: token_bucket",
+		"      burst: 20",
+		"      weights: {/b/big: 20}",
+	))
+	if r, cost := burst.Match("GET", "/b/big"); r.Name != "b" || cost != 20 {
+		t.Errorf("Match(/b/big) = (%q, %d), want (%q, %d)", r.Name, cost, "b", 20)
+	}
+}
+
+func TestConfigOptions(t *testing.T) {
+	tests := []struct {
+		name     string
+		lines    []string
+		headers  HeaderStyle
+		failOpen bool
+	}{
+		{"defaults", nil, HeadersDraft, true},
+		{"draft", []string{"  headers: draft"}, HeadersDraft, true},
+		{"legacy", []string{"  headers: legacy"}, HeadersLegacy, true},
+		{"none", []string{"  headers: none"}, HeadersNone, true},
+		{"open", []string{"  failure: open"}, HeadersDraft, true},
+		{"closed", []string{"  failure: closed"}, HeadersDraft, false},
+		{"both", []string{"  headers: legacy", "  failure: closed"}, HeadersLegacy, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, yamlLines(append([]string{"rate_limit:", "  enabled: true"}, tt.lines...)...))
+			if got := c.Headers(); got != tt.headers {
+				t.Errorf("Headers() = %v, want %v", got, tt.headers)
+			}
+			if got := c.FailOpen(); got != tt.failOpen {
+				t.Errorf("FailOpen() = %v, want %v", got, tt.failOpen)
+			}
+		})
+	}
+	for s, want := range map[HeaderStyle]string{HeadersDraft: "draft", HeadersLegacy: "legacy", HeadersNone: "none", 7: "headers(7)"} {
+		if got := s.String(); got != want {
+			t.Errorf("HeaderStyle(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}
+
+func TestConfigExemptPaths(t *testing.T) {
+	absent := mustParse(t, "rate_limit:\n  enabled: true\n")
+	for _, p := range DefaultExemptPaths {
+		if !absent.Exempt(p) {
+			t.Errorf("exempt_paths absent: Exempt(%q) = false, want true", p)
+		}
+	}
+	empty := mustParse(t, "rate_limit:\n  enabled: true\n  exempt_paths: []\n")
+	for _, p := range DefaultExemptPaths {
+		if empty.Exempt(p) {
+			t.Errorf("exempt_paths []: Exempt(%q) = true, want false", p)
+		}
+	}
+	own := mustParse(t, "rate_limit:\n  exempt_paths: [/status, /static/*]\n")
+	for p, want := range map[string]bool{"/status": true, "/static/app.js": true, "/static/a/b": false, "/health": false} {
+		if got := own.Exempt(p); got != want {
+			t.Errorf("own exempt_paths: Exempt(%q) = %v, want %v", p, got, want)
+		}
+	}
+	spec, err := NewConfig(Spec{Enabled: true, ExemptPaths: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Exempt("/health") {
+		t.Errorf("Spec.ExemptPaths = []string{}: Exempt(/health) = true, want false")
+	}
+	def, err := NewConfig(Spec{Enabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !def.Exempt("/health") {
+		t.Errorf("Spec.ExemptPaths = nil: Exempt(/health) = false, want true")
+	}
+}
+
+func TestConfigDisabled(t *testing.T) {
+	var nilConfig *Config
+	configs := map[string]*Config{
+		"enabled: false":  mustParse(t, "rate_limit:\n  enabled: false\n"),
+		"enabled absent":  mustParse(t, "rate_limit:\n  default: 1/second\n"),
+		"empty section":   mustParse(t, "rate_limit: {}\n"),
+		"nil *Config":     nilConfig,
+		"zero Config":     {},
+		"NewConfig(Spec)": func() *Config { c, _ := NewConfig(Spec{}); return c }(),
+	}
+	for name, c := range configs {
+		if c.Enabled() {
+			t.Errorf("%s: Enabled() = true, want false", name)
+		}
+		if !c.FailOpen() {
+			t.Errorf("%s: FailOpen() = false, want true", name)
+		}
+		if got := c.Headers(); got != HeadersDraft {
+			t.Errorf("%s: Headers() = %v, want draft", name, got)
+		}
+	}
+	// A nil or zero Config answers every question without panicking.
+	for name, c := range map[string]*Config{"nil *Config": nilConfig, "zero Config": {}} {
+		if c.Exempt("/health") {
+			t.Errorf("%s: Exempt(/health) = true, want false", name)
+		}
+		if r, cost := c.Match("GET", "/api/search"); r != nil || cost != 1 {
+			t.Errorf("%s: Match = (%v, %d), want (nil, 1)", name, r, cost)
+		}
+		if c.Rules() != nil || c.Default() != nil {
+			t.Errorf("%s: Rules() = %v, Default() = %v, want nil, nil", name, c.Rules(), c.Default())
+		}
+	}
+	// A disabled configuration is still checked.
+	if _, err := ParseConfig([]byte("rate_limit:\n  enabled: false\n  default: 0/second\n"), "t.yaml"); err == nil {
+		t.Errorf("a disabled configuration with a bad default: ParseConfig succeeded, want an error")
+	}
+}
+
+func TestConfigYAMLForms(t *testing.T) {
+	// A byte order mark, comments, a single limit as a string, block lists,
+	// a document start marker and CRLF line ends are all fine.
+	docs := []string{
+		"\xef\xbb\xbfrate_limit:\n  enabled: true\n",
+		"# rate limits\n---\nrate_limit: # the section\n  enabled: true # on\n...\n",
+		"rate_limit:\r\n  enabled: true\r\n  rules:\r\n    - name: a\r\n      paths: [/a]\r\n      limit: 1/s\r\n",
+		`{"rate_limit": {"enabled": true, "rules": [{"name": "a", "paths": ["/a"], "limit": ["1/s"]}]}}`,
+	}
+	for _, d := range docs {
+		c, err := ParseConfig([]byte(d), "t.yaml")
+		if err != nil {
+			t.Errorf("ParseConfig(%q): unexpected error %v", d, err)
+			continue
+		}
+		if !c.Enabled() {
+			t.Errorf("ParseConfig(%q): Enabled() = false, want true", d)
+		}
+	}
+}
+
+// checkConfigError asserts that err is the joined *ConfigErrors whose
+// texts are want, in order.
+func checkConfigError(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want:\n%s", strings.Join(want, "\n"))
+	}
+	if got := err.Error(); got != strings.Join(want, "\n") {
+		t.Errorf("error text:\n got %q\nwant %q", got, strings.Join(want, "\n"))
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("errors.As(%T, *ConfigError) = false, want true", err)
+	} else if ce.Error() != want[0] {
+		t.Errorf("errors.As found %q, want the first error %q", ce.Error(), want[0])
+	}
+}
+
+const (
+	unknownSection = `unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)`
+	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, burst or weights)`
+	unknownAlgo    = `(want fixed_window, sliding_window, token_bucket or gcra)`
+	unitsWanted    = `(want second, minute, hour or day)`
+	shadowed       = `which comes first: this path would never apply here`
+	anchors        = `YAML anchors and aliases are not supported`
+)
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{
+			"unknown top-level key",
+			yamlLines("rate_limit:", "  enabled: true", "ratelimit: {}"),
+			[]string{`rate-limit config t.yaml:3: field "ratelimit": unknown field (want rate_limit)`},
+		},
+		{
+			"only an unknown top-level key",
+			yamlLines("limits:", "  enabled: true"),
+			[]string{`rate-limit config t.yaml:1: field "limits": unknown field (want rate_limit)`},
+		},
+		{
+			"missing rate_limit",
+			yamlLines("# nothing here", "{}"),
+			[]string{`rate-limit config t.yaml:2: field "rate_limit": missing section`},
+		},
+		{
+			"rate_limit is null",
+			yamlLines("rate_limit:"),
+			[]string{`rate-limit config t.yaml:1: field "rate_limit": want a mapping`},
+		},
+		{
+			"rate_limit is a list",
+			yamlLines("rate_limit: [1, 2]"),
+			[]string{`rate-limit config t.yaml:1: field "rate_limit": want a mapping`},
+		},
+		{
+			"document is a scalar",
+			yamlLines("hello"),
+			[]string{`rate-limit config t.yaml:1: value "hello": want a mapping`},
+		},
+		{
+			"unknown field in the section",
+			yamlLines("rate_limit:", "  enabled: true", "  enable: true", "  rule: []"),
+			[]string{
+				`rate-limit config t.yaml:3: field "enable": ` + unknownSection,
+				`rate-limit config t.yaml:4: field "rule": ` + unknownSection,
+			},
+		},
+		{
+			"unknown field in a rule, before its name",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - limits: 10/second",
+				"      name: search",
+				"      paths: [/api/search]",
+				"      limit: 10/second",
+			),
+			[]string{`rate-limit config t.yaml:3: rule "search": field "limits": ` + unknownRule},
+		},
+		{
+			"unknown field in a rule with no name",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - paths: [/a]",
+				"      limit: 1/s",
+				"      weight: {/a: 1}",
+			),
+			[]string{`rate-limit config t.yaml:5: rule "rules[0]": field "weight": ` + unknownRule},
+		},
+		{
+			"bad limit string",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: search",
+				"      paths: [/api/search]",
+				"      limit: 10/fortnight",
+			),
+			[]string{`rate-limit config t.yaml:5: rule "search": field "limit": value "10/fortnight": limit "10/fortnight": unknown unit "fortnight" ` + unitsWanted},
+		},
+		{
+			"bad limit in a list",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: search",
+				"      paths: [/api/search]",
+				"      limit:",
+				"        - 10/second",
+				"        - 500/hour",
+				"        - 10",
+			),
+			[]string{`rate-limit config t.yaml:8: rule "search": field "limit": value "10": limit "10": want "N/unit", e.g. "10/second"`},
+		},
+		{
+			"zero count",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", `      limit: "0/second"`),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": value "0/second": limit "0/second": count "0" is not a positive integer`},
+		},
+		{
+			"negative count",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", `      limit: "-1/second"`),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": value "-1/second": limit "-1/second": count "-1" is not a positive integer`},
+		},
+		{
+			"limit is a number",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 10"),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": value "10": limit "10": want "N/unit", e.g. "10/second"`},
+		},
+		{
+			"limit is a mapping",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: {count: 10}"),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": want a string or a list of strings`},
+		},
+		{
+			"missing limit",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]"),
+			[]string{`rate-limit config t.yaml:3: rule "a": field "limit": no limit given`},
+		},
+		{
+			"empty limit list",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: []"),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": no limit given`},
+		},
+		{
+			"bad default",
+			yamlLines("rate_limit:", "  default: 120/fortnight"),
+			[]string{`rate-limit config t.yaml:2: rule "default": field "limit": value "120/fortnight": limit "120/fortnight": unknown unit "fortnight" ` + unitsWanted},
+		},
+		{
+			"weight above the limit",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: upload",
+				`      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]`,
+				`      limit: "30/minute"`,
+				"      weights:",
+				`        "/api/kb/*/docs/upload/batch": 31`,
+			),
+			[]string{`rate-limit config t.yaml:7: rule "upload": field "weights": value "31": weight of "/api/kb/*/docs/upload/batch" exceeds the rule's capacity 30 (30/minute): such a request could never pass`},
+		},
+		{
+			"weight above the smallest of several limits",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: api",
+				"      paths: [/api/*]",
+				"      limit: [500/hour, 10/second]",
+				"      weights: {/api/bulk: 11}",
+			),
+			[]string{`rate-limit config t.yaml:6: rule "api": field "weights": value "11": weight of "/api/bulk" exceeds the rule's capacity 10 (500/hour, 10/second): such a request could never pass`},
+		},
+		{
+			"weight above the burst",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: b",
+				"      paths: [/b]",
+				"      limit: 100/second",
+				"      algorithm: token_bucket",
+				"      burst: 5",
+				"      weights: {/b: 6}",
+			),
+			[]string{`rate-limit config t.yaml:8: rule "b": field "weights": value "6": weight of "/b" exceeds the rule's capacity 5 (100/second): such a request could never pass`},
+		},
+		{
+			"weight 0",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      weights:", "        /a: 0"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "weights": value "0": weight of "/a" must be at least 1`},
+		},
+		{
+			"negative weight",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      weights:", "        /a: -3"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "weights": value "-3": weight of "/a" must be at least 1`},
+		},
+		{
+			"weight is not an integer",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 10/s", "      weights:", "        /a: 2.5"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "weights": value "2.5": want an integer`},
+		},
+		{
+			"weight pattern matching none of the rule's paths",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: upload",
+				`      paths: ["/api/kb/*/docs/upload"]`,
+				"      limit: 30/minute",
+				"      weights:",
+				`        "/api/kb/*/docs/upload/batch": 10`,
+				`        "/api/kb/*/docs/upload": 2`,
+			),
+			[]string{`rate-limit config t.yaml:7: rule "upload": field "weights": value "/api/kb/*/docs/upload/batch": the pattern matches none of the rule's paths, so the weight could never apply`},
+		},
+		{
+			"bad weight pattern",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 10/s", "      weights:", "        a: 2"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "weights": value "a": path must start with '/'`},
+		},
+		{
+			"duplicate rule names",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: search",
+				"      paths: [/api/search]",
+				"      limit: 10/second",
+				"    - name: search",
+				"      paths: [/api/find]",
+				"      limit: 10/second",
+			),
+			[]string{`rate-limit config t.yaml:6: rule "search": field "name": value "search": duplicate rule name (also rules[0])`},
+		},
+		{
+			"a rule named default",
+			yamlLines("rate_limit:", "  rules:", "    - name: default", "      paths: [/a]", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "default": field "name": value "default": "default" is the name of the default limit`},
+		},
+		{
+			"a rule with no name",
+			yamlLines("rate_limit:", "  rules:", "    - paths: [/a]", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "rules[0]": field "name": a rule needs a name`},
+		},
+		{
+			"a bad rule name",
+			yamlLines("rate_limit:", "  rules:", "    - name: my rule", "      paths: [/a]", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "my rule": field "name": value "my rule": names are 1 to 64 letters, digits, '_', '.' or '-'`},
+		},
+		{
+			"a rule name with a quote",
+			yamlLines("rate_limit:", "  rules:", `    - name: 'a"b'`, "      paths: [/a]", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "a\"b": field "name": value "a\"b": names are 1 to 64 letters, digits, '_', '.' or '-'`},
+		},
+		{
+			"empty paths list",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: []", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "a": field "paths": a rule needs at least one path`},
+		},
+		{
+			"missing paths",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:3: rule "a": field "paths": a rule needs at least one path`},
+		},
+		{
+			"paths is a string",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: /a", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:4: rule "a": field "paths": value "/a": want a list of strings`},
+		},
+		{
+			"empty path string",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", `      paths: ["/a", ""]`, "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:4: rule "a": field "paths": empty path`},
+		},
+		{
+			"path without a leading slash",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths:", "        - /a", "        - api/search", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:6: rule "a": field "paths": value "api/search": path must start with '/'`},
+		},
+		{
+			"star inside a segment",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", `      paths: ["/api/*x"]`, "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:4: rule "a": field "paths": value "/api/*x": '*' must be a whole segment, not part of "*x"`},
+		},
+		{
+			"double slash in a path",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", `      paths: ["/api//x", "//", "/b//"]`, "      limit: 1/s"),
+			[]string{
+				`rate-limit config t.yaml:4: rule "a": field "paths": value "/api//x": empty path segment ('//')`,
+				`rate-limit config t.yaml:4: rule "a": field "paths": value "//": empty path segment ('//')`,
+				`rate-limit config t.yaml:4: rule "a": field "paths": value "/b//": empty path segment ('//')`,
+			},
+		},
+		{
+			"query in a path",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", `      paths: ["/a?x=1"]`, "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:4: rule "a": field "paths": value "/a?x=1": path must not hold a query or fragment`},
+		},
+		{
+			"the same path in two rules",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: first",
+				"      paths: [/a, /b]",
+				"      limit: 1/s",
+				"    - name: second",
+				"      paths: [/c, /b/]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/b/": already matched by rule "first", ` + shadowed},
+		},
+		{
+			"the same path in two rules, the first covering every method",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: first",
+				"      paths: [/a]",
+				"      methods: [GET, POST]",
+				"      limit: 1/s",
+				"    - name: second",
+				"      paths: [/a]",
+				"      methods: [POST]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:8: rule "second": field "paths": value "/a": already matched by rule "first", ` + shadowed},
+		},
+		{
+			"the same path in two rules, the first for all methods",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: first",
+				"      paths: [/a]",
+				"      limit: 1/s",
+				"    - name: second",
+				"      paths: [/a]",
+				"      methods: [POST]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/a": already matched by rule "first", ` + shadowed},
+		},
+		{
+			"bad method",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      methods: [GET, post]", "      limit: 1/s"),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "methods": value "post": a method is an upper-case token such as GET`},
+		},
+		{
+			"unknown algorithm at the top level",
+			yamlLines("rate_limit:", "  algorithm: leaky_bucket"),
+			[]string{`rate-limit config t.yaml:2: field "algorithm": value "leaky_bucket": unknown algorithm "leaky_bucket" ` + unknownAlgo},
+		},
+		{
+			"unknown algorithm in a rule",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      algorithm: leaky_bucket"),
+			[]string{`rate-limit config t.yaml:6: rule "a": field "algorithm": value "leaky_bucket": unknown algorithm "leaky_bucket" ` + unknownAlgo},
+		},
+		{
+			"burst on fixed_window",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      burst: 5"),
+			[]string{`rate-limit config t.yaml:6: rule "a": field "burst": value "5": burst applies to token_bucket and gcra only, not fixed_window`},
+		},
+		{
+			"burst on a sliding window by default",
+			yamlLines("rate_limit:", "  algorithm: sliding_window", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      burst: 5"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "burst": value "5": burst applies to token_bucket and gcra only, not sliding_window`},
+		},
+		{
+			"burst out of range",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      algorithm: gcra", "      burst: 3000000000"),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "burst": value "3000000000": burst 3000000000 out of range [0, 2147483647]`},
+		},
+		{
+			`burst: "ten"`,
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      algorithm: gcra", `      burst: "ten"`),
+			[]string{`rate-limit config t.yaml:7: rule "a": field "burst": value "ten": want an integer`},
+		},
+		{
+			"bad headers",
+			yamlLines("rate_limit:", "  headers: ietf"),
+			[]string{`rate-limit config t.yaml:2: field "headers": value "ietf": want draft, legacy or none`},
+		},
+		{
+			"bad failure",
+			yamlLines("rate_limit:", "  failure: maybe"),
+			[]string{`rate-limit config t.yaml:2: field "failure": value "maybe": want open or closed`},
+		},
+		{
+			"bad headers and failure together",
+			yamlLines("rate_limit:", "  failure: shut", "  headers: X-RateLimit"),
+			[]string{
+				`rate-limit config t.yaml:3: field "headers": value "X-RateLimit": want draft, legacy or none`,
+				`rate-limit config t.yaml:2: field "failure": value "shut": want open or closed`,
+			},
+		},
+		{
+			`enabled: "maybe"`,
+			yamlLines("rate_limit:", `  enabled: "maybe"`),
+			[]string{`rate-limit config t.yaml:2: field "enabled": value "maybe": want true or false`},
+		},
+		{
+			"enabled: yes (YAML 1.1 is not spoken)",
+			yamlLines("rate_limit:", "  enabled: yes"),
+			[]string{`rate-limit config t.yaml:2: field "enabled": value "yes": want true or false`},
+		},
+		{
+			"enabled: a list",
+			yamlLines("rate_limit:", "  enabled: [true]"),
+			[]string{`rate-limit config t.yaml:2: field "enabled": want true or false`},
+		},
+		{
+			"exempt_paths: a bad path",
+			yamlLines("rate_limit:", "  exempt_paths:", "    - /health", "    - health"),
+			[]string{`rate-limit config t.yaml:4: field "exempt_paths": value "health": path must start with '/'`},
+		},
+		{
+			"exempt_paths: null",
+			yamlLines("rate_limit:", "  exempt_paths:"),
+			[]string{`rate-limit config t.yaml:2: field "exempt_paths": want a list of strings`},
+		},
+		{
+			"rules: a mapping",
+			yamlLines("rate_limit:", "  rules:", "    search: {}"),
+			[]string{`rate-limit config t.yaml:3: field "rules": want a list of rules`},
+		},
+		{
+			"a rule that is a string",
+			yamlLines("rate_limit:", "  rules:", "    - search"),
+			[]string{`rate-limit config t.yaml:3: rule "rules[0]": value "search": want a mapping`},
+		},
+		{
+			"two YAML documents",
+			yamlLines("rate_limit:", "  enabled: true", "---", "rate_limit:", "  enabled: false"),
+			[]string{`rate-limit config t.yaml:3: more than one YAML document`},
+		},
+		{
+			"an empty file",
+			"",
+			[]string{`rate-limit config t.yaml: the file is empty (want a rate_limit section)`},
+		},
+		{
+			"a file of comments",
+			yamlLines("# rate_limit:", "#   enabled: true"),
+			[]string{`rate-limit config t.yaml: the file is empty (want a rate_limit section)`},
+		},
+		{
+			"a file of white space",
+			" \n\n  \n",
+			[]string{`rate-limit config t.yaml: the file is empty (want a rate_limit section)`},
+		},
+		{
+			"YAML anchors and aliases",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: a",
+				"      paths: &p [/a]",
+				"      limit: 1/s",
+				"    - name: b",
+				"      paths: *p",
+				"      limit: 1/s",
+			),
+			[]string{
+				`rate-limit config t.yaml:4: rule "a": field "paths": ` + anchors,
+				`rate-limit config t.yaml:7: rule "b": field "paths": ` + anchors,
+			},
+		},
+		{
+			"an anchored scalar",
+			yamlLines("rate_limit:", "  default: &d 10/second"),
+			[]string{`rate-limit config t.yaml:2: field "default": ` + anchors},
+		},
+		{
+			"a merge key",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - &base",
+				"      name: a",
+				"      paths: [/a]",
+				"      limit: 1/s",
+				"    - <<: *base",
+				"      name: b",
+			),
+			[]string{
+				`rate-limit config t.yaml:3: rule "a": ` + anchors,
+				`rate-limit config t.yaml:7: rule "b": field "<<": ` + unknownRule,
+			},
+		},
+		{
+			"duplicate keys in the section",
+			yamlLines("rate_limit:", "  enabled: false", "  enabled: true"),
+			[]string{`rate-limit config t.yaml:3: field "enabled": field given twice`},
+		},
+		{
+			"duplicate keys in a rule",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: 1/s", "      limit: 100/s"),
+			[]string{`rate-limit config t.yaml:6: rule "a": field "limit": field given twice`},
+		},
+		{
+			"duplicate top-level keys",
+			yamlLines("rate_limit:", "  enabled: false", "rate_limit:", "  enabled: true"),
+			[]string{`rate-limit config t.yaml:3: field "rate_limit": field given twice`},
+		},
+		{
+			"a key that is not a string",
+			yamlLines("rate_limit:", "  [enabled]: true"),
+			[]string{`rate-limit config t.yaml:2: field "rate_limit": want a plain key`},
+		},
+		{
+			"more than 4 limits",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit: [1/s, 2/m, 3/h, 4/d, 5/2d]"),
+			[]string{`rate-limit config t.yaml:5: rule "a": field "limit": value "1/s, 2/m, 3/h, 4/d, 5/2d": 5 limits, at most 4`},
+		},
+		{
+			"two limits with the same period",
+			yamlLines("rate_limit:", "  rules:", "    - name: a", "      paths: [/a]", "      limit:", "        - 10/second", "        - 100/minute", "        - 20/1s"),
+			[]string{`rate-limit config t.yaml:8: rule "a": field "limit": value "20/1s": a second limit per 1s (first: 10/second)`},
+		},
+		{
+			"two default limits with the same period",
+			yamlLines("rate_limit:", "  default: [60/minute, 100/60s]"),
+			[]string{`rate-limit config t.yaml:2: rule "default": field "limit": value "100/60s": a second limit per 1m0s (first: 60/minute)`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.doc), "t.yaml")
+			if c != nil {
+				t.Errorf("ParseConfig returned a Config with an error")
+			}
+			checkConfigError(t, err, tt.want...)
+		})
+	}
+}
+
+func TestConfigInvalidYAML(t *testing.T) {
+	for _, doc := range []string{
+		yamlLines("rate_limit:", "  enabled: true", " rules: [", "bad"),
+		yamlLines("rate_limit:", "\tenabled: true"),
+		yamlLines("rate_limit: {enabled: true"),
+		yamlLines("rate_limit:", "  default: *nowhere"),
+	} {
+		_, err := ParseConfig([]byte(doc), "t.yaml")
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("ParseConfig(%q) error = %v, want a *ConfigError", doc, err)
+			continue
+		}
+		// The rest of the text is the YAML parser's.
+		if prefix := "rate-limit config t.yaml: invalid YAML: yaml: "; !strings.HasPrefix(err.Error(), prefix) {
+			t.Errorf("ParseConfig(%q) error = %q, want the prefix %q", doc, err.Error(), prefix)
+		}
+	}
+}
+
+// TestConfigAllErrors checks that every problem is reported, each at its line.
+func TestConfigAllErrors(t *testing.T) {
+	doc := yamlLines(
+		"rate_limit:", // 1
+		"  enabled: true",
+		"  rules:",
+		"    - name: search", // 4
+		"      paths: [/api/search]",
+		"      limit: 10/fortnight", // 6
+		"    - name: upload",
+		"      paths: [/api/upload, /api/upload/batch]",
+		"      limit: 30/minute",
+		"      algorithm: leaky", // 10
+		"    - name: reindex",
+		"      paths: [/api/reindex]",
+		"      limit: 2/minute",
+		"      weights:",
+		"        /api/reindex: 3", // 15
+		"  default: 120/minute",
+	)
+	_, err := ParseConfig([]byte(doc), "t.yaml")
+	want := []string{
+		`rate-limit config t.yaml:6: rule "search": field "limit": value "10/fortnight": limit "10/fortnight": unknown unit "fortnight" ` + unitsWanted,
+		`rate-limit config t.yaml:10: rule "upload": field "algorithm": value "leaky": unknown algorithm "leaky" ` + unknownAlgo,
+		`rate-limit config t.yaml:15: rule "reindex": field "weights": value "3": weight of "/api/reindex" exceeds the rule's capacity 2 (2/minute): such a request could never pass`,
+	}
+	checkConfigError(t, err, want...)
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("error %T has no Unwrap() []error", err)
+	}
+	wantLines := []int{6, 10, 15}
+	wantRules := []string{"search", "upload", "reindex"}
+	wantFields := []string{"limit", "algorithm", "weights"}
+	errs := joined.Unwrap()
+	if len(errs) != len(wantLines) {
+		t.Fatalf("%d errors, want %d", len(errs), len(wantLines))
+	}
+	for i, e := range errs {
+		ce, ok := e.(*ConfigError)
+		if !ok {
+			t.Errorf("error %d is %T, want *ConfigError", i, e)
+			continue
+		}
+		if ce.File != "t.yaml" || ce.Line != wantLines[i] || ce.Rule != wantRules[i] || ce.Field != wantFields[i] {
+			t.Errorf("error %d at %s:%d rule %q field %q, want t.yaml:%d rule %q field %q",
+				i, ce.File, ce.Line, ce.Rule, ce.Field, wantLines[i], wantRules[i], wantFields[i])
+		}
+	}
+
+	// Syntax problems (here three of them, in three rules) are all
+	// reported too.
+	doc = yamlLines(
+		"rate_limit:",
+		"  enabled: maybe", // 2
+		"  rules:",
+		"    - name: a",
+		"      paths: [/a]",
+		"      limit: 1/s",
+		"      burst: ten", // 7
+		"    - name: b",
+		"      paths: [/b]",
+		"      limits: 1/s", // 10
+	)
+	_, err = ParseConfig([]byte(doc), "t.yaml")
+	checkConfigError(t, err,
+		`rate-limit config t.yaml:2: field "enabled": value "maybe": want true or false`,
+		`rate-limit config t.yaml:7: rule "a": field "burst": value "ten": want an integer`,
+		`rate-limit config t.yaml:10: rule "b": field "limits": `+unknownRule,
+	)
+}
+
+func TestLoadConfig(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := LoadConfig(missing)
+	if err == nil {
+		t.Fatalf("LoadConfig(%q) succeeded, want an error", missing)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadConfig(%q) error = %v, want one wrapping fs.ErrNotExist", missing, err)
+	}
+	if want := "rate-limit config: open " + missing + ": no such file or directory"; err.Error() != want {
+		t.Errorf("LoadConfig error:\n got %q\nwant %q", err.Error(), want)
+	}
+
+	// Errors in a loaded file name it.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("rate_limit:\n  headers: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadConfig(bad)
+	checkConfigError(t, err, `rate-limit config `+bad+`:2: field "headers": value "loud": want draft, legacy or none`)
+}
+
+func TestNewConfig(t *testing.T) {
+	c, err := NewConfig(Spec{
+		Enabled:   true,
+		Algorithm: "gcra",
+		Rules: []RuleSpec{
+			{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"10/second"}, Burst: 20},
+			{Name: "upload", Paths: []string{"/api/upload", "/api/upload/batch"}, Limit: []string{"30/minute"},
+				Weights: []WeightSpec{{Path: "/api/upload/batch", Cost: 10}}},
+		},
+		Default: []string{"60/minute", "1000/day"},
+		Headers: "legacy",
+		Failure: "closed",
+	})
+	if err != nil {
+		t.Fatalf("NewConfig: unexpected error %v", err)
+	}
+	if !c.Enabled() || c.Headers() != HeadersLegacy || c.FailOpen() {
+		t.Errorf("Enabled, Headers, FailOpen = %v, %v, %v; want true, legacy, false", c.Enabled(), c.Headers(), c.FailOpen())
+	}
+	checkPolicy(t, c.Rules()[0], "search", GCRA, Limit{Count: 10, Period: time.Second, Burst: 20})
+	checkPolicy(t, c.Default(), "default", GCRA, limits(t, "60/minute", "1000/day")...)
+	if r, cost := c.Match("POST", "/api/upload/batch"); r.Name != "upload" || cost != 10 {
+		t.Errorf("Match(/api/upload/batch) = (%q, %d), want (%q, %d)", r.Name, cost, "upload", 10)
+	}
+
+	// Errors from a Spec have no file and no line.
+	_, err = NewConfig(Spec{
+		Rules: []RuleSpec{
+			{Name: "a", Paths: []string{"/a"}, Limit: []string{"x"}},
+			{Name: "a", Paths: []string{"b"}},
+			{Paths: []string{"/c"}, Limit: []string{"1/s"}, Weights: []WeightSpec{{Path: "/c", Cost: 2}}},
+		},
+		Default: []string{"1/fortnight"},
+		Headers: "loud",
+	})
+	checkConfigError(t, err,
+		`rate-limit config: field "headers": value "loud": want draft, legacy or none`,
+		`rate-limit config: rule "a": field "limit": value "x": limit "x": want "N/unit", e.g. "10/second"`,
+		`rate-limit config: rule "a": field "name": value "a": duplicate rule name (also rules[0])`,
+		`rate-limit config: rule "a": field "paths": value "b": path must start with '/'`,
+		`rate-limit config: rule "a": field "limit": no limit given`,
+		`rate-limit config: rule "rules[2]": field "name": a rule needs a name`,
+		`rate-limit config: rule "rules[2]": field "weights": value "2": weight of "/c" exceeds the rule's capacity 1 (1/s): such a request could never pass`,
+		`rate-limit config: rule "default": field "limit": value "1/fortnight": limit "1/fortnight": unknown unit "fortnight" `+unitsWanted,
+	)
+	var ce *ConfigError
+	if errors.As(err, &ce) && (ce.File != "" || ce.Line != 0) {
+		t.Errorf("NewConfig error at %q:%d, want no file and no line", ce.File, ce.Line)
+	}
+}
+
+func TestConfigErrorFormat(t *testing.T) {
+	tests := []struct {
+		e    ConfigError
+		want string
+	}{
+		{ConfigError{Msg: "m"}, "rate-limit config: m"},
+		{ConfigError{File: "f.yaml", Msg: "m"}, "rate-limit config f.yaml: m"},
+		{ConfigError{File: "f.yaml", Line: 3, Msg: "m"}, "rate-limit config f.yaml:3: m"},
+		{ConfigError{Line: 3, Msg: "m"}, "rate-limit config line 3: m"},
+		{ConfigError{Rule: "r", Msg: "m"}, `rate-limit config: rule "r": m`},
+		{ConfigError{Field: "f", Msg: "m"}, `rate-limit config: field "f": m`},
+		{ConfigError{Value: "v", Msg: "m"}, `rate-limit config: value "v": m`},
+		{ConfigError{File: "f.yaml", Line: 9, Rule: "r", Field: "f", Value: "v\n", Msg: "m"}, `rate-limit config f.yaml:9: rule "r": field "f": value "v\n": m`},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("%+v.Error() = %q, want %q", tt.e, got, tt.want)
+		}
+	}
+}
+
+func TestConfigMethodsMayShareAPath(t *testing.T) {
+	// Rules restricted to different methods split a path between them:
+	// neither shadows the other.
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: read",
+		"      paths: [/doc]",
+		"      methods: [GET, HEAD]",
+		"      limit: 100/second",
+		"    - name: write",
+		"      paths: [/doc]",
+		"      methods: [PUT, HEAD]",
+		"      limit: 1/second",
+		"    - name: rest",
+		"      paths: [/doc]",
+		"      limit: 10/second",
+	))
+	for method, want := range map[string]string{"GET": "read", "HEAD": "read", "PUT": "write", "DELETE": "rest"} {
+		if r, _ := c.Match(method, "/doc"); r.Name != want {
+			t.Errorf("Match(%q, /doc) = %q, want %q", method, r.Name, want)
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package core
+
+import (
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// refUnits is the unit table of ParseLimit, written out again.
+var refUnits = map[string]time.Duration{
+	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+}
+
+// refPeriod reads the period of a limit that ParseLimit accepted, in
+// arbitrary precision: multiplier × unit.
+func refPeriod(s string) (*big.Int, bool) {
+	_, per, _ := strings.Cut(s, "/")
+	per = strings.ToLower(strings.TrimSpace(per))
+	i := 0
+	for i < len(per) && per[i] >= '0' && per[i] <= '9' {
+		i++
+	}
+	mult := big.NewInt(1)
+	if i > 0 {
+		if _, ok := mult.SetString(per[:i], 10); !ok {
+			return nil, false
+		}
+	}
+	unit, ok := refUnits[strings.TrimSpace(per[i:])]
+	if !ok {
+		return nil, false
+	}
+	return mult.Mul(mult, big.NewInt(int64(unit))), true
+}
+
+func FuzzParseLimit(f *testing.F) {
+	for _, s := range []string{
+		"10/second", "500/hour", "30/m", "120/minute", "1/d", "100/5min", " 10 / Second ",
+		"2/MiNuTeS", "7/Days", "1/1048576s", "2147483647/day", "3/01s",
+		"", "10", "10/", "/second", "0/second", "-1/second", "abc/second", "10/fortnight",
+		"10/0s", "3000000000/second", "10/second/extra", "+5/s", "1/213504d", "1/106752d",
+		"1000/640512d", "99999999999999999999/s", "10/99999999999999999999s", "1/\u212a",
+		"1/ſ", "1/\x00s", "١/s", "1/٥s", "10/5 5s", "10/s\n", "\xff/\xfe",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseLimit(s)
+		if err != nil {
+			if l != (Limit{}) {
+				t.Errorf("ParseLimit(%q) = %+v with error %v, want the zero Limit", s, l, err)
+			}
+			if prefix := "limit " + strconv.Quote(s) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+				t.Errorf("ParseLimit(%q) error %q does not start with %q", s, err.Error(), prefix)
+			}
+			return
+		}
+		if err := l.Validate(); err != nil {
+			t.Errorf("ParseLimit(%q) = %+v, which does not validate: %v", s, l, err)
+		}
+		if l.Count < 1 || l.Burst != 0 || l.Period < time.Second {
+			t.Errorf("ParseLimit(%q) = %+v, want Count >= 1, Burst 0, Period >= 1s", s, l)
+		}
+		before, _, _ := strings.Cut(s, "/")
+		if n, err := strconv.ParseInt(strings.TrimSpace(before), 10, 64); err != nil || n != l.Count {
+			t.Errorf("ParseLimit(%q).Count = %d, want %q read as an integer", s, l.Count, before)
+		}
+		want, ok := refPeriod(s)
+		if !ok || want.Cmp(big.NewInt(int64(l.Period))) != 0 {
+			t.Errorf("ParseLimit(%q).Period = %d ns, want %v ns", s, int64(l.Period), want)
+		}
+		// What String prints for the named units reads back the same.
+		switch l.Period {
+		case time.Second, time.Minute, time.Hour, 24 * time.Hour:
+			if back, err := ParseLimit(l.String()); err != nil || back != l {
+				t.Errorf("ParseLimit(%q) = %+v, %v; want %+v", l.String(), back, err, l)
+			}
+		}
+	})
+}
+
+// refMatch is a slow, obvious matcher: the trimmed path has as many
+// segments as the pattern, each equal to its pattern segment or, for '*',
+// non-empty.
+func refMatch(pattern, path string) bool {
+	split := func(p string) []string {
+		p = trimSlash(p)
+		if p == "/" {
+			return nil
+		}
+		return strings.Split(p[1:], "/")
+	}
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	ps, qs := split(pattern), split(path)
+	if len(ps) != len(qs) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] == "*" && qs[i] == "" || ps[i] != "*" && ps[i] != qs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzPattern(f *testing.F) {
+	seeds := [][2]string{
+		{"/", "/"},
+		{"/", ""},
+		{"/", "//"},
+		{"/api/search", "/api/search/"},
+		{"/api/search/", "/api/search"},
+		{"/api/kb/*/reindex", "/api/kb/kb-01/reindex"},
+		{"/api/kb/*/reindex", "/api/kb/a/b/reindex"},
+		{"/api/kb/*/reindex", "/api/kb//reindex"},
+		{"/api/kb/*/docs/*/reindex", "/api/kb/x/docs/y/reindex"},
+		{"/api/kb/*/docs/upload/batch", "/api/kb/x/docs/upload/batch/"},
+		{"/*", "/x"},
+		{"/*", "/"},
+		{"/*/*", "/a//"},
+		{"/a/*", "/a/*"},
+		{"/검색/*", "/검색/문서"},
+		{"/a", "a"},
+		{"", "/"},
+		{"a", "a"},
+		{"//", "/"},
+		{"/a//b", "/a//b"},
+		{"/api/*x", "/api/yx"},
+		{"/a?b", "/a?b"},
+		{"/a#", "/a#"},
+		{"/a\x00", "/a\x00"},
+		{"/\xff/*", "/\xff/\xfe"},
+		{"/" + strings.Repeat("*/", 40) + "*", "/" + strings.Repeat("x/", 40) + "x"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pat, path string) {
+		p, err := compilePattern(pat)
+		if err != nil {
+			if p.raw != "" || p.prefix != "" || p.segs != nil {
+				t.Errorf("compilePattern(%q) = %+v with error %v, want the zero pattern", pat, p, err)
+			}
+			return
+		}
+		if pat[0] != '/' || strings.Contains(pat, "//") || strings.ContainsAny(pat, "?#") {
+			t.Errorf("compilePattern(%q) accepted a pattern it must reject", pat)
+		}
+		for _, s := range p.segs {
+			if s == "" || s != "*" && strings.Contains(s, "*") {
+				t.Errorf("compilePattern(%q) kept segment %q", pat, s)
+			}
+		}
+		if !p.match(trimSlash(pat)) && !strings.Contains(pat, "*") {
+			t.Errorf("compilePattern(%q) does not match its own path", pat)
+		}
+		got := p.match(trimSlash(path))
+		if want := refMatch(pat, path); got != want {
+			t.Errorf("compilePattern(%q).match(%q) = %v, want %v", pat, path, got, want)
+		}
+		if !strings.Contains(pat, "*") {
+			if want := trimSlash(path) == trimSlash(pat); got != want {
+				t.Errorf("compilePattern(%q) (no '*').match(%q) = %v, want %v", pat, path, got, want)
+			}
+		}
+		// A pattern overlaps itself, and one that matches it.
+		if !p.overlaps(&p) {
+			t.Errorf("compilePattern(%q) does not overlap itself", pat)
+		}
+		if q, err := compilePattern(path); err == nil && got && !p.overlaps(&q) {
+			t.Errorf("%q matches %q but the patterns do not overlap", pat, path)
+		}
+	})
+}
+
+// configSeeds are realistic and hostile configurations.
+var configSeeds = []string{
+	"rate_limit:\n  enabled: true\n",
+	"rate_limit: {}\n",
+	"rate_limit:\n  enabled: true\n  algorithm: gcra\n  headers: legacy\n  failure: closed\n  default: [10/second, 500/hour]\n  exempt_paths: []\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a, /a/*]\n      methods: [GET]\n      limit: 10/s\n      algorithm: token_bucket\n      burst: 20\n      weights: {/a/*: 20}\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a]\n      methods: [GET]\n      limit: 1/s\n    - name: b\n      paths: [/a]\n      methods: [POST]\n      limit: 1/s\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: &p [/a]\n      limit: 1/s\n    - name: b\n      paths: *p\n      limit: 1/s\n",
+	"a: &a [x, x, x, x]\nb: &b [*a, *a, *a, *a]\nc: &c [*b, *b, *b, *b]\nrate_limit: *c\n",
+	"rate_limit:\n  enabled: true\n  enabled: false\n",
+	"rate_limit:\n  enabled: maybe\n  burst: ten\n  rules: {}\n",
+	"rate_limit:\n  rules:\n    - limits: 10/second\n      name: search\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [\"\", a, /a*, //, /a//b, \"/a?b\"]\n      limit: [0/s, -1/s, 1/fortnight, 3000000000/s, 1/213504d]\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a]\n      limit: [1/s, 2/m, 3/h, 4/d, 5/2d]\n      weights: {/b: 0, /a: 99}\n",
+	"rate_limit:\n  enabled: true\n---\nrate_limit:\n  enabled: false\n",
+	"",
+	"# only a comment\n",
+	"---\n",
+	"~\n",
+	"[]\n",
+	"\xef\xbb\xbfrate_limit: {enabled: true}\n",
+	"rate_limit:\n\tenabled: true\n",
+	"rate_limit: {enabled: !!bool true, default: !!str 10/s}\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a]\n      limit: 1/s\n      burst: !!int 0x10\n      algorithm: gcra\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a]\n      limit: 1/s\n      burst: 99999999999999999999\n",
+	"rate_limit:\n  rules:\n    - name: default\n      paths: [/]\n      limit: 1/s\n    - name: default\n      paths: [/]\n      limit: 1/s\n",
+	"rate_limit:\n  rules:\n    - - - - - []\n",
+	"rate_limit:\n  rules:\n    - {? [a]: b}\n",
+	"rate_limit:\n  rules:\n    - name: !!binary aGVsbG8=\n      paths: [/a]\n      limit: 1/s\n",
+	"rate_limit: {rules: [{name: a, paths: [/a], limit: 1/s, weights: {/a: 1, /a: 1}}]}\n",
+	"{\"rate_limit\": {\"enabled\": true, \"rules\": [{\"name\": \"a\", \"paths\": [\"/a\"], \"limit\": \"1/s\"}]}}",
+	"rate_limit:\n  default: &d 10/second\n",
+	"rate_limit: !custom {enabled: true}\n",
+	"%YAML 1.2\n---\nrate_limit: {}\n",
+	"%TAG ! tag:example.com,2000:\n---\nrate_limit: !foo {}\n",
+	"rate_limit: [\n",
+	"\x00\x01\x02",
+}
+
+func FuzzParseConfig(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("testdata", "ratelimit.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte(strings.Replace(string(example), "enabled: true", "enabled: false", 1)))
+	f.Add([]byte(strings.Replace(string(example), `"10/second"`, `["10/second", "500/hour"]`, 1)))
+	f.Add([]byte(strings.Replace(string(example), "10\n", "31\n", 1)))
+	f.Add([]byte(strings.Replace(string(example), "  default:", "  algorithm: token_bucket\n  default:", 1)))
+	f.Add(example[:len(example)/2])
+	for _, s := range configSeeds {
+		f.Add([]byte(s))
+	}
+	paths := []string{"/", "", "/api/search", "/api/kb/kb-01/docs/upload/batch", "/api/kb/a/b/reindex", "/mcp/", "/health", "x"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data, "f.yaml")
+		if (c == nil) == (err == nil) {
+			t.Fatalf("ParseConfig = %v, %v; want exactly one of a Config and an error", c, err)
+		}
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig error %T %q is not a *ConfigError", err, err)
+			}
+			leaves := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				leaves = j.Unwrap()
+			}
+			for _, e := range leaves {
+				ce, ok := e.(*ConfigError)
+				if !ok {
+					t.Errorf("joined error %T %q is not a *ConfigError", e, e)
+					continue
+				}
+				if ce.File != "f.yaml" || ce.Line < 0 || ce.Msg == "" {
+					t.Errorf("ConfigError %+v: want File f.yaml, Line >= 0 and a message", ce)
+				}
+				if !strings.HasPrefix(ce.Error(), "rate-limit config f.yaml") {
+					t.Errorf("ConfigError text %q does not name the file", ce.Error())
+				}
+				if utf8.ValidString(string(data)) && !utf8.ValidString(ce.Error()) {
+					t.Errorf("ConfigError text %q is not valid UTF-8", ce.Error())
+				}
+			}
+			return
+		}
+		checkCompiled(t, c, paths)
+	})
+}
+
+// checkCompiled checks the invariants of a compiled configuration.
+func checkCompiled(t *testing.T, c *Config, paths []string) {
+	t.Helper()
+	if c.Default() == nil || c.Default().Name != DefaultRuleName {
+		t.Fatalf("Default() = %v, want the default rule", c.Default())
+	}
+	seen := map[string]bool{}
+	for _, r := range append(c.Rules(), c.Default()) {
+		if seen[r.Name] {
+			t.Errorf("two rules named %q", r.Name)
+		}
+		seen[r.Name] = true
+		if err := r.Policy.Validate(); err != nil {
+			t.Errorf("rule %q: %v", r.Name, err)
+		}
+		if r.Policy.Name != r.Name {
+			t.Errorf("rule %q has policy %q", r.Name, r.Policy.Name)
+		}
+		for _, w := range r.weights {
+			if w.cost < 1 || w.cost > r.Policy.Capacity() {
+				t.Errorf("rule %q: weight %d outside [1, %d]", r.Name, w.cost, r.Policy.Capacity())
+			}
+		}
+		if len(r.policyValue) != 1 || len(r.body) == 0 {
+			t.Errorf("rule %q was not prepared", r.Name)
+		}
+		for _, p := range r.Paths() {
+			if p == "" || p[0] != '/' || strings.Contains(p, "//") {
+				t.Errorf("rule %q: accepted path %q", r.Name, p)
+			}
+		}
+	}
+	for _, p := range paths {
+		r, cost := c.Match("GET", p)
+		if r == nil || cost < 1 || cost > r.Policy.Capacity() {
+			t.Errorf("Match(GET, %q) = %v, %d", p, r, cost)
+		}
+		c.Exempt(p)
+	}
+	for _, r := range c.Rules() {
+		for _, p := range r.Paths() {
+			if m, _ := c.Match("GET", strings.ReplaceAll(p, "*", "x")); m == nil {
+				t.Errorf("Match(%q) = nil", p)
+			}
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package core
+
+import (
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// checkHeaders asserts that h holds exactly the headers in want, one value
+// each.
+func checkHeaders(t *testing.T, name string, h http.Header, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got := h[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("%s: header %s = %q, want [%q]", name, k, got, v)
+		}
+	}
+	for k, v := range h {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected header %s: %q", name, k, v)
+		}
+	}
+}
+
+// headersConfig has a one-limit rule "search" and a two-limit rule "api".
+func headersConfig(t testing.TB) *Config {
+	return mustParse(t, yamlLines(
+		"rate_limit:",
+		"  enabled: true",
+		"  rules:",
+		"    - name: search",
+		"      paths: [/api/search]",
+		"      limit: 10/second",
+		"    - name: api",
+		"      paths: [/api/*]",
+		`      limit: ["10/second", "500/hour"]`,
+		"    - name: slow",
+		"      paths: [/slow]",
+		"      limit: 100/5min",
+	))
+}
+
+func rule(t testing.TB, c *Config, name string) *Rule {
+	for _, r := range c.Rules() {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no rule %q", name)
+	return nil
+}
+
+// decisions returns named decisions in every state a response can be in,
+// for the given header style.
+func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
+	c := headersConfig(t)
+	search, api, slow := rule(t, c, "search"), rule(t, c, "api"), rule(t, c, "slow")
+	sec, hour := Limit{Count: 10, Period: time.Second}, Limit{Count: 500, Period: time.Hour}
+	d := map[string]Decision{
+		"allowed": {Allowed: true, Rule: search, Cost: 1, style: style, Result: Result{
+			Allowed: true, Limit: sec, Remaining: 9, ResetAfter: 400 * time.Millisecond,
+			Limits: [MaxLimits]LimitState{{Remaining: 9, ResetAfter: 400 * time.Millisecond}},
+		}},
+		"allowed two limits": {Allowed: true, Rule: api, Cost: 1, style: style, Result: Result{
+			Allowed: true, Limit: hour, Remaining: 3, ResetAfter: 3599 * time.Second,
+			Limits: [MaxLimits]LimitState{{Remaining: 9, ResetAfter: time.Second}, {Remaining: 3, ResetAfter: 3599 * time.Second}},
+		}},
+		"allowed 5min": {Allowed: true, Rule: slow, Cost: 1, style: style, Result: Result{
+			Allowed: true, Limit: Limit{Count: 100, Period: 5 * time.Minute}, Remaining: 0, ResetAfter: 299500 * time.Millisecond,
+			Limits: [MaxLimits]LimitState{{Remaining: 0, ResetAfter: 299500 * time.Millisecond}},
+		}},
+		"denied": {Allowed: false, Rule: search, Cost: 1, style: style, Result: Result{
+			Allowed: false, Limit: sec, Remaining: 0, ResetAfter: 1001 * time.Millisecond, RetryAfter: 1001 * time.Millisecond,
+			Limits: [MaxLimits]LimitState{{Remaining: 0, ResetAfter: 1001 * time.Millisecond}},
+		}},
+		"denied two limits": {Allowed: false, Rule: api, Cost: 1, style: style, Result: Result{
+			Allowed: false, Limit: hour, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
+			Limits: [MaxLimits]LimitState{{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 0, ResetAfter: 1800 * time.Second}},
+		}},
+		"failed open":   {Allowed: true, Rule: search, Cost: 1, style: style, Err: errStoreDown},
+		"failed closed": {Allowed: false, Rule: search, Cost: 1, style: style, Err: errStoreDown},
+	}
+	return d
+}
+
+func TestHeadersAllowed(t *testing.T) {
+	tests := []struct {
+		style HeaderStyle
+		name  string
+		want  map[string]string
+	}{
+		{HeadersDraft, "allowed", map[string]string{
+			"Ratelimit-Policy": `"search";q=10;w=1`,
+			"Ratelimit":        `"search";r=9;t=1`,
+		}},
+		{HeadersDraft, "allowed two limits", map[string]string{
+			"Ratelimit-Policy": `"api";q=10;w=1, "api";q=500;w=3600`,
+			"Ratelimit":        `"api";r=9;t=1, "api";r=3;t=3599`,
+		}},
+		{HeadersDraft, "allowed 5min", map[string]string{
+			"Ratelimit-Policy": `"slow";q=100;w=300`,
+			"Ratelimit":        `"slow";r=0;t=300`,
+		}},
+		{HeadersLegacy, "allowed", map[string]string{
+			"X-Ratelimit-Limit":     "10",
+			"X-Ratelimit-Remaining": "9",
+			"X-Ratelimit-Reset":     "1",
+		}},
+		{HeadersLegacy, "allowed two limits", map[string]string{
+			"X-Ratelimit-Limit":     "500",
+			"X-Ratelimit-Remaining": "3",
+			"X-Ratelimit-Reset":     "3599",
+		}},
+		{HeadersLegacy, "allowed 5min", map[string]string{
+			"X-Ratelimit-Limit":     "100",
+			"X-Ratelimit-Remaining": "0",
+			"X-Ratelimit-Reset":     "300",
+		}},
+		{HeadersNone, "allowed", map[string]string{}},
+		{HeadersNone, "allowed two limits", map[string]string{}},
+		{HeadersDraft, "failed open", map[string]string{}},
+		{HeadersLegacy, "failed open", map[string]string{}},
+	}
+	for _, tt := range tests {
+		d := decisions(t, tt.style)[tt.name]
+		name := tt.style.String() + " " + tt.name
+		rec := httptest.NewRecorder()
+		d.SetHeaders(rec.Header())
+		rec.WriteHeader(http.StatusOK)
+		checkHeaders(t, name, rec.Result().Header, tt.want)
+		if got := d.Status(); got != 200 {
+			t.Errorf("%s: Status() = %d, want 200", name, got)
+		}
+	}
+}
+
+func TestHeadersDenied(t *testing.T) {
+	tests := []struct {
+		style HeaderStyle
+		name  string
+		want  map[string]string
+		body  string
+	}{
+		{HeadersDraft, "denied", map[string]string{
+			"Ratelimit-Policy": `"search";q=10;w=1`,
+			"Ratelimit":        `"search";r=0;t=2`,
+			"Retry-After":      "2",
+		}, `{"detail": "Rate limit exceeded for 'search' requests"}`},
+		{HeadersDraft, "denied two limits", map[string]string{
+			"Ratelimit-Policy": `"api";q=10;w=1, "api";q=500;w=3600`,
+			"Ratelimit":        `"api";r=4;t=1, "api";r=0;t=1800`,
+			"Retry-After":      "1800",
+		}, `{"detail": "Rate limit exceeded for 'api' requests"}`},
+		{HeadersLegacy, "denied", map[string]string{
+			"X-Ratelimit-Limit":     "10",
+			"X-Ratelimit-Remaining": "0",
+			"X-Ratelimit-Reset":     "2",
+			"Retry-After":           "2",
+		}, `{"detail": "Rate limit exceeded for 'search' requests"}`},
+		{HeadersLegacy, "denied two limits", map[string]string{
+			"X-Ratelimit-Limit":     "500",
+			"X-Ratelimit-Remaining": "0",
+			"X-Ratelimit-Reset":     "1800",
+			"Retry-After":           "1800",
+		}, `{"detail": "Rate limit exceeded for 'api' requests"}`},
+		{HeadersNone, "denied", map[string]string{
+			"Retry-After": "2",
+		}, `{"detail": "Rate limit exceeded for 'search' requests"}`},
+	}
+	for _, tt := range tests {
+		d := decisions(t, tt.style)[tt.name]
+		name := tt.style.String() + " " + tt.name
+		rec := httptest.NewRecorder()
+		d.WriteDenied(rec)
+		res := rec.Result()
+		if res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s: status %d, want 429", name, res.StatusCode)
+		}
+		if got := d.Status(); got != http.StatusTooManyRequests {
+			t.Errorf("%s: Status() = %d, want 429", name, got)
+		}
+		tt.want["Content-Type"] = "application/json"
+		tt.want["Content-Length"] = strconv.Itoa(len(tt.body))
+		checkHeaders(t, name, res.Header, tt.want)
+		if got := rec.Body.String(); got != tt.body {
+			t.Errorf("%s: body %q, want %q", name, got, tt.body)
+		}
+		if got := string(d.Body()); got != tt.body {
+			t.Errorf("%s: Body() = %q, want %q", name, got, tt.body)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 1},
+		{-time.Second, 1},
+		{1, 1},
+		{time.Second - 1, 1},
+		{time.Second, 1},
+		{time.Second + 1, 2},
+		{1001 * time.Millisecond, 2},
+		{2 * time.Second, 2},
+		{59500 * time.Millisecond, 60},
+		{time.Minute, 60},
+		{time.Hour + 1, 3601},
+	}
+	search := rule(t, headersConfig(t), "search")
+	for _, tt := range tests {
+		if got := RetryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
+		}
+		d := Decision{Rule: search, Cost: 1, Result: Result{Limit: Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
+		rec := httptest.NewRecorder()
+		d.WriteDenied(rec)
+		if got, want := rec.Result().Header.Get("Retry-After"), strconv.FormatInt(tt.want, 10); got != want {
+			t.Errorf("RetryAfter %v: Retry-After = %q, want %q", tt.d, got, want)
+		}
+	}
+}
+
+// eachHeaders collects what EachHeader yields, copying the values.
+func eachHeaders(d *Decision, buf []byte) (http.Header, []string, []byte) {
+	h := http.Header{}
+	var order []string
+	buf = d.EachHeader(buf, func(name string, value []byte) {
+		h[name] = append(h[name], string(value))
+		order = append(order, name)
+	})
+	return h, order, buf
+}
+
+func TestEachHeaderMatchesSetHeaders(t *testing.T) {
+	var buf []byte
+	for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy, HeadersNone} {
+		ds := decisions(t, style)
+		for _, name := range slices.Sorted(maps.Keys(ds)) {
+			d := ds[name]
+			label := style.String() + " " + name
+			rec := httptest.NewRecorder()
+			if d.Allowed {
+				d.SetHeaders(rec.Header())
+				rec.WriteHeader(d.Status())
+			} else {
+				d.WriteDenied(rec)
+			}
+			want := rec.Result().Header
+			var got http.Header
+			var order []string
+			got, order, buf = eachHeaders(&d, buf)
+			if !maps.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("%s: EachHeader = %v, want %v (SetHeaders/WriteDenied)", label, got, want)
+			}
+			// The documented order: rate-limit headers, then Retry-After,
+			// Content-Type and Content-Length.
+			var wantOrder []string
+			if d.Err == nil {
+				switch style {
+				case HeadersDraft:
+					wantOrder = append(wantOrder, "Ratelimit-Policy", "Ratelimit")
+				case HeadersLegacy:
+					wantOrder = append(wantOrder, "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset")
+				}
+			}
+			if !d.Allowed {
+				wantOrder = append(wantOrder, "Retry-After", "Content-Type", "Content-Length")
+			}
+			if !slices.Equal(order, wantOrder) {
+				t.Errorf("%s: EachHeader order %q, want %q", label, order, wantOrder)
+			}
+			if rec.Code != d.Status() {
+				t.Errorf("%s: status %d, want %d", label, rec.Code, d.Status())
+			}
+		}
+	}
+}
+
+func TestEachHeaderReusesBuffer(t *testing.T) {
+	d := decisions(t, HeadersDraft)["denied two limits"]
+	buf := make([]byte, 0, 256)
+	got := d.EachHeader(buf, func(string, []byte) {})
+	if cap(got) != 256 || &got[:1][0] != &buf[:1][0] {
+		t.Errorf("EachHeader did not reuse a buffer large enough")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		buf = d.EachHeader(buf, func(string, []byte) {})
+	})
+	if allocs != 0 {
+		t.Errorf("EachHeader with a reused buffer: %v allocations, want 0", allocs)
+	}
+}
+
+func TestSetHeadersAllocs(t *testing.T) {
+	for _, name := range []string{"allowed", "allowed two limits"} {
+		d := decisions(t, HeadersDraft)[name]
+		h := http.Header{}
+		allocs := testing.AllocsPerRun(100, func() { d.SetHeaders(h) })
+		if allocs > 1 {
+			t.Errorf("%s: SetHeaders: %v allocations, want at most 1", name, allocs)
+		}
+	}
+}
+
+func TestSetHeadersSharedValues(t *testing.T) {
+	// Shared header values must not be corrupted by a caller appending to
+	// them.
+	d := decisions(t, HeadersDraft)["allowed"]
+	h1, h2 := http.Header{}, http.Header{}
+	d.SetHeaders(h1)
+	h1.Add("Ratelimit-Policy", "extra")
+	d.SetHeaders(h2)
+	if got := h2["Ratelimit-Policy"]; len(got) != 1 || got[0] != `"search";q=10;w=1` {
+		t.Errorf("after a caller appended to a shared value: %q, want [%q]", got, `"search";q=10;w=1`)
+	}
+	legacy := decisions(t, HeadersLegacy)["allowed"]
+	legacy.SetHeaders(h1)
+	h1.Add("X-Ratelimit-Limit", "extra")
+	legacy.SetHeaders(h2)
+	if got := h2["X-Ratelimit-Limit"]; len(got) != 1 || got[0] != "10" {
+		t.Errorf("after a caller appended to a shared value: %q, want [%q]", got, "10")
+	}
+}
+
+func TestDeniedThroughLimiter(t *testing.T) {
+	// End to end: the example config, the fake store, the DESIGN response.
+	store := newFakeStore()
+	l := NewLimiter(loadExample(t), store)
+	var d Decision
+	for range 11 {
+		d = l.Decide(t.Context(), "GET", "/api/search", "alice", false)
+	}
+	if d.Allowed {
+		t.Fatalf("11th request under 10/second allowed")
+	}
+	rec := httptest.NewRecorder()
+	d.WriteDenied(rec)
+	const body = `{"detail": "Rate limit exceeded for 'search' requests"}`
+	checkHeaders(t, "denied", rec.Result().Header, map[string]string{
+		"Ratelimit-Policy": `"search";q=10;w=1`,
+		"Ratelimit":        `"search";r=0;t=1`,
+		"Retry-After":      "1",
+		"Content-Type":     "application/json",
+		"Content-Length":   strconv.Itoa(len(body)),
+	})
+	if rec.Code != 429 || rec.Body.String() != body {
+		t.Errorf("response %d %q, want 429 %q", rec.Code, rec.Body.String(), body)
+	}
+	if d.Err != nil {
+		t.Errorf("Err = %v, want nil", d.Err)
+	}
+}

@@ -1,0 +1,257 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// oneRule compiles a configuration whose only rule, "r", has the given paths.
+func oneRule(t testing.TB, paths ...string) *Config {
+	t.Helper()
+	c, err := NewConfig(Spec{Enabled: true, Rules: []RuleSpec{{Name: "r", Paths: paths, Limit: []string{"10/second"}}}})
+	if err != nil {
+		t.Fatalf("NewConfig(paths %q): unexpected error %v", paths, err)
+	}
+	return c
+}
+
+func TestPatternMatch(t *testing.T) {
+	long := "/" + strings.Repeat("segment/", 2000) + "end"
+	tests := []struct {
+		pattern string
+		path    string
+		want    bool
+	}{
+		// The root.
+		{"/", "/", true},
+		{"/", "", false},
+		{"/", "/a", false},
+		{"/", "//", true},  // one trailing slash is dropped: "//" is "/"
+		{"/", "///", true}, // cleaned to "/"
+
+		// Literal paths and trailing slashes on either side.
+		{"/a", "/a", true},
+		{"/a", "/a/", true},
+		{"/a/", "/a", true},
+		{"/a/", "/a/", true},
+		{"/a", "/a//", true}, // cleaned to "/a"
+		{"/a", "/ab", false},
+		{"/ab", "/a", false},
+		{"/a", "/a/b", false},
+		{"/a/b", "/a", false},
+		{"/a", "/A", false},
+		{"/a/b/c", "/a/b/c", true},
+		{"/a/b/c", "/a/b/c/", true},
+		{"/a/b/c", "/a/b/d", false},
+
+		// Paths with no leading slash never match.
+		{"/a", "a", false},
+		{"/a", "a/", false},
+		{"/*", "a", false},
+		{"/", "a", false},
+		{"/a", " /a", false},
+
+		// Wildcards: exactly one non-empty segment.
+		{"/*", "/x", true},
+		{"/*", "/x/", true},
+		{"/*", "/", false},
+		{"/*", "/x/y", false},
+		{"/a/*", "/a/x", true},
+		{"/a/*", "/a/", false},
+		{"/a/*", "/a", false},
+		{"/a/*", "/a//", false},
+		{"/a/*/b", "/a/x/b", true},
+		{"/a/*/b", "/a//b", false},
+		{"/a/*/b", "/a/x/y/b", false},
+		{"/a/*/b", "/a/x/b/c", false},
+		{"/*/*", "/x/y", true},
+		{"/*/*", "/x", false},
+		{"/*/*", "/x//", false},
+		{"/*/b/*", "/a/b/c", true},
+		{"/*/b/*", "/a/c/c", false},
+		{"/a/*", "/a/*", true},
+		{"/a/*", "/a/%2F", true},
+		{"/a/*", "/a/..", false}, // cleaned to "/"
+		// Spellings that a router may still send to the handler cannot dodge the rule.
+		{"/api/kb/*/reindex", "/api/kb/x/./reindex", true},
+		{"/api/kb/*/reindex", "/health/../api/kb/x/reindex", true},
+		{"/api/kb/*/reindex", "/api//kb/x/reindex", true},
+
+		// Unicode segments compare byte for byte.
+		{"/검색", "/검색", true},
+		{"/검색", "/검색/", true},
+		{"/검색/*", "/검색/문서", true},
+		{"/*/docs", "/ünïcödé/docs", true},
+		{"/café", "/cafe\u0301", false}, // no normalisation
+		{"/emoji/*", "/emoji/🦀", true},
+		{"/a", "/a\x00", false},
+
+		// Very long paths.
+		{"/segment/*", long, false},
+		{"/*", long, false},
+		{long, long, true},
+		{long, long + "/", true},
+		{long, long + "x", false},
+		{long + "/*", long + "/x", true},
+		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 50) + "x", true},
+		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 51) + "x", false},
+		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 49) + "x", false},
+	}
+	for _, tt := range tests {
+		c := oneRule(t, tt.pattern)
+		r, _ := c.Match("GET", tt.path)
+		if got := r.Name == "r"; got != tt.want {
+			t.Errorf("pattern %.40q: Match(%.60q) = %q, want match %v", tt.pattern, tt.path, r.Name, tt.want)
+		}
+		// The compiled pattern agrees with Config.Match.
+		p, err := compilePattern(tt.pattern)
+		if err != nil {
+			t.Fatalf("compilePattern(%.40q): %v", tt.pattern, err)
+		}
+		if got := p.match(cleanPath(tt.path)); got != tt.want {
+			t.Errorf("compilePattern(%.40q).match(%.60q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestPatternFirstRuleWins(t *testing.T) {
+	c, err := NewConfig(Spec{Rules: []RuleSpec{
+		{Name: "specific", Paths: []string{"/api/kb/special/reindex"}, Limit: []string{"1/s"}},
+		{Name: "wild", Paths: []string{"/api/kb/*/reindex"}, Limit: []string{"1/s"}},
+		{Name: "wider", Paths: []string{"/api/*/*/reindex"}, Limit: []string{"1/s"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]string{
+		"/api/kb/special/reindex": "specific",
+		"/api/kb/other/reindex":   "wild",
+		"/api/xx/other/reindex":   "wider",
+		"/api/kb/reindex":         "default",
+	}
+	for path, want := range tests {
+		if r, _ := c.Match("GET", path); r.Name != want {
+			t.Errorf("Match(%q) = %q, want %q", path, r.Name, want)
+		}
+	}
+}
+
+func TestPatternWeightsFirstMatch(t *testing.T) {
+	c, err := NewConfig(Spec{Rules: []RuleSpec{{
+		Name:  "kb",
+		Paths: []string{"/kb/*", "/kb/*/*"},
+		Limit: []string{"100/minute"},
+		Weights: []WeightSpec{
+			{Path: "/kb/big", Cost: 50},
+			{Path: "/kb/*", Cost: 5},
+			{Path: "/kb/*/bulk", Cost: 20},
+		},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]int64{
+		"/kb/big":      50,
+		"/kb/big/":     50,
+		"/kb/small":    5,
+		"/kb/x/bulk":   20,
+		"/kb/x/bulk/":  20,
+		"/kb/x/single": 1,
+	}
+	for path, want := range tests {
+		r, cost := c.Match("POST", path)
+		if r.Name != "kb" || cost != want {
+			t.Errorf("Match(%q) = (%q, %d), want (%q, %d)", path, r.Name, cost, "kb", want)
+		}
+	}
+}
+
+func TestCompilePatternErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "empty path"},
+		{"a", "path must start with '/'"},
+		{"*", "path must start with '/'"},
+		{" /a", "path must start with '/'"},
+		{"/a?b", "path must not hold a query or fragment"},
+		{"/a#b", "path must not hold a query or fragment"},
+		{"//", "empty path segment ('//')"},
+		{"///", "empty path segment ('//')"},
+		{"//a", "empty path segment ('//')"},
+		{"/a//b", "empty path segment ('//')"},
+		{"/a//", "empty path segment ('//')"},
+		{"/a*", `'*' must be a whole segment, not part of "a*"`},
+		{"/*a/b", `'*' must be a whole segment, not part of "*a"`},
+		{"/a/**", `'*' must be a whole segment, not part of "**"`},
+	}
+	for _, tt := range tests {
+		_, err := compilePattern(tt.in)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("compilePattern(%q) error = %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func TestPatternOverlaps(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"/a", "/a", true},
+		{"/a", "/b", false},
+		{"/a/*", "/a/b", true},
+		{"/*/b", "/a/*", true},
+		{"/a/*", "/a/b/c", false},
+		{"/", "/", true},
+		{"/", "/*", false},
+	}
+	for _, tt := range tests {
+		a, _ := compilePattern(tt.a)
+		b, _ := compilePattern(tt.b)
+		if got := a.overlaps(&b); got != tt.want {
+			t.Errorf("%q overlaps %q = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+		if got := b.overlaps(&a); got != tt.want {
+			t.Errorf("%q overlaps %q = %v, want %v", tt.b, tt.a, got, tt.want)
+		}
+	}
+}
+
+func TestMatchAllocs(t *testing.T) {
+	c := loadExample(t)
+	paths := []string{"/api/search", "/api/kb/kb-01/docs/upload/batch", "/api/kb/a/b/reindex", "/other/"}
+	for _, p := range paths {
+		allocs := testing.AllocsPerRun(100, func() { c.Match("POST", p) })
+		if allocs != 0 {
+			t.Errorf("Match(%q): %v allocations, want 0", p, allocs)
+		}
+	}
+}
+
+func BenchmarkMatch(b *testing.B) {
+	// Measures rule matching alone over the DESIGN example, for a path that
+	// falls through every rule to the default.
+	c := loadExample(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Match("POST", "/api/kb/a/b/reindex")
+	}
+}
+
+func ExampleConfig_Match() {
+	c, _ := ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: reindex
+      paths: ["/api/kb/*/reindex"]
+      limit: "2/minute"
+`), "example.yaml")
+	for _, p := range []string{"/api/kb/kb-01/reindex", "/api/kb/a/b/reindex"} {
+		r, cost := c.Match("POST", p)
+		fmt.Println(p, r.Name, cost)
+	}
+	// Output:
+	// /api/kb/kb-01/reindex reindex 1
+	// /api/kb/a/b/reindex default 1
+}
