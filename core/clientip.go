@@ -191,6 +191,9 @@ func (c *ClientIPConfig) cipRender(a netip.Addr, src string) string {
 		p, _ := a.Prefix(c.IPv6PrefixLen)
 		a = p.Addr()
 	}
+	if a.Is4() && len(src) <= len("255.255.255.255") && strings.IndexByte(src, ':') < 0 {
+		return src // netip accepts only the canonical dotted quad
+	}
 	var buf [64]byte
 	b := a.AppendTo(buf[:0])
 	if string(b) == src {

@@ -92,19 +92,27 @@ func (d *Decision) decidingIndex() int {
 // headerValue is one allocation holding a header's value slice and bytes.
 type headerValue struct {
 	v [1]string
-	b [120]byte
+	b [104]byte
 }
 
-// oneValue returns b as a []string of one, in a single allocation when it fits.
-func oneValue(b []byte) []string {
-	if len(b) > len(headerValue{}.b) {
+// newValue returns a header value built by fill, in a single allocation
+// when it fits in headerValue (fill appends to the slice it is given).
+func newValue[T any](arg T, fill func([]byte, T) []byte) []string {
+	hv := new(headerValue)
+	b := fill(hv.b[:0], arg)
+	if len(b) == 0 {
+		return hv.v[:1:1]
+	}
+	if &b[0] != &hv.b[0] { // outgrew the buffer
 		return []string{string(b)}
 	}
-	hv := new(headerValue)
-	n := copy(hv.b[:], b)
-	hv.v[0] = unsafe.String(&hv.b[0], n)
+	hv.v[0] = unsafe.String(&hv.b[0], len(b))
 	return hv.v[:1:1]
 }
+
+func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
+
+func appendRateLimit(b []byte, d *Decision) []byte { return d.appendRateLimit(b) }
 
 // hasHeaders reports whether rate-limit headers go on the response.
 func (d *Decision) hasHeaders() bool {
@@ -118,18 +126,15 @@ func (d *Decision) SetHeaders(h http.Header) {
 	if !d.hasHeaders() {
 		return
 	}
-	var buf [256]byte
 	if d.style == HeadersLegacy {
 		i := d.decidingIndex()
 		h[hdrLimit] = d.Rule.limitValue[i : i+1 : i+1]
-		b := strconv.AppendInt(buf[:0], d.Result.Remaining, 10)
-		h[hdrRemaining] = oneValue(b)
-		b = strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10)
-		h[hdrReset] = oneValue(b)
+		h[hdrRemaining] = newValue(d.Result.Remaining, appendInt)
+		h[hdrReset] = newValue(ceilSeconds(d.Result.ResetAfter), appendInt)
 		return
 	}
 	h[hdrPolicy] = d.Rule.policyValue
-	h[hdrRateLimit] = oneValue(d.appendRateLimit(buf[:0]))
+	h[hdrRateLimit] = newValue(d, appendRateLimit)
 }
 
 // EachHeader calls fn for every header d puts on its response, in a fixed

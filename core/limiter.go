@@ -147,6 +147,13 @@ func (l *Limiter) Decide(ctx context.Context, method, path, identity string, byp
 	if bypass || l.Skip(path) {
 		return Decision{Allowed: true}
 	}
+	return l.Count(ctx, method, path, identity)
+}
+
+// Count decides a request that Skip let through and no bypass applies to:
+// it is Decide without those two checks, for adapters that made them
+// already (before working out the identity).
+func (l *Limiter) Count(ctx context.Context, method, path, identity string) Decision {
 	rule, cost := l.cfg.Match(method, path)
 	d := Decision{Rule: rule, Cost: cost, style: l.style}
 	var start int64

@@ -13,9 +13,10 @@ import (
 // is ignored, and request paths are cleaned (see cleanPath), so
 // "/api/search/" and "/api//search" are limited as "/api/search".
 type pattern struct {
-	raw    string
-	prefix string   // literal text before the first '*'
-	segs   []string // "*" is the wildcard
+	raw     string
+	prefix  string   // literal text before the first '*' (all of it when literal)
+	segs    []string // "*" is the wildcard
+	literal bool     // no '*': matching is string equality
 }
 
 func compilePattern(p string) (pattern, error) {
@@ -47,6 +48,8 @@ func compilePattern(p string) (pattern, error) {
 	pat.prefix = trimSlash(p)
 	if i := strings.IndexByte(pat.prefix, '*'); i >= 0 {
 		pat.prefix = pat.prefix[:i]
+	} else {
+		pat.literal = true
 	}
 	return pat, nil
 }
@@ -59,8 +62,10 @@ func cleanPath(p string) string {
 	if p == "" || p[0] != '/' {
 		return p
 	}
-	if strings.Contains(p, "//") || strings.Contains(p, "/.") {
-		return path.Clean(p)
+	for i := 0; i < len(p)-1; i++ {
+		if p[i] == '/' && (p[i+1] == '/' || p[i+1] == '.') {
+			return path.Clean(p)
+		}
 	}
 	return trimSlash(p)
 }
@@ -75,6 +80,9 @@ func trimSlash(p string) string {
 
 // match reports whether path (already passed through trimSlash) matches.
 func (p *pattern) match(path string) bool {
+	if p.literal {
+		return path == p.prefix
+	}
 	if !strings.HasPrefix(path, p.prefix) || path == "" || path[0] != '/' {
 		return false
 	}

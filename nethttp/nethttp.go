@@ -107,21 +107,22 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			bypass := o.bypass != nil && o.bypass(r)
+			if o.bypass != nil && o.bypass(r) {
+				next.ServeHTTP(w, r) // uncounted, no headers
+				return
+			}
 			var id string
-			if !bypass {
-				if o.key != nil {
-					var err error
-					if id, err = o.key(r); err != nil {
-						o.onError(w, r, err)
-						return
-					}
-				}
-				if id == "" {
-					id = o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
+			if o.key != nil {
+				var err error
+				if id, err = o.key(r); err != nil {
+					o.onError(w, r, err)
+					return
 				}
 			}
-			d := lim.Decide(r.Context(), r.Method, path, id, bypass)
+			if id == "" {
+				id = o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
+			}
+			d := lim.Count(r.Context(), r.Method, path, id)
 			if !d.Allowed {
 				d.WriteDenied(w)
 				return
