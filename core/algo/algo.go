@@ -157,6 +157,10 @@ func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
 // Apply is Take in place, for hot paths: it writes the outcome to *o and,
 // when the request is admitted, the next state to *s.
 func Apply(a Algorithm, s *State, l *Limit, now, cost int64, o *Outcome) {
+	if a == FixedWindow && cost >= 0 && cost <= l.Count { // the common case, first
+		fixed(s, l, now, cost, o)
+		return
+	}
 	if cost < 0 {
 		cost = 0
 	}

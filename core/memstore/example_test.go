@@ -1,0 +1,31 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+func Example() {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	store := memstore.New(memstore.WithClock(clock), memstore.WithMaxKeys(100_000))
+	defer store.Close()
+
+	p := &core.Policy{Name: "login", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 3, Period: time.Minute}}}
+	for range 4 {
+		r, _ := store.Take(context.Background(), "alice", p, 1)
+		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)
+	}
+	clock.Advance(20 * time.Second) // one emission interval: room for one more
+	r, _ := store.Take(context.Background(), "alice", p, 1)
+	fmt.Println(r.Allowed, r.Remaining)
+	// Output:
+	// true 2 0s
+	// true 1 0s
+	// true 0 0s
+	// false 0 20s
+	// true 0
+}
