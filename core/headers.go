@@ -121,7 +121,10 @@ func (d *Decision) hasHeaders() bool {
 
 // SetHeaders writes the rate-limit headers of d into h (net/http, Gin and
 // Echo responses): nothing for a request that was not counted. Values that
-// never change are shared, so an allowed request costs one allocation.
+// never change (RateLimit-Policy, X-RateLimit-Limit) are slices shared by
+// every response, so an allowed request costs one allocation: a handler may
+// replace or Add to them (their capacity equals their length) but must not
+// assign to their elements in place.
 func (d *Decision) SetHeaders(h http.Header) {
 	if !d.hasHeaders() {
 		return

@@ -17,8 +17,9 @@ const MaxLimits = 4
 
 // Policy is what a store counts against: one algorithm and one or more
 // limits that must all admit a request. A denial consumes from none of them.
-// Name identifies the counters: two policies with the same name share them,
-// so a reloaded configuration keeps its counts.
+// Name identifies the counters: two policies with the same name and the
+// same terms (algorithm and limits) share them, so a reloaded configuration
+// keeps its counts unless a rule's terms changed.
 //
 // A Policy must not change once it is in use: stores identify its counters
 // by its Fingerprint, computed once.
@@ -107,6 +108,10 @@ type Result struct {
 	Limits [MaxLimits]LimitState
 }
 
+// ErrBadPolicy is returned by stores for a policy with no limits or more
+// than MaxLimits (see Policy.Validate).
+var ErrBadPolicy = errors.New("rate-limit policy needs 1 to 4 limits")
+
 // Store keeps counters. Implementations must be safe for concurrent use, and
 // must pass the conformance suite in package storetest.
 type Store interface {
@@ -135,7 +140,12 @@ func (r *Result) SetOutcome(l Limit, o *algo.Outcome) {
 // the instant from which each may be dropped; when any limit denies, it
 // changes neither. Stores that keep algo.State values themselves (package
 // memstore) use it so that every store combines limits the same way.
+//
+// A policy with no limits, or more than MaxLimits, admits nothing.
 func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int64, now, cost int64) Result {
+	if len(p.Limits) == 0 || len(p.Limits) > MaxLimits {
+		return Result{}
+	}
 	var (
 		r        = Result{Allowed: true, Remaining: -1}
 		next     [MaxLimits]algo.State

@@ -102,7 +102,7 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 	lim := core.NewLimiter(cfg, o.store, o.core...)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			path := r.URL.Path
+			path := core.RequestPath(r.URL)
 			if lim.Skip(path) {
 				next.ServeHTTP(w, r)
 				return

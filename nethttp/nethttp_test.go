@@ -146,14 +146,15 @@ func TestWeights(t *testing.T) {
 
 func TestFirstMatchAndDefault(t *testing.T) {
 	f := newFixture(t, designConfig)
-	for _, c := range []struct{ path, policy string }{
+	for i, c := range []struct{ path, policy string }{
 		{"/api/kb/kb-01/reindex", `"reindex";q=2;w=60`},
 		{"/api/kb/kb-01/docs/d-9/reindex", `"reindex";q=2;w=60`},
 		{"/api/kb/a/b/reindex", `"default";q=120;w=60`}, // '*' is one segment
+		{"/api/kb/a%2Fb/reindex", `"reindex";q=2;w=60`}, // an encoded slash stays in its segment, as routers see it
 		{"/mcp", `"mcp";q=300;w=60`},
 		{"/api/anything", `"default";q=120;w=60`},
 	} {
-		w := f.do("GET", c.path, "192.0.2.7:1")
+		w := f.do("GET", c.path, "192.0.2."+strconv.Itoa(10+i)+":1") // a client per row
 		f.check(w, want{status: 200, headers: map[string]string{"RateLimit-Policy": c.policy}})
 	}
 }
@@ -265,7 +266,9 @@ func TestFailOpenAndClosed(t *testing.T) {
 // server: exactly the limit is admitted.
 func TestConcurrencyOverLoopback(t *testing.T) {
 	cfg := config(t, "rate_limit:\n  enabled: true\n  rules:\n    - name: hot\n      paths: [\"/hot\"]\n      limit: \"50/hour\"\n")
-	srv := httptest.NewServer(nethttp.New(cfg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0)) // no window boundary mid-test
+	store := memstore.New(memstore.WithClock(clock))
+	srv := httptest.NewServer(nethttp.New(cfg, nethttp.WithStore(store))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	defer srv.Close()
 	client := srv.Client()
 	var ok, limited, other atomic.Int64

@@ -65,9 +65,10 @@ type Limit struct {
 	Burst  int64
 }
 
-// String formats l as core.ParseLimit reads it: "10/second", "100/5m";
-// a period that is not a whole number of seconds prints as a Go duration
-// ("10/1.5s"), and a burst is appended ("1/second burst 5").
+// String formats l as "10/second" or "100/5m", forms core.ParseLimit reads
+// back when the period is a whole number of seconds and there is no burst;
+// otherwise the period prints as a Go duration ("10/1.5s") and a burst is
+// appended ("1/second burst 5"), for reading only.
 func (l Limit) String() string {
 	unit := l.Period.String()
 	for _, u := range []struct {

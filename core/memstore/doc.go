@@ -4,7 +4,7 @@
 // # Model
 //
 // Counters live in shards chosen by a seeded 64-bit hash (hash/maphash) of
-// the policy name and the key; each shard is an open-addressing table of
+// the key, combined with the policy's fingerprint (name, algorithm, limits); each shard is an open-addressing table of
 // 32-byte slots behind its own mutex. A slot holds the 64-bit hash, the
 // two-word algorithm state and the instant the state expires — never the key
 // itself, so memory per key is fixed whatever the keys look like (about
@@ -21,8 +21,9 @@
 // The store holds at most MaxKeys counters (WithMaxKeys; the bound is
 // enforced per shard, MaxKeys/shards each). When a shard is full, one pass
 // over it drops the expired counters and, if that frees less than a tenth
-// of it, the live ones closest to expiry (the least recently refreshed),
-// until about a tenth is free; the cost is spread over the next tenth of
+// of it, the live ones closest to expiry, until about a tenth is free (for
+// counters of one rule that is the least recently used; across rules with
+// different periods, short-period counters go first); the cost is spread over the next tenth of
 // inserts. There is no background work unless WithSweepInterval asks for a
 // sweeper, which Close stops.
 //

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -29,7 +30,9 @@ type Option func(*Store)
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithMaxKeys bounds the number of counters (one per key, rule and limit).
-// Default: DefaultMaxKeys (1,048,576).
+// The bound is split evenly over the shards (fewer shards are used when
+// the bound is small), so a skewed load may evict before the store as a
+// whole is full. Default: DefaultMaxKeys (1,048,576).
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 1) } }
 
 // WithShards sets the number of shards, rounded up to a power of two.
@@ -79,13 +82,19 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	// Round the shard count up to a power of two, but keep at least 16 keys
+	// per shard, and floor the per-shard cap, so that the store never holds
+	// more than maxKeys counters.
 	n := 1 << bits.Len(uint(s.nshards-1))
+	for n > 1 && n*16 > s.maxKeys {
+		n /= 2
+	}
 	s.shift = uint(64 - bits.Len(uint(n-1)))
 	if n == 1 {
 		s.shift = 64
 	}
 	s.shards = make([]shard, n)
-	per := (s.maxKeys + n - 1) / n
+	per := max(s.maxKeys/n, 1)
 	for i := range s.shards {
 		s.shards[i].cap = per
 		s.shards[i].slots = make([]slot, minSlots)
@@ -109,8 +118,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Take implements core.Store; it never fails.
+// Take implements core.Store. It fails only for a policy with no limits
+// or more than core.MaxLimits (core.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) (r core.Result, _ error) {
+	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
+		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+	}
 	s.TakeAt(&r, key, p, cost, s.clock.Now())
 	return r, nil
 }
@@ -143,10 +156,15 @@ func (s *Store) Len() int {
 
 // TakeAt is Take at the instant now (Unix nanoseconds), for callers that
 // already read the clock; it fills r in place. It allocates nothing for an
-// existing key.
+// existing key. A policy with no limits or more than core.MaxLimits is
+// denied.
 func (s *Store) TakeAt(r *core.Result, key string, p *core.Policy, cost, now int64) {
 	if len(p.Limits) == 1 {
 		s.takeOne(r, key, p, cost, now)
+		return
+	}
+	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
+		*r = core.Result{}
 		return
 	}
 	*r = s.takeMany(key, p, cost, now)

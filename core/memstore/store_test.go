@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -162,5 +163,36 @@ func TestMemoryPerKey(t *testing.T) {
 	}
 	if got := heapBytesPerKey(1_000_000); got > 80 {
 		t.Fatalf("%.1f bytes per key at 1,000,000 keys, want at most 80", got)
+	}
+}
+
+func TestSmallCapIsHonoured(t *testing.T) {
+	for _, max := range []int{1, 10, 100, 1000} {
+		s := memstore.New(memstore.WithMaxKeys(max))
+		p := pol("cap", core.FixedWindow, "5/hour")
+		for i := range 20 * max {
+			_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
+		}
+		if n := s.Len(); n > max || n == 0 {
+			t.Errorf("WithMaxKeys(%d): %d counters held", max, n)
+		}
+	}
+}
+
+func TestBadPolicies(t *testing.T) {
+	s := memstore.New()
+	for _, p := range []*core.Policy{
+		{Name: "none"},
+		pol("five", core.FixedWindow, "1/second", "2/minute", "3/hour", "4/day", "5/5d"),
+	} {
+		r, err := s.Take(ctx, "k", p, 1)
+		if !errors.Is(err, core.ErrBadPolicy) || r.Allowed {
+			t.Errorf("policy %q: got %+v, %v; want a denial and ErrBadPolicy", p.Name, r.Allowed, err)
+		}
+		var res core.Result
+		s.TakeAt(&res, "k", p, 1, 1)
+		if res.Allowed {
+			t.Errorf("policy %q: TakeAt admitted", p.Name)
+		}
 	}
 }

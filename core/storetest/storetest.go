@@ -66,7 +66,8 @@ func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
 		test("SeveralLimits/"+a.String(), func(e *env) { severalLimits(e, a) })
 		test("Reset/"+a.String(), func(e *env) { reset(e, a) })
 		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
-		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a) })
+		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
+		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
 	}
 }
 
@@ -284,19 +285,22 @@ func isolation(e *env, a core.Algorithm) {
 	}
 }
 
-func concurrency(e *env, a core.Algorithm) {
+// concurrency hammers one key from GOMAXPROCS×8 goroutines; the first
+// limit (100) must admit exactly 100 of three times as many requests.
+func concurrency(e *env, a core.Algorithm, limits ...string) {
 	const limit = 100
-	p := e.policy("conc", a, fmt.Sprintf("%d/hour", limit))
+	p := e.policy("conc", a, limits...)
 	e.align(time.Hour)
 	k := e.key("hot")
 	workers := runtime.GOMAXPROCS(0) * 8
+	each := max(1, (3*limit+workers-1)/workers)
 	var admitted, denied, failed atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range workers {
 		wg.Go(func() {
 			<-start
-			for range 3 * limit / workers {
+			for range each {
 				r, err := e.st.Take(context.Background(), k, p, 1)
 				switch {
 				case err != nil:
@@ -311,7 +315,7 @@ func concurrency(e *env, a core.Algorithm) {
 	}
 	close(start)
 	wg.Wait()
-	total := int64(workers * (3 * limit / workers))
+	total := int64(workers * each)
 	if failed.Load() != 0 || admitted.Load() != limit || denied.Load() != total-limit {
 		e.Fatalf("%d goroutines, %d requests: admitted %d, denied %d, failed %d; want exactly %d admitted",
 			workers, total, admitted.Load(), denied.Load(), failed.Load(), limit)
