@@ -173,8 +173,12 @@ func (d *Decision) EachHeader(buf []byte, fn func(name string, value []byte)) []
 	return buf
 }
 
+// unavailable reports whether d decided nothing it can explain: the store
+// failed (fail-closed), or d is a zero Decision. Such a denial is a 503.
+func (d *Decision) unavailable() bool { return d.Err != nil || d.Rule == nil }
+
 func (d *Decision) retryAfter() int64 {
-	if d.Err != nil || d.Rule == nil {
+	if d.unavailable() {
 		return 1
 	}
 	return RetryAfterSeconds(d.Result.RetryAfter)
@@ -186,7 +190,7 @@ func (d *Decision) Status() int {
 	switch {
 	case d.Allowed:
 		return http.StatusOK
-	case d.Err != nil || d.Rule == nil:
+	case d.unavailable():
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusTooManyRequests
@@ -196,7 +200,7 @@ func (d *Decision) Status() int {
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or
 // {"detail": "Rate limiter unavailable"} when the store failed closed.
 func (d *Decision) Body() []byte {
-	if d.Err != nil || d.Rule == nil { // a zero Decision decided nothing
+	if d.unavailable() {
 		return unavailableBody
 	}
 	return d.Rule.body
@@ -209,7 +213,7 @@ func (d *Decision) Body() []byte {
 func (d *Decision) WriteDenied(w http.ResponseWriter) {
 	h := w.Header()
 	d.SetHeaders(h)
-	if d.Err != nil || d.Rule == nil {
+	if d.unavailable() {
 		h[hdrRetryAfter] = oneSecond
 		h[hdrLength] = unavailableLength
 	} else {
