@@ -147,14 +147,51 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 		return Result{}
 	}
 	var (
-		r        = Result{Allowed: true, Remaining: -1}
-		next     [MaxLimits]algo.State
-		exp      [MaxLimits]int64
-		admitted [MaxLimits]bool
+		next    [MaxLimits]algo.State
+		out     [MaxLimits]algo.Outcome
+		allowed = true
 	)
 	for i, l := range p.Limits {
-		n, o := algo.Take(p.Algorithm, states[i], l, now, cost)
-		next[i], exp[i], admitted[i] = n, o.ExpireAt, o.Allowed
+		next[i], out[i] = algo.Take(p.Algorithm, states[i], l, now, cost)
+		allowed = allowed && out[i].Allowed
+	}
+	if allowed {
+		*states = next
+		for i := range p.Limits {
+			expireAt[i] = out[i].ExpireAt
+		}
+	} else {
+		// Denied: nothing was consumed, so the limits that would have
+		// admitted report their state as it stands.
+		for i, l := range p.Limits {
+			if out[i].Allowed {
+				_, o := algo.Take(p.Algorithm, states[i], l, now, 0)
+				out[i].Remaining, out[i].ResetAfter = o.Remaining, o.ResetAfter
+			}
+		}
+	}
+	return Combine(p, &out)
+}
+
+// Combine makes the Result of a decision under p from the outcome of each
+// limit (out[i] belongs to p.Limits[i]). out[i].Allowed tells whether limit
+// i admitted the request. When some limit denied, the request consumed
+// nothing, and the outcomes of the limits that admitted must describe their
+// state without the cost (a peek, as Evaluate does). Stores that evaluate
+// limits elsewhere (a Redis script) use it to report exactly what Evaluate
+// would.
+//
+// The deciding limit is, when denied, the denying limit with the longest
+// RetryAfter (the first on a tie); when allowed, the limit with the fewest
+// units left (the first on a tie).
+func Combine(p *Policy, out *[MaxLimits]algo.Outcome) Result {
+	n := min(len(p.Limits), MaxLimits)
+	if n == 0 {
+		return Result{}
+	}
+	r := Result{Allowed: true, Remaining: -1}
+	for i, l := range p.Limits[:n] {
+		o := &out[i]
 		r.Limits[i] = LimitState{Remaining: o.Remaining, ResetAfter: time.Duration(o.ResetAfter)}
 		switch {
 		case !o.Allowed:
@@ -165,18 +202,6 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 			r.Allowed = false
 		case r.Allowed && (r.Remaining < 0 || o.Remaining < r.Remaining):
 			r.Limit, r.Remaining, r.ResetAfter = l, o.Remaining, time.Duration(o.ResetAfter)
-		}
-	}
-	if r.Allowed {
-		*states, *expireAt = next, exp
-		return r
-	}
-	// Denied: nothing was consumed, so report the limits that would have
-	// admitted as they stand.
-	for i, l := range p.Limits {
-		if admitted[i] {
-			_, o := algo.Take(p.Algorithm, states[i], l, now, 0)
-			r.Limits[i] = LimitState{Remaining: o.Remaining, ResetAfter: time.Duration(o.ResetAfter)}
 		}
 	}
 	return r

@@ -1,0 +1,58 @@
+package redisstore
+
+import (
+	"errors"
+	"sync/atomic"
+)
+
+// ErrCircuitOpen is returned, without calling Redis, while the circuit is
+// open: Redis failed several times in a row and the cool-down has not ended
+// (or another call is probing it).
+var ErrCircuitOpen = errors.New("redisstore: circuit open after consecutive Redis failures")
+
+// breaker opens after threshold consecutive failures, for cooldown; then
+// one call probes, and its outcome closes or reopens it.
+type breaker struct {
+	threshold int64
+	cooldown  int64
+	failures  atomic.Int64
+	openUntil atomic.Int64 // 0 while closed
+	probing   atomic.Bool
+}
+
+// allow reports whether a call may go to Redis at instant now, and whether
+// it is the probe.
+func (b *breaker) allow(now int64) (ok, probe bool) {
+	until := b.openUntil.Load()
+	if until == 0 {
+		return true, false
+	}
+	if now < until || !b.probing.CompareAndSwap(false, true) {
+		return false, false
+	}
+	return true, true
+}
+
+func (b *breaker) success(probe bool) {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if probe || b.openUntil.Load() != 0 {
+		b.openUntil.Store(0)
+		b.probing.Store(false)
+	}
+}
+
+func (b *breaker) failure(now int64, probe bool) {
+	n := b.failures.Add(1)
+	if b.threshold > 0 && (probe || n >= b.threshold) {
+		b.openUntil.Store(now + b.cooldown)
+		b.probing.Store(false)
+	}
+}
+
+// open reports whether the circuit is open at instant now.
+func (b *breaker) open(now int64) bool {
+	until := b.openUntil.Load()
+	return until != 0 && now < until
+}

@@ -1,0 +1,141 @@
+package redisstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+// denyCache remembers denials: once Redis denies key a request of some cost
+// with a known retry-after, a request of at least that cost is denied
+// locally until then. That is exact as long as nothing but time frees quota
+// (another process's Reset does, and is only seen when the entry ends).
+type denyCache struct {
+	shards [denyShards]denyShard
+	size   atomic.Int64
+	max    int // per shard
+}
+
+const denyShards = 16
+
+type denyKey struct {
+	rule uint64 // the policy's fingerprint
+	key  string
+}
+
+type denial struct {
+	at, until int64 // local clock, ns
+	cost      int64
+	result    core.Result
+}
+
+type denyShard struct {
+	mu sync.Mutex
+	m  map[denyKey]*denial
+}
+
+func newDenyCache(maxEntries int) *denyCache {
+	c := &denyCache{max: max(maxEntries/denyShards, 1)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[denyKey]*denial)
+	}
+	return c
+}
+
+func (c *denyCache) shard(k denyKey) *denyShard {
+	h := k.rule
+	for i := 0; i < len(k.key) && i < 32; i++ {
+		h = (h ^ uint64(k.key[i])) * 1099511628211
+	}
+	return &c.shards[h%denyShards]
+}
+
+// get fills r and reports true when k is denied locally for cost at now.
+func (c *denyCache) get(k denyKey, cost, now int64, r *core.Result) bool {
+	if c.size.Load() == 0 {
+		return false
+	}
+	sh := c.shard(k)
+	sh.mu.Lock()
+	d := sh.m[k]
+	if d == nil || now >= d.until {
+		if d != nil {
+			delete(sh.m, k)
+			c.size.Add(-1)
+		}
+		sh.mu.Unlock()
+		return false
+	}
+	if cost < d.cost {
+		sh.mu.Unlock()
+		return false
+	}
+	*r = d.result
+	elapsed := time.Duration(now - d.at)
+	sh.mu.Unlock()
+	r.RetryAfter -= elapsed
+	r.ResetAfter = max(r.ResetAfter-elapsed, 0)
+	for i := range r.Limits {
+		r.Limits[i].ResetAfter = max(r.Limits[i].ResetAfter-elapsed, 0)
+	}
+	return true
+}
+
+// put records a denial of cost at now.
+func (c *denyCache) put(k denyKey, cost, now int64, r *core.Result) {
+	if r.RetryAfter <= 0 {
+		return
+	}
+	d := &denial{at: now, until: now + int64(r.RetryAfter), cost: cost, result: *r}
+	sh := c.shard(k)
+	sh.mu.Lock()
+	if old, ok := sh.m[k]; ok {
+		// Keep the entry that denies more: the lower cost, and the later end for it.
+		if old.cost < cost && now < old.until {
+			sh.mu.Unlock()
+			return
+		}
+	} else {
+		if len(sh.m) >= c.max {
+			c.evict(sh, now)
+		}
+		c.size.Add(1)
+	}
+	sh.m[k] = d
+	sh.mu.Unlock()
+}
+
+// evict makes room in a full shard: expired entries first; when none has
+// expired, an eighth of the shard, chosen by map order (arbitrary).
+func (c *denyCache) evict(sh *denyShard, now int64) {
+	n := 0
+	for k, d := range sh.m {
+		if now >= d.until {
+			delete(sh.m, k)
+			n++
+		}
+	}
+	if n == 0 {
+		target := max(len(sh.m)/8, 1)
+		for k := range sh.m {
+			delete(sh.m, k)
+			if n++; n >= target {
+				break
+			}
+		}
+	}
+	c.size.Add(-int64(n))
+}
+
+// drop forgets k, as Reset must.
+func (c *denyCache) drop(k denyKey) {
+	sh := c.shard(k)
+	sh.mu.Lock()
+	if _, ok := sh.m[k]; ok {
+		delete(sh.m, k)
+		c.size.Add(-1)
+	}
+	sh.mu.Unlock()
+}

@@ -1,0 +1,148 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
+)
+
+// TestDifferential runs the Lua scripts (in miniredis, whose clock the test
+// sets) and package algo side by side on random traffic, and requires the
+// same decision, remaining count and durations at every step. algo runs in
+// the script's time unit, so the comparison is exact.
+func TestDifferential(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	periods := []time.Duration{time.Second, 250 * time.Millisecond, 1500 * time.Millisecond, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		for n := range 8 {
+			l := core.Limit{Count: 1 + rng.Int64N(20), Period: periods[rng.IntN(len(periods))]}
+			switch n % 4 {
+			case 1:
+				l.Count = 1 + rng.Int64N(5_000_000) // a coarser time unit
+				l.Period = 24 * time.Hour
+			case 2:
+				if a == core.TokenBucket || a == core.GCRA {
+					l.Burst = 1 + rng.Int64N(40)
+				}
+			}
+			t.Run(fmt.Sprintf("%v/%d/%v", a, n, l), func(t *testing.T) {
+				differential(t, m, st, rng, a, l)
+			})
+		}
+	}
+}
+
+func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Rand, a core.Algorithm, l core.Limit) {
+	p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []core.Limit{l}}
+	u, err := unitFor(a, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := time.Duration(u) * time.Microsecond
+	// The reference: the same limit with time counted in units.
+	ref := core.Limit{Count: l.Count, Period: l.Period / unit, Burst: l.Burst}
+	if err := ref.Validate(); err != nil {
+		t.Fatalf("reference limit %+v: %v", ref, err)
+	}
+	capacity := l.Capacity(a)
+	now := time.Unix(1_700_000_000, 0).Add(time.Duration(rng.Int64N(int64(l.Period))))
+	var s algo.State
+	for step := range 300 {
+		switch rng.IntN(10) {
+		case 0:
+			now = now.Add(time.Duration(rng.Int64N(int64(3 * l.Period))))
+		case 1, 2, 3:
+			now = now.Add(time.Duration(rng.Int64N(int64(l.Period / 4))))
+		default:
+			now = now.Add(time.Duration(rng.Int64N(int64(l.Period)/l.Count + 1)))
+		}
+		now = now.Truncate(time.Microsecond)
+		m.SetTime(now)
+		cost := 1 + rng.Int64N(max(capacity/3, 1))
+		if rng.IntN(20) == 0 {
+			cost = capacity + 1 + rng.Int64N(3)
+		}
+		got, err := st.Take(context.Background(), "u", p, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o algo.Outcome
+		nowU := now.UnixMicro() / u
+		s, o = algo.Take(a, s, ref, nowU, cost)
+		scale := int64(unit)
+		want := core.Result{Allowed: o.Allowed, Limit: l, Remaining: o.Remaining,
+			ResetAfter: time.Duration(o.ResetAfter * scale), RetryAfter: time.Duration(o.RetryAfter * scale)}
+		want.Limits[0] = core.LimitState{Remaining: o.Remaining, ResetAfter: want.ResetAfter}
+		if got != want {
+			t.Fatalf("step %d at %v (unit %v), cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), unit, cost, got, want)
+		}
+	}
+}
+
+// TestDifferentialSeveralLimits checks the all-or-nothing combination of
+// several limits against core.Evaluate.
+func TestDifferentialSeveralLimits(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []core.Limit{
+				{Count: 3, Period: time.Second}, {Count: 10, Period: 10 * time.Second}, {Count: 25, Period: time.Minute},
+			}}
+			var ref core.Policy
+			ref.Algorithm = a
+			for _, l := range p.Limits {
+				ref.Limits = append(ref.Limits, core.Limit{Count: l.Count, Period: l.Period / time.Microsecond})
+			}
+			var states [core.MaxLimits]algo.State
+			var exp [core.MaxLimits]int64
+			now := time.Unix(1_700_000_000, 0)
+			for step := range 600 {
+				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond)))).Truncate(time.Microsecond)
+				m.SetTime(now)
+				cost := 1 + rng.Int64N(2)
+				got, err := st.Take(context.Background(), "u", p, cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := core.Evaluate(&ref, &states, &exp, now.UnixMicro(), cost)
+				want := core.Result{Allowed: w.Allowed, Remaining: w.Remaining,
+					ResetAfter: w.ResetAfter * 1000, RetryAfter: w.RetryAfter * 1000}
+				for i, l := range ref.Limits {
+					if l == w.Limit {
+						want.Limit = p.Limits[i]
+					}
+					want.Limits[i] = core.LimitState{Remaining: w.Limits[i].Remaining, ResetAfter: w.Limits[i].ResetAfter * 1000}
+				}
+				if got != want {
+					t.Fatalf("step %d at %v, cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), cost, got, want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+// Package redisstore is a core.Store in Redis, for services with several
+// replicas: every replica counts in the same place, and each decision is
+// one atomic round trip.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	store, err := redisstore.New(client)
+//
+// # One round trip, the server's clock
+//
+// A decision is one Lua script per algorithm (fixed window, sliding window,
+// token bucket, GCRA), sent with EVALSHA (EVAL once, when the server lacks
+// it). The script reads the time with TIME on the server, never the
+// caller's, so replicas with skewed clocks agree; it evaluates every limit
+// of the policy and writes only when all admit (a denial consumes nothing);
+// every key it writes gets a TTL in the same script. The scripts compute
+// exactly what package algo computes: the tests run both on random traffic
+// and require the same decisions, counts and durations.
+//
+// Lua numbers are doubles, exact for integers below 2^53. Each limit is
+// therefore counted in a time unit: 1 µs for every ordinary limit, and the
+// smallest power of ten up to 1 s that keeps (2×capacity + count + 1) ×
+// period below 2^52 for extreme ones (a million per day counts in units of
+// 100 µs). Periods must be whole microseconds; a limit that cannot be
+// counted exactly is refused with core.ErrBadPolicy.
+//
+// # Keys
+//
+// A fixed window's counter is prefix + "{" + user + "}:" + rule + ":" +
+// window, where window = floor(server time / period); the other algorithms
+// keep one key, prefix + "{" + user + "}:" + rule. The prefix is "rl:"
+// unless WithPrefix says otherwise. The braces are a Cluster hash tag: all
+// of one user's counters live in one slot. rule is the policy name, "@" and
+// the policy's fingerprint in hex, so that changed terms start new counters;
+// limit i > 1 of a policy appends "." and i. User and rule names are
+// escaped: bytes other than letters, digits and -._@+=/,! become %XX, the
+// empty string is "~", and a part longer than 128 bytes once escaped is "#"
+// and its SHA-256 in base64url. No input can leave its braces or collide
+// with another.
+//
+// # Failures
+//
+// Every call is bounded by a timeout (WithTimeout, 100ms): its deadline
+// bounds go-redis's socket operations and dial when the client has
+// ContextTimeoutEnabled, and its Done channel ends go-redis's waits for a
+// pooled connection and its retry back-offs. With a client that ignores
+// context deadlines the store runs the call on a goroutine and stops
+// waiting at the timeout. After several consecutive failures (WithBreaker,
+// 5) a circuit opens for a cool-down (1s): calls fail at once with
+// ErrCircuitOpen without touching Redis; then one call probes. An error is
+// never a denial: core.Limiter applies its failure policy (open by default)
+// and reports the error to its Observer.
+//
+// # Local deny cache
+//
+// Once Redis denies a key a request of some cost with a known retry-after,
+// the store denies requests of at least that cost for that key locally,
+// without a round trip, until the retry-after has passed (WithDenyCache,
+// on). A hot key over its limit then costs Redis nothing. Reset through the
+// same Store clears the entry; a Reset made through another process (or
+// directly in Redis) is seen here only when the entry ends, at most the
+// retry-after later.
+package redisstore

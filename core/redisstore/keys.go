@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+)
+
+// maxPart is the longest escaped user or rule name kept as it is in a key;
+// a longer one is replaced by its SHA-256.
+const maxPart = 128
+
+// safe reports the bytes that stand for themselves in a key part. Every other
+// byte is written %XX, so no part can contain '{', '}' (the Cluster hash tag),
+// ':' (the schema's separator), '%', '#' or '~' (the escapes' own markers).
+var safe = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "-._@+=/,!" {
+		t[c] = true
+	}
+	return t
+}()
+
+// part returns s as it appears in a key. It is injective: a plain part is s
+// itself; one with other bytes escapes them as %XX; the empty string is "~";
+// a part longer than maxPart once escaped is "#" and the unpadded base64url
+// of its SHA-256 (plain and escaped parts never start with '#' or '~').
+func part(s string) string {
+	if s == "" {
+		return "~"
+	}
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if !safe[s[i]] {
+			n += 2
+		}
+	}
+	switch {
+	case n > maxPart:
+		sum := sha256.Sum256([]byte(s))
+		return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+	case n == len(s):
+		return s
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, n)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; safe[c] {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
+}
+
+// ruleID names a policy's counters: the escaped policy name, '@' and the
+// policy's fingerprint, so that a rule whose terms change never reads the
+// counters it kept under the old ones.
+func ruleID(name string, fingerprint uint64) string {
+	id := part(name) + "@"
+	f := strconv.FormatUint(fingerprint, 16)
+	for range 16 - len(f) {
+		id += "0"
+	}
+	return id + f
+}
+
+// key returns the key of limit 1 of a policy for one user:
+// prefix + "{" + part(user) + "}:" + rule. Limit i > 1 appends "." and i; a
+// fixed window appends ":" and the window index (the scripts add both). The
+// braces are a Cluster hash tag: all of one user's counters share a slot.
+func key(prefix, user, rule string) string {
+	return prefix + "{" + part(user) + "}:" + rule
+}

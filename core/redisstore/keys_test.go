@@ -1,0 +1,126 @@
+package redisstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+func TestPart(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"alice", "alice"},
+		{"user:42", "user%3A42"},
+		{"a}b{c", "a%7Db%7Bc"},
+		{"", "~"},
+		{"~", "%7E"},
+		{"#x", "%23x"},
+		{"100%", "100%25"},
+		{"a b", "a%20b"},
+		{"a\x00b", "a%00b"},
+		{"ユ", "%E3%83%A6"},
+		{"sha256:ab", "sha256%3Aab"},
+		{"x@y.com/+=,!-_.", "x@y.com/+=,!-_."},
+		{strings.Repeat("a", 128), strings.Repeat("a", 128)},
+		{strings.Repeat("a", 129), "#wSywJKLlVRzKDgj86PHF4xRVXMP-9jKe6ZSj23UhZq4"},
+		{strings.Repeat(":", 42), strings.Repeat("%3A", 42)},                      // 126 bytes escaped
+		{strings.Repeat(":", 43), "#u8yljAHTXUM6zyvDSUZD-876fOUG-0uYC7lah-40Kzo"}, // 129
+	} {
+		if got := part(c.in); got != c.want {
+			t.Errorf("part(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// FuzzPart checks that part is injective and never yields a byte that
+// could break the key schema or the hash tag.
+func FuzzPart(f *testing.F) {
+	for _, s := range []string{"", "a", "a:b", "{x}", "%41", "~", "#", strings.Repeat("z", 200)} {
+		f.Add(s, s+"x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		pa, pb := part(a), part(b)
+		if (a == b) != (pa == pb) {
+			t.Fatalf("part(%q) = %q, part(%q) = %q", a, pa, b, pb)
+		}
+		if strings.ContainsAny(pa, "{}: \x00") || len(pa) > maxPart || pa == "" {
+			t.Fatalf("part(%q) = %q", a, pa)
+		}
+	})
+}
+
+func TestUnitFor(t *testing.T) {
+	for _, c := range []struct {
+		a     core.Algorithm
+		limit core.Limit
+		want  int64
+		err   string
+	}{
+		{core.FixedWindow, core.Limit{Count: 10, Period: time.Second}, 1, ""},
+		{core.GCRA, core.Limit{Count: 100, Period: 24 * time.Hour}, 1, ""},
+		{core.TokenBucket, core.Limit{Count: 1_000_000, Period: 24 * time.Hour}, 100, ""},
+		{core.TokenBucket, core.Limit{Count: 10, Period: 24 * time.Hour, Burst: 1 << 30}, 100_000, ""},
+		{core.SlidingWindow, core.Limit{Count: 1_000_000, Period: time.Second}, 1, ""},
+		{core.FixedWindow, core.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
+		{core.FixedWindow, core.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
+		{core.FixedWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 0, "too many units"},
+		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 0, "too many units"},
+	} {
+		u, err := unitFor(c.a, c.limit)
+		if u != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("unitFor(%v, %v) = %d, %v; want %d, %q", c.a, c.limit, u, err, c.want, c.err)
+		}
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithPrefix("rl:{x}:")}, `redisstore: prefix "rl:{x}:" contains '{' or '}', which would break the Cluster hash tag`},
+		{[]Option{WithTimeout(0)}, "redisstore: timeout 0s must be positive"},
+		{[]Option{WithBreaker(3, 0)}, "redisstore: breaker cool-down 0s must be positive"},
+		{[]Option{WithDenyCacheSize(0)}, "redisstore: deny cache size 0 must be positive"},
+	} {
+		if _, err := New(c, tc.opts...); err == nil || err.Error() != tc.want {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+	if _, err := New(nil); err == nil || err.Error() != "redisstore: nil client" {
+		t.Errorf("New(nil): %v", err)
+	}
+	if _, err := New(c, WithBreaker(0, 0), WithDenyCache(false), WithDenyCacheSize(0)); err != nil {
+		t.Errorf("breaker and deny cache off: %v", err)
+	}
+}
+
+func TestBadPolicy(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    *core.Policy
+		want string
+	}{
+		{&core.Policy{Name: "none"}, `redisstore: policy "none" has 0 limits: rate-limit policy needs 1 to 4 limits`},
+		{&core.Policy{Name: "ns", Limits: []core.Limit{{Count: 1, Period: 1500}}},
+			`redisstore: policy "ns": limit 1/1.5µs: the period must be a whole number of microseconds (the Redis clock's resolution): rate-limit policy needs 1 to 4 limits`},
+		{&core.Policy{Name: "zero", Limits: []core.Limit{{Count: 0, Period: time.Second}}},
+			`redisstore: policy "zero": count 0 out of range [1, 2147483647]: rate-limit policy needs 1 to 4 limits`},
+	} {
+		_, err := s.Take(t.Context(), "u", tc.p, 1)
+		if !errors.Is(err, core.ErrBadPolicy) || err.Error() != tc.want {
+			t.Errorf("Take under %+v:\ngot  %v\nwant %s", tc.p, err, tc.want)
+		}
+	}
+}

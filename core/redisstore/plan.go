@@ -1,0 +1,79 @@
+package redisstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+// maxExact bounds every product the scripts form: Lua numbers are doubles,
+// exact for integers below 2^53; the headroom keeps sums exact too.
+const maxExact = 1 << 52
+
+// plan is what the store precomputes for one policy.
+type plan struct {
+	algorithm core.Algorithm
+	rule      string
+	// tail is the scripts' ARGV after the cost: n, then count, period,
+	// capacity and unit per limit.
+	tail []any
+	// resetArgs is the reset script's ARGV.
+	resetArgs []any
+	// unit is, per limit, the microseconds in one unit of the script's time.
+	unit [core.MaxLimits]int64
+}
+
+// unitFor returns the time unit (microseconds) the scripts count limit l in:
+// the smallest power of ten, from 1 µs to 1 s, that divides the period,
+// keeps at most one unit of the count per time unit, and keeps the largest
+// product the algorithms form, (2×capacity + count + 1) × period, below
+// 2^52. Time is then exact to that unit: 1 µs for every limit of up to
+// about a million per day.
+func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
+	if l.Period%time.Microsecond != 0 {
+		return 0, fmt.Errorf("limit %v: the period must be a whole number of microseconds (the Redis clock's resolution)", l)
+	}
+	us := int64(l.Period / time.Microsecond)
+	capacity := l.Capacity(a)
+	for u := int64(1); u <= 1_000_000; u *= 10 {
+		if us%u != 0 {
+			break
+		}
+		p := us / u
+		if l.Count > p {
+			break // coarser units only make this worse
+		}
+		if p <= maxExact/(2*capacity+l.Count+1) {
+			return u, nil
+		}
+	}
+	return 0, fmt.Errorf("limit %v: too many units per period for exact arithmetic in Redis (count × period must stay below 2^52 in some time unit from 1µs to 1s that leaves at most one unit per time unit)", l)
+}
+
+func newPlan(p *core.Policy) (*plan, error) {
+	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
+		return nil, fmt.Errorf("redisstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %v: %w", err, core.ErrBadPolicy)
+	}
+	pl := &plan{algorithm: p.Algorithm, rule: ruleID(p.Name, p.Fingerprint())}
+	fixed := int64(0)
+	if p.Algorithm == core.FixedWindow {
+		fixed = 1
+	}
+	pl.tail = append(pl.tail, int64(len(p.Limits)))
+	pl.resetArgs = append(pl.resetArgs, fixed, int64(len(p.Limits)))
+	for i, l := range p.Limits {
+		u, err := unitFor(p.Algorithm, l)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: policy %q: %v: %w", p.Name, err, core.ErrBadPolicy)
+		}
+		period := int64(l.Period/time.Microsecond) / u
+		pl.unit[i] = u
+		pl.tail = append(pl.tail, l.Count, period, l.Capacity(p.Algorithm), u)
+		pl.resetArgs = append(pl.resetArgs, period, u)
+	}
+	return pl, nil
+}

@@ -1,0 +1,365 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/storetest"
+	"github.com/rlkit/rlkit/internal/redistest"
+)
+
+var algorithms = []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA}
+
+// client returns a client for addr as a service would configure it: context
+// deadlines honoured, so the store's timeout bounds every socket operation.
+func client(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func clusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// The conformance runs are about counting, not time-outs (the fault tests
+// are): their timeout is generous, for a loaded machine under -race.
+const conformanceTimeout = 5 * time.Second
+
+func TestConformanceRedisServer(t *testing.T) {
+	t.Parallel()
+	c := client(t, redistest.StartServer(t).Addr())
+	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	c := clusterClient(t, redistest.StartCluster(t))
+	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+}
+
+// TestConformanceMiniredis runs the suite against miniredis, the fallback
+// of machines without redis-server.
+func TestConformanceMiniredis(t *testing.T) {
+	t.Parallel()
+	c := client(t, redistest.StartMini(t).Addr())
+	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+}
+
+func policy(name string, a core.Algorithm, limits ...string) *core.Policy {
+	p := &core.Policy{Name: name, Algorithm: a}
+	for _, s := range limits {
+		l, err := core.ParseLimit(s)
+		if err != nil {
+			panic(err)
+		}
+		p.Limits = append(p.Limits, l)
+	}
+	return p
+}
+
+// commands counts the commands a client sends, by name.
+type commands struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *commands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.n[cmd.Name()]++
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (c *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		for _, cmd := range cmds {
+			c.n[cmd.Name()]++
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// take returns the commands sent since the last call.
+func (c *commands) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func countCommands(c *redis.Client) *commands {
+	cc := &commands{n: map[string]int{}}
+	c.AddHook(cc)
+	return cc
+}
+
+// TestOneRoundTrip asserts that every decision is exactly one command,
+// EVALSHA, for one limit and for several, allowed and denied (with the deny
+// cache off); that a server that lost its scripts costs one EVAL more, once;
+// and that a locally cached denial costs none.
+func TestOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	c, _ := redistest.Standalone(t)
+	rc := c.(*redis.Client)
+	cmds := countCommands(rc)
+	ctx := context.Background()
+	for _, a := range algorithms {
+		for _, limits := range [][]string{{"3/hour"}, {"3/minute", "10/hour", "20/day"}} {
+			t.Run(fmt.Sprintf("%v/%d", a, len(limits)), func(t *testing.T) {
+				s := newStore(t, rc, redisstore.WithDenyCache(false))
+				p := policy("rt-"+t.Name(), a, limits...)
+				if _, err := s.Take(ctx, "warm", p, 1); err != nil { // loads the script once
+					t.Fatal(err)
+				}
+				cmds.take()
+				for i := range 6 {
+					r, err := s.Take(ctx, "u", p, 1)
+					if err != nil || r.Allowed != (i < 3) {
+						t.Fatalf("take %d: allowed %v, err %v", i, r.Allowed, err)
+					}
+					if got := cmds.take(); len(got) != 1 || got["evalsha"] != 1 {
+						t.Fatalf("take %d sent %v, want exactly one evalsha", i, got)
+					}
+				}
+			})
+		}
+	}
+	t.Run("NOSCRIPT", func(t *testing.T) {
+		s := newStore(t, rc)
+		p := policy("rt-noscript", core.GCRA, "5/hour")
+		if _, err := s.Take(ctx, "u", p, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cmds.take()
+		if r, err := s.Take(ctx, "u", p, 1); err != nil || !r.Allowed || r.Remaining != 3 {
+			t.Fatalf("after SCRIPT FLUSH: %+v, %v", r, err)
+		}
+		if got := cmds.take(); len(got) != 2 || got["evalsha"] != 1 || got["eval"] != 1 {
+			t.Fatalf("after SCRIPT FLUSH sent %v, want one evalsha and one eval", got)
+		}
+		if _, err := s.Take(ctx, "u", p, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := cmds.take(); len(got) != 1 || got["evalsha"] != 1 {
+			t.Fatalf("then sent %v, want one evalsha", got)
+		}
+	})
+	t.Run("DenyCache", func(t *testing.T) {
+		for _, a := range algorithms {
+			s := newStore(t, rc)
+			p := policy("rt-deny-"+a.String(), a, "2/hour", "5/day")
+			for range 3 {
+				if _, err := s.Take(ctx, "hot", p, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmds.take()
+			for range 1000 {
+				r, err := s.Take(ctx, "hot", p, 1)
+				if err != nil || r.Allowed || r.RetryAfter <= 0 || r.Limit != p.Limits[0] {
+					t.Fatalf("%v: cached denial %+v, %v", a, r, err)
+				}
+			}
+			if got := cmds.take(); len(got) != 0 {
+				t.Fatalf("%v: 1000 denials of a cached key sent %v, want nothing", a, got)
+			}
+			// Another key, and a Reset, go to Redis.
+			if r, err := s.Take(ctx, "cold", p, 1); err != nil || !r.Allowed {
+				t.Fatalf("%v: another key: %+v, %v", a, r, err)
+			}
+			if err := s.Reset(ctx, "hot", p); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := s.Take(ctx, "hot", p, 1); err != nil || !r.Allowed || r.Remaining != 1 {
+				t.Fatalf("%v: after Reset: %+v, %v", a, r, err)
+			}
+			if got := cmds.take(); got["evalsha"] != 3 {
+				t.Fatalf("%v: sent %v, want 3 evalsha (take, reset, take)", a, got)
+			}
+		}
+	})
+}
+
+// TestKeys checks the key schema and the TTLs on a real server.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	rc := client(t, srv.Addr())
+	ctx := context.Background()
+	fp := func(p *core.Policy) string { return fmt.Sprintf("%016x", p.Fingerprint()) }
+	serverNow := func() time.Time {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	check := func(s *redisstore.Store, user string, p *core.Policy, want ...string) {
+		t.Helper()
+		if err := rc.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := serverNow()
+		if r, err := s.Take(ctx, user, p, 1); err != nil || !r.Allowed {
+			t.Fatalf("Take: %+v, %v", r, err)
+		}
+		after := serverNow()
+		got, err := rc.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range want {
+			if strings.Contains(w, "<idx>") { // fixed window: floor(server time / period)
+				period := p.Limits[i].Period
+				idx := before.UnixMicro() / period.Microseconds()
+				if idx2 := after.UnixMicro() / period.Microseconds(); idx2 != idx && slicesContains(got, strings.Replace(w, "<idx>", strconv.FormatInt(idx2, 10), 1)) {
+					idx = idx2
+				}
+				want[i] = strings.Replace(w, "<idx>", strconv.FormatInt(idx, 10), 1)
+			}
+		}
+		if strings.Join(sorted(got), " ") != strings.Join(sorted(want), " ") {
+			t.Fatalf("keys %q, want %q", got, want)
+		}
+		for i, k := range want {
+			ttl, err := rc.PTTL(ctx, k).Result()
+			limit := p.Limits[i].Period
+			if p.Algorithm == core.SlidingWindow {
+				limit *= 2
+			}
+			if err != nil || ttl <= 0 || ttl > limit {
+				t.Fatalf("PTTL %s = %v, %v; want in (0, %v]", k, ttl, err, limit)
+			}
+		}
+	}
+	s := newStore(t, rc)
+	api := policy("api", core.FixedWindow, "5/minute")
+	check(s, "alice", api, "rl:{alice}:api@"+fp(api)+":<idx>")
+	two := policy("api", core.FixedWindow, "5/minute", "100/hour")
+	check(s, "alice", two, "rl:{alice}:api@"+fp(two)+":<idx>", "rl:{alice}:api@"+fp(two)+".2:<idx>")
+	for _, a := range algorithms[1:] {
+		p := policy("api", a, "5/minute", "100/hour")
+		check(s, "alice", p, "rl:{alice}:api@"+fp(p), "rl:{alice}:api@"+fp(p)+".2")
+	}
+	g := policy("a:b}{c", core.GCRA, "1/second")
+	check(s, "bob}:{x", g, "rl:{bob%7D%3A%7Bx}:a%3Ab%7D%7Bc@"+fp(g))
+	check(s, "", g, "rl:{~}:a%3Ab%7D%7Bc@"+fp(g))
+	long := strings.Repeat("x", 10_000)
+	sum := sha256.Sum256([]byte(long))
+	check(s, long, g, "rl:{#"+base64.RawURLEncoding.EncodeToString(sum[:])+"}:a%3Ab%7D%7Bc@"+fp(g))
+	check(newStore(t, rc, redisstore.WithPrefix("svc:rate:")), "alice", g, "svc:rate:{alice}:a%3Ab%7D%7Bc@"+fp(g))
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSharedLimiters runs four Limiters, each with its own client and
+// store, against one Redis (and one Cluster): 256 goroutines on one key
+// admit exactly the limit, for every algorithm.
+func TestSharedLimiters(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	cl := redistest.StartCluster(t)
+	targets := map[string]func() redis.UniversalClient{
+		"redis-server": func() redis.UniversalClient { return client(t, srv.Addr()) },
+		"cluster":      func() redis.UniversalClient { return clusterClient(t, cl) },
+	}
+	for name, newClient := range targets {
+		for _, a := range algorithms {
+			t.Run(name+"/"+a.String(), func(t *testing.T) {
+				const limit = 100
+				cfg, err := core.NewConfig(core.Spec{
+					Enabled:   true,
+					Algorithm: a.String(),
+					Rules:     []core.RuleSpec{{Name: "hot", Paths: []string{"/hot"}, Limit: []string{"100/hour", "1000/day"}}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var limiters [4]*core.Limiter
+				for i := range limiters {
+					// The timeout is generous: this test is about exact counts, and
+					// 256 goroutines on new connections under -race are slow.
+					limiters[i] = core.NewLimiter(cfg, newStore(t, newClient(), redisstore.WithTimeout(5*time.Second)), core.WithFailOpen(false))
+				}
+				user := fmt.Sprintf("shared-%d", time.Now().UnixNano())
+				var admitted, denied, failed atomic.Int64
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for g := range 256 {
+					wg.Go(func() {
+						<-start
+						l := limiters[g%4]
+						for range 2 {
+							d := l.Decide(context.Background(), "GET", "/hot", user, false)
+							switch {
+							case d.Err != nil:
+								failed.Add(1)
+							case d.Allowed:
+								admitted.Add(1)
+							default:
+								denied.Add(1)
+							}
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				if admitted.Load() != limit || denied.Load() != 512-limit || failed.Load() != 0 {
+					t.Fatalf("admitted %d, denied %d, failed %d; want exactly %d admitted of 512", admitted.Load(), denied.Load(), failed.Load(), limit)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package redisstore
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+var (
+	//go:embed lua/prelude.lua
+	prelude string
+	//go:embed lua/driver.lua
+	driver string
+	//go:embed lua/fixed.lua
+	fixedLua string
+	//go:embed lua/sliding.lua
+	slidingLua string
+	//go:embed lua/bucket.lua
+	bucketLua string
+	//go:embed lua/gcra.lua
+	gcraLua string
+	//go:embed lua/reset.lua
+	resetLua string
+)
+
+// script is one Lua script, run with EVALSHA and, when the server does not
+// know it yet (NOSCRIPT), EVAL, as redis.Script does.
+type script struct {
+	src  string
+	sha  any // the SHA-1, boxed once
+	eval any // the source, boxed once
+}
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:]), eval: src}
+}
+
+// decision holds the decision script of each algorithm: the shared prelude,
+// the algorithm's load/take/save, and the shared driver.
+var decision = [...]*script{
+	core.FixedWindow:   newScript(prelude + fixedLua + driver),
+	core.SlidingWindow: newScript(prelude + slidingLua + driver),
+	core.TokenBucket:   newScript(prelude + bucketLua + driver),
+	core.GCRA:          newScript(prelude + gcraLua + driver),
+}
+
+var reset = newScript(resetLua)

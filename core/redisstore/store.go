@@ -1,0 +1,310 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
+)
+
+// Defaults of the options.
+const (
+	DefaultPrefix        = "rl:"
+	DefaultTimeout       = 100 * time.Millisecond
+	DefaultBreakerFails  = 5
+	DefaultBreakerPause  = time.Second
+	DefaultDenyCacheSize = 100_000
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key the store writes. It must not
+// contain '{' or '}', which would move the Cluster hash tag. Default: "rl:".
+func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
+
+// WithTimeout bounds every call to Redis, including the wait for a pooled
+// connection and go-redis's retries; past it the call fails (and the
+// limiter's failure policy answers). Default: 100ms.
+func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithBreaker sets the circuit breaker: after failures consecutive failed
+// calls, the store stops calling Redis for cooldown and fails at once with
+// ErrCircuitOpen; then one call probes Redis, and its success closes the
+// circuit. failures ≤ 0 turns the breaker off. Default: 5 failures, 1s.
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(s *Store) { s.br.threshold, s.br.cooldown = int64(failures), int64(cooldown) }
+}
+
+// WithDenyCache turns the local deny cache on or off. When on, a key that
+// Redis denied a request of some cost, with a known retry-after, is denied
+// locally, without a round trip, for requests of at least that cost until
+// the retry-after has passed: a hot key over its limit costs Redis nothing.
+// Reset through this store clears the key's entry; a Reset made by another
+// process is seen here only when the entry ends. Default: on.
+func WithDenyCache(on bool) Option { return func(s *Store) { s.denyOn = on } }
+
+// WithDenyCacheSize bounds the deny cache's entries; when full, expired
+// entries go first, then an arbitrary eighth of a shard. Default: 100,000.
+func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } }
+
+// WithClock sets the local clock of the deny cache and the breaker (the
+// counters themselves always use the Redis server's clock). Default:
+// core.SystemClock.
+func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// Store is a core.Store in Redis. Every decision is one Lua script (one
+// round trip, EVALSHA with an EVAL fallback) that reads the server's clock
+// (TIME), evaluates every limit of the policy, and writes only when all
+// admit, with a TTL on every key it writes. Replicas whose clocks disagree
+// therefore agree on every count.
+//
+// It works with every go-redis client: Client (standalone or Sentinel
+// through NewFailoverClient), ClusterClient and Ring. All counters of one
+// user share a Cluster hash slot. A Store is safe for concurrent use.
+type Store struct {
+	client   redis.UniversalClient
+	prefix   string
+	timeout  time.Duration
+	grain    time.Duration
+	bounded  bool // the client honours context deadlines on its sockets
+	clock    core.Clock
+	br       breaker
+	denyOn   bool
+	denySize int
+	deny     *denyCache
+
+	plans    sync.Map // policy fingerprint → *plan
+	nplans   atomic.Int64
+	tick     atomic.Pointer[tick]
+	inflight sync.WaitGroup
+	closed   atomic.Bool
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New returns a Store that counts in client. It does not contact Redis.
+// The client should have ContextTimeoutEnabled set, so that go-redis bounds
+// its socket reads and writes by the store's timeout; with a client that
+// does not, the store runs each call on its own goroutine and stops waiting
+// at the timeout (a few hundred nanoseconds more per call).
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	s := &Store{
+		client:   client,
+		prefix:   DefaultPrefix,
+		timeout:  DefaultTimeout,
+		clock:    core.SystemClock,
+		denyOn:   true,
+		denySize: DefaultDenyCacheSize,
+	}
+	s.br.threshold, s.br.cooldown = DefaultBreakerFails, int64(DefaultBreakerPause)
+	for _, o := range opts {
+		o(s)
+	}
+	switch {
+	case strings.ContainsAny(s.prefix, "{}"):
+		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would break the Cluster hash tag", s.prefix)
+	case s.timeout <= 0:
+		return nil, fmt.Errorf("redisstore: timeout %v must be positive", s.timeout)
+	case s.br.threshold > 0 && s.br.cooldown <= 0:
+		return nil, fmt.Errorf("redisstore: breaker cool-down %v must be positive", time.Duration(s.br.cooldown))
+	case s.denyOn && s.denySize <= 0:
+		return nil, fmt.Errorf("redisstore: deny cache size %d must be positive", s.denySize)
+	}
+	if s.denyOn {
+		s.deny = newDenyCache(s.denySize)
+	}
+	s.grain = min(max(s.timeout/20, time.Millisecond), 10*time.Millisecond)
+	switch c := client.(type) {
+	case *redis.Client:
+		s.bounded = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.bounded = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		s.bounded = c.Options().ContextTimeoutEnabled
+	}
+	return s, nil
+}
+
+// Close stops the store. It waits for calls still running and does not
+// close the client, which belongs to the caller.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.inflight.Wait()
+	if t := s.tick.Swap(nil); t != nil {
+		t.stop()
+	}
+	return nil
+}
+
+// ErrClosed is returned by a Store after Close.
+var ErrClosed = errors.New("redisstore: store closed")
+
+var (
+	evalshaCmd any = "evalsha"
+	evalCmd    any = "eval"
+	oneKey     any = int64(1)
+)
+
+// Take implements core.Store. It returns an error when the policy cannot be
+// counted exactly in Redis (core.ErrBadPolicy: a period that is not a whole
+// number of microseconds, or an extreme count), when the circuit is open
+// (ErrCircuitOpen), or when Redis fails or does not answer in time.
+func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	var r core.Result
+	pl, err := s.plan(p)
+	if err != nil {
+		return r, err
+	}
+	cost = max(cost, 0)
+	dk := denyKey{rule: p.Fingerprint(), key: key}
+	now := s.clock.Now()
+	if s.deny != nil && cost > 0 && s.deny.get(dk, cost, now, &r) {
+		return r, nil
+	}
+	sc := decision[pl.algorithm]
+	args := make([]any, 0, 5+len(pl.tail))
+	args = append(args, evalshaCmd, sc.sha, oneKey, key2(s.prefix, key, pl.rule), cost)
+	args = append(args, pl.tail...)
+	reply, err := s.call(ctx, sc, args)
+	if err != nil {
+		return r, err
+	}
+	if err := parse(p, pl, reply, &r); err != nil {
+		return core.Result{}, err
+	}
+	if !r.Allowed && s.deny != nil && cost > 0 {
+		s.deny.put(dk, cost, now, &r)
+	}
+	return r, nil
+}
+
+func key2(prefix, user, rule string) any { return key(prefix, user, rule) }
+
+// Reset implements core.Store: it deletes key's counters under p (for a
+// fixed window, the current window's) and its deny-cache entry.
+func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
+	pl, err := s.plan(p)
+	if err != nil {
+		return err
+	}
+	if s.deny != nil {
+		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
+	}
+	args := make([]any, 0, 4+len(pl.resetArgs))
+	args = append(args, evalshaCmd, reset.sha, oneKey, key2(s.prefix, key, pl.rule))
+	args = append(args, pl.resetArgs...)
+	_, err = s.call(ctx, reset, args)
+	return err
+}
+
+// plan returns the precomputed form of p.
+func (s *Store) plan(p *core.Policy) (*plan, error) {
+	f := p.Fingerprint()
+	if v, ok := s.plans.Load(f); ok {
+		return v.(*plan), nil
+	}
+	pl, err := newPlan(p)
+	if err != nil {
+		return nil, err
+	}
+	// Policies live as long as their configuration; a program that makes
+	// them per request must not grow this map without bound.
+	if s.nplans.Add(1) > 10_000 {
+		s.plans.Clear()
+		s.nplans.Store(1)
+	}
+	s.plans.Store(f, pl)
+	return pl, nil
+}
+
+// parse turns the script's reply into r.
+func parse(p *core.Policy, pl *plan, reply any, r *core.Result) error {
+	v, ok := reply.([]any)
+	n := len(p.Limits)
+	if !ok || len(v) != 4*n {
+		return fmt.Errorf("redisstore: unexpected reply %T of length %d to a decision over %d limits", reply, len(v), n)
+	}
+	var out [core.MaxLimits]algo.Outcome
+	for i := range n {
+		var x [4]int64
+		for j := range x {
+			if x[j], ok = v[4*i+j].(int64); !ok {
+				return fmt.Errorf("redisstore: unexpected reply element %T", v[4*i+j])
+			}
+		}
+		out[i] = algo.Outcome{Allowed: x[0] == 1, Remaining: x[1], ResetAfter: x[2] * 1000, RetryAfter: x[3] * 1000}
+	}
+	*r = core.Combine(p, &out)
+	return nil
+}
+
+// call runs one script through the breaker, bounded by the timeout.
+func (s *Store) call(ctx context.Context, sc *script, args []any) (any, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ok, probe := s.br.allow(s.clock.Now())
+	if !ok {
+		return nil, ErrCircuitOpen
+	}
+	cctx := s.callContext(ctx)
+	v, err := s.do(cctx, args)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = evalCmd, sc.eval
+		v, err = s.do(cctx, args)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.br.failure(s.clock.Now(), probe)
+		} else if probe {
+			s.br.probing.Store(false) // the caller gave up; let another call probe
+		}
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s.br.success(probe)
+	return v, nil
+}
+
+// errTimeout is returned when a call to a client that ignores context
+// deadlines did not end in time.
+var errTimeout = errors.New("redis call timed out")
+
+func (s *Store) do(ctx *callCtx, args []any) (any, error) {
+	if s.bounded {
+		return s.client.Do(ctx, args...).Result()
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		v, err := s.client.Do(ctx, args...).Result()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.done:
+		return nil, fmt.Errorf("%w after %v", errTimeout, s.timeout)
+	}
+}
