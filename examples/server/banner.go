@@ -14,9 +14,10 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// printBanner prints where the server listens, what it limits, tokens for a
-// demo user and a super-admin, and curl commands to try, in one Write.
-func printBanner(out io.Writer, addr, source string, cfg *core.Config, secret string) error {
+// printBanner prints where the server listens, what it limits, where it
+// counts (store), tokens for a demo user and a super-admin, and curl commands
+// to try, in one Write.
+func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, secret string) error {
 	now := time.Now()
 	user, err := sign(secret, claims{RegisteredClaims: registered("demo-user", now)})
 	if err != nil {
@@ -43,8 +44,8 @@ func printBanner(out io.Writer, addr, source string, cfg *core.Config, secret st
 	} else {
 		fmt.Fprintln(w, "          rate limiting is OFF (enabled: false): every request passes")
 	}
-	fmt.Fprintf(w, `store:    in-memory (counters live in this process only)
-identity: "Authorization: Bearer <HS256 JWT>" counts as user:<sub>; role %q is never limited;
+	fmt.Fprintf(w, "store:    %s\n", store)
+	fmt.Fprintf(w, `identity: "Authorization: Bearer <HS256 JWT>" counts as user:<sub>; role %q is never limited;
           no token counts by client IP; an invalid token gets 401
 
 Tokens (HS256, valid for %dh) — paste these two lines into your shell:

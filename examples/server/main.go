@@ -17,7 +17,25 @@
 //     response carries the RateLimit-Policy and RateLimit headers.
 //
 // On start it prints tokens for a demo user and a super-admin and curl
-// commands that reach a 429. Counters live in memory, in this process.
+// commands that reach a 429.
+//
+// By default counters live in memory, in this process. With -redis or
+// -redis-cluster (not both) they live in Redis, through core/redisstore:
+//
+//	go run ./examples/server -redis redis://[user:pass@]host:port/db
+//	go run ./examples/server -redis rediss://[user:pass@]host:port/db
+//	go run ./examples/server -redis-cluster host:port,host:port,...
+//
+// -redis takes the URL of one Redis server (rediss:// for TLS; the URL is
+// parsed by go-redis's ParseURL, query options included), -redis-cluster the
+// addresses of some nodes of a Redis Cluster, from which the client learns
+// the others. Two servers pointed at one Redis share every limit: a user gets
+// each rule's limit once in total across them, not once per server. The
+// banner names the store (a URL's password shown as xxxxx). On start the
+// server PINGs Redis once; when Redis does not answer within 2s it prints a
+// warning and starts anyway: the limiter fails open, so requests pass
+// uncounted and without rate-limit headers until Redis answers (with
+// "failure: closed" in the configuration, limited paths answer 503 instead).
 package main
 
 import (
@@ -31,15 +49,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
@@ -51,14 +74,26 @@ var bundledConfig []byte
 const devSecret = "rlkit-demo-development-secret-not-for-production"
 
 const (
-	errRedis     = "-redis: the Redis store is not available yet (in-memory only); run without -redis"
 	superAdmin   = "super-admin"
 	tokenTTL     = 24 * time.Hour
 	shutdownWait = 5 * time.Second
+	// pingWait bounds the PING that checks Redis on start.
+	pingWait = 2 * time.Second
+
+	redisForm   = "redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db"
+	clusterForm = "host:port,host:port,... (addresses of cluster nodes)"
 )
 
-// errUsage reports bad flags; the flag package has already printed why.
+// errUsage reports bad flags; the flag package, or run, has already printed
+// why and the usage.
 var errUsage = errors.New("usage")
+
+// usageError is a usage error that run has printed, with the usage; it is
+// errUsage to errors.Is, so main exits 2 without printing it again.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,21 +115,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled ratelimit.yaml")
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	redisURL := fs.String("redis", "", "Redis `URL` for shared counters (not available yet: in-memory only)")
+	redisURL := fs.String("redis", "", "count in the Redis server at `URL`, "+redisForm+"; default: in memory")
+	redisCluster := fs.String("redis-cluster", "", "count in a Redis Cluster: comma-separated host:port `addresses` of some of its nodes; default: in memory")
 	secret := fs.String("jwt-secret", "", "HS256 `secret` of bearer tokens; default: $RLKIT_JWT_SECRET, else a development secret")
-	if err := fs.Parse(args); err != nil {
+	var err error
+	if err = fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+	usage := func(format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Fprintln(stderr, msg)
 		fs.Usage()
-		return errUsage
+		return &usageError{msg}
 	}
-	if *redisURL != "" {
-		return errors.New(errRedis)
+	if fs.NArg() > 0 {
+		return usage("unexpected argument %q", fs.Arg(0))
+	}
+	var (
+		redisOpts *redis.Options // -redis
+		seeds     []string       // -redis-cluster
+	)
+	switch {
+	case *redisURL != "" && *redisCluster != "":
+		return usage("-redis and -redis-cluster are mutually exclusive: give one or the other")
+	case *redisURL != "":
+		if redisOpts, err = redisOptions(*redisURL); err != nil {
+			return usage("-redis %q: %v; want %s", redact(*redisURL), err, redisForm)
+		}
+	case *redisCluster != "":
+		if seeds, err = clusterSeeds(*redisCluster); err != nil {
+			return usage("-redis-cluster %q: %v; want %s", *redisCluster, err, clusterForm)
+		}
 	}
 
 	cfg, source, err := loadConfig(*configFile)
@@ -113,8 +167,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-jwt-secret (or RLKIT_JWT_SECRET): an HS256 secret needs at least 32 bytes, got %d", len(*secret))
 	}
 
-	store := memstore.New()
-	defer store.Close()
+	// Listen before checking Redis: a taken address fails at once.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	var (
+		store     core.Store
+		storeDesc string
+		client    redis.UniversalClient
+		where     string // which Redis, for the banner and warnings
+	)
+	switch {
+	case redisOpts != nil:
+		client, where = redis.NewClient(redisOpts), redact(*redisURL)
+	case seeds != nil:
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true})
+		where = "cluster seeds " + strings.Join(seeds, ",")
+	}
+	if client == nil {
+		ms := memstore.New()
+		defer ms.Close()
+		store, storeDesc = ms, "in-memory (counters live in this process only)"
+	} else {
+		defer client.Close() // after the store's Close, deferred below
+		rs, err := redisstore.New(client)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer rs.Close()
+		store, storeDesc = rs, "redis "+where+" (counters shared by every server using it)"
+		checkRedis(ctx, client, where, cfg, stderr)
+	}
 	limit := nethttp.New(cfg,
 		nethttp.WithStore(store),
 		nethttp.WithKeyFunc(userKey),
@@ -123,12 +208,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	handler := authenticate(cfg, []byte(*secret), limit(http.HandlerFunc(serve)))
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("-addr: %w", err)
-	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	if err := printBanner(stdout, ln.Addr().String(), source, cfg, *secret); err != nil {
+	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret); err != nil {
 		ln.Close()
 		return err
 	}
@@ -147,6 +228,95 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	<-served // http.ErrServerClosed
 	fmt.Fprintln(stdout, "shut down")
 	return nil
+}
+
+// redisOptions parses a -redis URL into client options with
+// ContextTimeoutEnabled set, so that the store's per-call timeout bounds the
+// sockets too. Its errors do not repeat the URL, which may hold a password.
+func redisOptions(raw string) (*redis.Options, error) {
+	if !strings.Contains(raw, "://") {
+		return nil, errors.New("not a URL")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // url.Error's text quotes the whole URL
+		}
+		return nil, err
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	opts.ContextTimeoutEnabled = true
+	return opts, nil
+}
+
+// redact returns a URL with its password, if any, replaced by "xxxxx".
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	// Unparsable: hide what follows "scheme://user:" up to the authority's last '@'.
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	start := i + len("://")
+	auth := raw[start:]
+	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
+		auth = auth[:end]
+	}
+	at := strings.LastIndex(auth, "@")
+	if at < 0 {
+		return raw
+	}
+	colon := strings.Index(auth[:at], ":")
+	if colon < 0 {
+		return raw
+	}
+	return raw[:start+colon+1] + "xxxxx" + raw[start+at:]
+}
+
+// clusterSeeds splits a -redis-cluster list into host:port addresses.
+func clusterSeeds(list string) ([]string, error) {
+	var addrs []string
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, errors.New("empty address")
+		}
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%q is not host:port", a)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// checkRedis PINGs Redis once and, when it does not answer, warns that the
+// server starts anyway and what requests get until Redis answers.
+func checkRedis(ctx context.Context, client redis.UniversalClient, where string, cfg *core.Config, stderr io.Writer) {
+	pctx, cancel := context.WithTimeout(ctx, pingWait)
+	defer cancel()
+	err := client.Ping(pctx).Err()
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	msg := fmt.Sprintf("WARNING: Redis at %s did not answer PING: %v\n", where, err)
+	switch {
+	case !cfg.Enabled():
+		msg += "WARNING: starting anyway; rate limiting is off (enabled: false), so nothing is counted.\n"
+	case cfg.FailOpen():
+		msg += "WARNING: starting anyway; until Redis answers, the limiter fails open: requests pass uncounted, without rate-limit headers.\n"
+	default:
+		msg += "WARNING: starting anyway; until Redis answers, the limiter fails closed (failure: closed): limited requests get 503.\n"
+	}
+	_, _ = io.WriteString(stderr, msg)
 }
 
 // loadConfig reads file, or the bundled configuration when file is "".

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -22,9 +23,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/internal/redistest"
 )
 
 const testSecret = "test-secret-0123456789-0123456789-abcdef"
@@ -521,7 +524,9 @@ func TestRunErrors(t *testing.T) {
 		{"invalid yaml", []string{"-config", invalid}, []string{invalid, "invalid YAML"}, nil},
 		{"bad limit", []string{"-config", badLimit}, []string{badLimit, "ten/minute"}, nil},
 		{"missing file", []string{"-config", missing}, []string{missing}, fs.ErrNotExist},
-		{"redis", []string{"-redis", "redis://127.0.0.1:6379"}, []string{errRedis}, nil},
+		{"bad redis URL", []string{"-redis", "http://127.0.0.1:6379"}, []string{"-redis", "http://127.0.0.1:6379"}, errUsage},
+		{"redis and cluster", []string{"-redis", "redis://127.0.0.1:6379", "-redis-cluster", "127.0.0.1:7000"}, []string{"-redis", "-redis-cluster"}, errUsage},
+		{"bad cluster seeds", []string{"-redis-cluster", "127.0.0.1"}, []string{"-redis-cluster", "127.0.0.1"}, errUsage},
 		{"short secret", []string{"-jwt-secret", "short"}, []string{"-jwt-secret", "32 bytes"}, nil},
 		{"unknown flag", []string{"-bogus"}, nil, errUsage},
 		{"extra argument", []string{"serve"}, nil, errUsage},
@@ -551,12 +556,276 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-func TestRedisMessageIsExact(t *testing.T) {
+// The store flags' usage errors: the exact message, first on stderr and
+// followed by the usage, and the error run returns (errUsage, exit status 2).
+var storeFlagErrors = []struct {
+	name string
+	args []string
+	want string
+}{
+	{"not a URL", []string{"-redis", "127.0.0.1:6379"},
+		`-redis "127.0.0.1:6379": not a URL; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+	{"scheme", []string{"-redis", "http://127.0.0.1:6379"},
+		`-redis "http://127.0.0.1:6379": unsupported scheme "http"; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+	{"password redacted", []string{"-redis", "https://user:hunter2-secret@127.0.0.1:6379/0"},
+		`-redis "https://user:xxxxx@127.0.0.1:6379/0": unsupported scheme "https"; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+	{"unparsable", []string{"-redis", "redis://user:hunter2-secret@127.0.0.1:63%79/0"},
+		`-redis "redis://user:xxxxx@127.0.0.1:63%79/0": invalid port ":63%79" after host; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+	{"both", []string{"-redis", "redis://127.0.0.1:6379", "-redis-cluster", "127.0.0.1:7000,127.0.0.1:7001"},
+		`-redis and -redis-cluster are mutually exclusive: give one or the other`},
+	{"both, cluster first", []string{"-redis-cluster", "127.0.0.1:7000", "-redis", "redis://127.0.0.1:6379"},
+		`-redis and -redis-cluster are mutually exclusive: give one or the other`},
+	{"cluster empty address", []string{"-redis-cluster", "127.0.0.1:7000,,127.0.0.1:7001"},
+		`-redis-cluster "127.0.0.1:7000,,127.0.0.1:7001": empty address; want host:port,host:port,... (addresses of cluster nodes)`},
+	{"cluster no port", []string{"-redis-cluster", "127.0.0.1:7000,127.0.0.1"},
+		`-redis-cluster "127.0.0.1:7000,127.0.0.1": "127.0.0.1" is not host:port; want host:port,host:port,... (addresses of cluster nodes)`},
+	{"cluster URL", []string{"-redis-cluster", "redis://127.0.0.1:7000"},
+		`-redis-cluster "redis://127.0.0.1:7000": "redis://127.0.0.1:7000" is not host:port; want host:port,host:port,... (addresses of cluster nodes)`},
+}
+
+func TestStoreFlagErrors(t *testing.T) {
 	t.Parallel()
-	err := run(t.Context(), []string{"-redis", "redis://localhost:6379"}, io.Discard, io.Discard)
-	if err == nil || err.Error() != errRedis {
-		t.Fatalf("run -redis = %v, want %q", err, errRedis)
+	for _, tt := range storeFlagErrors {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"-addr", "127.0.0.1:0", "-jwt-secret", testSecret}, tt.args...), &stdout, &stderr)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("run = %v, want %q", err, tt.want)
+			}
+			if !errors.Is(err, errUsage) {
+				t.Errorf("error %v is not errUsage", err)
+			}
+			if want := tt.want + "\nUsage of server:\n"; !strings.HasPrefix(stderr.String(), want) {
+				t.Errorf("stderr = %q, want prefix %q", stderr.String(), want)
+			}
+			if strings.Contains(stderr.String(), "hunter2") {
+				t.Errorf("stderr shows the password:\n%s", stderr.String())
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing (the server must not start)", stdout.String())
+			}
+		})
 	}
+}
+
+// awayFromMinuteEdge waits, when a wall-clock minute ends within 5s, until
+// it has ended: the fixed windows of "2/minute" start on whole minutes, so
+// a test that counts one exactly must not straddle two.
+func awayFromMinuteEdge(t *testing.T) {
+	t.Helper()
+	if left := time.Minute - time.Duration(time.Now().UnixNano())%time.Minute; left < 5*time.Second {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
+
+// warmUp sends user's search requests through each server until one is
+// counted, so that the server has a connection to the node that holds the
+// user's counters (all of them share a hash slot) and the node has the
+// counting script (one per algorithm, shared by search and reindex). A cold
+// first call can outlast the store's 100ms timeout on a loaded machine, and
+// fail open.
+func warmUp(t *testing.T, user string, servers ...*server) {
+	t.Helper()
+	tok := token(t, user, "")
+	for _, s := range servers {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, body := s.get(t, "/api/search", tok)
+			if resp.Header.Get("RateLimit-Policy") != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no search request counted within 10s; last: %d %s\nstderr:\n%s", s.base, resp.StatusCode, body, s.stderr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// takeReindex sends reindex requests for one user, to servers in turn, and
+// checks that exactly the rule's 2 per minute pass in total, remaining
+// counting down across servers, then that every server answers 429 with
+// the exact body.
+//
+// A request that fails open (200 without RateLimit-Policy: the store's call
+// outlasted its 100ms timeout, as happens on an overloaded machine) spoils
+// the count, since Redis may or may not have counted it: the check then
+// starts over with a fresh user, at most three times in all. Any other
+// wrong answer fails the test at once.
+func takeReindex(t *testing.T, user string, servers ...*server) {
+	t.Helper()
+	defer func() {
+		if t.Failed() {
+			for _, s := range servers {
+				t.Logf("stderr of %s:\n%s", s.base, s.stderr)
+			}
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		u := user
+		if attempt > 1 {
+			u += "-" + strconv.Itoa(attempt)
+		}
+		failedOpen := tryReindex(t, u, servers)
+		if failedOpen == "" {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("%s in each of %d attempts; want counted requests", failedOpen, attempt)
+		}
+		t.Logf("attempt %d: %s; starting over with a fresh user", attempt, failedOpen)
+	}
+}
+
+// tryReindex is one attempt of takeReindex. It returns which request
+// failed open, or "" when none did.
+func tryReindex(t *testing.T, user string, servers []*server) (failedOpen string) {
+	t.Helper()
+	awayFromMinuteEdge(t)
+	warmUp(t, user, servers...)
+	tok := token(t, user, "")
+	n := 2 + 2*len(servers) // the limit, then two 429s from every server
+	for i := range n {
+		s := servers[i%len(servers)]
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", tok)
+		if resp.StatusCode == http.StatusOK && resp.Header.Get("RateLimit-Policy") == "" {
+			return fmt.Sprintf("request %d (%s) failed open", i+1, s.base)
+		}
+		wantHeader(t, resp, "RateLimit-Policy", `"reindex";q=2;w=60`)
+		if i < 2 {
+			wantStatus(t, resp, body, http.StatusOK)
+			if want := `{"path":"/api/kb/kb-01/reindex","user":"` + user + `"}` + "\n"; body != want {
+				t.Errorf("request %d (%s): body = %q, want %q", i+1, s.base, body, want)
+			}
+			if got, want := resp.Header.Get("RateLimit"), `"reindex";r=`+strconv.Itoa(1-i)+";t="; !strings.HasPrefix(got, want) {
+				t.Errorf("request %d (%s): RateLimit = %q, want prefix %q", i+1, s.base, got, want)
+			}
+			continue
+		}
+		wantStatus(t, resp, body, http.StatusTooManyRequests)
+		if body != reindexBody {
+			t.Errorf("request %d (%s): 429 body = %q, want %q", i+1, s.base, body, reindexBody)
+		}
+		wantHeader(t, resp, "Content-Type", "application/json")
+		wantHeader(t, resp, "RateLimit", `"reindex";r=0;t=`+resp.Header.Get("Retry-After"))
+		retryAfter(t, resp, 60)
+	}
+	return ""
+}
+
+func TestRedisSharedByTwoServers(t *testing.T) {
+	t.Parallel()
+	rs := redistest.StartServer(t)
+	// A user with a password and database 2: every part of the URL counts.
+	if err := rs.Client(t).Do(t.Context(), "ACL", "SETUSER", "demo", "on", ">hunter2-secret", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://demo:hunter2-secret@" + rs.Addr() + "/2"
+	a, b := start(t, "-redis", url), start(t, "-redis", url)
+	for _, s := range []*server{a, b} {
+		out := s.stdout.String()
+		if want := "\nstore:    redis redis://demo:xxxxx@" + rs.Addr() + "/2 (counters shared by every server using it)\n"; !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("stdout shows the password:\n%s", out)
+		}
+		if s.stderr.String() != "" {
+			t.Errorf("stderr = %q, want nothing: Redis answers", s.stderr)
+		}
+	}
+	takeReindex(t, "demo-user", a, b)
+	// The other server's 429 came from Redis too: a fresh user passes on
+	// both, and the counters are in database 2.
+	takeReindex(t, "other-user", b, a)
+	db2 := redis.NewClient(&redis.Options{Addr: rs.Addr(), Username: "demo", Password: "hunter2-secret", DB: 2})
+	defer db2.Close()
+	if keys, err := db2.Keys(t.Context(), "*demo-user*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("database 2 keys for demo-user: %q, %v; want some", keys, err)
+	}
+}
+
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	seeds := strings.Join(c.Addrs(), ",")
+	s := start(t, "-redis-cluster", seeds)
+	if want := "\nstore:    redis cluster seeds " + seeds + " (counters shared by every server using it)\n"; !strings.Contains(s.stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, s.stdout)
+	}
+	if s.stderr.String() != "" {
+		t.Errorf("stderr = %q, want nothing: the cluster answers", s.stderr)
+	}
+	takeReindex(t, "demo-user", s)
+}
+
+// closedPort returns a loopback address on which nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestRedisUnreachableFailsOpen(t *testing.T) {
+	t.Parallel()
+	addr := closedPort(t)
+	s := start(t, "-redis", "redis://"+addr+"/0")
+	if want := "\nstore:    redis redis://" + addr + "/0 (counters shared by every server using it)\n"; !strings.Contains(s.stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, s.stdout)
+	}
+	errOut := s.stderr.String()
+	for _, want := range []string{
+		"WARNING: Redis at redis://" + addr + "/0 did not answer PING: ",
+		"\nWARNING: starting anyway; until Redis answers, the limiter fails open: requests pass uncounted, without rate-limit headers.\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	tok := token(t, "demo-user", "")
+	for i := range 5 { // more than reindex's 2/minute
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", tok)
+		wantStatus(t, resp, body, http.StatusOK)
+		if want := `{"path":"/api/kb/kb-01/reindex","user":"demo-user"}` + "\n"; body != want {
+			t.Errorf("request %d: body = %q, want %q", i+1, body, want)
+		}
+		for _, h := range []string{"RateLimit", "RateLimit-Policy", "Retry-After"} {
+			if v, ok := resp.Header[http.CanonicalHeaderKey(h)]; ok {
+				t.Errorf("request %d: unexpected %s: %q", i+1, h, v)
+			}
+		}
+	}
+}
+
+func TestRedisUnreachableFailsClosed(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "closed.yaml")
+	if err := os.WriteFile(cfg, []byte("rate_limit:\n  enabled: true\n  failure: closed\n  default: \"5/minute\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := closedPort(t)
+	s := start(t, "-config", cfg, "-redis-cluster", addr)
+	errOut := s.stderr.String()
+	for _, want := range []string{
+		"WARNING: Redis at cluster seeds " + addr + " did not answer PING: ",
+		"\nWARNING: starting anyway; until Redis answers, the limiter fails closed (failure: closed): limited requests get 503.\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	resp, body := s.get(t, "/anything", "")
+	wantStatus(t, resp, body, http.StatusServiceUnavailable)
+	if want := `{"detail": "Rate limiter unavailable"}`; body != want {
+		t.Errorf("body = %q, want %q", body, want)
+	}
+	resp, body = s.get(t, "/health", "") // exempt: never reaches the store
+	wantStatus(t, resp, body, http.StatusOK)
 }
 
 func TestCancelReturnsPromptly(t *testing.T) {
@@ -641,7 +910,10 @@ func TestMainExitStatus(t *testing.T) {
 		wantCode   int
 		wantStderr string // exact, or a prefix when it ends in "..."
 	}{
-		{"redis", []string{"-redis", "redis://localhost:6379"}, 1, errRedis + "\n"},
+		{"bad redis URL", storeFlagErrors[1].args, 2, storeFlagErrors[1].want + "\nUsage of server:\n..."},
+		{"redis and cluster", storeFlagErrors[4].args, 2, storeFlagErrors[4].want + "\nUsage of server:\n..."},
+		{"bad cluster seeds", storeFlagErrors[7].args, 2, storeFlagErrors[7].want + "\nUsage of server:\n..."},
+		{"extra argument", []string{"serve"}, 2, "unexpected argument \"serve\"\nUsage of server:\n..."},
 		{"missing config", []string{"-config", missing}, 1, "rate-limit config: open " + missing + ": ..."},
 		{"unknown field", []string{"-config", "testdata/unknown-field.yaml"}, 1, "rate-limit config testdata/unknown-field.yaml..."},
 		{"unknown flag", []string{"-bogus"}, 2, "flag provided but not defined: -bogus\n..."},
