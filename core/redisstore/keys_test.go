@@ -67,8 +67,10 @@ func TestUnitFor(t *testing.T) {
 		{core.SlidingWindow, core.Limit{Count: 1_000_000, Period: time.Second}, 1, ""},
 		{core.FixedWindow, core.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
 		{core.FixedWindow, core.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
-		{core.FixedWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 0, "too many units"},
-		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 0, "too many units"},
+		{core.FixedWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 1, ""},
+		{core.GCRA, core.Limit{Count: 100_000_000, Period: time.Hour}, 1000, ""},
+		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 100_000, ""},
+		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24*time.Hour + time.Microsecond}, 0, "too many units"},
 	} {
 		u, err := unitFor(c.a, c.limit)
 		if u != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {

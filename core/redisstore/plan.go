@@ -15,21 +15,19 @@ const maxExact = 1 << 52
 type plan struct {
 	algorithm core.Algorithm
 	rule      string
-	// tail is the scripts' ARGV after the cost: n, then count, period,
-	// capacity and unit per limit.
+	// tail is the script's ARGV after the cost: for a fixed window, count
+	// and period (µs) per limit; otherwise n, then count, period (in
+	// units), capacity and unit (µs) per limit.
 	tail []any
 	// resetArgs is the reset script's ARGV.
 	resetArgs []any
-	// unit is, per limit, the microseconds in one unit of the script's time.
-	unit [core.MaxLimits]int64
 }
 
 // unitFor returns the time unit (microseconds) the scripts count limit l in:
-// the smallest power of ten, from 1 µs to 1 s, that divides the period,
-// keeps at most one unit of the count per time unit, and keeps the largest
-// product the algorithms form, (2×capacity + count + 1) × period, below
-// 2^52. Time is then exact to that unit: 1 µs for every limit of up to
-// about a million per day.
+// the smallest power of ten, from 1 µs to 1 s, that divides the period and
+// keeps the largest product the algorithms form, (2×capacity + count + 1) ×
+// period, below 2^52. Time is then exact to that unit: 1 µs for every limit
+// of up to about a million per day or ten million per hour.
 func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
 	if l.Period%time.Microsecond != 0 {
 		return 0, fmt.Errorf("limit %v: the period must be a whole number of microseconds (the Redis clock's resolution)", l)
@@ -40,15 +38,11 @@ func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
 		if us%u != 0 {
 			break
 		}
-		p := us / u
-		if l.Count > p {
-			break // coarser units only make this worse
-		}
-		if p <= maxExact/(2*capacity+l.Count+1) {
+		if p := us / u; p <= maxExact/(2*capacity+l.Count+1) {
 			return u, nil
 		}
 	}
-	return 0, fmt.Errorf("limit %v: too many units per period for exact arithmetic in Redis (count × period must stay below 2^52 in some time unit from 1µs to 1s that leaves at most one unit per time unit)", l)
+	return 0, fmt.Errorf("limit %v: too many units per period for exact arithmetic in Redis ((2×capacity + count + 1) × period must stay below 2^52 in some time unit from 1µs to 1s that divides the period)", l)
 }
 
 func newPlan(p *core.Policy) (*plan, error) {
@@ -63,16 +57,26 @@ func newPlan(p *core.Policy) (*plan, error) {
 	if p.Algorithm == core.FixedWindow {
 		fixed = 1
 	}
-	pl.tail = append(pl.tail, int64(len(p.Limits)))
+	if fixed == 0 {
+		pl.tail = append(pl.tail, int64(len(p.Limits)))
+	}
 	pl.resetArgs = append(pl.resetArgs, fixed, int64(len(p.Limits)))
-	for i, l := range p.Limits {
-		u, err := unitFor(p.Algorithm, l)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: policy %q: %v: %w", p.Name, err, core.ErrBadPolicy)
+	for _, l := range p.Limits {
+		u := int64(1) // a fixed window forms no products: always microseconds
+		if fixed == 0 {
+			var err error
+			if u, err = unitFor(p.Algorithm, l); err != nil {
+				return nil, fmt.Errorf("redisstore: policy %q: %v: %w", p.Name, err, core.ErrBadPolicy)
+			}
+		} else if l.Period%time.Microsecond != 0 {
+			return nil, fmt.Errorf("redisstore: policy %q: limit %v: the period must be a whole number of microseconds (the Redis clock's resolution): %w", p.Name, l, core.ErrBadPolicy)
 		}
 		period := int64(l.Period/time.Microsecond) / u
-		pl.unit[i] = u
-		pl.tail = append(pl.tail, l.Count, period, l.Capacity(p.Algorithm), u)
+		if fixed == 1 {
+			pl.tail = append(pl.tail, l.Count, period)
+		} else {
+			pl.tail = append(pl.tail, l.Count, period, l.Capacity(p.Algorithm), u)
+		}
 		pl.resetArgs = append(pl.resetArgs, period, u)
 	}
 	return pl, nil

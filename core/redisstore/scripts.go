@@ -39,9 +39,10 @@ func newScript(src string) *script {
 }
 
 // decision holds the decision script of each algorithm: the shared prelude,
-// the algorithm's load/take/save, and the shared driver.
+// the algorithm's load/take/save, and the shared driver (the fixed window's
+// script stands alone).
 var decision = [...]*script{
-	core.FixedWindow:   newScript(prelude + fixedLua + driver),
+	core.FixedWindow:   newScript(fixedLua), // stands alone
 	core.SlidingWindow: newScript(prelude + slidingLua + driver),
 	core.TokenBucket:   newScript(prelude + bucketLua + driver),
 	core.GCRA:          newScript(prelude + gcraLua + driver),

@@ -183,7 +183,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	if err != nil {
 		return r, err
 	}
-	if err := parse(p, pl, reply, &r); err != nil {
+	if err := parse(p, pl, reply, cost, &r); err != nil {
 		return core.Result{}, err
 	}
 	if !r.Allowed && s.deny != nil && cost > 0 {
@@ -232,9 +232,12 @@ func (s *Store) plan(p *core.Policy) (*plan, error) {
 }
 
 // parse turns the script's reply into r.
-func parse(p *core.Policy, pl *plan, reply any, r *core.Result) error {
+func parse(p *core.Policy, pl *plan, reply any, cost int64, r *core.Result) error {
 	v, ok := reply.([]any)
 	n := len(p.Limits)
+	if ok && n == 1 && pl.algorithm == core.FixedWindow && len(v) == 2 {
+		return parseFixed(p, v, cost, r)
+	}
 	if !ok || len(v) != 4*n {
 		return fmt.Errorf("redisstore: unexpected reply %T of length %d to a decision over %d limits", reply, len(v), n)
 	}
@@ -249,6 +252,30 @@ func parse(p *core.Policy, pl *plan, reply any, r *core.Result) error {
 		out[i] = algo.Outcome{Allowed: x[0] == 1, Remaining: x[1], ResetAfter: x[2] * 1000, RetryAfter: x[3] * 1000}
 	}
 	*r = core.Combine(p, &out)
+	return nil
+}
+
+// parseFixed reads the lean reply of a one-limit fixed window: the count
+// after the request (with its cost, admitted or not) and the reset-after.
+func parseFixed(p *core.Policy, v []any, cost int64, r *core.Result) error {
+	count, ok1 := v[0].(int64)
+	reset, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("redisstore: unexpected reply elements %T, %T", v[0], v[1])
+	}
+	l := p.Limits[0]
+	o := algo.Outcome{ResetAfter: reset * 1000}
+	switch {
+	case cost > l.Count: // never admitted; nothing was taken
+		o.Remaining = max(l.Count-count+cost, 0)
+		o.RetryAfter = max(o.ResetAfter, int64(l.Period))
+	case count <= l.Count:
+		o.Allowed, o.Remaining = true, l.Count-count
+	default: // denied, and the cost given back
+		o.Remaining = max(l.Count-count+cost, 0)
+		o.RetryAfter = o.ResetAfter
+	}
+	r.SetOutcome(l, &o)
 	return nil
 }
 

@@ -1,40 +1,53 @@
 
 -- driver: evaluate every limit; write only when all admit.
 local cost = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local lims = {}
-local all = true
+
+local function ttl(u, at, expire)
+  return max(cdiv((expire - at) * u, 1000), 1)
+end
+
+if #ARGV == 6 then -- one limit: the common case, without tables
+  local r, p, c, u = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local now = now_us
+  if u ~= 1 then now = fdiv(now_us, u) end
+  local s1, s2, s3 = load(KEYS[1], now, p)
+  local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, s1, s2, s3, fdiv(MAXDRAIN_US, u))
+  if ok and cost > 0 then save(KEYS[1], ttl(u, at, expire), a, b, x) end
+  return {ok and 1 or 0, rem, reset * u, retry * u}
+end
+
+-- Several limits: st holds, per limit, its key, terms and loaded state.
+local n = tonumber(ARGV[2])
+local st, all = {}, true
 for i = 1, n do
   local j = 3 + (i - 1) * 4
-  local l = {
-    r = tonumber(ARGV[j]), p = tonumber(ARGV[j + 1]),
-    c = tonumber(ARGV[j + 2]), u = tonumber(ARGV[j + 3]),
-    key = KEYS[1],
-  }
-  if i > 1 then l.key = KEYS[1] .. '.' .. i end
-  l.now = fdiv(now_us, l.u)
-  load(l)
-  take(l, cost)
-  lims[i] = l
-  all = all and l.ok
+  local r, p, c, u = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
+  local key = KEYS[1]
+  if i > 1 then key = key .. '.' .. i end
+  local now = fdiv(now_us, u)
+  local s1, s2, s3 = load(key, now, p)
+  local k = (i - 1) * 8
+  st[k + 1], st[k + 2], st[k + 3], st[k + 4], st[k + 5] = key, r, p, c, u
+  st[k + 6], st[k + 7], st[k + 8] = s1, s2, s3
+  if not take(r, p, c, now, cost, s1, s2, s3, fdiv(MAXDRAIN_US, u)) then all = false end
 end
 local reply = {}
 for i = 1, n do
-  local l = lims[i]
+  local k = (i - 1) * 8
+  local key, r, p, c, u = st[k + 1], st[k + 2], st[k + 3], st[k + 4], st[k + 5]
+  local now = fdiv(now_us, u)
+  local maxdrain = fdiv(MAXDRAIN_US, u)
+  local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, st[k + 6], st[k + 7], st[k + 8], maxdrain)
   if all then
-    if cost > 0 then save(l) end
-  elseif l.ok then
+    if cost > 0 then save(key, ttl(u, at, expire), a, b, x) end
+  elseif ok then
     -- Denied by another limit: nothing is consumed; report this one as it stands.
-    take(l, 0)
-    l.ok = true
-    l.retry = 0
+    ok, rem, reset = take(r, p, c, now, 0, st[k + 6], st[k + 7], st[k + 8], maxdrain)
+    retry = 0
   end
-  local k = (i - 1) * 4
-  reply[k + 1] = l.ok and 1 or 0
-  reply[k + 2] = l.remaining
-  reply[k + 3] = l.reset * l.u
-  reply[k + 4] = l.retry * l.u
+  local m = (i - 1) * 4
+  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4] = ok and 1 or 0, rem, reset * u, retry * u
 end
 return reply

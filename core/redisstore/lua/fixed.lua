@@ -1,34 +1,78 @@
+-- rlkit: fixed window decision script. It stands alone (no prelude): a
+-- fixed window needs no products, so it counts in microseconds for every
+-- limit, and its common case is kept to TIME and one INCRBY.
+--
+-- KEYS[1]  the key of the policy's first limit; limit i > 1 uses KEYS[1]..'.'..i
+-- ARGV[1]  cost (an integer >= 0)
+-- then per limit: count, period (us)
+--
+-- The count of window idx = floor(now / period) lives at key..':'..idx.
+-- INCRBY reads and writes in one call, so an admitted request costs TIME and
+-- INCRBY (and PEXPIRE once per window); a denied one gives its cost back
+-- with DECRBY, so a denial consumes nothing. Every integer stays below 2^53.
+--
+-- Reply, one limit: {count after the request, reset-after (us)}; the count
+-- includes the cost when it was not admitted (and was given back), so the
+-- request was admitted exactly when count <= limit. A cost of 0 or above the
+-- limit only reads. Several limits: per limit {admitted 0/1, remaining,
+-- reset-after, retry-after}.
 
--- Fixed window: the counter of window idx lives at key..':'..idx.
-local function load(l)
-  l.idx = fdiv(l.now, l.p)
-  l.wkey = l.key .. ':' .. num(l.idx)
-  l.count = tonumber(redis.call('GET', l.wkey) or '0') or 0
-  if l.count < 0 then l.count = 0 end
+local cost = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+
+if #ARGV == 3 then -- one limit: the common case, kept lean
+  local r, p = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local idx = math.floor(now / p)
+  if idx * p > now then idx = idx - 1 end
+  local key = KEYS[1] .. ':' .. string.format('%d', idx)
+  local reset = (idx + 1) * p - now
+  if cost > 0 and cost <= r then
+    local count = redis.call('INCRBY', key, ARGV[1]) -- the string as given: no conversion
+    if count == cost then
+      redis.call('PEXPIRE', key, math.ceil(reset / 1000))
+    elseif count > r then
+      redis.call('DECRBY', key, cost)
+    end
+    return {count, reset}
+  end
+  return {(tonumber(redis.call('GET', key)) or 0) + cost, reset}
 end
 
-local function take(l, cost)
-  local finish = (l.idx + 1) * l.p
-  l.reset = finish - l.now
-  l.retry = 0
-  if cost > l.c then
-    l.ok = false
-    l.remaining = math.max(l.r - l.count, 0)
-    l.retry = math.max(l.reset, l.p)
-    return
-  end
-  if l.count + cost <= l.r then
-    l.ok = true
-    l.next = l.count + cost
-    l.remaining = l.r - l.next
+-- Several limits: take from each, and give back to all when one denies.
+local n = (#ARGV - 1) / 2
+local keys, incr, reply, all = {}, {}, {}, true
+for i = 1, n do
+  local r, p = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  local key = KEYS[1]
+  if i > 1 then key = key .. '.' .. i end
+  local idx = math.floor(now / p)
+  if idx * p > now then idx = idx - 1 end
+  key = key .. ':' .. string.format('%d', idx)
+  local reset = (idx + 1) * p - now
+  local count
+  if cost > 0 and cost <= r then
+    count = redis.call('INCRBY', key, cost)
+    if count == cost then redis.call('PEXPIRE', key, math.ceil(reset / 1000)) end
+    keys[i], incr[i] = key, true
   else
-    l.ok = false
-    l.remaining = math.max(l.r - l.count, 0)
-    l.retry = l.reset
+    count = (tonumber(redis.call('GET', key)) or 0) + cost
   end
-  l.expire = finish
+  local m = (i - 1) * 4
+  if cost <= r and count <= r then
+    reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4] = 1, r - count, reset, 0
+  else
+    all = false
+    local retry = reset
+    if cost > r then retry = math.max(reset, p) end
+    reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4] = 0, math.max(r - count + cost, 0), reset, retry
+  end
 end
-
-local function save(l)
-  redis.call('SET', l.wkey, num(l.next), 'PX', math.max(cdiv((l.expire - l.now) * l.u, 1000), 1))
+if not all and cost > 0 then
+  for i = 1, n do
+    if incr[i] then redis.call('DECRBY', keys[i], cost) end -- nothing is consumed
+    local m = (i - 1) * 4
+    if reply[m + 1] == 1 then reply[m + 2] = reply[m + 2] + cost end
+  end
 end
+return reply

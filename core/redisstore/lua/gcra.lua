@@ -1,21 +1,20 @@
 
 -- GCRA: key holds "tat frac": the theoretical arrival time is tat + frac/count
--- units, kept as a rational so that no rounding accumulates.
-local function load(l)
-  local a, b = fields(redis.call('GET', l.key))
-  l.sa, l.sb = a or 0, b or 0
+-- units, kept as a rational so that no rounding accumulates. A whole tat
+-- (frac 0, always so when count divides the period) is stored alone.
+local function load(key)
+  local v = redis.call('GET', key)
+  if not v then return 0, 0 end
+  local a = tonumber(v)
+  if a then return a, 0 end
+  local a, b = match(v, '^(%-?%d+) (%-?%d+)$')
+  if not a then return 0, 0 end
+  return tonumber(a), tonumber(b)
 end
 
-local function take(l, cost)
-  local r, p, b, now = l.r, l.p, l.c, l.now
-  if cost > b then
-    take(l, 0)
-    l.ok = false
-    l.retry = math.max(l.reset, p)
-    return
-  end
-  local maxdrain = fdiv(MAXDRAIN_US, l.u)
-  local tata, tatb = l.sa, l.sb
+local function take(r, p, b, now, cost, tata, tatb, _, maxdrain)
+  local over = cost > b
+  if over then cost = 0 end
   if tatb >= r or tatb < 0 or tata - now > maxdrain then
     tata, tatb = now + maxdrain, 0
   end
@@ -28,22 +27,27 @@ local function take(l, cost)
   local newa, newb = tata + q, x - q * r
   local lim = b * p
   local d = (newa - now) * r + newb
-  l.ok, l.retry, l.remaining = false, 0, 0
+  local ok, rem, retry = false, 0, 0
   if d <= lim then
-    l.ok = true
+    ok = true
     tata, tatb = newa, newb
-    l.remaining = fdiv(lim - d, p)
+    rem = fdiv(lim - d, p)
   else
-    l.retry = newa - fdiv(lim - newb, r) - now
+    retry = newa - fdiv(lim - newb, r) - now
     local held = (tata - now) * r + tatb
-    if held <= lim then l.remaining = fdiv(lim - held, p) end
+    if held <= lim then rem = fdiv(lim - held, p) end
   end
-  l.expire = tata
-  if tatb > 0 then l.expire = tata + 1 end
-  l.reset = math.max(l.expire - now, 0)
-  l.next = num(tata) .. ' ' .. num(tatb)
+  local expire = tata
+  if tatb > 0 then expire = tata + 1 end
+  local reset = max(expire - now, 0)
+  if over then return false, rem, reset, max(reset, p), expire, now end
+  return ok, rem, reset, retry, expire, now, tata, tatb
 end
 
-local function save(l)
-  redis.call('SET', l.key, l.next, 'PX', math.max(cdiv((l.expire - l.now) * l.u, 1000), 1))
+local function save(key, ttl, tata, tatb)
+  if tatb == 0 then
+    redis.call('SET', key, format('%d', tata), 'PX', ttl)
+  else
+    redis.call('SET', key, format('%d %d', tata, tatb), 'PX', ttl)
+  end
 end

@@ -1,51 +1,60 @@
 
--- Sliding window: key holds "idx prev cur", the current window's index, the
--- previous window's count and the current one's.
-local function load(l)
-  local a, b, c = fields(redis.call('GET', l.key))
-  l.sa, l.sprev, l.scur = a, b or 0, c or 0
+-- window returns the index of the window holding now and the instant to
+-- count from: a clock that went back into the stored window's successor is
+-- clamped to its start, as package algo does.
+local function window(stored, now, p)
+  if stored and stored >= 0 then
+    local at = stored * p
+    if now >= at and now - at < p then return stored, now end
+  end
+  local idx = fdiv(now, p)
+  if stored == idx + 1 then return stored, stored * p end
+  return idx, now
 end
 
-local function take(l, cost)
-  local p, r = l.p, l.r
-  if cost > l.c then
-    take(l, 0)
-    l.ok = false
-    l.retry = math.max(l.reset, p)
-    return
-  end
-  local idx, now = window(l.sa, l.now, p)
-  local prev, cur = math.max(l.sprev, 0), math.max(l.scur, 0)
-  if l.sa == idx then
-  elseif l.sa == idx - 1 then
+-- Sliding window: key holds "idx prev cur": the current window's index, the
+-- previous window's count and the current one's.
+local function load(key)
+  local v = redis.call('GET', key)
+  if not v then return nil, 0, 0 end
+  local a, b, c = match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
+  if not a then return nil, 0, 0 end
+  return tonumber(a), tonumber(b), tonumber(c)
+end
+
+local function take(r, p, c, now, cost, sidx, sprev, scur)
+  local over = cost > c
+  if over then cost = 0 end
+  local idx, at = window(sidx, now, p)
+  local prev, cur = max(sprev, 0), max(scur, 0)
+  if sidx == idx then
+  elseif sidx == idx - 1 then
     prev, cur = cur, 0
   else
     prev, cur = 0, 0
   end
-  local w = p - (now - idx * p) -- weight of prev, out of p
+  local w = p - (at - idx * p) -- weight of prev, out of p
   local held = cdiv(prev * w, p)
-  l.ok, l.retry = false, 0
+  local ok, retry = false, 0
   if cur + cost + held <= r then
     cur = cur + cost
-    l.ok = true
+    ok = true
   elseif cur + cost <= r then
-    l.retry = w - fdiv((r - cur - cost) * p, prev)
+    retry = w - fdiv((r - cur - cost) * p, prev)
   else
-    l.retry = w + (p - math.min(fdiv((r - cost) * p, cur), p))
+    retry = w + (p - min(fdiv((r - cost) * p, cur), p))
   end
-  l.remaining = math.max(r - cur - held, 0)
+  local expire = at
   if cur > 0 then
-    l.expire = (idx + 2) * p
+    expire = (idx + 2) * p
   elseif prev > 0 then
-    l.expire = (idx + 1) * p
-  else
-    l.expire = now
+    expire = (idx + 1) * p
   end
-  l.reset = l.expire - now
-  l.at = now
-  l.next = num(idx) .. ' ' .. num(prev) .. ' ' .. num(cur)
+  local rem, reset = max(r - cur - held, 0), expire - at
+  if over then return false, rem, reset, max(reset, p), expire, at end
+  return ok, rem, reset, retry, expire, at, idx, prev, cur
 end
 
-local function save(l)
-  redis.call('SET', l.key, l.next, 'PX', math.max(cdiv((l.expire - l.at) * l.u, 1000), 1))
+local function save(key, ttl, idx, prev, cur)
+  redis.call('SET', key, format('%d %d %d', idx, prev, cur), 'PX', ttl)
 end
