@@ -107,9 +107,11 @@ func (c *denyCache) put(k denyKey, cost, now int64, r *core.Result) {
 	sh.mu.Unlock()
 }
 
-// evict makes room in a full shard: expired entries first; when none has
-// expired, an eighth of the shard, chosen by map order (arbitrary).
+// evict makes room in a full shard: its expired entries go first and, when
+// they are fewer than an eighth of it, arbitrary ones (map order) up to an
+// eighth. Freeing an eighth at least keeps the scans rare.
 func (c *denyCache) evict(sh *denyShard, now int64) {
+	target := max(len(sh.m)/8, 1)
 	n := 0
 	for k, d := range sh.m {
 		if now >= d.until {
@@ -117,14 +119,12 @@ func (c *denyCache) evict(sh *denyShard, now int64) {
 			n++
 		}
 	}
-	if n == 0 {
-		target := max(len(sh.m)/8, 1)
-		for k := range sh.m {
-			delete(sh.m, k)
-			if n++; n >= target {
-				break
-			}
+	for k := range sh.m {
+		if n >= target {
+			break
 		}
+		delete(sh.m, k)
+		n++
 	}
 	c.size.Add(-int64(n))
 }

@@ -81,8 +81,11 @@ func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Ran
 		now = now.Truncate(time.Microsecond)
 		m.SetTime(now)
 		cost := 1 + rng.Int64N(max(capacity/3, 1))
-		if rng.IntN(20) == 0 {
-			cost = capacity + 1 + rng.Int64N(3)
+		switch rng.IntN(20) {
+		case 0:
+			cost = capacity + 1 + rng.Int64N(3) // never admitted
+		case 1:
+			cost = 0 // a peek
 		}
 		got, err := st.Take(context.Background(), "u", p, cost)
 		if err != nil {
@@ -130,7 +133,7 @@ func TestDifferentialSeveralLimits(t *testing.T) {
 			for step := range 600 {
 				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond)))).Truncate(time.Microsecond)
 				m.SetTime(now)
-				cost := 1 + rng.Int64N(2)
+				cost := rng.Int64N(5) // 0 (a peek) to 4 (above the first limit's capacity)
 				got, err := st.Take(context.Background(), "u", p, cost)
 				if err != nil {
 					t.Fatal(err)

@@ -16,12 +16,20 @@
 // exactly what package algo computes: the tests run both on random traffic
 // and require the same decisions, counts and durations.
 //
-// Lua numbers are doubles, exact for integers below 2^53. Each limit is
-// therefore counted in a time unit: 1 µs for every ordinary limit, and the
-// smallest power of ten up to 1 s that keeps (2×capacity + count + 1) ×
-// period below 2^52 for extreme ones (a million per day counts in units of
-// 100 µs). Periods must be whole microseconds; a limit that cannot be
-// counted exactly is refused with core.ErrBadPolicy.
+// Lua numbers are doubles, exact for integers below 2^53. The fixed window
+// forms no products and counts in microseconds. The other algorithms count
+// each limit in a time unit: the smallest power of ten from 1 µs to 1 s
+// that keeps (2×capacity + count + 1) × period below 2^52 (1 µs up to about
+// 17,000 per day, 417,000 per hour or 25 million per minute; a million per
+// day counts in units of 100 µs). Periods must be whole microseconds; a
+// limit that cannot be counted exactly is refused with core.ErrBadPolicy.
+//
+// The scripts need Redis 5 or newer (scripts replicated by their effects).
+// They declare the key of a policy's first limit and derive the others
+// from it (a limit's suffix, a fixed window's index from the server's
+// clock), always inside the same hash slot: Redis and Redis Cluster allow
+// this; servers that insist on declared keys (Dragonfly by default) need
+// their option for undeclared keys.
 //
 // # Keys
 //
@@ -39,7 +47,8 @@
 //
 // # Failures
 //
-// Every call is bounded by a timeout (WithTimeout, 100ms): its deadline
+// Every call is bounded by a timeout (WithTimeout, 100ms, plus at most one
+// grain of 5ms, as calls starting together share a deadline): its deadline
 // bounds go-redis's socket operations and dial when the client has
 // ContextTimeoutEnabled, and its Done channel ends go-redis's waits for a
 // pooled connection and its retry back-offs. With a client that ignores
@@ -56,7 +65,10 @@
 // the store denies requests of at least that cost for that key locally,
 // without a round trip, until the retry-after has passed (WithDenyCache,
 // on). A hot key over its limit then costs Redis nothing. Reset through the
-// same Store clears the entry; a Reset made through another process (or
-// directly in Redis) is seen here only when the entry ends, at most the
-// retry-after later.
+// same Store clears the entry (and a denial read before it is not cached
+// after it); quota freed any other way — a Reset made through another
+// process or directly in Redis, or Redis losing its data — is seen here
+// only when the entry ends, at most the retry-after later. A request of a
+// larger cost than the cached denial's is denied with that denial's
+// retry-after, a lower bound of its own.
 package redisstore

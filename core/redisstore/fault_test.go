@@ -256,3 +256,35 @@ func TestBreakerRecovers(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWaits: Close waits for the calls running, and later calls fail
+// with ErrClosed.
+func TestCloseWaits(t *testing.T) {
+	addr, _ := blackHole(t)
+	for _, bounded := range []bool{true, false} {
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		st, err := redisstore.New(rc, redisstore.WithTimeout(150*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := policy("close", core.GCRA, "5/second")
+		start := time.Now()
+		go func() { _, _ = st.Take(context.Background(), "u", p, 1) }()
+		time.Sleep(30 * time.Millisecond) // the call is waiting for the hung server
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The call ends at its timeout (150ms after it started); Close
+		// must not return before.
+		if took := time.Since(start); took < 145*time.Millisecond {
+			t.Fatalf("ContextTimeoutEnabled=%v: Close returned %v after the call started, before the call's 150ms timeout", bounded, took)
+		}
+		if _, err := st.Take(context.Background(), "u", p, 1); !errors.Is(err, redisstore.ErrClosed) {
+			t.Fatalf("Take after Close: %v, want ErrClosed", err)
+		}
+		if err := st.Reset(context.Background(), "u", p); !errors.Is(err, redisstore.ErrClosed) {
+			t.Fatalf("Reset after Close: %v, want ErrClosed", err)
+		}
+		_ = rc.Close()
+	}
+}

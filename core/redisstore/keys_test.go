@@ -60,14 +60,19 @@ func TestUnitFor(t *testing.T) {
 		want  int64
 		err   string
 	}{
-		{core.FixedWindow, core.Limit{Count: 10, Period: time.Second}, 1, ""},
+		{core.SlidingWindow, core.Limit{Count: 10, Period: time.Second}, 1, ""},
+		{core.GCRA, core.Limit{Count: 17_000, Period: 24 * time.Hour}, 1, ""},
+		{core.GCRA, core.Limit{Count: 18_000, Period: 24 * time.Hour}, 10, ""},
+		{core.TokenBucket, core.Limit{Count: 416_000, Period: time.Hour}, 1, ""},
+		{core.TokenBucket, core.Limit{Count: 418_000, Period: time.Hour}, 10, ""},
+		{core.TokenBucket, core.Limit{Count: 25_000_000, Period: time.Minute}, 1, ""},
 		{core.GCRA, core.Limit{Count: 100, Period: 24 * time.Hour}, 1, ""},
 		{core.TokenBucket, core.Limit{Count: 1_000_000, Period: 24 * time.Hour}, 100, ""},
 		{core.TokenBucket, core.Limit{Count: 10, Period: 24 * time.Hour, Burst: 1 << 30}, 100_000, ""},
 		{core.SlidingWindow, core.Limit{Count: 1_000_000, Period: time.Second}, 1, ""},
-		{core.FixedWindow, core.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
-		{core.FixedWindow, core.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
-		{core.FixedWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 1, ""},
+		{core.SlidingWindow, core.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
+		{core.SlidingWindow, core.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
+		{core.SlidingWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 1, ""},
 		{core.GCRA, core.Limit{Count: 100_000_000, Period: time.Hour}, 1000, ""},
 		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 100_000, ""},
 		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24*time.Hour + time.Microsecond}, 0, "too many units"},

@@ -27,7 +27,8 @@ type plan struct {
 // the smallest power of ten, from 1 µs to 1 s, that divides the period and
 // keeps the largest product the algorithms form, (2×capacity + count + 1) ×
 // period, below 2^52. Time is then exact to that unit: 1 µs for every limit
-// of up to about a million per day or ten million per hour.
+// up to about 17,000 per day, 417,000 per hour or 25 million per minute
+// (with no larger burst); a million per day counts in units of 100 µs.
 func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
 	if l.Period%time.Microsecond != 0 {
 		return 0, fmt.Errorf("limit %v: the period must be a whole number of microseconds (the Redis clock's resolution)", l)

@@ -130,7 +130,18 @@ func countCommands(c *redis.Client) *commands {
 func TestOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	c, _ := redistest.Standalone(t)
-	rc := c.(*redis.Client)
+	for _, bounded := range []bool{true, false} {
+		// With ContextTimeoutEnabled the store calls the client directly;
+		// without, on a goroutine it can stop waiting for.
+		t.Run(map[bool]string{true: "ContextTimeoutEnabled", false: "goroutine"}[bounded], func(t *testing.T) {
+			rc := redis.NewClient(&redis.Options{Addr: c.(*redis.Client).Options().Addr, ContextTimeoutEnabled: bounded})
+			t.Cleanup(func() { _ = rc.Close() })
+			oneRoundTrip(t, rc)
+		})
+	}
+}
+
+func oneRoundTrip(t *testing.T, rc *redis.Client) {
 	cmds := countCommands(rc)
 	ctx := context.Background()
 	for _, a := range algorithms {
@@ -156,7 +167,7 @@ func TestOneRoundTrip(t *testing.T) {
 	}
 	t.Run("NOSCRIPT", func(t *testing.T) {
 		s := newStore(t, rc)
-		p := policy("rt-noscript", core.GCRA, "5/hour")
+		p := policy("rt-noscript-"+t.Name(), core.GCRA, "5/hour")
 		if _, err := s.Take(ctx, "u", p, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +191,7 @@ func TestOneRoundTrip(t *testing.T) {
 	t.Run("DenyCache", func(t *testing.T) {
 		for _, a := range algorithms {
 			s := newStore(t, rc)
-			p := policy("rt-deny-"+a.String(), a, "2/hour", "5/day")
+			p := policy("rt-deny-"+t.Name()+a.String(), a, "2/hour", "5/day")
 			for range 3 {
 				if _, err := s.Take(ctx, "hot", p, 1); err != nil {
 					t.Fatal(err)
@@ -317,49 +328,51 @@ func TestSharedLimiters(t *testing.T) {
 	}
 	for name, newClient := range targets {
 		for _, a := range algorithms {
-			t.Run(name+"/"+a.String(), func(t *testing.T) {
-				const limit = 100
-				cfg, err := core.NewConfig(core.Spec{
-					Enabled:   true,
-					Algorithm: a.String(),
-					Rules:     []core.RuleSpec{{Name: "hot", Paths: []string{"/hot"}, Limit: []string{"100/hour", "1000/day"}}},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var limiters [4]*core.Limiter
-				for i := range limiters {
-					// The timeout is generous: this test is about exact counts, and
-					// 256 goroutines on new connections under -race are slow.
-					limiters[i] = core.NewLimiter(cfg, newStore(t, newClient(), redisstore.WithTimeout(5*time.Second)), core.WithFailOpen(false))
-				}
-				user := fmt.Sprintf("shared-%d", time.Now().UnixNano())
-				var admitted, denied, failed atomic.Int64
-				var wg sync.WaitGroup
-				start := make(chan struct{})
-				for g := range 256 {
-					wg.Go(func() {
-						<-start
-						l := limiters[g%4]
-						for range 2 {
-							d := l.Decide(context.Background(), "GET", "/hot", user, false)
-							switch {
-							case d.Err != nil:
-								failed.Add(1)
-							case d.Allowed:
-								admitted.Add(1)
-							default:
-								denied.Add(1)
-							}
-						}
+			for _, limits := range [][]string{{"100/hour"}, {"100/hour", "1000/day"}} {
+				t.Run(fmt.Sprintf("%s/%v/%d", name, a, len(limits)), func(t *testing.T) {
+					const limit = 100
+					cfg, err := core.NewConfig(core.Spec{
+						Enabled:   true,
+						Algorithm: a.String(),
+						Rules:     []core.RuleSpec{{Name: "hot", Paths: []string{"/hot"}, Limit: limits}},
 					})
-				}
-				close(start)
-				wg.Wait()
-				if admitted.Load() != limit || denied.Load() != 512-limit || failed.Load() != 0 {
-					t.Fatalf("admitted %d, denied %d, failed %d; want exactly %d admitted of 512", admitted.Load(), denied.Load(), failed.Load(), limit)
-				}
-			})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var limiters [4]*core.Limiter
+					for i := range limiters {
+						// The timeout is generous: this test is about exact counts, and
+						// 256 goroutines on new connections under -race are slow.
+						limiters[i] = core.NewLimiter(cfg, newStore(t, newClient(), redisstore.WithTimeout(5*time.Second)), core.WithFailOpen(false))
+					}
+					user := fmt.Sprintf("shared-%d", time.Now().UnixNano())
+					var admitted, denied, failed atomic.Int64
+					var wg sync.WaitGroup
+					start := make(chan struct{})
+					for g := range 256 {
+						wg.Go(func() {
+							<-start
+							l := limiters[g%4]
+							for range 2 {
+								d := l.Decide(context.Background(), "GET", "/hot", user, false)
+								switch {
+								case d.Err != nil:
+									failed.Add(1)
+								case d.Allowed:
+									admitted.Add(1)
+								default:
+									denied.Add(1)
+								}
+							}
+						})
+					}
+					close(start)
+					wg.Wait()
+					if admitted.Load() != limit || denied.Load() != 512-limit || failed.Load() != 0 {
+						t.Fatalf("admitted %d, denied %d, failed %d; want exactly %d admitted of 512", admitted.Load(), denied.Load(), failed.Load(), limit)
+					}
+				})
+			}
 		}
 	}
 }

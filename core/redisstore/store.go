@@ -33,13 +33,17 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 
 // WithTimeout bounds every call to Redis, including the wait for a pooled
 // connection and go-redis's retries; past it the call fails (and the
-// limiter's failure policy answers). Default: 100ms.
+// limiter's failure policy answers). Calls that start within one grain
+// (a twentieth of the timeout, 1ms to 10ms) share one deadline, so a call
+// may run up to one grain longer. Default: 100ms.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // WithBreaker sets the circuit breaker: after failures consecutive failed
 // calls, the store stops calling Redis for cooldown and fails at once with
 // ErrCircuitOpen; then one call probes Redis, and its success closes the
-// circuit. failures ≤ 0 turns the breaker off. Default: 5 failures, 1s.
+// circuit. Every error counts, Redis replying with an error included, but
+// not one that comes after the caller's own context ended. failures ≤ 0
+// turns the breaker off. Default: 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.br.threshold, s.br.cooldown = int64(failures), int64(cooldown) }
 }
@@ -52,8 +56,10 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // process is seen here only when the entry ends. Default: on.
 func WithDenyCache(on bool) Option { return func(s *Store) { s.denyOn = on } }
 
-// WithDenyCacheSize bounds the deny cache's entries; when full, expired
-// entries go first, then an arbitrary eighth of a shard. Default: 100,000.
+// WithDenyCacheSize bounds the deny cache: it holds 16 shards of n/16
+// entries (at least one) each; a full shard drops its expired entries and,
+// when that frees less than an eighth, arbitrary ones up to an eighth.
+// Default: 100,000.
 func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } }
 
 // WithClock sets the local clock of the deny cache and the breaker (the
@@ -82,11 +88,20 @@ type Store struct {
 	denySize int
 	deny     *denyCache
 
-	plans    sync.Map // policy fingerprint → *plan
-	nplans   atomic.Int64
-	tick     atomic.Pointer[tick]
-	inflight sync.WaitGroup
+	plans  sync.Map // policy fingerprint → *plan
+	nplans atomic.Int64
+	tick   atomic.Pointer[tick]
+	// resets counts Resets, so that a denial read before a Reset is never
+	// cached after it.
+	resets atomic.Uint64
+
+	// mu is held (shared) by every call to Redis and (exclusive) by Close,
+	// which therefore waits for the calls running; inflight counts the
+	// goroutines of calls that gave up waiting on a client that ignores
+	// context deadlines.
+	mu       sync.RWMutex
 	closed   atomic.Bool
+	inflight sync.WaitGroup
 }
 
 var _ core.Store = (*Store)(nil)
@@ -137,16 +152,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close stops the store. It waits for calls still running and does not
-// close the client, which belongs to the caller.
+// Close stops the store: later calls fail with ErrClosed. It waits for the
+// calls running (and, with a client that ignores context deadlines, for
+// the goroutines of calls that timed out) and does not close the client,
+// which belongs to the caller.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.mu.Lock() // no call holds mu now, and none can start
+	s.mu.Unlock()
 	s.inflight.Wait()
-	if t := s.tick.Swap(nil); t != nil {
-		t.stop()
-	}
 	return nil
 }
 
@@ -165,6 +181,9 @@ var (
 // (ErrCircuitOpen), or when Redis fails or does not answer in time.
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
 	var r core.Result
+	if s.closed.Load() {
+		return r, ErrClosed
+	}
 	pl, err := s.plan(p)
 	if err != nil {
 		return r, err
@@ -175,6 +194,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	if s.deny != nil && cost > 0 && s.deny.get(dk, cost, now, &r) {
 		return r, nil
 	}
+	resets := s.resets.Load()
 	sc := decision[pl.algorithm]
 	args := make([]any, 0, 5+len(pl.tail))
 	args = append(args, evalshaCmd, sc.sha, oneKey, key2(s.prefix, key, pl.rule), cost)
@@ -186,7 +206,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	if err := parse(p, pl, reply, cost, &r); err != nil {
 		return core.Result{}, err
 	}
-	if !r.Allowed && s.deny != nil && cost > 0 {
+	if !r.Allowed && s.deny != nil && cost > 0 && s.resets.Load() == resets {
 		s.deny.put(dk, cost, now, &r)
 	}
 	return r, nil
@@ -201,13 +221,16 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	if err != nil {
 		return err
 	}
-	if s.deny != nil {
-		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
-	}
 	args := make([]any, 0, 4+len(pl.resetArgs))
 	args = append(args, evalshaCmd, reset.sha, oneKey, key2(s.prefix, key, pl.rule))
 	args = append(args, pl.resetArgs...)
 	_, err = s.call(ctx, reset, args)
+	if s.deny != nil {
+		// After the reset: a Take running meanwhile that read a denial
+		// sees the count of resets change and does not cache it.
+		s.resets.Add(1)
+		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
+	}
 	return err
 }
 
@@ -281,6 +304,8 @@ func parseFixed(p *core.Policy, v []any, cost int64, r *core.Result) error {
 
 // call runs one script through the breaker, bounded by the timeout.
 func (s *Store) call(ctx context.Context, sc *script, args []any) (any, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
