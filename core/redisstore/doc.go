@@ -12,7 +12,12 @@
 // it). The script reads the time with TIME on the server, never the
 // caller's, so replicas with skewed clocks agree; it evaluates every limit
 // of the policy and writes only when all admit (a denial consumes nothing);
-// every key it writes gets a TTL in the same script. The scripts compute
+// every key it writes has a TTL from the same script. Setting an expiry
+// costs the server more than a write, so a key's TTL is set only when its
+// state needs longer than the TTL it has, and then to one period more than
+// it needs; a fixed window's counter gets its TTL when the window's first
+// request creates it. Keys therefore live up to one period past the
+// moment their state is back to full. The scripts compute
 // exactly what package algo computes: the tests run both on random traffic
 // and require the same decisions, counts and durations.
 //
@@ -24,7 +29,8 @@
 // day counts in units of 100 µs). Periods must be whole microseconds; a
 // limit that cannot be counted exactly is refused with core.ErrBadPolicy.
 //
-// The scripts need Redis 5 or newer (scripts replicated by their effects).
+// The scripts need Redis 6.0 or newer (scripts replicated by their effects,
+// SET KEEPTTL).
 // They declare the key of a policy's first limit and derive the others
 // from it (a limit's suffix, a fixed window's index from the server's
 // clock), always inside the same hash slot: Redis and Redis Cluster allow

@@ -267,12 +267,18 @@ func TestKeys(t *testing.T) {
 		}
 		for i, k := range want {
 			ttl, err := rc.PTTL(ctx, k).Result()
+			// The state's own lifetime (a period; two for a sliding window's
+			// current count), plus, but for the fixed window, a period of
+			// headroom that later writes keep (SET KEEPTTL).
 			limit := p.Limits[i].Period
-			if p.Algorithm == core.SlidingWindow {
+			switch p.Algorithm {
+			case core.SlidingWindow:
+				limit *= 3
+			case core.TokenBucket, core.GCRA:
 				limit *= 2
 			}
-			if err != nil || ttl <= 0 || ttl > limit {
-				t.Fatalf("PTTL %s = %v, %v; want in (0, %v]", k, ttl, err, limit)
+			if err != nil || ttl <= 0 || ttl > limit+time.Millisecond { // TTLs round up to the ms
+				t.Fatalf("PTTL %s = %v, %v; want in (0, %v]", k, ttl, err, limit+time.Millisecond)
 			}
 		}
 	}
@@ -374,5 +380,39 @@ func TestSharedLimiters(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestTTLKept: every write leaves its key with a TTL that covers the state,
+// whether it sets a new one or keeps the last (KEEPTTL), and a key left
+// alone expires.
+func TestTTLKept(t *testing.T) {
+	t.Parallel()
+	c, _ := redistest.Standalone(t)
+	ctx := context.Background()
+	s := newStore(t, c, redisstore.WithDenyCache(false))
+	for _, a := range algorithms {
+		p := policy("ttl-"+a.String(), a, "20/second")
+		var key string
+		for i := range 25 {
+			r, err := s.Take(ctx, "u", p, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := time.Now()
+			keys, err := c.Keys(ctx, "rl:{u}:ttl-"+a.String()+"@*").Result()
+			if err != nil || len(keys) == 0 {
+				t.Fatalf("%v: keys %v, %v", a, keys, err)
+			}
+			key = keys[len(keys)-1]
+			ttl, err := c.PTTL(ctx, key).Result()
+			// The TTL counts down from the decision; the test reads it a
+			// little later.
+			slack := time.Since(before) + 5*time.Millisecond
+			if err != nil || ttl <= 0 || ttl < r.ResetAfter-slack || ttl > 3*time.Second {
+				t.Fatalf("%v, take %d: PTTL %v (%v) with the state resetting in %v; want a TTL that covers it, at most 3 periods", a, i, ttl, err, r.ResetAfter)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

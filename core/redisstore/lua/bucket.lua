@@ -1,13 +1,13 @@
 
--- Token bucket: key holds "anchor owed": the refill anchor and the tokens
--- owed at it. The anchor moves by whole periods only, so no remainder of
--- refill time is ever lost.
+-- Token bucket: key holds "anchor owed D": the refill anchor, the tokens
+-- owed at it, and the TTL's deadline. The anchor moves by whole periods
+-- only, so no remainder of refill time is ever lost.
 local function load(key)
   local v = redis.call('GET', key)
-  if not v then return 0, 0 end
-  local a, b = match(v, '^(%-?%d+) (%-?%d+)$')
-  if not a then return 0, 0 end
-  return tonumber(a), tonumber(b)
+  if not v then return 0, 0, nil, 0 end
+  local a, b, d = match(v, '^(%-?%d+) (%-?%d+) (%d+)$')
+  if not a then return 0, 0, nil, 0 end
+  return tonumber(a), tonumber(b), nil, tonumber(d)
 end
 
 local function take(r, p, c, now, cost, anchor, owed, _, maxdrain)
@@ -44,6 +44,6 @@ local function take(r, p, c, now, cost, anchor, owed, _, maxdrain)
   return ok, rem, reset, retry, expire, now, anchor, owed
 end
 
-local function save(key, ttl, anchor, owed)
-  redis.call('SET', key, format('%d %d', anchor, owed), 'PX', ttl)
+local function encode(anchor, owed, _, D)
+  return format('%d %d %d', anchor, owed, D)
 end

@@ -1,15 +1,13 @@
 
--- GCRA: key holds "tat frac": the theoretical arrival time is tat + frac/count
--- units, kept as a rational so that no rounding accumulates. A whole tat
--- (frac 0, always so when count divides the period) is stored alone.
+-- GCRA: key holds "tat frac D": the theoretical arrival time is
+-- tat + frac/count units, kept as a rational so that no rounding
+-- accumulates; D is the TTL's deadline.
 local function load(key)
   local v = redis.call('GET', key)
-  if not v then return 0, 0 end
-  local a = tonumber(v)
-  if a then return a, 0 end
-  local a, b = match(v, '^(%-?%d+) (%-?%d+)$')
-  if not a then return 0, 0 end
-  return tonumber(a), tonumber(b)
+  if not v then return 0, 0, nil, 0 end
+  local a, b, d = match(v, '^(%-?%d+) (%-?%d+) (%d+)$')
+  if not a then return 0, 0, nil, 0 end
+  return tonumber(a), tonumber(b), nil, tonumber(d)
 end
 
 local function take(r, p, b, now, cost, tata, tatb, _, maxdrain)
@@ -44,10 +42,6 @@ local function take(r, p, b, now, cost, tata, tatb, _, maxdrain)
   return ok, rem, reset, retry, expire, now, tata, tatb
 end
 
-local function save(key, ttl, tata, tatb)
-  if tatb == 0 then
-    redis.call('SET', key, format('%d', tata), 'PX', ttl)
-  else
-    redis.call('SET', key, format('%d %d', tata, tatb), 'PX', ttl)
-  end
+local function encode(tata, tatb, _, D)
+  return format('%d %d %d', tata, tatb, D)
 end

@@ -11,15 +11,15 @@
 -- Reply: per limit, admitted (0/1), remaining, reset-after (us), retry-after (us).
 --
 -- Each algorithm defines
---   load(key, now, p)  -> s1, s2, s3            the stored state
+--   load(key) -> s1, s2, s3, D        the stored state and its TTL's deadline
 --   take(r, p, c, now, cost, s1, s2, s3, maxdrain)
 --       -> ok, remaining, reset, retry, expire, at, a, b, x
 --      (at: the instant the durations count from; a, b, x: the next state)
---   save(key, ttl_ms, a, b, x)
--- and never writes in load or take.
+--   encode(a, b, x, D) -> the value to store
+-- and never writes; the driver does.
 
--- The scripts read TIME and then write: they need Redis 5 or newer, which
--- replicates scripts by their effects.
+-- The scripts read TIME and then write, and keep TTLs with SET KEEPTTL:
+-- they need Redis 6.0 or newer.
 
 local tonumber, floor, max, min = tonumber, math.floor, math.max, math.min
 local format, match = string.format, string.match

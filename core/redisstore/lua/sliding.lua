@@ -12,14 +12,14 @@ local function window(stored, now, p)
   return idx, now
 end
 
--- Sliding window: key holds "idx prev cur": the current window's index, the
--- previous window's count and the current one's.
+-- Sliding window: key holds "idx prev cur D": the current window's index,
+-- the previous window's count, the current one's, and the TTL's deadline.
 local function load(key)
   local v = redis.call('GET', key)
-  if not v then return nil, 0, 0 end
-  local a, b, c = match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
-  if not a then return nil, 0, 0 end
-  return tonumber(a), tonumber(b), tonumber(c)
+  if not v then return nil, 0, 0, 0 end
+  local a, b, c, d = match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%d+)$')
+  if not a then return nil, 0, 0, 0 end
+  return tonumber(a), tonumber(b), tonumber(c), tonumber(d)
 end
 
 local function take(r, p, c, now, cost, sidx, sprev, scur)
@@ -55,6 +55,6 @@ local function take(r, p, c, now, cost, sidx, sprev, scur)
   return ok, rem, reset, retry, expire, at, idx, prev, cur
 end
 
-local function save(key, ttl, idx, prev, cur)
-  redis.call('SET', key, format('%d %d %d', idx, prev, cur), 'PX', ttl)
+local function encode(idx, prev, cur, D)
+  return format('%d %d %d %d', idx, prev, cur, D)
 end
