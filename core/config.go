@@ -142,6 +142,8 @@ type Config struct {
 	exempt     []pattern
 	headers    HeaderStyle
 	failClosed bool // false, the zero value, is fail-open
+
+	routes routes // answers per (method, route); see route.go
 }
 
 // Enabled reports whether limiting is on.
@@ -179,7 +181,11 @@ func (c *Config) Exempt(path string) bool {
 	if c == nil {
 		return false
 	}
-	path = cleanPath(path)
+	return c.exemptClean(cleanPath(path))
+}
+
+// exemptClean is Exempt for a path cleanPath returned.
+func (c *Config) exemptClean(path string) bool {
 	for i := range c.exempt {
 		if c.exempt[i].match(path) {
 			return true
@@ -195,7 +201,11 @@ func (c *Config) Match(method, path string) (*Rule, int64) {
 	if c == nil {
 		return nil, 1
 	}
-	path = cleanPath(path)
+	return c.matchClean(method, cleanPath(path))
+}
+
+// matchClean is Match for a path cleanPath returned.
+func (c *Config) matchClean(method, path string) (*Rule, int64) {
 	for _, r := range c.rules {
 		if r.matches(method, path) {
 			return r, r.cost(path)

@@ -155,22 +155,7 @@ func (l *Limiter) Decide(ctx context.Context, method, path, identity string, byp
 // already (before working out the identity).
 func (l *Limiter) Count(ctx context.Context, method, path, identity string) Decision {
 	rule, cost := l.cfg.Match(method, path)
-	d := Decision{Rule: rule, Cost: cost, style: l.style}
-	var start int64
-	if l.observer != nil {
-		start = l.clock.Now()
-	}
-	d.Result, d.Err = l.store.Take(ctx, BoundKey(identity), rule.Policy, cost)
-	d.Allowed = d.Result.Allowed
-	if d.Err != nil {
-		d.Result = Result{}
-		d.Allowed = l.failOpen
-		l.warn(rule, d.Err)
-	}
-	if l.observer != nil {
-		l.observer(Event{Rule: rule.Name, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
-	}
-	return d
+	return l.count(ctx, rule, cost, identity)
 }
 
 // Reset forgets identity's counters under the named rule ("default" for the

@@ -150,18 +150,22 @@ func (r *Rule) Paths() []string {
 	return out
 }
 
+// allows reports whether the rule applies to method.
+func (r *Rule) allows(method string) bool {
+	if len(r.methods) == 0 {
+		return true
+	}
+	for _, m := range r.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *Rule) matches(method, path string) bool {
-	if len(r.methods) > 0 {
-		found := false
-		for _, m := range r.methods {
-			if m == method {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if !r.allows(method) {
+		return false
 	}
 	for i := range r.paths {
 		if r.paths[i].match(path) {

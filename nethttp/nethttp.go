@@ -99,38 +99,39 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 	if o.store == nil {
 		o.store = memstore.New()
 	}
-	lim := core.NewLimiter(cfg, o.store, o.core...)
+	flow := &core.Flow[*http.Request]{
+		Limiter:  core.NewLimiter(cfg, o.store, o.core...),
+		Key:      o.key,
+		Bypass:   o.bypass,
+		ClientIP: func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			path := core.RequestPath(r.URL)
-			if lim.Skip(path) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			if o.bypass != nil && o.bypass(r) {
-				next.ServeHTTP(w, r) // uncounted, no headers
-				return
-			}
-			var id string
-			if o.key != nil {
-				var err error
-				if id, err = o.key(r); err != nil {
-					o.onError(w, r, err)
-					return
-				}
-			}
-			if id == "" {
-				id = o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
-			}
-			d := lim.Count(r.Context(), r.Method, path, id)
-			if !d.Allowed {
+			d, err := flow.Decide(r.Context(), r, r.Method, core.RequestPath(r.URL), route(r.Pattern))
+			switch {
+			case err != nil:
+				o.onError(w, r, err)
+			case !d.Allowed:
 				d.WriteDenied(w)
-				return
+			default:
+				d.SetHeaders(w.Header())
+				next.ServeHTTP(w, r)
 			}
-			d.SetHeaders(w.Header())
-			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// route returns the path of a ServeMux pattern ("GET host/users/{id}" →
+// "/users/{id}"). r.Pattern is set when the middleware runs inside a
+// ServeMux handler; around the mux it is empty, and the rule is found by
+// the request path.
+func route(pattern string) string {
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] == '/' {
+			return pattern[i:]
+		}
+	}
+	return ""
 }
 
 // HeaderKey counts requests by the value of a request header (an API key),

@@ -299,3 +299,38 @@ func TestConcurrencyOverLoopback(t *testing.T) {
 		t.Fatalf("got %d admitted, %d limited, %d other; want 50, %d, 0", ok.Load(), limited.Load(), other.Load(), 32*6-50)
 	}
 }
+
+// TestRoutePattern: inside a ServeMux handler the middleware finds the rule
+// by the route (r.Pattern), with the same answers as by path.
+func TestRoutePattern(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	limit := nethttp.New(config(t, designConfig), nethttp.WithStore(store), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/kb/{id}/docs/upload/batch", limit(ok)) // weight 10 of 30/minute
+	mux.Handle("POST /api/kb/{kb}/reindex", limit(ok))          // 2/minute
+	mux.Handle("GET /health", limit(ok))                        // exempt
+	do := func(method, path string) *http.Response {
+		req := httptest.NewRequest(method, path, nil)
+		req.Header.Set("X-User", "alice")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Result()
+	}
+	for i, want := range []int{200, 200, 200, 429} {
+		if got := do("GET", "/api/kb/k"+strconv.Itoa(i)+"/docs/upload/batch").StatusCode; got != want {
+			t.Fatalf("batch upload %d: status %d, want %d", i, got, want)
+		}
+	}
+	for i, want := range []int{200, 200, 429} {
+		if got := do("POST", "/api/kb/k1/reindex").StatusCode; got != want {
+			t.Fatalf("reindex %d: status %d, want %d", i, got, want)
+		}
+	}
+	for range 200 {
+		if r := do("GET", "/health"); r.StatusCode != 200 || r.Header.Get("RateLimit") != "" {
+			t.Fatalf("exempt /health: %d with RateLimit %q", r.StatusCode, r.Header.Get("RateLimit"))
+		}
+	}
+}

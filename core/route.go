@@ -1,0 +1,179 @@
+package core
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// A route is a router's template for the paths of one handler: segments
+// separated by '/', where ":name" or "{name}" stands for exactly one
+// non-empty segment of any value ("/api/kb/:id/reindex",
+// "/api/kb/{id}/reindex"). That is the form of Gin, Echo, Fiber and
+// net/http's patterns (without their method and host). A template with a
+// catch-all ("*", "*name", "{name...}", "+"), an optional parameter
+// (":name?") or an anchor ("{$}") is not used: such requests are matched by
+// their path.
+//
+// A route lets the limiter find the rule once per (method, route) instead
+// of once per request. It never changes which rule applies: a route is
+// used only when every rule, weight and exempt pattern gives the same
+// answer for every path the route matches; otherwise (a rule naming one
+// value of a parameter, say) the request is matched by its path.
+
+// routeAnswer is what a (method, route) pair decides, or that it does not.
+type routeAnswer struct {
+	decided bool // false: match by path
+	exempt  bool
+	rule    *Rule
+	cost    int64
+	segs    []string // the route's segments, to check a path against
+}
+
+// fits reports whether path (cleaned) is one of the route's paths: the same
+// number of segments, the literal ones equal, the parameters non-empty. A
+// router may hand over a route for a path that is not literally one of its
+// own (case-insensitive or trailing-slash-tolerant matching); such a
+// request is matched by its path, as without a route.
+func (a *routeAnswer) fits(path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	rest := path[1:]
+	if len(a.segs) == 0 {
+		return rest == ""
+	}
+	for i, seg := range a.segs {
+		cur, next, more := strings.Cut(rest, "/")
+		if cur == "" || seg != ":" && cur != seg {
+			return false
+		}
+		if !more {
+			return i == len(a.segs)-1
+		}
+		rest = next
+	}
+	return false
+}
+
+type routeKey struct{ method, route string }
+
+// routes caches the answers of one Config.
+type routes struct {
+	m sync.Map // routeKey → *routeAnswer
+	n atomic.Int64
+}
+
+// maxRoutes bounds the cache: routes come from a program's router, so a few
+// hundred is usual; past the bound, routes are matched by path.
+const maxRoutes = 10_000
+
+// route returns the answer for (method, route).
+func (c *Config) route(method, route string) *routeAnswer {
+	k := routeKey{method, route}
+	if a, ok := c.routes.m.Load(k); ok {
+		return a.(*routeAnswer)
+	}
+	a := c.answerRoute(method, route)
+	if c.routes.n.Add(1) <= maxRoutes {
+		c.routes.m.Store(k, a)
+	}
+	return a
+}
+
+// answerRoute works out what every path of route gets under method.
+func (c *Config) answerRoute(method, route string) *routeAnswer {
+	if route == "" || route[0] != '/' || strings.Contains(route, "//") {
+		return &routeAnswer{}
+	}
+	var segs []string
+	if body := trimSlash(route)[1:]; body != "" {
+		segs = strings.Split(body, "/")
+	}
+	for i, s := range segs {
+		switch {
+		case s == "" || s == ":" || s == "{}" || s == "." || s == "..",
+			strings.ContainsAny(s, "*?+"), strings.Contains(s, "..."), s == "{$}":
+			return &routeAnswer{}
+		case isParam(s):
+			segs[i] = ":" // one segment, any value
+		case strings.ContainsAny(s, "{}"):
+			return &routeAnswer{}
+		}
+	}
+	a := &routeAnswer{decided: true, segs: segs}
+	for i := range c.exempt {
+		switch c.exempt[i].matchRoute(segs) {
+		case undecided:
+			return &routeAnswer{}
+		case always:
+			a.exempt = true
+		}
+	}
+	for _, r := range c.rules {
+		if !r.allows(method) {
+			continue
+		}
+		m := never
+		for i := range r.paths {
+			switch r.paths[i].matchRoute(segs) {
+			case undecided:
+				return &routeAnswer{}
+			case always:
+				m = always
+			}
+		}
+		if m == never {
+			continue
+		}
+		a.rule, a.cost = r, 1
+		for i := range r.weights {
+			switch r.weights[i].pat.matchRoute(segs) {
+			case undecided:
+				return &routeAnswer{}
+			case always:
+				a.cost = r.weights[i].cost
+				return a
+			}
+		}
+		return a
+	}
+	a.rule, a.cost = c.def, 1
+	return a
+}
+
+type routeMatch uint8
+
+const (
+	never routeMatch = iota
+	always
+	undecided // depends on a parameter's value
+)
+
+// matchRoute tells whether p matches the paths of a route with segments
+// segs (":" marks a parameter).
+func (p *pattern) matchRoute(segs []string) routeMatch {
+	if len(p.segs) != len(segs) {
+		return never
+	}
+	depends := false
+	for i, ps := range p.segs {
+		switch ts := segs[i]; {
+		case ts == ":":
+			if ps != "*" {
+				depends = true
+			}
+		case ps != "*" && ps != ts:
+			return never // a literal differs: no path of the route matches
+		}
+	}
+	if depends {
+		return undecided
+	}
+	return always
+}
+
+// isParam reports whether a route segment is a one-segment parameter.
+func isParam(s string) bool {
+	return s[0] == ':' || len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}'
+}

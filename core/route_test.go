@@ -1,0 +1,245 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+const routeConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "10/second"
+    - name: kb
+      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
+      limit: "30/minute"
+      weights:
+        "/api/kb/*/docs/upload/batch": 10
+    - name: special
+      paths: ["/api/users/admin"]
+      limit: "1/minute"
+    - name: users
+      paths: ["/api/users/*"]
+      limit: "5/minute"
+    - name: login
+      paths: ["/api/login"]
+      methods: ["POST"]
+      limit: "5/minute"
+  default: "120/minute"
+  exempt_paths: ["/health", "/docs/*"]
+`
+
+func TestRouteAnswers(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, route string
+		decided       bool
+		exempt        bool
+		rule          string
+		cost          int64
+	}{
+		{"GET", "/api/search", true, false, "search", 1},
+		{"GET", "/api/search/", true, false, "search", 1},
+		{"GET", "/api/kb/:id/docs/upload/batch", true, false, "kb", 10},
+		{"GET", "/api/kb/{id}/docs/upload", true, false, "kb", 1},
+		{"GET", "/api/kb/:id/docs", true, false, "default", 1},
+		{"GET", "/api/users/:id", false, false, "", 0}, // "admin" is one value of :id
+		{"GET", "/api/users/admin", true, false, "special", 1},
+		{"GET", "/api/users/bob", true, false, "users", 1},
+		{"GET", "/api/login", true, false, "default", 1},
+		{"POST", "/api/login", true, false, "login", 1},
+		{"GET", "/health", true, true, "default", 1},
+		{"GET", "/docs/:page", true, true, "default", 1},
+		{"GET", "/docs/:page/:sub", true, false, "default", 1},
+		{"GET", "/static/*filepath", false, false, "", 0},
+		{"GET", "/static/*", false, false, "", 0},
+		{"GET", "/x/:id?", false, false, "", 0},
+		{"GET", "/a/{p...}", false, false, "", 0},
+		{"GET", "/a/{$}", false, false, "", 0},
+		{"GET", "/a/+", false, false, "", 0},
+		{"GET", "/a/x{y}", false, false, "", 0},
+		{"GET", "", false, false, "", 0},
+		{"GET", "api/search", false, false, "", 0},
+		{"GET", "/a//b", false, false, "", 0},
+	} {
+		a := cfg.route(c.method, c.route)
+		got := fmt.Sprintf("decided=%v exempt=%v", a.decided, a.exempt)
+		want := fmt.Sprintf("decided=%v exempt=%v", c.decided, c.exempt)
+		if a.decided {
+			got += fmt.Sprintf(" rule=%s cost=%d", a.rule.Name, a.cost)
+			want += fmt.Sprintf(" rule=%s cost=%d", c.rule, c.cost)
+		}
+		if got != want {
+			t.Errorf("%s %q: got %s, want %s", c.method, c.route, got, want)
+		}
+	}
+}
+
+func TestRouteFits(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.route("GET", "/api/kb/:id/docs/upload")
+	for path, want := range map[string]bool{
+		"/api/kb/k1/docs/upload":       true,
+		"/api/kb/k1/docs/upload/batch": false,
+		"/api/kb//docs/upload":         false,
+		"/api/kb/k1/docs":              false,
+		"/API/kb/k1/docs/upload":       false, // a case-insensitive router's match: by path
+		"":                             false,
+	} {
+		if got := a.fits(path); got != want {
+			t.Errorf("fits(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if root := cfg.route("GET", "/"); !root.fits("/") || root.fits("/x") {
+		t.Error("the root route fits other than /")
+	}
+}
+
+// TestRouteSameAnswer runs random configurations, routes and paths: a
+// decided route whose path fits gives exactly the rule, cost and exemption
+// that matching the path gives.
+func TestRouteSameAnswer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	seg := func(choices ...string) string { return choices[rng.IntN(len(choices))] }
+	pat := func() string {
+		n := 1 + rng.IntN(3)
+		var b strings.Builder
+		for range n {
+			b.WriteString("/" + seg("a", "b", "*"))
+		}
+		return b.String()
+	}
+	decided, checked := 0, 0
+	for iter := range 300 {
+		var y strings.Builder
+		y.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
+		seen := map[string]bool{}
+		for i := range 1 + rng.IntN(4) {
+			p := pat()
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			fmt.Fprintf(&y, "    - name: r%d\n      paths: [%q]\n      limit: \"100/minute\"\n", i, p)
+			if rng.IntN(3) == 0 {
+				w := strings.Replace(p, "*", seg("a", "b", "*"), 1)
+				fmt.Fprintf(&y, "      weights:\n        %q: 3\n", w)
+			}
+		}
+		fmt.Fprintf(&y, "  exempt_paths: [%q]\n", pat())
+		cfg, err := ParseConfig([]byte(y.String()), "random.yaml")
+		if err != nil {
+			continue // a generated config the parser refuses (a shadowed path, a weight outside its rule)
+		}
+		for range 20 {
+			n := 1 + rng.IntN(3)
+			var tmpl strings.Builder
+			for range n {
+				tmpl.WriteString("/" + seg("a", "b", ":p", "{q}"))
+			}
+			a := cfg.route("GET", tmpl.String())
+			if !a.decided {
+				continue
+			}
+			decided++
+			for range 5 {
+				path := tmpl.String()
+				for strings.Contains(path, ":p") || strings.Contains(path, "{q}") {
+					v := seg("a", "b", "c")
+					path = strings.Replace(strings.Replace(path, ":p", v, 1), "{q}", v, 1)
+				}
+				if !a.fits(path) {
+					t.Fatalf("config %d: %q does not fit its own route %q", iter, path, tmpl.String())
+				}
+				checked++
+				rule, cost := cfg.matchClean("GET", path)
+				if a.exempt != cfg.exemptClean(path) || rule != a.rule || cost != a.cost {
+					t.Fatalf("config %d:\n%s\nroute %q, path %q: route says exempt=%v rule=%s cost=%d; path says exempt=%v rule=%s cost=%d",
+						iter, y.String(), tmpl.String(), path, a.exempt, a.rule.Name, a.cost, cfg.exemptClean(path), rule.Name, cost)
+				}
+			}
+		}
+	}
+	if decided < 100 || checked < 500 {
+		t.Fatalf("only %d decided routes and %d paths checked", decided, checked)
+	}
+}
+
+// TestFlow checks the order of the flow and that a route changes nothing.
+func TestFlow(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type req struct{ user, ip string }
+	var calls []string
+	f := &Flow[req]{
+		Limiter: NewLimiter(cfg, &countingStore{}),
+		Key: func(r req) (string, error) {
+			calls = append(calls, "key")
+			if r.user == "bad" {
+				return "", fmt.Errorf("bad token")
+			}
+			return r.user, nil
+		},
+		Bypass:   func(r req) bool { calls = append(calls, "bypass"); return r.user == "root" },
+		ClientIP: func(r req) string { calls = append(calls, "ip"); return r.ip },
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		r           req
+		path, route string
+		want        string
+	}{
+		{req{"u", "1.2.3.4"}, "/health", "/health", "allowed rule=<nil> calls=[]"},
+		{req{"u", "1.2.3.4"}, "/docs/x", "", "allowed rule=<nil> calls=[]"},
+		{req{"root", ""}, "/api/search", "/api/search", "allowed rule=<nil> calls=[bypass]"},
+		{req{"bad", ""}, "/api/search", "", "error bad token calls=[bypass key]"},
+		{req{"u", "1.2.3.4"}, "/api/kb/x/docs/upload/batch", "/api/kb/:id/docs/upload/batch", "allowed rule=kb cost=10 key=u calls=[bypass key]"},
+		{req{"", "1.2.3.4"}, "/api/kb/x/docs/upload/batch", "", "allowed rule=kb cost=10 key=1.2.3.4 calls=[bypass key ip]"},
+		{req{"u", ""}, "/api/users/admin", "/api/users/:id", "allowed rule=special cost=1 key=u calls=[bypass key]"},
+		{req{"u", ""}, "/API/search", "/api/search", "allowed rule=default cost=1 key=u calls=[bypass key]"},
+	} {
+		calls = nil
+		st := f.Limiter.store.(*countingStore)
+		st.key = ""
+		d, err := f.Decide(ctx, c.r, "GET", c.path, c.route)
+		var got string
+		switch {
+		case err != nil:
+			got = "error " + err.Error()
+		case d.Rule == nil:
+			got = fmt.Sprintf("allowed=%v rule=<nil>", d.Allowed)
+			got = strings.Replace(got, "allowed=true", "allowed", 1)
+		default:
+			got = fmt.Sprintf("allowed rule=%s cost=%d key=%s", d.Rule.Name, d.Cost, st.key)
+		}
+		got += fmt.Sprintf(" calls=%v", calls)
+		if got != c.want {
+			t.Errorf("%+v %s (route %q): got %s, want %s", c.r, c.path, c.route, got, c.want)
+		}
+	}
+	off := &Flow[req]{Limiter: NewLimiter(nil, &countingStore{}), Key: f.Key}
+	if d, err := off.Decide(ctx, req{"bad", ""}, "GET", "/api/search", ""); err != nil || !d.Allowed || d.Rule != nil {
+		t.Errorf("limiting off: %+v, %v", d, err)
+	}
+}
+
+type countingStore struct{ key string }
+
+func (s *countingStore) Take(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+	s.key = key
+	return Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
+}
+func (s *countingStore) Reset(context.Context, string, *Policy) error { return nil }
