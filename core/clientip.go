@@ -129,6 +129,13 @@ func cipParsePrefix(s string) (netip.Prefix, string) {
 // panics and, when the answer is already canonical in the input (the common
 // case), returns a substring of it without allocating.
 func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []string) string {
+	if c == nil || len(c.TrustedProxies) == 0 {
+		// No proxy is trusted: the peer is the client. An IPv4 peer, the
+		// common case, is its host part as it stands.
+		if host, ok := cipPlainIPv4(remoteAddr); ok {
+			return host
+		}
+	}
 	peer, src, ok := cipParseHost(remoteAddr)
 	if !ok {
 		return remoteAddr
@@ -303,4 +310,41 @@ func cipAtoi(s string, max int) (int, bool) {
 // cipTrimOWS trims HTTP optional whitespace (spaces and tabs).
 func cipTrimOWS(s string) string {
 	return strings.Trim(s, " \t")
+}
+
+// cipPlainIPv4 returns the host of "a.b.c.d:port" when it is an IPv4
+// address in canonical form (four decimal octets ≤ 255, no leading zeros),
+// as netip would print it.
+func cipPlainIPv4(hostport string) (string, bool) {
+	colon := strings.LastIndexByte(hostport, ':')
+	if colon < 7 || colon > 15 {
+		return "", false
+	}
+	if _, ok := cipAtoi(hostport[colon+1:], 65535); !ok {
+		return "", false // as cipParseHost: a port must be a number
+	}
+	host := hostport[:colon]
+	dots, val, digits := 0, 0, 0
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c >= '0' && c <= '9':
+			if digits == 1 && val == 0 {
+				return "", false // a leading zero
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return "", false
+			}
+		case c == '.' && digits > 0:
+			dots++
+			val, digits = 0, 0
+		default:
+			return "", false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return "", false
+	}
+	return host, true
 }

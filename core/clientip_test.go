@@ -280,3 +280,31 @@ func TestParseTrustedProxiesErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainIPv4(t *testing.T) {
+	for _, in := range []string{
+		"192.0.2.1:1234", "0.0.0.0:1", "255.255.255.255:65535", "10.1.2.3:80",
+		"256.1.1.1:1", "01.2.3.4:1", "1.2.3:1", "1.2.3.4.5:1", "1..3.4:1", "1.2.3.4", "[::1]:1",
+		"::ffff:1.2.3.4:1", "1.2.3.a:1", ".1.2.3:1", "1.2.3.:1", "001.2.3.4:5", "10.0.0.1:http", "1.2.3.4:", "1.2.3.4:99999",
+	} {
+		host, ok := cipPlainIPv4(in)
+		// Whatever the fast path accepts, the full parse must render the same.
+		var zero ClientIPConfig
+		full := func() string {
+			peer, src, ok := cipParseHost(in)
+			if !ok {
+				return in
+			}
+			return zero.cipRender(peer, src)
+		}()
+		if ok && host != full {
+			t.Errorf("cipPlainIPv4(%q) = %q, full parse %q", in, host, full)
+		}
+		if got := zero.ClientIP(in, nil); got != full {
+			t.Errorf("ClientIP(%q) = %q, want %q", in, got, full)
+		}
+	}
+	if _, ok := cipPlainIPv4("192.0.2.1:1234"); !ok {
+		t.Error("the fast path refused a plain IPv4 peer")
+	}
+}
