@@ -63,11 +63,13 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
-//go:embed ratelimit.yaml
-var bundledConfig []byte
+// bundledConfig is the DESIGN example configuration, shared with the
+// framework examples.
+var bundledConfig = demo.ConfigYAML
 
 // devSecret signs tokens when neither -jwt-secret nor RLKIT_JWT_SECRET is set.
 // It is public: anyone can forge tokens with it.

@@ -853,7 +853,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 
 func TestBundledConfig(t *testing.T) {
 	t.Parallel()
-	onDisk, err := os.ReadFile("ratelimit.yaml")
+	onDisk, err := os.ReadFile("../internal/demo/ratelimit.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,153 @@
+package echorl
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// KeyFunc returns the identity a request is counted under: a user id, an
+// API key. An empty identity means "anonymous": the request is counted
+// under its client IP. An error rejects the request (see WithErrorHandler).
+type KeyFunc func(c echo.Context) (string, error)
+
+// Option configures the middleware.
+type Option func(*options)
+
+type options struct {
+	store   core.Store
+	key     KeyFunc
+	bypass  func(echo.Context) bool
+	ip      core.ClientIPConfig
+	onError func(echo.Context, error) error
+	core    []core.Option
+}
+
+// WithStore sets where counters live. Default: a new memstore.Store.
+func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+
+// WithKeyFunc sets how a request's identity is found. Default: none, so
+// every request is counted under its client IP.
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+
+// WithBypass sets a predicate for callers that are never limited (a
+// super-admin); their requests touch no counter. Default: none.
+func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithClientIP sets whose forwarding headers are believed when working out
+// the client IP (see core.ClientIPConfig). Default: the zero config, which
+// trusts no proxy and uses the TCP peer address.
+func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+
+// WithErrorHandler sets the response to a request whose KeyFunc failed;
+// the middleware returns what fn returns, and the handler does not run.
+// Default: 401 with {"detail": "Unauthorized"}.
+func WithErrorHandler(fn func(echo.Context, error) error) Option {
+	return func(o *options) { o.onError = fn }
+}
+
+// WithHeaders overrides the configuration's rate-limit header style.
+// Default: the configuration's (the IETF draft headers unless it says otherwise).
+func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
+
+// WithFailOpen overrides the configuration's failure policy: true lets
+// requests through when the store fails, false answers 503. Default: the
+// configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
+
+// WithObserver sets a hook that sees every counted decision. Default: none.
+func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
+
+// WithLogger sets where store failures are reported. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
+
+// WithLimiterOptions passes options to the core.Limiter. Default: none.
+func WithLimiterOptions(opts ...core.Option) Option {
+	return func(o *options) { o.core = append(o.core, opts...) }
+}
+
+var unauthorized = []byte(`{"detail": "Unauthorized"}`)
+
+func defaultOnError(c echo.Context, _ error) error {
+	w := c.Response()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write(unauthorized)
+	return nil
+}
+
+// New returns the middleware for cfg. A nil or disabled cfg passes every
+// request untouched.
+func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
+	o := options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.store == nil {
+		o.store = memstore.New()
+	}
+	flow := &core.Flow[echo.Context]{
+		Limiter: core.NewLimiter(cfg, o.store, o.core...),
+		Key:     o.key,
+		Bypass:  o.bypass,
+		ClientIP: func(c echo.Context) string {
+			r := c.Request()
+			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
+		},
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			d, err := flow.Decide(r.Context(), c, r.Method, core.RequestPath(r.URL), c.Path())
+			switch {
+			case err != nil:
+				return o.onError(c, err)
+			case !d.Allowed:
+				d.WriteDenied(c.Response())
+				return nil
+			}
+			d.SetHeaders(c.Response().Header())
+			return next(c)
+		}
+	}
+}
+
+// HeaderKey counts requests by the value of a request header (an API key),
+// as "<Canonical-Name>:<value>"; requests without it count under their
+// client IP.
+func HeaderKey(name string) KeyFunc {
+	canonical := http.CanonicalHeaderKey(name)
+	return func(c echo.Context) (string, error) {
+		v := c.Request().Header.Get(canonical)
+		if v == "" {
+			return "", nil
+		}
+		return canonical + ":" + v, nil
+	}
+}
+
+// JWTSubject counts requests by the subject of their bearer token, as
+// "sub:<subject>". verify must check the token (signature, expiry, audience)
+// and return its subject; rlkit parses nothing itself. A request without a
+// bearer token counts under its client IP; one whose token fails
+// verification is rejected (see WithErrorHandler).
+func JWTSubject(verify func(c echo.Context, token string) (subject string, err error)) KeyFunc {
+	return func(c echo.Context) (string, error) {
+		tok, ok := core.BearerToken(c.Request().Header.Get("Authorization"))
+		if !ok {
+			return "", nil
+		}
+		sub, err := verify(c, tok)
+		if err != nil {
+			return "", err
+		}
+		if sub == "" {
+			return "", nil
+		}
+		return "sub:" + sub, nil
+	}
+}

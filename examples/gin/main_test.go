@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rlkit/rlkit/examples/internal/demotest"
+)
+
+func TestDemo(t *testing.T) { demotest.Run(t, run) }

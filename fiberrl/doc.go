@@ -1,0 +1,35 @@
+// Package fiberrl is rlkit's middleware for Fiber (gofiber/fiber/v2): a
+// fiber.Handler.
+//
+//	cfg, err := core.LoadConfig("ratelimit.yaml")
+//	if err != nil { ... }
+//	app := fiber.New()
+//	app.Use(fiberrl.New(cfg,
+//		fiberrl.WithKeyFunc(myUserID), // else the client IP
+//		fiberrl.WithBypass(isSuperAdmin),
+//	))
+//
+// The middleware only translates: request → (method, path, identity,
+// bypass) → core decision → response, through core.Flow. Rules,
+// algorithms, headers and the 429 body come from package core, so it
+// answers like every other rlkit adapter: the same status, headers and
+// body.
+//
+// Rules are matched against the request path as package nethttp sees it:
+// fasthttp's raw path with every escape decoded but "%2F", which stays
+// inside its segment (see core.RequestPath). Registered on a route
+// (app.Get("/api/kb/:id/reindex", mw, h)) the middleware finds the rule
+// from Fiber's route template once per route; registered with app.Use or
+// Group it finds it from the path, since Fiber then hands over only the
+// middleware's prefix.
+//
+// fasthttp reuses a request's memory once the handler returns. The
+// middleware keeps nothing of it: the identity handed to the store (a
+// KeyFunc's result, the client IP) is always a copy, so a KeyFunc may
+// return strings from c.Get or c.Params as they are.
+//
+// The client IP is worked out by core.ClientIPConfig (see WithClientIP)
+// from the TCP peer and the request headers, not by fiber.Ctx.IP, which
+// believes the configured proxy header from any peer unless Fiber's
+// trusted-proxy check is enabled.
+package fiberrl

@@ -1,0 +1,227 @@
+package fiberrl
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// KeyFunc returns the identity a request is counted under: a user id, an
+// API key. An empty identity means "anonymous": the request is counted
+// under its client IP. An error rejects the request (see WithErrorHandler).
+// The identity is copied before use, so it may point into fasthttp's
+// memory (c.Get, c.Params).
+type KeyFunc func(c *fiber.Ctx) (string, error)
+
+// Option configures the middleware.
+type Option func(*options)
+
+type options struct {
+	store   core.Store
+	key     KeyFunc
+	bypass  func(*fiber.Ctx) bool
+	ip      core.ClientIPConfig
+	onError func(*fiber.Ctx, error) error
+	core    []core.Option
+}
+
+// WithStore sets where counters live. Default: a new memstore.Store.
+func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+
+// WithKeyFunc sets how a request's identity is found. Default: none, so
+// every request is counted under its client IP.
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+
+// WithBypass sets a predicate for callers that are never limited (a
+// super-admin); their requests touch no counter. Default: none.
+func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithClientIP sets whose forwarding headers are believed when working out
+// the client IP (see core.ClientIPConfig). Default: the zero config, which
+// trusts no proxy and uses the TCP peer address.
+func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+
+// WithErrorHandler sets the response to a request whose KeyFunc failed;
+// the middleware returns what fn returns, and the handler does not run.
+// Default: 401 with {"detail": "Unauthorized"}.
+func WithErrorHandler(fn func(*fiber.Ctx, error) error) Option {
+	return func(o *options) { o.onError = fn }
+}
+
+// WithHeaders overrides the configuration's rate-limit header style.
+// Default: the configuration's (the IETF draft headers unless it says otherwise).
+func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
+
+// WithFailOpen overrides the configuration's failure policy: true lets
+// requests through when the store fails, false answers 503. Default: the
+// configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
+
+// WithObserver sets a hook that sees every counted decision. Default: none.
+func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
+
+// WithLogger sets where store failures are reported. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
+
+// WithLimiterOptions passes options to the core.Limiter. Default: none.
+func WithLimiterOptions(opts ...core.Option) Option {
+	return func(o *options) { o.core = append(o.core, opts...) }
+}
+
+var unauthorized = []byte(`{"detail": "Unauthorized"}`)
+
+func defaultOnError(c *fiber.Ctx, _ error) error {
+	c.Response().Header.SetContentType("application/json")
+	c.Status(http.StatusUnauthorized)
+	c.Response().SetBody(unauthorized)
+	return nil
+}
+
+// bufs holds the buffers Decision.EachHeader renders header values into.
+var bufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// New returns the middleware for cfg. A nil or disabled cfg passes every
+// request untouched.
+func New(cfg *core.Config, opts ...Option) fiber.Handler {
+	o := options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.store == nil {
+		o.store = memstore.New()
+	}
+	flow := &core.Flow[*fiber.Ctx]{
+		Limiter:  core.NewLimiter(cfg, o.store, o.core...),
+		Bypass:   o.bypass,
+		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
+	}
+	if key := o.key; key != nil {
+		flow.Key = func(c *fiber.Ctx) (string, error) {
+			id, err := key(c)
+			return strings.Clone(id), err // the store may keep it
+		}
+	}
+	return func(c *fiber.Ctx) error {
+		d, err := flow.Decide(c.UserContext(), c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
+		if err != nil {
+			return o.onError(c, err)
+		}
+		h, buf := &c.Response().Header, bufs.Get().(*[]byte)
+		*buf = d.EachHeader(*buf, func(name string, value []byte) { h.SetBytesV(name, value) })
+		bufs.Put(buf)
+		if !d.Allowed {
+			c.Status(d.Status())
+			c.Response().SetBody(d.Body()) // a copy: Body is shared
+			return nil
+		}
+		return c.Next()
+	}
+}
+
+// remoteAddr is the TCP peer in http.Request.RemoteAddr form ("ip:port",
+// "[ipv6]:port"), in new memory: ClientIP's answer is a substring of it
+// or of a header line, never of fasthttp's buffers.
+func remoteAddr(c *fiber.Ctx) string {
+	addr := c.Context().RemoteAddr()
+	if a, ok := addr.(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		var b [64]byte
+		return string(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).AppendTo(b[:0]))
+	}
+	return addr.String()
+}
+
+// headerValues returns the values function of core.ClientIPConfig.ClientIP
+// for c's request headers: all lines of one header, copied.
+func headerValues(c *fiber.Ctx) func(string) []string {
+	return func(name string) []string {
+		lines := c.Request().Header.PeekAll(name)
+		if len(lines) == 0 {
+			return nil
+		}
+		vs := make([]string, len(lines))
+		for i, l := range lines {
+			vs[i] = string(l)
+		}
+		return vs
+	}
+}
+
+// route returns the template of the route being served: for a middleware
+// mounted with Use or Group, Fiber's route is the mount's prefix ("/",
+// "/api"), which core uses only for a path that is literally one of its
+// own, so the rule is then found by the path. A context without a route
+// (Fiber's stand-in has the request's path and no handlers) gives "".
+func route(r *fiber.Route) string {
+	if len(r.Handlers) == 0 {
+		return ""
+	}
+	return r.Path
+}
+
+// method returns m in memory of its own: core keeps (method, route) in its
+// route cache, and Fiber's c.Method() points into fasthttp's buffer.
+func method(m string) string {
+	switch m {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodPut:
+		return fiber.MethodPut
+	case fiber.MethodPatch:
+		return fiber.MethodPatch
+	case fiber.MethodDelete:
+		return fiber.MethodDelete
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	}
+	return strings.Clone(m)
+}
+
+// HeaderKey counts requests by the value of a request header (an API key),
+// as "<Canonical-Name>:<value>"; requests without it count under their
+// client IP.
+func HeaderKey(name string) KeyFunc {
+	canonical := http.CanonicalHeaderKey(name)
+	return func(c *fiber.Ctx) (string, error) {
+		v := c.Get(canonical)
+		if v == "" {
+			return "", nil
+		}
+		return canonical + ":" + v, nil // a new string
+	}
+}
+
+// JWTSubject counts requests by the subject of their bearer token, as
+// "sub:<subject>". verify must check the token (signature, expiry, audience)
+// and return its subject; rlkit parses nothing itself. The token is a copy,
+// so verify may keep it (in a cache, say). A request without a bearer token
+// counts under its client IP; one whose token fails verification is
+// rejected (see WithErrorHandler).
+func JWTSubject(verify func(c *fiber.Ctx, token string) (subject string, err error)) KeyFunc {
+	return func(c *fiber.Ctx) (string, error) {
+		tok, ok := core.BearerToken(c.Get(fiber.HeaderAuthorization))
+		if !ok {
+			return "", nil
+		}
+		sub, err := verify(c, strings.Clone(tok))
+		if err != nil {
+			return "", err
+		}
+		if sub == "" {
+			return "", nil
+		}
+		return "sub:" + sub, nil
+	}
+}

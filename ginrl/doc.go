@@ -1,0 +1,24 @@
+// Package ginrl is rlkit's middleware for Gin: a gin.HandlerFunc.
+//
+//	cfg, err := core.LoadConfig("ratelimit.yaml")
+//	if err != nil { ... }
+//	r := gin.New()
+//	r.Use(ginrl.New(cfg,
+//		ginrl.WithKeyFunc(myUserID), // else the client IP
+//		ginrl.WithBypass(isSuperAdmin),
+//	))
+//
+// The middleware only translates: request → (method, path, identity,
+// bypass) → core decision → response, through core.Flow. Rules,
+// algorithms, headers and the 429 body come from package core, so it
+// answers byte for byte like every other rlkit adapter.
+//
+// The rule is found from Gin's route template (c.FullPath) once per route;
+// for a request no route matched it is found from the path. Rules are
+// always matched against the request path as package nethttp sees it
+// (core.RequestPath), never against Gin's parameters.
+//
+// The client IP is worked out by core.ClientIPConfig (see WithClientIP),
+// not by gin.Context.ClientIP, which believes forwarding headers from any
+// peer unless the engine's trusted proxies are set.
+package ginrl

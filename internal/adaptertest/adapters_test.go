@@ -1,0 +1,225 @@
+package adaptertest_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labstack/echo/v4"
+	"go.uber.org/goleak"
+
+	"github.com/rlkit/rlkit/echorl"
+	"github.com/rlkit/rlkit/fiberrl"
+	"github.com/rlkit/rlkit/ginrl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
+	"github.com/rlkit/rlkit/nethttp"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	// Every case shuts its server down. fasthttp keeps two goroutines
+	// past Shutdown by design: its worker pool's cleaner sleeps out its
+	// MaxIdleWorkerDuration (10s) before it sees the stop, and one
+	// process-wide goroutine refreshes the Date header forever.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+	)
+}
+
+// adapters are the wirings Same compares, nethttp first: the reference.
+var adapters = []adaptertest.Adapter{
+	{Name: "nethttp", Start: startNetHTTP},
+	{Name: "ginrl", Start: startGin},
+	{Name: "echorl", Start: startEcho},
+	{Name: "fiberrl", Start: startFiber},
+}
+
+func TestNetHTTP(t *testing.T) { adaptertest.Run(t, startNetHTTP) }
+func TestGin(t *testing.T)     { adaptertest.Run(t, startGin) }
+func TestEcho(t *testing.T)    { adaptertest.Run(t, startEcho) }
+func TestFiber(t *testing.T)   { adaptertest.Run(t, startFiber) }
+
+// TestSameResponses checks that every adapter answers every request of the
+// table exactly as nethttp does.
+func TestSameResponses(t *testing.T) { adaptertest.Same(t, adapters[0], adapters[1:]...) }
+
+func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
+	key := nethttp.HeaderKey(adaptertest.UserHeader)
+	opts := []nethttp.Option{
+		nethttp.WithStore(s.Store),
+		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+			if r.Header.Get(adaptertest.UserHeader) == adaptertest.BadUser {
+				return "", adaptertest.ErrBadUser
+			}
+			return key(r)
+		}),
+		nethttp.WithBypass(func(r *http.Request) bool {
+			return r.Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
+		}),
+		nethttp.WithClientIP(s.ClientIP),
+		nethttp.WithObserver(s.Observer),
+		nethttp.WithLogger(s.Logger),
+		nethttp.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Headers != nil {
+		opts = append(opts, nethttp.WithHeaders(*s.Headers))
+	}
+	if s.FailOpen != nil {
+		opts = append(opts, nethttp.WithFailOpen(*s.FailOpen))
+	}
+	mw := nethttp.New(s.Config, opts...)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(adaptertest.OKBody))
+	})
+	if len(s.Routes) == 0 {
+		return adaptertest.ServeHTTP(t, mw(ok))
+	}
+	// Inside a ServeMux, so that the middleware sees r.Pattern.
+	mux := http.NewServeMux()
+	for _, r := range s.Routes {
+		mux.Handle(bracePattern(r), mw(ok))
+	}
+	mux.Handle("/", mw(ok))
+	return adaptertest.ServeHTTP(t, mux)
+}
+
+// bracePattern turns "/api/kb/:id/reindex" into "/api/kb/{id}/reindex".
+func bracePattern(route string) string {
+	segs := strings.Split(route, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, ":") {
+			segs[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+func startGin(t *testing.T, s adaptertest.Setup) string {
+	key := ginrl.HeaderKey(adaptertest.UserHeader)
+	opts := []ginrl.Option{
+		ginrl.WithStore(s.Store),
+		ginrl.WithKeyFunc(func(c *gin.Context) (string, error) {
+			if c.GetHeader(adaptertest.UserHeader) == adaptertest.BadUser {
+				return "", adaptertest.ErrBadUser
+			}
+			return key(c)
+		}),
+		ginrl.WithBypass(func(c *gin.Context) bool {
+			return c.GetHeader(adaptertest.RoleHeader) == adaptertest.SuperAdmin
+		}),
+		ginrl.WithClientIP(s.ClientIP),
+		ginrl.WithObserver(s.Observer),
+		ginrl.WithLogger(s.Logger),
+		ginrl.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Headers != nil {
+		opts = append(opts, ginrl.WithHeaders(*s.Headers))
+	}
+	if s.FailOpen != nil {
+		opts = append(opts, ginrl.WithFailOpen(*s.FailOpen))
+	}
+	r := gin.New()
+	r.Use(ginrl.New(s.Config, opts...))
+	ok := func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(adaptertest.OKBody)) }
+	for _, route := range s.Routes {
+		r.Any(route, ok)
+	}
+	r.NoRoute(ok)
+	return adaptertest.ServeHTTP(t, r)
+}
+
+func startEcho(t *testing.T, s adaptertest.Setup) string {
+	key := echorl.HeaderKey(adaptertest.UserHeader)
+	opts := []echorl.Option{
+		echorl.WithStore(s.Store),
+		echorl.WithKeyFunc(func(c echo.Context) (string, error) {
+			if c.Request().Header.Get(adaptertest.UserHeader) == adaptertest.BadUser {
+				return "", adaptertest.ErrBadUser
+			}
+			return key(c)
+		}),
+		echorl.WithBypass(func(c echo.Context) bool {
+			return c.Request().Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
+		}),
+		echorl.WithClientIP(s.ClientIP),
+		echorl.WithObserver(s.Observer),
+		echorl.WithLogger(s.Logger),
+		echorl.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Headers != nil {
+		opts = append(opts, echorl.WithHeaders(*s.Headers))
+	}
+	if s.FailOpen != nil {
+		opts = append(opts, echorl.WithFailOpen(*s.FailOpen))
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(echorl.New(s.Config, opts...))
+	ok := func(c echo.Context) error {
+		return c.Blob(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
+	}
+	for _, route := range s.Routes {
+		e.Any(route, ok)
+	}
+	e.Any("/*", ok)
+	return adaptertest.ServeHTTP(t, e)
+}
+
+func startFiber(t *testing.T, s adaptertest.Setup) string {
+	key := fiberrl.HeaderKey(adaptertest.UserHeader)
+	opts := []fiberrl.Option{
+		fiberrl.WithStore(s.Store),
+		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
+			if c.Get(adaptertest.UserHeader) == adaptertest.BadUser {
+				return "", adaptertest.ErrBadUser
+			}
+			return key(c)
+		}),
+		fiberrl.WithBypass(func(c *fiber.Ctx) bool {
+			return c.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
+		}),
+		fiberrl.WithClientIP(s.ClientIP),
+		fiberrl.WithObserver(s.Observer),
+		fiberrl.WithLogger(s.Logger),
+		fiberrl.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Headers != nil {
+		opts = append(opts, fiberrl.WithHeaders(*s.Headers))
+	}
+	if s.FailOpen != nil {
+		opts = append(opts, fiberrl.WithFailOpen(*s.FailOpen))
+	}
+	mw := fiberrl.New(s.Config, opts...)
+	ok := func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.SendString(adaptertest.OKBody)
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	if len(s.Routes) == 0 {
+		app.Use(mw)
+		app.All("/*", ok)
+	} else {
+		// On each route, so that the middleware sees c.Route().Path (with
+		// Use it sees the mount's prefix).
+		for _, route := range s.Routes {
+			app.All(route, mw, ok)
+		}
+		app.All("/*", mw, ok)
+	}
+	ln := adaptertest.Listen(t)
+	done := make(chan error, 1)
+	go func() { done <- app.Listener(ln) }()
+	t.Cleanup(func() {
+		if err := app.Shutdown(); err != nil {
+			t.Errorf("fiber.App.Shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("fiber.App.Listener: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}

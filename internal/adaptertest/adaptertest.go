@@ -1,0 +1,528 @@
+package adaptertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// The identity convention every wiring implements.
+const (
+	// UserHeader carries the caller's identity; the wiring's key function
+	// is the adapter's built-in HeaderKey(UserHeader).
+	UserHeader = "X-User"
+	// BadUser as UserHeader's value makes the key function return
+	// ErrBadUser, so the adapter's default error handler answers.
+	BadUser = "bad"
+	// RoleHeader set to SuperAdmin makes the bypass predicate true.
+	RoleHeader = "X-Role"
+	SuperAdmin = "super-admin"
+)
+
+// ErrBadUser is what the wiring's key function returns for BadUser.
+var ErrBadUser = errors.New("adaptertest: bad user")
+
+// OKBody is what the handler behind the adapter answers on every path,
+// with status 200 and Content-Type application/json.
+const OKBody = `{"ok":true}`
+
+// Setup is what an adapter must be built with. The suite fills every
+// field but FailOpen, Headers and Routes; those the wiring passes on only
+// when set.
+type Setup struct {
+	// Config is the configuration (nil in one case: nil passes everything).
+	Config *core.Config
+	// Store goes to WithStore.
+	Store core.Store
+	// FailOpen, when not nil, goes to WithFailOpen.
+	FailOpen *bool
+	// Headers, when not nil, goes to WithHeaders.
+	Headers *core.HeaderStyle
+	// ClientIP goes to WithClientIP.
+	ClientIP core.ClientIPConfig
+	// Observer goes to WithObserver.
+	Observer core.Observer
+	// Logger goes to WithLogger.
+	Logger *slog.Logger
+	// LimiterOptions go to WithLimiterOptions (the suite's clock).
+	LimiterOptions []core.Option
+	// Routes, when set, are route templates in ":param" form
+	// ("/api/kb/:id/reindex") that the wiring registers on the framework's
+	// router, each answering like the catch-all, so that the adapter sees
+	// a route template for those requests. Every other path still reaches
+	// the catch-all handler.
+	Routes []string
+}
+
+// Start builds the adapter as s says, around a handler that answers every
+// path with 200 and OKBody, serves it on a free loopback port with the
+// framework's real server, and returns "http://127.0.0.1:port". The server
+// must be shut down at t.Cleanup.
+type Start func(t *testing.T, s Setup) (baseURL string)
+
+// Adapter names a Start function, for Same.
+type Adapter struct {
+	Name  string
+	Start Start
+}
+
+// Listen returns a listener on a free loopback port, closed at t.Cleanup.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// ServeHTTP serves h with an http.Server on a free loopback port until
+// t.Cleanup, and returns its base URL. It suits net/http, Gin and Echo.
+func ServeHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln := Listen(t)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("http.Server.Shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("http.Server.Serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// Header names as net/http canonicalises them.
+const (
+	hPolicy    = "Ratelimit-Policy"
+	hRateLimit = "Ratelimit"
+	hRetry     = "Retry-After"
+	hLimit     = "X-Ratelimit-Limit"
+	hRemaining = "X-Ratelimit-Remaining"
+	hReset     = "X-Ratelimit-Reset"
+	hType      = "Content-Type"
+	hLength    = "Content-Length"
+)
+
+// checked are the headers every response is checked for: a header not in
+// the expectation must be absent.
+var checked = []string{hPolicy, hRateLimit, hRetry, hLimit, hRemaining, hReset, hType, hLength}
+
+// t0 is the start of a minute, so fixed windows of a second or a minute
+// start with the test.
+var t0 = time.Unix(1_700_000_040, 0)
+
+// req is one request: method, path (sent as written, escapes and all) and
+// header name/value pairs.
+type req struct {
+	method string
+	path   string
+	header []string
+}
+
+func (r req) String() string {
+	s := r.method + " " + r.path
+	for i := 0; i+1 < len(r.header); i += 2 {
+		s += fmt.Sprintf(" [%s: %q]", r.header[i], r.header[i+1])
+	}
+	return s
+}
+
+// want is the expected response: status, every checked header that must
+// be present (all others must be absent), and the body.
+type want struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// step is a request and what it must get, or (req.method == "") a move of
+// the clock by adv.
+type step struct {
+	adv  time.Duration
+	req  req
+	want want
+	// take is the one store call the request makes, "key rule cost", or
+	// "" for none (exempt, bypass, disabled, key error).
+	take string
+}
+
+// testCase is one row of the table.
+type testCase struct {
+	name   string
+	config string       // YAML; "" means a nil *core.Config
+	setup  func(*Setup) // adjusts the Setup, when not nil
+	// failing makes every Take fail.
+	failing bool
+	steps   []step
+	// warnings is the number of store-failure warnings logged.
+	warnings int
+	// run replaces steps, for cases that are not a sequence (concurrency).
+	run func(e *env)
+}
+
+// Response is one response as a client saw it.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// env is one case's running adapter and what it observed.
+type env struct {
+	t       *testing.T
+	base    string
+	client  *http.Client
+	clock   *core.ManualClock
+	rec     *recorder
+	logs    *logRecorder
+	failing bool
+}
+
+// errStoreDown is the error of the failing store.
+var errStoreDown = errors.New("adaptertest: store down")
+
+func newEnv(t *testing.T, c *testCase, start Start) *env {
+	t.Helper()
+	var cfg *core.Config
+	if c.config != "" {
+		var err error
+		if cfg, err = core.ParseConfig([]byte(c.config), c.name+".yaml"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := core.NewManualClock(t0)
+	mem := memstore.New(memstore.WithClock(clock))
+	t.Cleanup(func() { _ = mem.Close() })
+	rec := &recorder{store: mem, failing: c.failing}
+	logs := &logRecorder{}
+	s := Setup{
+		Config:         cfg,
+		Store:          rec,
+		Observer:       rec.observe,
+		Logger:         slog.New(logs),
+		LimiterOptions: []core.Option{core.WithClock(clock)},
+	}
+	if c.setup != nil {
+		c.setup(&s)
+	}
+	base := start(t, s)
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("start returned %q, want http://127.0.0.1:<port>", base)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	// Registered after start's cleanups, so it runs before them: the
+	// server shuts down with no idle connection left open.
+	t.Cleanup(tr.CloseIdleConnections)
+	return &env{
+		t:       t,
+		base:    base,
+		client:  &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		clock:   clock,
+		rec:     rec,
+		logs:    logs,
+		failing: c.failing,
+	}
+}
+
+// send sends r and reads the whole response.
+func (e *env) send(r req) (*Response, error) {
+	hr, err := http.NewRequest(r.method, e.base+r.path, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(r.header); i += 2 {
+		hr.Header.Add(r.header[i], r.header[i+1])
+	}
+	resp, err := e.client.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// step runs step i and checks everything it must do.
+func (e *env) step(i int, s step) {
+	t := e.t
+	t.Helper()
+	if s.req.method == "" {
+		e.clock.Advance(s.adv)
+		return
+	}
+	where := fmt.Sprintf("step %d (%s)", i, s.req)
+	resp, err := e.send(s.req)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	checkResponse(t, where, resp, s.want)
+	takes, events := e.rec.drain()
+	e.checkCounted(where, s, takes, events)
+}
+
+// checkCounted checks the store calls and observer events of one step.
+func (e *env) checkCounted(where string, s step, takes []string, events []core.Event) {
+	t := e.t
+	t.Helper()
+	var wantTakes []string
+	if s.take != "" {
+		wantTakes = []string{s.take}
+	}
+	if !slices.Equal(takes, wantTakes) {
+		t.Fatalf("%s: store calls: got %q, want %q", where, takes, wantTakes)
+	}
+	if s.take == "" {
+		if len(events) != 0 {
+			t.Fatalf("%s: observer: got %d events, want none", where, len(events))
+		}
+		return
+	}
+	f := strings.Fields(s.take)
+	rule, cost := f[len(f)-2], f[len(f)-1]
+	allowed := s.want.status == http.StatusOK
+	if len(events) != 1 {
+		t.Fatalf("%s: observer: got %d events, want 1", where, len(events))
+	}
+	ev := events[0]
+	if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed ||
+		(ev.Err != nil) != e.failing || ev.Latency != 0 {
+		t.Fatalf("%s: observer: got %+v, want rule %s, cost %s, allowed %v, error %v, latency 0",
+			where, ev, rule, cost, allowed, e.failing)
+	}
+}
+
+// checkResponse checks status, the checked headers (each present once with
+// the wanted value, or absent), any other rate-limit-looking header, and
+// the body.
+func checkResponse(t *testing.T, where string, got *Response, w want) {
+	t.Helper()
+	var errs []string
+	if got.Status != w.status {
+		errs = append(errs, fmt.Sprintf("status: got %d, want %d", got.Status, w.status))
+	}
+	for _, name := range checked {
+		v, ok := w.header[name]
+		switch vals := got.Header[name]; {
+		case !ok && len(vals) > 0:
+			errs = append(errs, fmt.Sprintf("header %s: got %q, want none", name, vals))
+		case ok && (len(vals) != 1 || vals[0] != v):
+			errs = append(errs, fmt.Sprintf("header %s: got %q, want [%q]", name, vals, v))
+		}
+	}
+	for name, vals := range got.Header {
+		lower := strings.ToLower(name)
+		if (strings.Contains(lower, "ratelimit") || strings.Contains(lower, "rate-limit") || strings.Contains(lower, "retry")) &&
+			!slices.Contains(checked, name) {
+			errs = append(errs, fmt.Sprintf("header %s: got %q, want none", name, vals))
+		}
+	}
+	if string(got.Body) != w.body {
+		errs = append(errs, fmt.Sprintf("body: got %q, want %q", got.Body, w.body))
+	}
+	for name := range w.header {
+		if !slices.Contains(checked, name) {
+			t.Fatalf("%s: bad test: header %s is not checked", where, name)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%s:\n\t%s", where, strings.Join(errs, "\n\t"))
+	}
+}
+
+// recorder is the store the adapter gets: it records every Take ("key rule
+// cost") and observer event, then asks the memory store, or fails.
+type recorder struct {
+	store   core.Store
+	failing bool
+
+	mu     sync.Mutex
+	takes  []string
+	events []core.Event
+}
+
+var _ core.Store = (*recorder)(nil)
+
+func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	r.mu.Lock()
+	r.takes = append(r.takes, key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	r.mu.Unlock()
+	if r.failing {
+		return core.Result{}, errStoreDown
+	}
+	return r.store.Take(ctx, key, p, cost)
+}
+
+func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) error {
+	if r.failing {
+		return errStoreDown
+	}
+	return r.store.Reset(ctx, key, p)
+}
+
+func (r *recorder) observe(e core.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// drain returns and forgets what was recorded.
+func (r *recorder) drain() ([]string, []core.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	takes, events := r.takes, r.events
+	r.takes, r.events = nil, nil
+	return takes, events
+}
+
+// logRecorder is a slog.Handler keeping the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, r.Level.String()+" "+r.Message)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
+
+func (h *logRecorder) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs)
+}
+
+// Run runs every case of the table against the adapter start builds.
+func Run(t *testing.T, start Start) {
+	for _, c := range cases() {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, &c, start)
+			if c.run != nil {
+				c.run(e)
+			} else {
+				for i, s := range c.steps {
+					e.step(i, s)
+				}
+			}
+			var want []string
+			for range c.warnings {
+				want = append(want, "WARN rlkit: rate-limit store failed")
+			}
+			if got := e.logs.messages(); !slices.Equal(got, want) {
+				t.Fatalf("logged %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// Same runs every sequence of the table through ref and each of others,
+// and fails unless each of others answers every request as ref does: the
+// same status, the same headers (all of them but Date, values and order
+// of values), the same body, and the same store calls (so identities are
+// spelled the same). It checks no expectation of the table: Run does.
+func Same(t *testing.T, ref Adapter, others ...Adapter) {
+	for _, c := range cases() {
+		if c.run != nil {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want := transcript(t, &c, ref.Start)
+			for _, a := range others {
+				got := transcript(t, &c, a.Start)
+				for i := range want {
+					if d := diff(want[i], got[i]); d != "" {
+						t.Errorf("%s differs from %s at step %d (%s):\n%s", a.Name, ref.Name, i, c.steps[i].req, d)
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// exchange is what one step produced.
+type exchange struct {
+	resp  *Response
+	takes []string
+}
+
+// transcript runs c's steps and records what each produced.
+func transcript(t *testing.T, c *testCase, start Start) []exchange {
+	t.Helper()
+	e := newEnv(t, c, start)
+	out := make([]exchange, len(c.steps))
+	for i, s := range c.steps {
+		if s.req.method == "" {
+			e.clock.Advance(s.adv)
+			continue
+		}
+		resp, err := e.send(s.req)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, s.req, err)
+		}
+		resp.Header.Del("Date")
+		takes, _ := e.rec.drain()
+		out[i] = exchange{resp, takes}
+	}
+	return out
+}
+
+// diff describes how got differs from want, or returns "".
+func diff(want, got exchange) string {
+	if want.resp == nil {
+		return ""
+	}
+	var d []string
+	if got.resp.Status != want.resp.Status {
+		d = append(d, fmt.Sprintf("\tstatus: got %d, want %d", got.resp.Status, want.resp.Status))
+	}
+	names := map[string]bool{}
+	for k := range want.resp.Header {
+		names[k] = true
+	}
+	for k := range got.resp.Header {
+		names[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(names)) {
+		if g, w := got.resp.Header[k], want.resp.Header[k]; !slices.Equal(g, w) {
+			d = append(d, fmt.Sprintf("\theader %s: got %q, want %q", k, g, w))
+		}
+	}
+	if string(got.resp.Body) != string(want.resp.Body) {
+		d = append(d, fmt.Sprintf("\tbody: got %q, want %q", got.resp.Body, want.resp.Body))
+	}
+	if !slices.Equal(got.takes, want.takes) {
+		d = append(d, fmt.Sprintf("\tstore calls: got %q, want %q", got.takes, want.takes))
+	}
+	return strings.Join(d, "\n")
+}

@@ -1,0 +1,31 @@
+// Package adaptertest is the conformance suite every rlkit adapter passes:
+// nethttp, ginrl, echorl and fiberrl. One table of cases runs against each
+// adapter through the framework's real server on loopback, and every case
+// checks the whole answer: the status, the exact set of rate-limit headers
+// and their values, Content-Type, Content-Length and the body, plus the
+// exact store calls (key, rule, cost) and observer events the request made.
+//
+// An adapter is wired once, in a start function that builds it as Setup
+// says and serves it:
+//
+//	func TestGin(t *testing.T) { adaptertest.Run(t, startGin) }
+//
+//	func startGin(t *testing.T, s adaptertest.Setup) (baseURL string) {
+//		r := gin.New()
+//		r.Use(ginrl.New(s.Config, ginrl.WithStore(s.Store), ...))
+//		r.NoRoute(func(c *gin.Context) { c.Data(200, "application/json", []byte(adaptertest.OKBody)) })
+//		return adaptertest.ServeHTTP(t, r)
+//	}
+//
+// Every wiring implements the same identity convention: the identity is
+// the X-User header through the adapter's built-in HeaderKey("X-User"),
+// except that X-User "bad" makes the key function fail (so the default
+// error handler answers 401); "X-Role: super-admin" bypasses the limiter.
+//
+// Same runs the table through several adapters and fails unless their
+// responses are identical: same status, same headers (all but Date), same
+// body, same store keys.
+//
+// The stores read a core.ManualClock, so every Reset and Retry-After value
+// is exact; the suite moves the clock and never sleeps.
+package adaptertest
