@@ -43,7 +43,9 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (
 	}
 	path = cleanPath(path)
 	var a *routeAnswer
-	if route != "" {
+	if route != "" && (route == path || hasParam(route)) {
+		// A route without parameters serves only its own path (here, a
+		// mount prefix such as Fiber's app.Use gives does not).
 		if a = cfg.route(method, route); !a.decided || !a.fits(path) {
 			a = nil
 		}

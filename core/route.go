@@ -56,28 +56,58 @@ func (a *routeAnswer) fits(path string) bool {
 	return false
 }
 
-type routeKey struct{ method, route string }
-
-// routes caches the answers of one Config.
+// routes caches the answers of one Config: a map from route to its answers
+// per method, replaced whole on every insertion (copy on write), so that a
+// lookup is one map read without a lock. Routes come from a program's
+// router: a few hundred at most, each inserted once per method.
 type routes struct {
-	m sync.Map // routeKey → *routeAnswer
-	n atomic.Int64
+	mu sync.Mutex // serializes insertions
+	m  atomic.Pointer[map[string][]methodAnswer]
 }
 
-// maxRoutes bounds the cache: routes come from a program's router, so a few
-// hundred is usual; past the bound, routes are matched by path.
+type methodAnswer struct {
+	method string
+	answer *routeAnswer
+}
+
+// maxRoutes bounds the cache; past it, routes are matched by path.
 const maxRoutes = 10_000
 
 // route returns the answer for (method, route).
 func (c *Config) route(method, route string) *routeAnswer {
-	k := routeKey{method, route}
-	if a, ok := c.routes.m.Load(k); ok {
-		return a.(*routeAnswer)
+	if m := c.routes.m.Load(); m != nil {
+		for _, e := range (*m)[route] {
+			if e.method == method {
+				return e.answer
+			}
+		}
 	}
 	a := c.answerRoute(method, route)
-	if c.routes.n.Add(1) <= maxRoutes {
-		c.routes.m.Store(k, a)
+	c.routes.mu.Lock()
+	defer c.routes.mu.Unlock()
+	old := c.routes.m.Load()
+	if old != nil && len(*old) >= maxRoutes {
+		return a
 	}
+	next := make(map[string][]methodAnswer, 1+func() int {
+		if old == nil {
+			return 0
+		}
+		return len(*old)
+	}())
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	for _, e := range next[route] {
+		if e.method == method {
+			return e.answer // inserted meanwhile
+		}
+	}
+	// A new slice: readers may hold the old one.
+	next[route] = append(append([]methodAnswer(nil), next[route]...), methodAnswer{method, a})
+	c.routes.m.Store(&next)
 	return a
 }
 
@@ -176,4 +206,9 @@ func (p *pattern) matchRoute(segs []string) routeMatch {
 // isParam reports whether a route segment is a one-segment parameter.
 func isParam(s string) bool {
 	return s[0] == ':' || len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}'
+}
+
+// hasParam reports whether a route template may hold a parameter.
+func hasParam(route string) bool {
+	return strings.ContainsAny(route, ":{")
 }

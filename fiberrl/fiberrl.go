@@ -115,7 +115,7 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 			return o.onError(c, err)
 		}
 		h, buf := &c.Response().Header, bufs.Get().(*[]byte)
-		*buf = d.EachHeader(*buf, func(name string, value []byte) { h.SetBytesV(name, value) })
+		*buf = d.EachHeader(*buf, func(name string, value []byte) { h.SetCanonical(canonicalName(name), value) })
 		bufs.Put(buf)
 		if !d.Allowed {
 			c.Status(d.Status())
@@ -124,6 +124,24 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		}
 		return c.Next()
 	}
+}
+
+// names holds the header names core writes, already in fasthttp's
+// canonical form, so that setting them skips normalizing the name.
+var names = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, n := range []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After", "Content-Type", "Content-Length"} {
+		m[n] = []byte(n)
+	}
+	return m
+}()
+
+// canonicalName returns name's bytes in canonical form.
+func canonicalName(name string) []byte {
+	if b, ok := names[name]; ok {
+		return b
+	}
+	return []byte(http.CanonicalHeaderKey(name)) // a name core does not write today
 }
 
 // remoteAddr is the TCP peer in http.Request.RemoteAddr form ("ip:port",
