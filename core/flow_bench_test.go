@@ -1,0 +1,66 @@
+package core_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// BenchmarkFlow measures the shared request flow of the adapters on an
+// allowed request, by its parts: Decide with a key, with the client IP, by
+// route, and writing the headers.
+func BenchmarkFlow(b *testing.B) {
+	cfg, err := core.NewConfig(core.Spec{
+		Enabled: true,
+		Rules:   []core.RuleSpec{{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"2000000000/hour"}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type req struct{ user, addr string }
+	lim := core.NewLimiter(cfg, memstore.New())
+	f := &core.Flow[*req]{
+		Limiter:  lim,
+		Key:      func(r *req) (string, error) { return r.user, nil },
+		ClientIP: func(r *req) string { var ip core.ClientIPConfig; return ip.ClientIP(r.addr, nil) },
+	}
+	ctx := context.Background()
+	run := func(name string, r *req, route string) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := f.Decide(ctx, r, "GET", "/api/search", route); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+	run("Decide/key", &req{user: "alice"}, "")
+	run("Decide/ip", &req{addr: "192.0.2.1:1234"}, "")
+	run("Decide/key-route", &req{user: "alice"}, "/api/search")
+	b.Run("Count", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lim.Count(ctx, "GET", "/api/search", "alice")
+		}
+	})
+	d, _ := f.Decide(ctx, &req{user: "alice"}, "GET", "/api/search", "")
+	b.Run("SetHeaders", func(b *testing.B) {
+		h := make(http.Header)
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(h)
+			d.SetHeaders(h)
+		}
+	})
+	b.Run("EachHeader", func(b *testing.B) {
+		var buf []byte
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = d.EachHeader(buf, func(string, []byte) {})
+		}
+	})
+}
