@@ -181,7 +181,18 @@ func (c *Config) Exempt(path string) bool {
 	if c == nil {
 		return false
 	}
-	return c.exemptClean(cleanPath(path))
+	return c.exemptPath(path, cleanPath(path))
+}
+
+// exemptPath is Exempt for raw and its cleanPath. A path with dot segments
+// is exempt only when it is exempt both as written and cleaned: routers
+// that do not clean paths (Gin, Echo, Fiber) serve "/files/../health" from
+// the handler of "/files/*", not from the exempt "/health".
+func (c *Config) exemptPath(raw, clean string) bool {
+	if !c.exemptClean(clean) {
+		return false
+	}
+	return !hasDotSegment(raw) || c.exemptClean(trimSlash(raw))
 }
 
 // exemptClean is Exempt for a path cleanPath returned.
@@ -201,7 +212,27 @@ func (c *Config) Match(method, path string) (*Rule, int64) {
 	if c == nil {
 		return nil, 1
 	}
-	return c.matchClean(method, cleanPath(path))
+	return c.matchPath(method, path, cleanPath(path))
+}
+
+// matchPath is Match for raw and its cleanPath. For a path with dot
+// segments the first rule that matches it either as written (what a router
+// that does not clean paths serves) or cleaned (what one that does serves)
+// applies, so that neither spelling dodges a rule.
+func (c *Config) matchPath(method, raw, clean string) (*Rule, int64) {
+	if !hasDotSegment(raw) {
+		return c.matchClean(method, clean)
+	}
+	written := trimSlash(raw)
+	for _, r := range c.rules {
+		if r.matches(method, written) {
+			return r, r.cost(written)
+		}
+		if r.matches(method, clean) {
+			return r, r.cost(clean)
+		}
+	}
+	return c.def, 1
 }
 
 // matchClean is Match for a path cleanPath returned.

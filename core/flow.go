@@ -34,23 +34,29 @@ type Flow[R any] struct {
 // RequestPath gives it; route is the framework's route template in core's
 // form (see the route comment in route.go; "" when unknown), which lets
 // the rule be found once per route instead of once per request. The error
-// is the key function's; the Decision is then zero.
+// is the key function's; the Decision is then zero. Decide keeps none of
+// its strings beyond the call but route, which (for the standard methods)
+// stays in the configuration's route cache.
 func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (Decision, error) {
 	l := f.Limiter
 	cfg := l.cfg
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}, nil
 	}
+	raw := path
 	path = cleanPath(path)
 	var a *routeAnswer
-	if route != "" && (route == path || hasParam(route)) {
+	if route != "" && (route == path || hasParam(route)) && path == trimSlash(raw) {
 		// A route without parameters serves only its own path (here, a
-		// mount prefix such as Fiber's app.Use gives does not).
-		if a = cfg.route(method, route); !a.decided || !a.fits(path) {
-			a = nil
+		// mount prefix such as Fiber's app.Use gives does not). A path that
+		// cleaning changed is matched as a path, spelled both ways.
+		if m, ok := standardMethod(method); ok {
+			if a = cfg.route(m, route); !a.decided || !a.fits(path) {
+				a = nil
+			}
 		}
 	}
-	if a != nil && a.exempt || a == nil && cfg.exemptClean(path) {
+	if a != nil && a.exempt || a == nil && cfg.exemptPath(raw, path) {
 		return Decision{Allowed: true}, nil
 	}
 	if f.Bypass != nil && f.Bypass(r) {
@@ -71,7 +77,7 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (
 	if a != nil {
 		rule, cost = a.rule, a.cost
 	} else {
-		rule, cost = cfg.matchClean(method, path)
+		rule, cost = cfg.matchPath(method, raw, path)
 	}
 	return l.count(ctx, rule, cost, id), nil
 }

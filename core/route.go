@@ -212,3 +212,27 @@ func isParam(s string) bool {
 func hasParam(route string) bool {
 	return strings.ContainsAny(route, ":{")
 }
+
+// standardMethod returns the constant for a standard HTTP method, so that
+// the route cache holds no caller's memory and cannot grow with made-up
+// methods (routers hand other methods to middleware too: Echo runs it
+// before its 405); other methods are matched by path.
+func standardMethod(m string) (string, bool) {
+	switch m {
+	case "GET":
+		return "GET", true
+	case "HEAD":
+		return "HEAD", true
+	case "POST":
+		return "POST", true
+	case "PUT":
+		return "PUT", true
+	case "PATCH":
+		return "PATCH", true
+	case "DELETE":
+		return "DELETE", true
+	case "OPTIONS":
+		return "OPTIONS", true
+	}
+	return "", false
+}

@@ -243,3 +243,68 @@ func (s *countingStore) Take(_ context.Context, key string, p *Policy, cost int6
 	return Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
 }
 func (s *countingStore) Reset(context.Context, string, *Policy) error { return nil }
+
+// TestDotSegments: a path with dot segments is exempt only when it is
+// exempt as written and cleaned, and counts under the first rule that
+// matches either spelling; it never uses a route.
+func TestDotSegments(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path   string
+		exempt bool
+		rule   string
+	}{
+		{"/files/../health", false, "default"},
+		{"/health/.", false, "default"}, // as written, not /health
+		{"/./health", false, "default"},
+		{"/api/kb/../docs/upload", false, "kb"}, // as written, ".." is the kb segment
+		{"/api/kb/../reindex", false, "default"},
+		{"/api/kb/x/../x/docs/upload/batch", false, "kb"},
+		{"/api/kb/../docs/upload/batch", false, "kb"},
+		{"/api/x/../search", false, "search"},
+		{"/api/users/../users/admin", false, "special"},
+		{"/api/users/..", false, "users"}, // as written, ".." is one segment of /api/users/*
+		{"/docs/..", false, "default"},
+	} {
+		if got := cfg.Exempt(c.path); got != c.exempt {
+			t.Errorf("Exempt(%q) = %v, want %v", c.path, got, c.exempt)
+		}
+		if r, _ := cfg.Match("GET", c.path); r.Name != c.rule {
+			t.Errorf("Match(%q) = %s, want %s", c.path, r.Name, c.rule)
+		}
+	}
+	// Through the flow, with a route that would otherwise decide.
+	f := &Flow[string]{Limiter: NewLimiter(cfg, &countingStore{}), ClientIP: func(string) string { return "ip" }}
+	d, err := f.Decide(context.Background(), "", "GET", "/api/users/x/../admin", "/api/users/:id/../admin")
+	if err != nil || d.Rule == nil || d.Rule.Name != "special" {
+		t.Fatalf("dot path with a route: %+v, %v", d.Rule, err)
+	}
+	d, _ = f.Decide(context.Background(), "", "GET", "/files/../health", "/files/*")
+	if d.Rule == nil || d.Rule.Name != "default" {
+		t.Fatalf("/files/../health served by /files/*: rule %v, want counted under default", d.Rule)
+	}
+}
+
+// TestRouteMethods: only standard methods use the route cache, so made-up
+// methods cannot grow it.
+func TestRouteMethods(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Flow[string]{Limiter: NewLimiter(cfg, &countingStore{}), ClientIP: func(string) string { return "ip" }}
+	for i := range 1000 {
+		if _, err := f.Decide(context.Background(), "", fmt.Sprintf("M%d", i), "/api/kb/x/reindex", "/api/kb/:id/reindex"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Decide(context.Background(), "", "GET", "/api/kb/x/reindex", "/api/kb/:id/reindex")
+	f.Decide(context.Background(), "", "POST", "/api/kb/x/reindex", "/api/kb/:id/reindex")
+	m := cfg.routes.m.Load()
+	if m == nil || len(*m) != 1 || len((*m)["/api/kb/:id/reindex"]) != 2 {
+		t.Fatalf("route cache %v, want one route with GET and POST", m)
+	}
+}

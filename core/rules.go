@@ -70,6 +70,23 @@ func cleanPath(p string) string {
 	return trimSlash(p)
 }
 
+// hasDotSegment reports whether p has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '.' || i > 0 && p[i-1] != '/' {
+			continue
+		}
+		j := i + 1
+		if j < len(p) && p[j] == '.' {
+			j++
+		}
+		if j == len(p) || p[j] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
 // trimSlash drops one trailing slash, except from "/".
 func trimSlash(p string) string {
 	if len(p) > 1 && p[len(p)-1] == '/' {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -402,5 +403,53 @@ func TestSameAsNetHTTP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDotSegmentsDoNotExempt: Gin serves "/files/../health" from the
+// "/files/*filepath" handler, so it must be counted, not treated as the
+// exempt "/health".
+func TestDotSegmentsDoNotExempt(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: files
+      paths: ["/files/*"]
+      limit: "1/minute"
+  exempt_paths: ["/health"]
+`), "dots.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.Use(ginrl.New(cfg))
+	served := ""
+	r.GET("/files/*filepath", func(c *gin.Context) { served = "files"; c.Status(http.StatusOK) })
+	r.GET("/health", func(c *gin.Context) { served = "health"; c.Status(http.StatusOK) })
+	do := func(path string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w
+	}
+	// "/files/../health" is three segments as written ("*" is one), so no
+	// rule matches it either way: it counts under the default limit.
+	w := do("/files/../health")
+	if served != "files" {
+		t.Fatalf("Gin served %q; this test expects the raw path to reach /files/*filepath", served)
+	}
+	if got := w.Header().Get("RateLimit-Policy"); w.Code != 200 || !strings.HasPrefix(got, `"default"`) {
+		t.Fatalf("/files/../health: %d with RateLimit-Policy %q; want it counted under default, not exempt", w.Code, got)
+	}
+	// "/files/x/../../health" as written starts with /files/x: still not exempt.
+	if w := do("/files/x/../../health"); w.Header().Get("RateLimit-Policy") == "" {
+		t.Fatal("/files/x/../../health passed as exempt")
+	}
+	if w := do("/files/../files/a"); w.Code != 200 || !strings.HasPrefix(w.Header().Get("RateLimit-Policy"), `"files"`) {
+		t.Fatalf("/files/../files/a: %d, %q; want counted under files", w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	if w := do("/health"); w.Header().Get("RateLimit-Policy") != "" {
+		t.Fatal("/health itself is not exempt")
 	}
 }

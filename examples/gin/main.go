@@ -1,6 +1,6 @@
 // Command gin is rlkit's demo service on Gin: the DESIGN example rules
 // (examples/internal/demo/ratelimit.yaml) in front of a few JSON endpoints,
-// with ginrl as the first middleware.
+// with ginrl right after gin.Recovery.
 //
 //	go run ./examples/gin                 # listens on 127.0.0.1:8080
 //	go run ./examples/gin -addr :9000 -config ratelimit.yaml

@@ -13,7 +13,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// designConfig is the DESIGN example (examples/server/ratelimit.yaml).
+// designConfig is the DESIGN example (examples/internal/demo/ratelimit.yaml).
 const designConfig = `
 rate_limit:
   enabled: true
