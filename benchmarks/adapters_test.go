@@ -57,7 +57,7 @@ func (w *sink) Header() http.Header         { return w.h }
 func (w *sink) WriteHeader(code int)        { w.code = code }
 func (w *sink) Write(b []byte) (int, error) { return len(b), nil }
 
-func serveLoop(b *testing.B, h http.Handler) {
+func serveLoop(b *testing.B, h http.Handler, rateLimitHeader string) {
 	r := httptest.NewRequest("GET", "/api/search", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	w := &sink{h: make(http.Header)}
@@ -70,6 +70,9 @@ func serveLoop(b *testing.B, h http.Handler) {
 	if w.code != 0 && w.code != http.StatusOK {
 		b.Fatalf("status %d: the limit was reached", w.code)
 	}
+	if rateLimitHeader != "" && w.h.Get(rateLimitHeader) == "" {
+		b.Fatalf("no %s header: the row must write its rate-limit headers", rateLimitHeader)
+	}
 }
 
 func BenchmarkGin(b *testing.B) {
@@ -80,8 +83,8 @@ func BenchmarkGin(b *testing.B) {
 		e.GET("/api/search", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", jsonBody) })
 		return e
 	}
-	b.Run("bare", func(b *testing.B) { serveLoop(b, engine()) })
-	b.Run("rlkit", func(b *testing.B) { serveLoop(b, engine(ginrl.New(adapterConfig(b)))) })
+	b.Run("bare", func(b *testing.B) { serveLoop(b, engine(), "") })
+	b.Run("rlkit", func(b *testing.B) { serveLoop(b, engine(ginrl.New(adapterConfig(b))), "RateLimit") })
 }
 
 func BenchmarkEcho(b *testing.B) {
@@ -91,12 +94,12 @@ func BenchmarkEcho(b *testing.B) {
 		e.GET("/api/search", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", jsonBody) })
 		return e
 	}
-	b.Run("bare", func(b *testing.B) { serveLoop(b, server()) })
+	b.Run("bare", func(b *testing.B) { serveLoop(b, server(), "") })
 	b.Run("builtin", func(b *testing.B) {
 		store := echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{Rate: rate.Limit(1e9), Burst: 1e9, ExpiresIn: time.Hour})
-		serveLoop(b, server(echomw.RateLimiter(store)))
+		serveLoop(b, server(echomw.RateLimiter(store)), "") // writes no rate-limit headers
 	})
-	b.Run("rlkit", func(b *testing.B) { serveLoop(b, server(echorl.New(adapterConfig(b)))) })
+	b.Run("rlkit", func(b *testing.B) { serveLoop(b, server(echorl.New(adapterConfig(b))), "RateLimit") })
 }
 
 func BenchmarkFiber(b *testing.B) {
@@ -111,7 +114,7 @@ func BenchmarkFiber(b *testing.B) {
 		})
 		return a
 	}
-	run := func(b *testing.B, a *fiber.App) {
+	run := func(b *testing.B, a *fiber.App, rateLimitHeader string) {
 		h := a.Handler()
 		var ctx fasthttp.RequestCtx
 		var req fasthttp.Request
@@ -126,10 +129,13 @@ func BenchmarkFiber(b *testing.B) {
 		if code := ctx.Response.StatusCode(); code != fiber.StatusOK {
 			b.Fatalf("status %d: the limit was reached", code)
 		}
+		if rateLimitHeader != "" && len(ctx.Response.Header.Peek(rateLimitHeader)) == 0 {
+			b.Fatalf("no %s header: the row must write its rate-limit headers", rateLimitHeader)
+		}
 	}
-	b.Run("bare", func(b *testing.B) { run(b, app()) })
+	b.Run("bare", func(b *testing.B) { run(b, app(), "") })
 	b.Run("builtin", func(b *testing.B) {
-		run(b, app(fiberlimiter.New(fiberlimiter.Config{Max: 2_000_000_000, Expiration: time.Hour})))
+		run(b, app(fiberlimiter.New(fiberlimiter.Config{Max: 2_000_000_000, Expiration: time.Hour})), "X-Ratelimit-Limit")
 	})
-	b.Run("rlkit", func(b *testing.B) { run(b, app(fiberrl.New(adapterConfig(b)))) })
+	b.Run("rlkit", func(b *testing.B) { run(b, app(fiberrl.New(adapterConfig(b))), "Ratelimit") })
 }
