@@ -236,3 +236,21 @@ func standardMethod(m string) (string, bool) {
 	}
 	return "", false
 }
+
+// CachedRoutes returns how many (method, route) pairs the configuration
+// has answered once and for all (see Flow.Decide): a way to check that an
+// adapter passes its router's templates.
+func (c *Config) CachedRoutes() int {
+	if c == nil {
+		return 0
+	}
+	m := c.routes.m.Load()
+	if m == nil {
+		return 0
+	}
+	n := 0
+	for _, e := range *m {
+		n += len(e)
+	}
+	return n
+}

@@ -418,3 +418,18 @@ func TestPre(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTemplateUsed: echorl passes c.Path(), so a parameterized route
+// is answered once.
+func TestRouteTemplateUsed(t *testing.T) {
+	cfg := config(t, designConfig)
+	e := echo.New()
+	e.Use(echorl.New(cfg))
+	e.POST("/api/kb/:kb/reindex", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	for _, kb := range []string{"a", "b", "c"} {
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/api/kb/"+kb+"/reindex", nil))
+	}
+	if n := cfg.CachedRoutes(); n != 1 {
+		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
+	}
+}

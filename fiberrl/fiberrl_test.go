@@ -512,3 +512,20 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 		t.Fatalf("kept keys %q and tokens %q, want %q and %q", store.keys, tokens, wantKeys, wantTokens)
 	}
 }
+
+// TestRouteTemplateUsed: fiberrl passes c.Route().Path, so a parameterized
+// route the middleware is mounted on is answered once; under app.Use it
+// sees only the mount prefix and matches by path.
+func TestRouteTemplateUsed(t *testing.T) {
+	cfg := config(t, designConfig)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Post("/api/kb/:kb/reindex", fiberrl.New(cfg), func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	for _, kb := range []string{"a", "b", "c"} {
+		if _, err := app.Test(httptest.NewRequest("POST", "/api/kb/"+kb+"/reindex", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cfg.CachedRoutes(); n != 1 {
+		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
+	}
+}

@@ -453,3 +453,19 @@ rate_limit:
 		t.Fatal("/health itself is not exempt")
 	}
 }
+
+// TestRouteTemplateUsed: ginrl passes c.FullPath(), so a parameterized
+// route is answered once.
+func TestRouteTemplateUsed(t *testing.T) {
+	cfg := config(t, designConfig)
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.Use(ginrl.New(cfg))
+	r.POST("/api/kb/:kb/reindex", func(c *gin.Context) { c.Status(http.StatusOK) })
+	for _, kb := range []string{"a", "b", "c"} {
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/api/kb/"+kb+"/reindex", nil))
+	}
+	if n := cfg.CachedRoutes(); n != 1 {
+		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
+	}
+}

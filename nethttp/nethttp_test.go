@@ -334,3 +334,17 @@ func TestRoutePattern(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTemplateUsed: inside a ServeMux handler, r.Pattern's path is
+// the route, answered once.
+func TestRouteTemplateUsed(t *testing.T) {
+	cfg := config(t, designConfig)
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/kb/{kb}/reindex", nethttp.New(cfg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	for _, kb := range []string{"a", "b", "c"} {
+		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/api/kb/"+kb+"/reindex", nil))
+	}
+	if n := cfg.CachedRoutes(); n != 1 {
+		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
+	}
+}
