@@ -26,7 +26,9 @@
 // most once per interval) unless configured to fail closed (503).
 //
 // Most programs use an adapter — nethttp, ginrl, echorl, fiberrl — and
-// only LoadConfig from this package.
+// only LoadConfig from this package. The adapters share one request flow,
+// Flow (exempt → bypass → key → client IP → count), and pass their router's
+// route template so that the rule is found once per route.
 //
 // # Time
 //
