@@ -37,7 +37,7 @@ type Flow[R any] struct {
 // is the key function's; the Decision is then zero. Decide keeps none of
 // its strings beyond the call but route, which (for the standard methods)
 // stays in the configuration's route cache.
-func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (Decision, error) {
+func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (d Decision, err error) {
 	l := f.Limiter
 	cfg := l.cfg
 	if !cfg.Enabled() {
@@ -64,7 +64,6 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (
 	}
 	var id string
 	if f.Key != nil {
-		var err error
 		if id, err = f.Key(r); err != nil {
 			return Decision{}, err
 		}
@@ -72,20 +71,21 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (
 	if id == "" && f.ClientIP != nil {
 		id = f.ClientIP(r)
 	}
-	var rule *Rule
-	var cost int64
 	if a != nil {
-		rule, cost = a.rule, a.cost
+		d.Rule, d.Cost = a.rule, a.cost
 	} else {
-		rule, cost = cfg.matchPath(method, raw, path)
+		d.Rule, d.Cost = cfg.matchPath(method, raw, path)
 	}
-	return l.count(ctx, rule, cost, id), nil
+	l.count(ctx, id, &d)
+	return d, nil
 }
 
-// count asks the store about one request under rule and applies the
-// failure policy.
-func (l *Limiter) count(ctx context.Context, rule *Rule, cost int64, identity string) Decision {
-	d := Decision{Rule: rule, Cost: cost, style: l.style}
+// count asks the store about one request under d.Rule at d.Cost and
+// applies the failure policy, filling d in place (a Decision is large to
+// copy).
+func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
+	rule, cost := d.Rule, d.Cost
+	d.style = l.style
 	var start int64
 	if l.observer != nil {
 		start = l.clock.Now()
@@ -100,5 +100,4 @@ func (l *Limiter) count(ctx context.Context, rule *Rule, cost int64, identity st
 	if l.observer != nil {
 		l.observer(Event{Rule: rule.Name, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
 	}
-	return d
 }

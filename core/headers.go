@@ -112,6 +112,28 @@ func newValue[T any](arg T, fill func([]byte, T) []byte) []string {
 
 func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
+// smallValue holds a header value of up to 32 bytes and its slice in one
+// allocation of the 48-byte size class.
+type smallValue struct {
+	v [1]string
+	b [32]byte
+}
+
+// rateLimitValue is the RateLimit header's value: rendered on the stack,
+// then kept in the smallest allocation that holds it (most values fit 32
+// bytes: "search";r=9;t=1).
+func (d *Decision) rateLimitValue() []string {
+	var tmp [104]byte
+	b := d.appendRateLimit(tmp[:0])
+	if len(b) > len(smallValue{}.b) {
+		return newValue(d, appendRateLimit)
+	}
+	hv := new(smallValue)
+	n := copy(hv.b[:], b)
+	hv.v[0] = unsafe.String(&hv.b[0], n)
+	return hv.v[:1:1]
+}
+
 func appendRateLimit(b []byte, d *Decision) []byte { return d.appendRateLimit(b) }
 
 // hasHeaders reports whether rate-limit headers go on the response.
@@ -137,7 +159,7 @@ func (d *Decision) SetHeaders(h http.Header) {
 		return
 	}
 	h[hdrPolicy] = d.Rule.policyValue
-	h[hdrRateLimit] = newValue(d, appendRateLimit)
+	h[hdrRateLimit] = d.rateLimitValue()
 }
 
 // EachHeader calls fn for every header d puts on its response, in a fixed

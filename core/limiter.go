@@ -153,9 +153,10 @@ func (l *Limiter) Decide(ctx context.Context, method, path, identity string, byp
 // Count decides a request that Skip let through and no bypass applies to:
 // it is Decide without those two checks, for adapters that made them
 // already (before working out the identity).
-func (l *Limiter) Count(ctx context.Context, method, path, identity string) Decision {
-	rule, cost := l.cfg.Match(method, path)
-	return l.count(ctx, rule, cost, identity)
+func (l *Limiter) Count(ctx context.Context, method, path, identity string) (d Decision) {
+	d.Rule, d.Cost = l.cfg.Match(method, path)
+	l.count(ctx, identity, &d)
+	return d
 }
 
 // Reset forgets identity's counters under the named rule ("default" for the

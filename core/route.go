@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type routeAnswer struct {
 	rule    *Rule
 	cost    int64
 	segs    []string // the route's segments, to check a path against
+	literal string   // the route itself when it has no parameter, else ""
 }
 
 // fits reports whether path (cleaned) is one of the route's paths: the same
@@ -36,6 +38,9 @@ type routeAnswer struct {
 // own (case-insensitive or trailing-slash-tolerant matching); such a
 // request is matched by its path, as without a route.
 func (a *routeAnswer) fits(path string) bool {
+	if a.literal != "" {
+		return path == a.literal
+	}
 	if path == "" || path[0] != '/' {
 		return false
 	}
@@ -132,6 +137,9 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 		}
 	}
 	a := &routeAnswer{decided: true, segs: segs}
+	if !slices.Contains(segs, ":") {
+		a.literal = trimSlash(route)
+	}
 	for i := range c.exempt {
 		switch c.exempt[i].matchRoute(segs) {
 		case undecided:
