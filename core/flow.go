@@ -34,9 +34,13 @@ type Flow[R any] struct {
 // RequestPath gives it; route is the framework's route template in core's
 // form (see the route comment in route.go; "" when unknown), which lets
 // the rule be found once per route instead of once per request. The error
-// is the key function's; the Decision is then zero. Decide keeps none of
-// its strings beyond the call but route, which (for the standard methods)
-// stays in the configuration's route cache.
+// is the key function's; the Decision is then zero.
+//
+// What outlives the call: route (for the standard methods) stays in the
+// configuration's route cache, and the identity the key function or
+// ClientIP returns goes to the store, which may keep it (the Redis store's
+// deny cache does). Adapters over reused memory (fasthttp) pass copies of
+// those; method and path are not kept.
 func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (d Decision, err error) {
 	l := f.Limiter
 	cfg := l.cfg
