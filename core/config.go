@@ -192,7 +192,8 @@ func (c *Config) exemptPath(raw, clean string) bool {
 	if !c.exemptClean(clean) {
 		return false
 	}
-	return !hasDotSegment(raw) || c.exemptClean(trimSlash(raw))
+	written := trimSlash(raw)
+	return clean == written || !hasDotSegment(raw) || c.exemptClean(written)
 }
 
 // exemptClean is Exempt for a path cleanPath returned.
@@ -220,10 +221,10 @@ func (c *Config) Match(method, path string) (*Rule, int64) {
 // that does not clean paths serves) or cleaned (what one that does serves)
 // applies, so that neither spelling dodges a rule.
 func (c *Config) matchPath(method, raw, clean string) (*Rule, int64) {
-	if !hasDotSegment(raw) {
+	written := trimSlash(raw)
+	if clean == written || !hasDotSegment(raw) { // cleaning changed nothing, or only "//"
 		return c.matchClean(method, clean)
 	}
-	written := trimSlash(raw)
 	for _, r := range c.rules {
 		if r.matches(method, written) {
 			return r, r.cost(written)

@@ -26,10 +26,23 @@ func RequestPath(u *url.URL) string {
 	if u.RawPath == "" || !strings.Contains(u.RawPath, "%") {
 		return u.Path
 	}
-	raw := u.EscapedPath()
+	return DecodePath(u.EscapedPath())
+}
+
+// DecodePath is RequestPath for a path as sent (still escaped), for
+// adapters whose framework gives the raw path (Fiber): every %XX escape is
+// decoded except an encoded slash, which stays "%2F" inside its segment;
+// an invalid escape is kept as it is. The result is a new string unless
+// raw holds no '%'.
+func DecodePath(raw string) string {
+	i := strings.IndexByte(raw, '%')
+	if i < 0 {
+		return raw
+	}
 	var b strings.Builder
 	b.Grow(len(raw))
-	for i := 0; i < len(raw); i++ {
+	b.WriteString(raw[:i])
+	for ; i < len(raw); i++ {
 		if raw[i] == '%' && i+2 < len(raw) {
 			if hi, lo := unhex(raw[i+1]), unhex(raw[i+2]); hi >= 0 && lo >= 0 {
 				if c := byte(hi<<4 | lo); c != '/' {
@@ -44,6 +57,34 @@ func RequestPath(u *url.URL) string {
 		b.WriteByte(raw[i])
 	}
 	return b.String()
+}
+
+// HeaderIdentity is the identity of a caller named by a request header:
+// "<canonical name>:<value>", or "" (count the client IP) without a value.
+// Every adapter's HeaderKey uses it, so that one caller has one identity
+// whichever adapter counts it.
+func HeaderIdentity(canonicalName, value string) string {
+	if value == "" {
+		return ""
+	}
+	return canonicalName + ":" + value
+}
+
+// SubjectIdentity is the identity of a caller with a bearer token:
+// "sub:<subject>" from verify's answer for the token in the Authorization
+// header value. No bearer token, or an empty subject, gives "" (count the
+// client IP); verify's error rejects the request. Every adapter's
+// JWTSubject uses it.
+func SubjectIdentity(authorization string, verify func(token string) (string, error)) (string, error) {
+	tok, ok := BearerToken(authorization)
+	if !ok {
+		return "", nil
+	}
+	sub, err := verify(tok)
+	if err != nil || sub == "" {
+		return "", err
+	}
+	return "sub:" + sub, nil
 }
 
 func unhex(c byte) int {

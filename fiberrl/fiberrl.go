@@ -212,13 +212,7 @@ func method(m string) string {
 // client IP.
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
-	return func(c *fiber.Ctx) (string, error) {
-		v := c.Get(canonical)
-		if v == "" {
-			return "", nil
-		}
-		return canonical + ":" + v, nil // a new string
-	}
+	return func(c *fiber.Ctx) (string, error) { return core.HeaderIdentity(canonical, c.Get(canonical)), nil }
 }
 
 // JWTSubject counts requests by the subject of their bearer token, as
@@ -229,17 +223,6 @@ func HeaderKey(name string) KeyFunc {
 // rejected (see WithErrorHandler).
 func JWTSubject(verify func(c *fiber.Ctx, token string) (subject string, err error)) KeyFunc {
 	return func(c *fiber.Ctx) (string, error) {
-		tok, ok := core.BearerToken(c.Get(fiber.HeaderAuthorization))
-		if !ok {
-			return "", nil
-		}
-		sub, err := verify(c, strings.Clone(tok))
-		if err != nil {
-			return "", err
-		}
-		if sub == "" {
-			return "", nil
-		}
-		return "sub:" + sub, nil
+		return core.SubjectIdentity(c.Get(fiber.HeaderAuthorization), func(tok string) (string, error) { return verify(c, strings.Clone(tok)) })
 	}
 }

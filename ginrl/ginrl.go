@@ -117,11 +117,7 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(c *gin.Context) (string, error) {
-		v := c.Request.Header.Get(canonical)
-		if v == "" {
-			return "", nil
-		}
-		return canonical + ":" + v, nil
+		return core.HeaderIdentity(canonical, c.Request.Header.Get(canonical)), nil
 	}
 }
 
@@ -132,17 +128,6 @@ func HeaderKey(name string) KeyFunc {
 // verification is rejected (see WithErrorHandler).
 func JWTSubject(verify func(c *gin.Context, token string) (subject string, err error)) KeyFunc {
 	return func(c *gin.Context) (string, error) {
-		tok, ok := core.BearerToken(c.Request.Header.Get("Authorization"))
-		if !ok {
-			return "", nil
-		}
-		sub, err := verify(c, tok)
-		if err != nil {
-			return "", err
-		}
-		if sub == "" {
-			return "", nil
-		}
-		return "sub:" + sub, nil
+		return core.SubjectIdentity(c.Request.Header.Get("Authorization"), func(tok string) (string, error) { return verify(c, tok) })
 	}
 }

@@ -139,11 +139,7 @@ func route(pattern string) string {
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, error) {
-		v := r.Header.Get(canonical)
-		if v == "" {
-			return "", nil
-		}
-		return canonical + ":" + v, nil
+		return core.HeaderIdentity(canonical, r.Header.Get(canonical)), nil
 	}
 }
 
@@ -154,17 +150,6 @@ func HeaderKey(name string) KeyFunc {
 // verification is rejected (see WithErrorHandler).
 func JWTSubject(verify func(r *http.Request, token string) (subject string, err error)) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		tok, ok := core.BearerToken(r.Header.Get("Authorization"))
-		if !ok {
-			return "", nil
-		}
-		sub, err := verify(r, tok)
-		if err != nil {
-			return "", err
-		}
-		if sub == "" {
-			return "", nil
-		}
-		return "sub:" + sub, nil
+		return core.SubjectIdentity(r.Header.Get("Authorization"), func(tok string) (string, error) { return verify(r, tok) })
 	}
 }
