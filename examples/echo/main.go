@@ -12,16 +12,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,48 +21,19 @@ import (
 	"github.com/rlkit/rlkit/examples/internal/demo"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main(run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled DESIGN example")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := demo.LoadConfig(*file)
+	cfg, ln, err := demo.Setup("echo", args)
 	if err != nil {
 		return err
 	}
-
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Use(echorl.New(cfg, echorl.WithKeyFunc(echorl.HeaderKey(demo.KeyHeader))))
 	for _, rt := range demo.Routes {
 		e.Add(rt.Method, rt.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", demo.OK) })
 	}
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	demo.PrintBanner(stdout, "Echo", ln.Addr().String())
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return demo.ServeHTTP(ctx, ln, e)
 }

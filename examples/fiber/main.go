@@ -12,14 +12,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -27,27 +20,13 @@ import (
 	"github.com/rlkit/rlkit/fiberrl"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Main(run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("fiber", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled DESIGN example")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := demo.LoadConfig(*file)
+	cfg, ln, err := demo.Setup("fiber", args)
 	if err != nil {
 		return err
 	}
-
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Use(fiberrl.New(cfg, fiberrl.WithKeyFunc(fiberrl.HeaderKey(demo.KeyHeader))))
 	for _, rt := range demo.Routes {
@@ -55,11 +34,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 			return c.Send(demo.OK)
 		})
-	}
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
 	}
 	demo.PrintBanner(stdout, "Fiber", ln.Addr().String())
 	go func() {

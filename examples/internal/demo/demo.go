@@ -4,9 +4,18 @@
 package demo
 
 import (
+	"context"
 	_ "embed"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -68,4 +77,50 @@ callers are counted by their %s header, or their IP without one.
   # /health is exempt: never counted, no rate-limit headers
   curl -s -i %s/health
 `, framework, addr, KeyHeader, KeyHeader, base, KeyHeader, base, KeyHeader, base, KeyHeader, base, base)
+}
+
+// Main runs an example's entry point until SIGINT or SIGTERM, and exits 1
+// when it fails.
+func Main(run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// Setup reads an example's flags (-addr, -config), loads the configuration
+// and opens the listener.
+func Setup(name string, args []string) (*core.Config, net.Listener, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
+	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled DESIGN example")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := LoadConfig(*file)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, ln, nil
+}
+
+// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully.
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
