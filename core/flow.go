@@ -17,8 +17,8 @@ import (
 //  4. the limiter counts the request under the rule that applies.
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
-// EachHeader, Status and Body) when it is not Allowed, else
-// Decision.SetHeaders (or EachHeader) before calling the handler. A Flow
+// Header, Status and Body) when it is not Allowed, else
+// Decision.SetHeaders (or Header) before calling the handler. A Flow
 // is safe for concurrent use.
 type Flow[R any] struct {
 	Limiter *Limiter

@@ -56,11 +56,21 @@ func BenchmarkFlow(b *testing.B) {
 			d.SetHeaders(h)
 		}
 	})
-	b.Run("EachHeader", func(b *testing.B) {
-		var buf []byte
+	b.Run("Header", func(b *testing.B) {
+		var buf [128]byte
+		n := 0
 		b.ReportAllocs()
 		for b.Loop() {
-			buf = d.EachHeader(buf, func(string, []byte) {})
+			for i := 0; ; i++ {
+				_, v, ok := d.Header(i, buf[:0])
+				if !ok {
+					break
+				}
+				n += len(v)
+			}
+		}
+		if n == 0 {
+			b.Fatal("no headers")
 		}
 	})
 }

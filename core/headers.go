@@ -162,38 +162,65 @@ func (d *Decision) SetHeaders(h http.Header) {
 	h[hdrRateLimit] = d.rateLimitValue()
 }
 
-// EachHeader calls fn for every header d puts on its response, in a fixed
-// order: the rate-limit headers and, when denied, Retry-After,
-// Content-Type and Content-Length. Values are appended to buf, which is
-// returned for reuse; fn must copy what it keeps. It serves adapters whose
-// framework has no http.Header (Fiber).
-func (d *Decision) EachHeader(buf []byte, fn func(name string, value []byte)) []byte {
+// Header returns the i-th header (counting from 0) that d puts on its
+// response, and ok false past the last one. The order is fixed: the
+// rate-limit headers, then, when denied, Retry-After, Content-Type and
+// Content-Length; a request that was not counted has no rate-limit
+// headers. Names are canonical (as net/http and fasthttp store them). A
+// value is either appended to buf[:0] or, when it never changes
+// (RateLimit-Policy, X-RateLimit-Limit, Content-Type), points into memory
+// shared by every response: read it, copy it, never write to it.
+//
+// It serves adapters whose framework has no http.Header (Fiber); with a
+// buffer on the caller's stack it allocates nothing:
+//
+//	var buf [128]byte
+//	for i := 0; ; i++ {
+//		name, value, ok := d.Header(i, buf[:0])
+//		if !ok {
+//			break
+//		}
+//		// set name: value
+//	}
+func (d *Decision) Header(i int, buf []byte) (name string, value []byte, ok bool) {
 	if d.hasHeaders() {
 		if d.style == HeadersLegacy {
-			i := d.decidingIndex()
-			buf = append(buf[:0], d.Rule.limitValue[i]...)
-			fn(hdrLimit, buf)
-			buf = strconv.AppendInt(buf[:0], d.Result.Remaining, 10)
-			fn(hdrRemaining, buf)
-			buf = strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10)
-			fn(hdrReset, buf)
+			switch i {
+			case 0:
+				return hdrLimit, readOnly(d.Rule.limitValue[d.decidingIndex()]), true
+			case 1:
+				return hdrRemaining, strconv.AppendInt(buf[:0], d.Result.Remaining, 10), true
+			case 2:
+				return hdrReset, strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10), true
+			}
+			i -= 3
 		} else {
-			buf = append(buf[:0], d.Rule.policyValue[0]...)
-			fn(hdrPolicy, buf)
-			buf = d.appendRateLimit(buf[:0])
-			fn(hdrRateLimit, buf)
+			switch i {
+			case 0:
+				return hdrPolicy, readOnly(d.Rule.policyValue[0]), true
+			case 1:
+				return hdrRateLimit, d.appendRateLimit(buf[:0]), true
+			}
+			i -= 2
 		}
 	}
-	if !d.Allowed {
-		buf = strconv.AppendInt(buf[:0], d.retryAfter(), 10)
-		fn(hdrRetryAfter, buf)
-		buf = append(buf[:0], jsonType[0]...)
-		fn(hdrType, buf)
-		buf = strconv.AppendInt(buf[:0], int64(len(d.Body())), 10)
-		fn(hdrLength, buf)
+	if d.Allowed {
+		return "", nil, false
 	}
-	return buf
+	switch i {
+	case 0:
+		return hdrRetryAfter, strconv.AppendInt(buf[:0], d.retryAfter(), 10), true
+	case 1:
+		return hdrType, readOnly(jsonType[0]), true
+	case 2:
+		return hdrLength, strconv.AppendInt(buf[:0], int64(len(d.Body())), 10), true
+	}
+	return "", nil, false
 }
+
+// readOnly returns the bytes of s without copying them. They must not be
+// written to.
+func readOnly(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // unavailable reports whether d decided nothing it can explain: the store
 // failed (fail-closed), or d is a zero Decision. Such a denial is a 503.

@@ -226,18 +226,22 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// eachHeaders collects what EachHeader yields, copying the values.
+// eachHeaders collects what Header yields, copying the values.
 func eachHeaders(d *Decision, buf []byte) (http.Header, []string, []byte) {
 	h := http.Header{}
 	var order []string
-	buf = d.EachHeader(buf, func(name string, value []byte) {
+	for i := 0; ; i++ {
+		name, value, ok := d.Header(i, buf)
+		if !ok {
+			break
+		}
 		h[name] = append(h[name], string(value))
 		order = append(order, name)
-	})
+	}
 	return h, order, buf
 }
 
-func TestEachHeaderMatchesSetHeaders(t *testing.T) {
+func TestHeaderMatchesSetHeaders(t *testing.T) {
 	var buf []byte
 	for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy, HeadersNone} {
 		ds := decisions(t, style)
@@ -256,7 +260,7 @@ func TestEachHeaderMatchesSetHeaders(t *testing.T) {
 			var order []string
 			got, order, buf = eachHeaders(&d, buf)
 			if !maps.EqualFunc(got, want, slices.Equal) {
-				t.Errorf("%s: EachHeader = %v, want %v (SetHeaders/WriteDenied)", label, got, want)
+				t.Errorf("%s: Header = %v, want %v (SetHeaders/WriteDenied)", label, got, want)
 			}
 			// The documented order: rate-limit headers, then Retry-After,
 			// Content-Type and Content-Length.
@@ -273,7 +277,7 @@ func TestEachHeaderMatchesSetHeaders(t *testing.T) {
 				wantOrder = append(wantOrder, "Retry-After", "Content-Type", "Content-Length")
 			}
 			if !slices.Equal(order, wantOrder) {
-				t.Errorf("%s: EachHeader order %q, want %q", label, order, wantOrder)
+				t.Errorf("%s: Header order %q, want %q", label, order, wantOrder)
 			}
 			if rec.Code != d.Status() {
 				t.Errorf("%s: status %d, want %d", label, rec.Code, d.Status())
@@ -282,18 +286,34 @@ func TestEachHeaderMatchesSetHeaders(t *testing.T) {
 	}
 }
 
-func TestEachHeaderReusesBuffer(t *testing.T) {
-	d := decisions(t, HeadersDraft)["denied two limits"]
-	buf := make([]byte, 0, 256)
-	got := d.EachHeader(buf, func(string, []byte) {})
-	if cap(got) != 256 || &got[:1][0] != &buf[:1][0] {
-		t.Errorf("EachHeader did not reuse a buffer large enough")
-	}
-	allocs := testing.AllocsPerRun(100, func() {
-		buf = d.EachHeader(buf, func(string, []byte) {})
-	})
-	if allocs != 0 {
-		t.Errorf("EachHeader with a reused buffer: %v allocations, want 0", allocs)
+func TestHeaderUsesBuffer(t *testing.T) {
+	for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy} {
+		d := decisions(t, style)["denied two limits"]
+		var buf [128]byte
+		for i := 0; ; i++ {
+			name, value, ok := d.Header(i, buf[:0])
+			if !ok {
+				break
+			}
+			// A value is rendered into buf or is one of the shared constants.
+			if len(value) > 0 && &value[0] != &buf[0] {
+				switch name {
+				case "Ratelimit-Policy", "X-Ratelimit-Limit", "Content-Type":
+				default:
+					t.Errorf("%v: %s: value %q is not in the buffer", style, name, value)
+				}
+			}
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			for i := 0; ; i++ {
+				if _, _, ok := d.Header(i, buf[:0]); !ok {
+					break
+				}
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%v: Header with a stack buffer: %v allocations, want 0", style, allocs)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ func BoundKey(key string) string {
 const digestPrefix = "sha256:"
 
 // Decision is the outcome of one request. Adapters write it with
-// SetHeaders and, when not Allowed, WriteDenied (or EachHeader, Status and
+// SetHeaders and, when not Allowed, WriteDenied (or Header, Status and
 // Body).
 type Decision struct {
 	// Allowed reports whether the request may proceed.

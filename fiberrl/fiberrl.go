@@ -1,12 +1,14 @@
 package fiberrl
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -85,9 +87,6 @@ func defaultOnError(c *fiber.Ctx, _ error) error {
 	return nil
 }
 
-// bufs holds the buffers Decision.EachHeader renders header values into.
-var bufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // New returns the middleware for cfg. A nil or disabled cfg passes every
 // request untouched.
 func New(cfg *core.Config, opts ...Option) fiber.Handler {
@@ -103,6 +102,10 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		Bypass:   o.bypass,
 		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
 	}
+	if len(o.ip.TrustedProxies) == 0 {
+		// No header is believed: the client IP is the TCP peer's.
+		flow.ClientIP = peerIP
+	}
 	if key := o.key; key != nil {
 		flow.Key = func(c *fiber.Ctx) (string, error) {
 			id, err := key(c)
@@ -114,9 +117,15 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if err != nil {
 			return o.onError(c, err)
 		}
-		h, buf := &c.Response().Header, bufs.Get().(*[]byte)
-		*buf = d.EachHeader(*buf, func(name string, value []byte) { h.SetCanonical(canonicalName(name), value) })
-		bufs.Put(buf)
+		h := &c.Response().Header
+		var buf [128]byte
+		for i := 0; ; i++ {
+			name, value, ok := d.Header(i, buf[:0])
+			if !ok {
+				break
+			}
+			h.SetCanonical(nameBytes(name), value) // both copied
+		}
 		if !d.Allowed {
 			c.Status(d.Status())
 			c.Response().SetBody(d.Body()) // a copy: Body is shared
@@ -126,22 +135,43 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 	}
 }
 
-// names holds the header names core writes, already in fasthttp's
-// canonical form, so that setting them skips normalizing the name.
-var names = func() map[string][]byte {
-	m := map[string][]byte{}
-	for _, n := range []string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After", "Content-Type", "Content-Length"} {
-		m[n] = []byte(n)
-	}
-	return m
-}()
+// nameBytes returns the bytes of a header name from core.Decision.Header,
+// which is already canonical, without copying: fasthttp only reads them.
+func nameBytes(name string) []byte { return unsafe.Slice(unsafe.StringData(name), len(name)) }
 
-// canonicalName returns name's bytes in canonical form.
-func canonicalName(name string) []byte {
-	if b, ok := names[name]; ok {
-		return b
+// peerIP is the client IP when no proxy is trusted: the TCP peer's address,
+// as core.ClientIPConfig.ClientIP would render it. IPv4 peers come from
+// ipv4Strings, so a returning client costs no allocation.
+func peerIP(c *fiber.Ctx) string {
+	if a, ok := c.Context().RemoteAddr().(*net.TCPAddr); ok {
+		if ip4 := a.IP.To4(); ip4 != nil {
+			return ipv4String([4]byte(ip4))
+		}
 	}
-	return []byte(http.CanonicalHeaderKey(name)) // a name core does not write today
+	var none core.ClientIPConfig
+	return none.ClientIP(remoteAddr(c), nil)
+}
+
+// ipv4Strings caches the text of recently seen IPv4 addresses: a
+// direct-mapped table, so a lookup is one load and a compare, and its size
+// is fixed. A slot holds an immutable entry, replaced whole on a miss.
+var ipv4Strings [4096]atomic.Pointer[ipv4Entry]
+
+type ipv4Entry struct {
+	addr [4]byte
+	text string
+}
+
+// ipv4String returns a's dotted-decimal text, in memory of its own.
+func ipv4String(a [4]byte) string {
+	v := binary.BigEndian.Uint32(a[:])
+	slot := &ipv4Strings[(v*0x9E3779B1)>>20] // Fibonacci hashing to 12 bits
+	if e := slot.Load(); e != nil && e.addr == a {
+		return e.text
+	}
+	e := &ipv4Entry{addr: a, text: netip.AddrFrom4(a).String()}
+	slot.Store(e)
+	return e.text
 }
 
 // remoteAddr is the TCP peer in http.Request.RemoteAddr form ("ip:port",

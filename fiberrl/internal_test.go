@@ -1,12 +1,15 @@
 package fiberrl
 
 import (
+	"net"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"testing"
 	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -96,5 +99,44 @@ func TestRouteAndMethod(t *testing.T) {
 	clear(buf)
 	if get != "GET" || patch != "PATCH" || propfind != "PROPFIND" {
 		t.Fatalf("methods: got %q %q %q after the buffer changed", get, patch, propfind)
+	}
+}
+
+// TestPeerIPAsClientIP: with no trusted proxy, the client IP is the one
+// core.ClientIPConfig gives for the peer's "ip:port", for IPv4, IPv4-mapped
+// and IPv6 peers, and the IPv4 cache answers each address with its own
+// text even when addresses share a slot.
+func TestPeerIPAsClientIP(t *testing.T) {
+	var none core.ClientIPConfig
+	for _, addr := range []*net.TCPAddr{
+		{IP: net.IPv4(192, 0, 2, 1), Port: 1234},
+		{IP: net.IPv4(10, 0, 0, 255).To4(), Port: 1},
+		{IP: net.ParseIP("::ffff:198.51.100.7"), Port: 8080},
+		{IP: net.ParseIP("2001:db8::1"), Port: 443},
+		{IP: net.ParseIP("fe80::1"), Port: 443, Zone: "eth0"},
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, addr, nil)
+		app := fiber.New()
+		c := app.AcquireCtx(&ctx)
+		got, want := peerIP(c), none.ClientIP(remoteAddr(c), nil)
+		app.ReleaseCtx(c)
+		if got != want {
+			t.Errorf("peerIP(%v) = %q, want %q (core.ClientIPConfig.ClientIP)", addr, got, want)
+		}
+	}
+	for i := uint32(0); i < 1<<16; i++ {
+		v := i * 2654435761 // spread over the whole space; many share a slot
+		a := [4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
+		for range 2 { // a miss, then (unless evicted meanwhile) a hit
+			if got, want := ipv4String(a), netip.AddrFrom4(a).String(); got != want {
+				t.Fatalf("ipv4String(%v) = %q, want %q", a, got, want)
+			}
+		}
+	}
+	a := [4]byte{203, 0, 113, 9}
+	ipv4String(a)
+	if n := testing.AllocsPerRun(100, func() { _ = ipv4String(a) }); n != 0 {
+		t.Errorf("ipv4String of a cached address allocated %v times, want 0", n)
 	}
 }
