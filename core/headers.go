@@ -89,52 +89,24 @@ func (d *Decision) decidingIndex() int {
 	return 0
 }
 
-// headerValue is one allocation holding a header's value slice and bytes.
-type headerValue struct {
-	v [1]string
-	b [104]byte
-}
-
-// newValue returns a header value built by fill, in a single allocation
-// when it fits in headerValue (fill appends to the slice it is given).
-func newValue[T any](arg T, fill func([]byte, T) []byte) []string {
-	hv := new(headerValue)
-	b := fill(hv.b[:0], arg)
-	if len(b) == 0 {
-		return hv.v[:1:1]
-	}
-	if &b[0] != &hv.b[0] { // outgrew the buffer
-		return []string{string(b)}
-	}
-	hv.v[0] = unsafe.String(&hv.b[0], len(b))
-	return hv.v[:1:1]
-}
-
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
-
-// smallValue holds a header value of up to 32 bytes and its slice in one
-// allocation of the 48-byte size class.
+// smallValue holds a header value of up to 32 bytes and the one-element
+// slice http.Header keeps it in: one allocation of the 48-byte size class.
 type smallValue struct {
 	v [1]string
 	b [32]byte
 }
 
-// rateLimitValue is the RateLimit header's value: rendered on the stack,
-// then kept in the smallest allocation that holds it (most values fit 32
-// bytes: "search";r=9;t=1).
-func (d *Decision) rateLimitValue() []string {
-	var tmp [104]byte
-	b := d.appendRateLimit(tmp[:0])
+// headerValue returns b as a header value in memory of its own: a slice of
+// capacity 1, so a handler that Adds to the header appends to a copy.
+func headerValue(b []byte) []string {
 	if len(b) > len(smallValue{}.b) {
-		return newValue(d, appendRateLimit)
+		return []string{string(b)} // a long policy's RateLimit: rare
 	}
-	hv := new(smallValue)
-	n := copy(hv.b[:], b)
-	hv.v[0] = unsafe.String(&hv.b[0], n)
-	return hv.v[:1:1]
+	v := new(smallValue)
+	n := copy(v.b[:], b)
+	v.v[0] = unsafe.String(&v.b[0], n)
+	return v.v[:1:1]
 }
-
-func appendRateLimit(b []byte, d *Decision) []byte { return d.appendRateLimit(b) }
 
 // hasHeaders reports whether rate-limit headers go on the response.
 func (d *Decision) hasHeaders() bool {
@@ -144,9 +116,10 @@ func (d *Decision) hasHeaders() bool {
 // SetHeaders writes the rate-limit headers of d into h (net/http, Gin and
 // Echo responses): nothing for a request that was not counted. Values that
 // never change (RateLimit-Policy, X-RateLimit-Limit) are slices shared by
-// every response, so an allowed request costs one allocation: a handler may
-// replace or Add to them (their capacity equals their length) but must not
-// assign to their elements in place.
+// every response, so an allowed request costs one allocation (two in the
+// legacy style). A handler may replace or Add to any of these slices
+// (their capacity equals their length) but must not assign to their
+// elements in place.
 func (d *Decision) SetHeaders(h http.Header) {
 	if !d.hasHeaders() {
 		return
@@ -154,12 +127,14 @@ func (d *Decision) SetHeaders(h http.Header) {
 	if d.style == HeadersLegacy {
 		i := d.decidingIndex()
 		h[hdrLimit] = d.Rule.limitValue[i : i+1 : i+1]
-		h[hdrRemaining] = newValue(d.Result.Remaining, appendInt)
-		h[hdrReset] = newValue(ceilSeconds(d.Result.ResetAfter), appendInt)
+		var tmp [20]byte
+		h[hdrRemaining] = headerValue(strconv.AppendInt(tmp[:0], d.Result.Remaining, 10))
+		h[hdrReset] = headerValue(strconv.AppendInt(tmp[:0], ceilSeconds(d.Result.ResetAfter), 10))
 		return
 	}
+	var tmp [104]byte
 	h[hdrPolicy] = d.Rule.policyValue
-	h[hdrRateLimit] = d.rateLimitValue()
+	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }
 
 // Header returns the i-th header (counting from 0) that d puts on its

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -318,13 +319,45 @@ func TestHeaderUsesBuffer(t *testing.T) {
 }
 
 func TestSetHeadersAllocs(t *testing.T) {
-	for _, name := range []string{"allowed", "allowed two limits"} {
-		d := decisions(t, HeadersDraft)[name]
-		h := http.Header{}
-		allocs := testing.AllocsPerRun(100, func() { d.SetHeaders(h) })
-		if allocs > 1 {
-			t.Errorf("%s: SetHeaders: %v allocations, want at most 1", name, allocs)
+	for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy} {
+		want := 1.0
+		if style == HeadersLegacy {
+			want = 2 // Remaining and Reset
 		}
+		for _, name := range []string{"allowed", "allowed two limits"} {
+			d := decisions(t, style)[name]
+			h := http.Header{}
+			allocs := testing.AllocsPerRun(100, func() { d.SetHeaders(h) })
+			if allocs != want {
+				t.Errorf("%v %s: SetHeaders: %v allocations, want %v", style, name, allocs, want)
+			}
+		}
+	}
+}
+
+// TestHeaderValuesOwnMemory: every response gets values of its own, and a
+// value too long for a smallValue is still whole.
+func TestHeaderValuesOwnMemory(t *testing.T) {
+	var hs []http.Header
+	var want []string
+	for i := range 100 {
+		b := strconv.AppendInt([]byte("v="), int64(i), 10)
+		hs = append(hs, http.Header{"V": headerValue(b)})
+		want = append(want, string(b))
+		clear(b) // the caller's buffer is reused
+	}
+	for i, h := range hs {
+		if got := h["V"]; len(got) != 1 || got[0] != want[i] || cap(got) != 1 {
+			t.Fatalf("value %d: got %q (cap %d), want [%q] (cap 1)", i, got, cap(got), want[i])
+		}
+	}
+	hs[0].Add("V", "extra")
+	if got := hs[1]["V"]; len(got) != 1 || got[0] != "v=1" {
+		t.Errorf("after Add on another response: %q, want [\"v=1\"]", got)
+	}
+	long := strings.Repeat("x", 33)
+	if got := headerValue([]byte(long)); len(got) != 1 || got[0] != long {
+		t.Errorf("headerValue of 33 bytes: %q, want [%q]", got, long)
 	}
 }
 
