@@ -72,6 +72,7 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 	}
 	mw := nethttp.New(s.Config, opts...)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.Served()
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(adaptertest.OKBody))
 	})
@@ -124,7 +125,10 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 	}
 	r := gin.New()
 	r.Use(ginrl.New(s.Config, opts...))
-	ok := func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(adaptertest.OKBody)) }
+	ok := func(c *gin.Context) {
+		s.Served()
+		c.Data(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
+	}
 	for _, route := range s.Routes {
 		r.Any(route, ok)
 	}
@@ -160,6 +164,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	e.HideBanner, e.HidePort = true, true
 	e.Use(echorl.New(s.Config, opts...))
 	ok := func(c echo.Context) error {
+		s.Served()
 		return c.Blob(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
 	}
 	for _, route := range s.Routes {
@@ -195,6 +200,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 	}
 	mw := fiberrl.New(s.Config, opts...)
 	ok := func(c *fiber.Ctx) error {
+		s.Served()
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.SendString(adaptertest.OKBody)
 	}

@@ -2,8 +2,9 @@
 // nethttp, ginrl, echorl and fiberrl. One table of cases runs against each
 // adapter through the framework's real server on loopback, and every case
 // checks the whole answer: the status, the exact set of rate-limit headers
-// and their values, Content-Type, Content-Length and the body, plus the
-// exact store calls (key, rule, cost) and observer events the request made.
+// and their values, Content-Type, Content-Length and the body (and no
+// header but those and Date), plus the exact store calls (key, rule, cost)
+// and observer events the request made, and whether it reached the handler.
 //
 // An adapter is wired once, in a start function that builds it as Setup
 // says and serves it:
@@ -13,7 +14,10 @@
 //	func startGin(t *testing.T, s adaptertest.Setup) (baseURL string) {
 //		r := gin.New()
 //		r.Use(ginrl.New(s.Config, ginrl.WithStore(s.Store), ...))
-//		r.NoRoute(func(c *gin.Context) { c.Data(200, "application/json", []byte(adaptertest.OKBody)) })
+//		r.NoRoute(func(c *gin.Context) {
+//			s.Served()
+//			c.Data(200, "application/json", []byte(adaptertest.OKBody))
+//		})
 //		return adaptertest.ServeHTTP(t, r)
 //	}
 //
@@ -24,7 +28,7 @@
 //
 // Same runs the table through several adapters and fails unless their
 // responses are identical: same status, same headers (all but Date), same
-// body, same store keys.
+// body, same store keys, same runs of the handler.
 //
 // The stores read a core.ManualClock, so every Reset and Retry-After value
 // is exact; the suite moves the clock and never sleeps.
