@@ -1,0 +1,287 @@
+// Command jwt is rlkit's token-issuance demo: a net/http login service
+// that issues access and refresh tokens through jwtissuer, with two limits
+// in front of brute force:
+//
+//   - per user, on issuance: jwtissuer's built-in token bucket, 6 tokens
+//     per minute per user. A login issues two tokens (access and refresh),
+//     so the 4th login of a user within a minute answers 429 with
+//     Retry-After and {"detail": "...", "retry_after": 20};
+//   - per client IP, on requests: nethttp's middleware allows 10 POST
+//     /login per minute per IP, failed logins included, and answers 429
+//     {"detail": "Rate limit exceeded for 'login' requests"} past it.
+//
+// Validating a token (GET /me) is never limited by the issuer.
+//
+//	go run ./examples/jwt                 # listens on 127.0.0.1:8080
+//	go run ./examples/jwt -addr :9000
+//
+// Endpoints: POST /login {"user": "...", "password": "..."} (demo users
+// alice / wonderland and bob / builder), POST /refresh {"refresh_token":
+// "..."}, GET /me with "Authorization: Bearer <access token>", GET /health.
+// Tokens are HS256, signed with $RLKIT_JWT_SECRET or, without it, a public
+// development secret. On start it prints curl lines that reach the 429.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/examples/internal/demo"
+	"github.com/rlkit/rlkit/jwtissuer"
+	"github.com/rlkit/rlkit/nethttp"
+)
+
+// devSecret signs tokens when RLKIT_JWT_SECRET is not set. It is public:
+// anyone can forge tokens with it.
+const devSecret = "rlkit-demo-development-secret-not-for-production"
+
+// The limits of the demo.
+const (
+	issueRate   = 6 // tokens per user per issueWindow
+	issueWindow = time.Minute
+	loginLimit  = "10/minute" // POST /login per client IP
+	// tokensPerLogin is what one login takes from the user's bucket.
+	tokensPerLogin = 2
+)
+
+// user is a demo account. Passwords are kept as SHA-256 digests so that
+// the comparison takes the same time whatever the input's length.
+type user struct {
+	id, name string
+	password [32]byte
+	roles    []string
+}
+
+var users = map[string]user{
+	"alice": {id: "u-1", name: "alice", password: sha256.Sum256([]byte("wonderland")), roles: []string{"admin"}},
+	"bob":   {id: "u-2", name: "bob", password: sha256.Sum256([]byte("builder")), roles: []string{"user"}},
+}
+
+func main() { demo.Main(run) }
+
+// run serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("jwt", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	secret, dev := os.Getenv("RLKIT_JWT_SECRET"), false
+	if secret == "" {
+		secret, dev = devSecret, true
+	}
+	a, err := newApp(secret, core.SystemClock)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	printBanner(stdout, ln.Addr().String(), dev)
+	return demo.ServeHTTP(ctx, ln, a.handler)
+}
+
+// app is the service: its issuer and its handler.
+type app struct {
+	iss     *jwtissuer.Issuer
+	store   *memstore.Store
+	handler http.Handler
+}
+
+// newApp builds the service on clock (tests pass a manual one).
+func newApp(secret string, clock core.Clock) (*app, error) {
+	cfg := jwtissuer.DefaultConfig()
+	cfg.SecretKey = secret
+	cfg.Issuer = "rlkit-jwt-example"
+	cfg.EnableRateLimit = true
+	cfg.RateLimitRate = issueRate
+	cfg.RateLimitWindow = issueWindow
+	cfg.Clock = clock
+	iss, err := jwtissuer.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	perIP, err := core.NewConfig(core.Spec{
+		Enabled: true,
+		Rules:   []core.RuleSpec{{Name: "login", Paths: []string{"/login"}, Methods: []string{"POST"}, Limit: []string{loginLimit}}},
+	})
+	if err != nil {
+		iss.Close()
+		return nil, err
+	}
+	a := &app{iss: iss, store: memstore.New(memstore.WithClock(clock))}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /login", a.login)
+	mux.HandleFunc("POST /refresh", a.refresh)
+	mux.HandleFunc("GET /me", a.me)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	// No key function: every request counts under its client IP (the TCP
+	// peer; behind a proxy, see nethttp.WithClientIP).
+	a.handler = nethttp.New(perIP,
+		nethttp.WithStore(a.store),
+		nethttp.WithLimiterOptions(core.WithClock(clock)),
+	)(mux)
+	return a, nil
+}
+
+// Close stops issuance and releases the limiters.
+func (a *app) Close() {
+	a.iss.Close()
+	a.store.Close()
+}
+
+type tokens struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token,omitempty"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int    `json:"expires_in"`
+}
+
+// login checks the credentials and issues an access and a refresh token.
+func (a *app) login(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		User     string `json:"user"`
+		Password string `json:"password"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&req); err != nil {
+		writeDetail(w, http.StatusBadRequest, "Body must be JSON: {\"user\": \"...\", \"password\": \"...\"}")
+		return
+	}
+	u, ok := users[req.User]
+	given := sha256.Sum256([]byte(req.Password))
+	if subtle.ConstantTimeCompare(given[:], u.password[:]) != 1 || !ok {
+		writeDetail(w, http.StatusUnauthorized, "Invalid credentials")
+		return
+	}
+	claims := &jwtissuer.Claims{UserID: u.id, Username: u.name, Roles: u.roles}
+	claims.Subject = u.name // the rate-limit key: one bucket per user
+	// Two issuances, each counted. With one token left the access token is
+	// issued and the refresh token refused: the login answers 429 and the
+	// access token is dropped.
+	access, err := a.iss.Create(claims)
+	if err != nil {
+		a.issueError(w, err)
+		return
+	}
+	refresh, err := a.iss.CreateRefresh(claims)
+	if err != nil {
+		a.issueError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tokens{AccessToken: access, RefreshToken: refresh, TokenType: "Bearer", ExpiresIn: int(jwtissuer.DefaultAccessTTL / time.Second)})
+}
+
+// refresh exchanges a refresh token for a new access token.
+func (a *app) refresh(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RefreshToken string `json:"refresh_token"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+		writeDetail(w, http.StatusBadRequest, "Body must be JSON: {\"refresh_token\": \"...\"}")
+		return
+	}
+	access, err := a.iss.Refresh(req.RefreshToken)
+	if err != nil {
+		a.issueError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tokens{AccessToken: access, TokenType: "Bearer", ExpiresIn: int(jwtissuer.DefaultAccessTTL / time.Second)})
+}
+
+// me answers with the claims of the bearer's access token. Validation is
+// never rate limited.
+func (a *app) me(w http.ResponseWriter, r *http.Request) {
+	tok, ok := core.BearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		writeDetail(w, http.StatusUnauthorized, "Missing bearer token")
+		return
+	}
+	c, err := a.iss.Validate(tok)
+	if err != nil {
+		writeDetail(w, http.StatusUnauthorized, "Invalid token")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"user": c.Subject, "user_id": c.UserID, "roles": c.Roles, "expires_at": c.ExpiresAt.Unix()})
+}
+
+// retryAfter is how long a user over the issuance limit waits, at most,
+// until a login's two tokens have refilled.
+var retryAfter = core.RetryAfterSeconds(tokensPerLogin * issueWindow / issueRate)
+
+// issueError answers a failed issuance.
+func (a *app) issueError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, jwtissuer.ErrRateLimitExceeded):
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{
+			"detail":      "Too many tokens issued for this user; retry later",
+			"retry_after": retryAfter,
+		})
+	case errors.Is(err, jwtissuer.ErrRateLimitUnavailable), errors.Is(err, jwtissuer.ErrClosed):
+		w.Header().Set("Retry-After", "1")
+		writeDetail(w, http.StatusServiceUnavailable, "Token issuance unavailable")
+	default: // the refresh token did not verify
+		writeDetail(w, http.StatusUnauthorized, "Invalid refresh token")
+	}
+}
+
+func writeDetail(w http.ResponseWriter, status int, detail string) {
+	writeJSON(w, status, map[string]string{"detail": detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// printBanner writes where the service listens and curl lines that show
+// both limits.
+func printBanner(w io.Writer, addr string, dev bool) {
+	base := "http://" + addr
+	secret := "$RLKIT_JWT_SECRET"
+	if dev {
+		secret = "the public development secret; set RLKIT_JWT_SECRET for your own"
+	}
+	fmt.Fprintf(w, `rlkit jwt example listening on %[1]s
+tokens: HS256, signed with %[2]s
+demo users: alice / wonderland, bob / builder
+issuance: %[3]d tokens per minute per user; a login issues 2 (access + refresh), so the 4th login within a minute gets 429
+requests: POST /login %[4]s per client IP, failed logins included
+
+  # alice logs in 4 times: 200, 200, 200, then 429 with Retry-After
+  for i in 1 2 3 4; do curl -s -w ' %%{http_code}\n' -X POST -d '{"user":"alice","password":"wonderland"}' %[5]s/login; done
+
+  # validating a token is never limited
+  TOKEN=$(curl -s -X POST -d '{"user":"bob","password":"builder"}' %[5]s/login | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
+  for i in $(seq 10); do curl -s -o /dev/null -w '%%{http_code} ' -H "Authorization: Bearer $TOKEN" %[5]s/me; done; echo
+
+  # a refresh token buys a new access token; an access token is not a refresh token (401)
+  REFRESH=$(curl -s -X POST -d '{"user":"bob","password":"builder"}' %[5]s/login | sed -E 's/.*"refresh_token":"([^"]+)".*/\1/')
+  curl -s -X POST -d "{\"refresh_token\":\"$REFRESH\"}" %[5]s/refresh
+  curl -s -X POST -d "{\"refresh_token\":\"$TOKEN\"}" %[5]s/refresh
+
+  # guessing passwords: past 10 POST /login per minute from one IP (the ones above count too), 429
+  for i in $(seq 11); do curl -s -o /dev/null -w '%%{http_code} ' -X POST -d '{"user":"bob","password":"guess"}' %[5]s/login; done; echo
+`, addr, secret, issueRate, loginLimit, base)
+}

@@ -1,0 +1,56 @@
+// Package jwtissuer issues and verifies JSON Web Tokens on
+// github.com/golang-jwt/jwt/v5, and limits how many tokens each user can be
+// issued: the token endpoint is where credentials are brute-forced.
+//
+//	cfg := jwtissuer.DefaultConfig()
+//	cfg.SecretKey = os.Getenv("JWT_SECRET") // at least 32 bytes for HS256
+//	cfg.EnableRateLimit = true               // 100 tokens per minute per user
+//	iss, err := jwtissuer.New(cfg)
+//	if err != nil { ... }
+//	defer iss.Close()
+//
+//	access, err := iss.Create(&jwtissuer.Claims{UserID: "u-123"})
+//	if errors.Is(err, jwtissuer.ErrRateLimitExceeded) {
+//		// 429 Too Many Requests
+//	}
+//	claims, err := iss.Validate(access) // never limited
+//
+// # Tokens
+//
+// An Issuer signs with one algorithm and one key, and accepts only that
+// algorithm: a token whose header says "none", or HS256 where the Issuer
+// uses RS256 (the key-confusion attack), is rejected before its signature
+// is looked at. Access and refresh tokens differ in their "typ" header,
+// "at+jwt" (RFC 9068) and "rt+jwt": Validate and ValidateInto accept only
+// access tokens, Refresh and RefreshInto only refresh tokens, whatever the
+// claims look like, and the wrong kind gives ErrTokenType. Every token
+// must carry "exp"; "nbf", and the issuer and audience when the Config
+// names them, are checked too.
+//
+// The Issuer sets "iat", "exp" (unless the claims have one), "jti" (unless
+// the claims have one), "iss" and "aud" on a copy of the claims it is
+// given; see Create for the claims types it can do this for.
+//
+// # Rate limit
+//
+// With EnableRateLimit, every issuance — Create, CreateRefresh, Refresh and
+// RefreshInto — takes one token from the bucket of the claims' key, and
+// fails with ErrRateLimitExceeded when the bucket is empty. Validate and
+// ValidateInto are never limited. The key is, in order:
+//
+//  1. the "sub" claim (RegisteredClaims.Subject), when not empty;
+//  2. the built-in Claims' UserID (also when Claims is embedded), when not empty;
+//  3. RateLimitKey(), when the claims implement RateLimitKeyer;
+//  4. otherwise "", and the issuance is not counted.
+//
+// Refresh takes the key from the refresh token, after verifying it: a
+// refresh token that fails verification costs no quota.
+//
+// The built-in RateLimiter is a token bucket per key in this process
+// (RateLimitRate tokens per RateLimitWindow, proportional refill, at most
+// 10,000 keys); see RateLimiter. A service with several replicas shares
+// its counts with package jwtissuer/redislimiter, through Redis, which
+// fails closed: when Redis fails, issuance is refused with an error that
+// wraps ErrRateLimitUnavailable and the cause (see
+// FallibleRateLimitProvider). Any RateLimitProvider can take its place.
+package jwtissuer

@@ -1,0 +1,340 @@
+package jwtissuer
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Errors of the Issuer. The errors of token validation wrap jwt's (for
+// example jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid), so errors.Is
+// finds them too.
+var (
+	// ErrRateLimitExceeded is returned by Create, CreateRefresh, Refresh
+	// and RefreshInto when the key of the claims is over its limit.
+	ErrRateLimitExceeded = errors.New("jwtissuer: rate limit exceeded")
+	// ErrRateLimitUnavailable is wrapped, together with the cause, by the
+	// error of an issuance that was refused because the rate limiter's
+	// backend failed (a FallibleRateLimitProvider failing closed). It is not
+	// ErrRateLimitExceeded.
+	ErrRateLimitUnavailable = errors.New("jwtissuer: rate limiter unavailable")
+	// ErrTokenType is returned when a refresh token is presented as an
+	// access token, or an access token as a refresh token.
+	ErrTokenType = errors.New("jwtissuer: wrong token type")
+	// ErrClosed is returned by issuance after Close.
+	ErrClosed = errors.New("jwtissuer: issuer closed")
+)
+
+// The "typ" header values of the two kinds of token: RFC 9068's for access
+// tokens, and its counterpart for refresh tokens.
+const (
+	TypeAccess  = "at+jwt"
+	TypeRefresh = "rt+jwt"
+)
+
+// maxTokenLen bounds the tokens the Issuer parses: longer input is
+// rejected before any decoding.
+const maxTokenLen = 64 << 10
+
+// An Issuer signs and verifies access and refresh tokens with one key and
+// one algorithm, and limits issuance per key. It is safe for concurrent use.
+type Issuer struct {
+	s      settings
+	parser *jwt.Parser
+	closed atomic.Bool
+}
+
+// New returns an Issuer for cfg. It checks every field and reports the
+// first problem, naming the field and its value.
+func New(cfg Config) (*Issuer, error) {
+	s, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	i := &Issuer{s: s}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods([]string{s.method.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(s.leeway),
+		jwt.WithTimeFunc(i.now),
+		jwt.WithStrictDecoding(),
+	}
+	if s.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(s.issuer))
+	}
+	if len(s.audience) > 0 {
+		opts = append(opts, jwt.WithAudience(s.audience...))
+	}
+	i.parser = jwt.NewParser(opts...)
+	return i, nil
+}
+
+func (i *Issuer) now() time.Time { return time.Unix(0, i.s.clock.Now()) }
+
+// Create returns a signed access token (header "typ": "at+jwt") holding
+// claims, after counting one issuance for their key (see RateLimiter and
+// the package documentation for the key order).
+//
+// Claims may be a *Claims (or Claims), a jwt.MapClaims, a
+// *jwt.RegisteredClaims, or any struct type, or pointer to one, that
+// embeds jwt.RegisteredClaims (directly or through Claims). The Issuer
+// works on a copy, never on the caller's value, and sets on it: "iat" to
+// now; "exp" to now + AccessTTL unless the claims have one; "jti" to a
+// random 130-bit value (26 base32 characters) unless they have one; "iss" to Config.Issuer when
+// that is set; "aud" to Config.Audience when that is set and the claims
+// name none; "nbf" is left as given. Other claims types are signed as
+// they are and must carry their own "exp".
+//
+// Create fails with ErrRateLimitExceeded when the key is over its limit
+// (nothing is signed), with an error wrapping ErrRateLimitUnavailable when
+// the limiter's backend failed, and with ErrClosed after Close. An
+// issuance counted and then failing (claims that do not encode as JSON)
+// is not given back.
+func (i *Issuer) Create(claims jwt.Claims) (string, error) {
+	return i.create(claims, TypeAccess, i.s.accessTTL)
+}
+
+// CreateRefresh is Create for a refresh token: header "typ": "rt+jwt",
+// "exp" now + RefreshTTL unless the claims have one. Validate rejects it;
+// only Refresh and RefreshInto accept it.
+func (i *Issuer) CreateRefresh(claims jwt.Claims) (string, error) {
+	return i.create(claims, TypeRefresh, i.s.refreshTTL)
+}
+
+func (i *Issuer) create(claims jwt.Claims, typ string, ttl time.Duration) (string, error) {
+	if i.closed.Load() {
+		return "", ErrClosed
+	}
+	e, err := cloneClaims(claims)
+	if err != nil {
+		return "", err
+	}
+	if e.rc == nil && e.m == nil {
+		if exp, err := claims.GetExpirationTime(); err != nil || exp == nil {
+			return "", fmt.Errorf("jwtissuer: %T has no \"exp\" and does not embed jwt.RegisteredClaims, so the issuer cannot set one", claims)
+		}
+	}
+	// The key is read from the copy, in which cloneClaims has allocated the
+	// nil embedded pointers that the promoted methods would panic on.
+	if err := i.admit(rateLimitKey(e.claims)); err != nil {
+		return "", err
+	}
+	i.stamp(&e, ttl, false)
+	return i.sign(e.claims, typ)
+}
+
+// Refresh verifies refreshToken as a refresh token of this Issuer
+// (signature, algorithm, "typ": "rt+jwt", "exp", "nbf", issuer and
+// audience when configured) into the built-in Claims, counts one issuance
+// for their key, and returns a new access token with the same claims and a
+// fresh "iat", "exp" (now + AccessTTL) and "jti" ("nbf" dropped).
+//
+// A refresh token that fails verification is rejected before the limiter
+// is asked: it costs no quota. An access token gives ErrTokenType.
+func (i *Issuer) Refresh(refreshToken string) (string, error) {
+	c := new(Claims)
+	return i.refresh(refreshToken, editable{claims: c, rc: &c.RegisteredClaims})
+}
+
+// RefreshInto is Refresh for custom claims: it decodes refreshToken into
+// claims, which must be a non-nil pointer to a struct that embeds
+// jwt.RegisteredClaims (directly or through Claims), or a non-nil
+// jwt.MapClaims. On success claims holds the claims of the new access
+// token: those of the refresh token with a fresh "iat", "exp" and "jti",
+// and no "nbf". On failure their content is unspecified.
+func (i *Issuer) RefreshInto(refreshToken string, claims jwt.Claims) (string, error) {
+	e, err := inPlace(claims)
+	if err != nil {
+		return "", err
+	}
+	return i.refresh(refreshToken, e)
+}
+
+func (i *Issuer) refresh(token string, e editable) (string, error) {
+	if i.closed.Load() {
+		return "", ErrClosed
+	}
+	if err := i.parse(token, e.claims, TypeRefresh); err != nil {
+		return "", err
+	}
+	if e.rc == nil {
+		if err := e.fill(); err != nil {
+			return "", err
+		}
+	}
+	if err := i.admit(rateLimitKey(e.claims)); err != nil {
+		return "", err
+	}
+	i.stamp(&e, i.s.accessTTL, true)
+	return i.sign(e.claims, TypeAccess)
+}
+
+// Validate verifies an access token (signature, algorithm, "typ":
+// "at+jwt", "exp" required and not past, "nbf", issuer and audience when
+// configured) and returns its claims. It is never rate limited, and keeps
+// working after Close. A refresh token gives ErrTokenType.
+func (i *Issuer) Validate(token string) (*Claims, error) {
+	c := new(Claims)
+	if err := i.parse(token, c, TypeAccess); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ValidateInto is Validate for custom claims: it verifies token and decodes
+// its claims into claims, a non-nil pointer (or jwt.MapClaims). Claims that
+// implement jwt's ClaimsValidator are checked with it too.
+func (i *Issuer) ValidateInto(token string, claims jwt.Claims) error {
+	if claims == nil || isNil(claims) {
+		return errors.New("jwtissuer: nil claims")
+	}
+	return i.parse(token, claims, TypeAccess)
+}
+
+// Close stops issuance: Create, CreateRefresh, Refresh and RefreshInto
+// return ErrClosed afterwards, while Validate and ValidateInto keep
+// working. It closes the built-in RateLimiter, but not a
+// Config.RateLimiter, which belongs to the caller. Closing twice is a
+// no-op.
+func (i *Issuer) Close() error {
+	if i.closed.Swap(true) {
+		return nil
+	}
+	if i.s.ownLimiter {
+		i.s.limiter.Close()
+	}
+	return nil
+}
+
+// admit counts one issuance for key. An empty key is not counted.
+func (i *Issuer) admit(key string) error {
+	if i.s.limiter == nil || key == "" {
+		return nil
+	}
+	var ok bool
+	if f := i.s.fallible; f != nil {
+		var err error
+		if ok, err = f.AllowErr(key); err != nil && !ok {
+			return fmt.Errorf("%w: %w", ErrRateLimitUnavailable, err)
+		}
+	} else {
+		ok = i.s.limiter.Allow(key)
+	}
+	switch {
+	case ok:
+		return nil
+	case i.closed.Load():
+		return ErrClosed // the built-in limiter was closed under us
+	}
+	return ErrRateLimitExceeded
+}
+
+// stamp sets the registered claims the Issuer controls. fresh (a refresh)
+// replaces "exp" and "jti" and drops "nbf"; otherwise the claims' own
+// "exp" and "jti" are kept.
+func (i *Issuer) stamp(e *editable, ttl time.Duration, fresh bool) {
+	now := i.now()
+	if e.m != nil {
+		m := e.m
+		if i.s.issuer != "" {
+			m["iss"] = i.s.issuer
+		}
+		if aud, ok := m["aud"]; (!ok || aud == nil || aud == "") && len(i.s.audience) > 0 {
+			m["aud"] = slices.Clone(i.s.audience)
+		}
+		m["iat"] = jwt.NewNumericDate(now)
+		if _, ok := m["exp"]; fresh || !ok || m["exp"] == nil {
+			m["exp"] = jwt.NewNumericDate(now.Add(ttl))
+		}
+		if id, _ := m["jti"].(string); fresh || id == "" {
+			m["jti"] = newID()
+		}
+		if fresh {
+			delete(m, "nbf")
+		}
+		return
+	}
+	rc := e.rc
+	if rc == nil {
+		return // signed as it is; it carries its own "exp"
+	}
+	if i.s.issuer != "" {
+		rc.Issuer = i.s.issuer
+	}
+	if len(rc.Audience) == 0 && len(i.s.audience) > 0 {
+		rc.Audience = slices.Clone(i.s.audience)
+	}
+	rc.IssuedAt = jwt.NewNumericDate(now)
+	if fresh || rc.ExpiresAt == nil {
+		rc.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
+	}
+	if fresh || rc.ID == "" {
+		rc.ID = newID()
+	}
+	if fresh {
+		rc.NotBefore = nil
+	}
+}
+
+// newID returns a random token ID: 26 base32 characters, 130 bits.
+func newID() string { return rand.Text() }
+
+func (i *Issuer) sign(claims jwt.Claims, typ string) (string, error) {
+	t := jwt.NewWithClaims(i.s.method, claims)
+	t.Header["typ"] = typ
+	s, err := t.SignedString(i.s.sign)
+	if err != nil {
+		return "", fmt.Errorf("jwtissuer: sign: %w", err)
+	}
+	return s, nil
+}
+
+// parse verifies token into claims and checks that its type is want.
+func (i *Issuer) parse(token string, claims jwt.Claims, want string) error {
+	if len(token) > maxTokenLen {
+		return fmt.Errorf("jwtissuer: %w: %d bytes, more than %d", jwt.ErrTokenMalformed, len(token), maxTokenLen)
+	}
+	if !compact(token) {
+		return fmt.Errorf("jwtissuer: %w: not three base64url segments", jwt.ErrTokenMalformed)
+	}
+	t, err := i.parser.ParseWithClaims(token, claims, i.key)
+	if err != nil {
+		return fmt.Errorf("jwtissuer: %w", err)
+	}
+	typ, _ := t.Header["typ"].(string)
+	if !typeIs(typ, want) {
+		return fmt.Errorf("%w: header typ is %q, want %q", ErrTokenType, typ, want)
+	}
+	return nil
+}
+
+// compact reports whether token has only base64url characters and dots.
+// Go's base64 decoders skip CR and LF, so without this check a signature
+// with a line break in it would still verify.
+func compact(token string) bool {
+	for i := 0; i < len(token); i++ {
+		switch c := token[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (i *Issuer) key(*jwt.Token) (any, error) { return i.s.verify, nil }
+
+// typeIs reports whether the typ header names the media type want
+// ("at+jwt" also as "application/at+jwt", in any case; RFC 7515, 4.1.9).
+func typeIs(typ, want string) bool {
+	if len(typ) > len("application/") && strings.EqualFold(typ[:len("application/")], "application/") {
+		typ = typ[len("application/"):]
+	}
+	return strings.EqualFold(typ, want)
+}
