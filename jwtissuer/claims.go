@@ -14,8 +14,10 @@ import (
 // the fields most services put in an access token. Embed Claims in your own
 // type to add fields; its UserID then still keys the rate limit.
 //
-// Extra holds whatever else the token carries; after a round trip through
-// JSON its numbers are float64.
+// Extra is one claim, "extra", holding whatever map the caller puts in it;
+// after a round trip through JSON its numbers are float64. Other claims a
+// token carries are not decoded into Claims: to keep them through a
+// refresh, use RefreshInto with a type that has them.
 type Claims struct {
 	UserID    string         `json:"user_id,omitempty"`
 	Username  string         `json:"username,omitempty"`
@@ -34,6 +36,17 @@ func (c Claims) userID() string { return c.UserID }
 
 type userIDer interface{ userID() string }
 
+// userIDOf is u.userID(), or "" when u reaches Claims through a nil
+// embedded *Claims (the promoted method then dereferences nil).
+func userIDOf(u userIDer) (id string) {
+	defer func() {
+		if recover() != nil {
+			id = ""
+		}
+	}()
+	return u.userID()
+}
+
 // RateLimitKeyer is implemented by claims that name their own rate-limit
 // key (see the Issuer's key order).
 type RateLimitKeyer interface {
@@ -48,7 +61,7 @@ func rateLimitKey(claims jwt.Claims) string {
 		return sub
 	}
 	if u, ok := claims.(userIDer); ok && !isNil(claims) {
-		if id := u.userID(); id != "" {
+		if id := userIDOf(u); id != "" {
 			return id
 		}
 	}
@@ -165,12 +178,14 @@ func cloneClaims(claims jwt.Claims) (editable, error) {
 
 // inPlace returns claims, which RefreshInto decodes into and then edits:
 // a non-nil pointer to a struct that embeds jwt.RegisteredClaims, or a
-// non-nil jwt.MapClaims. Its rc is filled in after decoding (see fill).
+// non-nil jwt.MapClaims. It clears them first. Its rc is filled in after
+// decoding (see fill).
 func inPlace(claims jwt.Claims) (editable, error) {
 	if claims == nil || isNil(claims) {
 		return editable{}, errors.New("jwtissuer: nil claims")
 	}
 	if m, ok := claims.(jwt.MapClaims); ok {
+		clear(m) // decoding merges: nothing of the caller's may be signed
 		return editable{claims: m, m: m}, nil
 	}
 	v := reflect.ValueOf(claims)
@@ -180,6 +195,7 @@ func inPlace(claims jwt.Claims) (editable, error) {
 	if registeredPath(v.Elem().Type()) == nil {
 		return editable{}, fmt.Errorf("jwtissuer: %T does not embed jwt.RegisteredClaims, so the issuer cannot give the new token a fresh exp, iat and jti", claims)
 	}
+	v.Elem().SetZero() // decoding merges: nothing of the caller's may be signed
 	return editable{claims: claims}, nil
 }
 

@@ -76,7 +76,8 @@ type Config struct {
 	RateLimitWindow time.Duration
 	// RateLimiter, when set, replaces the built-in RateLimiter (then
 	// RateLimitRate and RateLimitWindow are not used). The Issuer does not
-	// close it: it belongs to the caller. It requires EnableRateLimit.
+	// close it: it belongs to the caller. Without EnableRateLimit it is not
+	// used.
 	// Default: nil, the built-in RateLimiter.
 	RateLimiter RateLimitProvider
 
@@ -293,10 +294,7 @@ func (c *Config) check() (settings, error) {
 		return s, fmt.Errorf("jwtissuer: RateLimiter is a nil %T", c.RateLimiter)
 	}
 	if !c.EnableRateLimit {
-		if custom {
-			return s, errors.New("jwtissuer: RateLimiter is set but EnableRateLimit is false; set EnableRateLimit, or leave RateLimiter nil")
-		}
-		return s, nil
+		return s, nil // RateLimiter, if any, is not used
 	}
 	if custom {
 		s.limiter = c.RateLimiter

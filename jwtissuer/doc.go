@@ -43,8 +43,20 @@
 //  3. RateLimitKey(), when the claims implement RateLimitKeyer;
 //  4. otherwise "", and the issuance is not counted.
 //
-// Refresh takes the key from the refresh token, after verifying it: a
-// refresh token that fails verification costs no quota.
+// Refresh takes the key from the refresh token, after verifying it: the
+// key CreateRefresh counted under, which it records in the token's signed
+// header "rlk", so that a refresh counts in the same bucket whatever
+// claims type it decodes into. A refresh token that fails verification
+// costs no quota.
+//
+// # Where this differs from DESIGN S2
+//
+//   - HMAC keys must be as long as the hash (RFC 7518, section 3.2): 32
+//     bytes for HS256 as S2 says, but 48 for HS384 and 64 for HS512.
+//   - When a full RateLimiter evicts and the buckets idle for more than
+//     2×window free less than a tenth of the capacity, the oldest live
+//     buckets go too until a tenth is free: otherwise, with one bucket
+//     going idle per insert, every insert would scan all 10,000.
 //
 // The built-in RateLimiter is a token bucket per key in this process
 // (RateLimitRate tokens per RateLimitWindow, proportional refill, at most

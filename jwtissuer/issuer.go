@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -102,7 +103,11 @@ func (i *Issuer) Create(claims jwt.Claims) (string, error) {
 
 // CreateRefresh is Create for a refresh token: header "typ": "rt+jwt",
 // "exp" now + RefreshTTL unless the claims have one. Validate rejects it;
-// only Refresh and RefreshInto accept it.
+// only Refresh and RefreshInto accept it. The token's (signed) header
+// "rlk" records the key the issuance was counted under, so that Refresh and
+// RefreshInto count under the same key whatever claims type they decode
+// into (Refresh's built-in Claims have no RateLimitKey method, for one).
+// Like the claims, it can be read by whoever holds the token.
 func (i *Issuer) CreateRefresh(claims jwt.Claims) (string, error) {
 	return i.create(claims, TypeRefresh, i.s.refreshTTL)
 }
@@ -122,11 +127,15 @@ func (i *Issuer) create(claims jwt.Claims, typ string, ttl time.Duration) (strin
 	}
 	// The key is read from the copy, in which cloneClaims has allocated the
 	// nil embedded pointers that the promoted methods would panic on.
-	if err := i.admit(rateLimitKey(e.claims)); err != nil {
+	key := rateLimitKey(e.claims)
+	if err := i.admit(key); err != nil {
 		return "", err
 	}
 	i.stamp(&e, ttl, false)
-	return i.sign(e.claims, typ)
+	if typ != TypeRefresh {
+		key = ""
+	}
+	return i.sign(e.claims, typ, key)
 }
 
 // Refresh verifies refreshToken as a refresh token of this Issuer
@@ -134,6 +143,11 @@ func (i *Issuer) create(claims jwt.Claims, typ string, ttl time.Duration) (strin
 // audience when configured) into the built-in Claims, counts one issuance
 // for their key, and returns a new access token with the same claims and a
 // fresh "iat", "exp" (now + AccessTTL) and "jti" ("nbf" dropped).
+//
+// The issuance is counted under the key recorded in the refresh token (see
+// CreateRefresh), or, in a token without one, the key of its claims. Only
+// the built-in Claims' fields are carried into the new token: use
+// RefreshInto to keep claims of another type.
 //
 // A refresh token that fails verification is rejected before the limiter
 // is asked: it costs no quota. An access token gives ErrTokenType.
@@ -160,7 +174,8 @@ func (i *Issuer) refresh(token string, e editable) (string, error) {
 	if i.closed.Load() {
 		return "", ErrClosed
 	}
-	if err := i.parse(token, e.claims, TypeRefresh); err != nil {
+	header, err := i.parse(token, e.claims, TypeRefresh)
+	if err != nil {
 		return "", err
 	}
 	if e.rc == nil {
@@ -168,11 +183,15 @@ func (i *Issuer) refresh(token string, e editable) (string, error) {
 			return "", err
 		}
 	}
-	if err := i.admit(rateLimitKey(e.claims)); err != nil {
+	key, _ := header["rlk"].(string)
+	if key == "" {
+		key = rateLimitKey(e.claims)
+	}
+	if err := i.admit(key); err != nil {
 		return "", err
 	}
 	i.stamp(&e, i.s.accessTTL, true)
-	return i.sign(e.claims, TypeAccess)
+	return i.sign(e.claims, TypeAccess, "")
 }
 
 // Validate verifies an access token (signature, algorithm, "typ":
@@ -181,7 +200,7 @@ func (i *Issuer) refresh(token string, e editable) (string, error) {
 // working after Close. A refresh token gives ErrTokenType.
 func (i *Issuer) Validate(token string) (*Claims, error) {
 	c := new(Claims)
-	if err := i.parse(token, c, TypeAccess); err != nil {
+	if _, err := i.parse(token, c, TypeAccess); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -194,7 +213,11 @@ func (i *Issuer) ValidateInto(token string, claims jwt.Claims) error {
 	if claims == nil || isNil(claims) {
 		return errors.New("jwtissuer: nil claims")
 	}
-	return i.parse(token, claims, TypeAccess)
+	if _, isMap := claims.(jwt.MapClaims); !isMap && reflect.ValueOf(claims).Kind() != reflect.Pointer {
+		return fmt.Errorf("jwtissuer: claims are a %T, want a pointer (or jwt.MapClaims) to decode into", claims)
+	}
+	_, err := i.parse(token, claims, TypeAccess)
+	return err
 }
 
 // Close stops issuance: Create, CreateRefresh, Refresh and RefreshInto
@@ -285,9 +308,14 @@ func (i *Issuer) stamp(e *editable, ttl time.Duration, fresh bool) {
 // newID returns a random token ID: 26 base32 characters, 130 bits.
 func newID() string { return rand.Text() }
 
-func (i *Issuer) sign(claims jwt.Claims, typ string) (string, error) {
+// sign signs claims as a token of type typ, with header "rlk" set to
+// rateKey when that is not empty.
+func (i *Issuer) sign(claims jwt.Claims, typ, rateKey string) (string, error) {
 	t := jwt.NewWithClaims(i.s.method, claims)
 	t.Header["typ"] = typ
+	if rateKey != "" {
+		t.Header["rlk"] = rateKey
+	}
 	s, err := t.SignedString(i.s.sign)
 	if err != nil {
 		return "", fmt.Errorf("jwtissuer: sign: %w", err)
@@ -295,23 +323,24 @@ func (i *Issuer) sign(claims jwt.Claims, typ string) (string, error) {
 	return s, nil
 }
 
-// parse verifies token into claims and checks that its type is want.
-func (i *Issuer) parse(token string, claims jwt.Claims, want string) error {
+// parse verifies token into claims, checks that its type is want, and
+// returns its header.
+func (i *Issuer) parse(token string, claims jwt.Claims, want string) (map[string]any, error) {
 	if len(token) > maxTokenLen {
-		return fmt.Errorf("jwtissuer: %w: %d bytes, more than %d", jwt.ErrTokenMalformed, len(token), maxTokenLen)
+		return nil, fmt.Errorf("jwtissuer: %w: %d bytes, more than %d", jwt.ErrTokenMalformed, len(token), maxTokenLen)
 	}
 	if !compact(token) {
-		return fmt.Errorf("jwtissuer: %w: not three base64url segments", jwt.ErrTokenMalformed)
+		return nil, fmt.Errorf("jwtissuer: %w: not three base64url segments", jwt.ErrTokenMalformed)
 	}
 	t, err := i.parser.ParseWithClaims(token, claims, i.key)
 	if err != nil {
-		return fmt.Errorf("jwtissuer: %w", err)
+		return nil, fmt.Errorf("jwtissuer: %w", err)
 	}
 	typ, _ := t.Header["typ"].(string)
 	if !typeIs(typ, want) {
-		return fmt.Errorf("%w: header typ is %q, want %q", ErrTokenType, typ, want)
+		return nil, fmt.Errorf("%w: header typ is %q, want %q", ErrTokenType, typ, want)
 	}
-	return nil
+	return t.Header, nil
 }
 
 // compact reports whether token has only base64url characters and dots.

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,8 +155,7 @@ func TestNewErrors(t *testing.T) {
 		{"negative rate", func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimitRate = true, -1 }, "RateLimitRate is -1"},
 		{"huge rate", func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimitRate = true, 1<<40 }, "RateLimitRate is 1099511627776, want 1 to 2147483647"},
 		{"negative window", func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimitWindow = true, -time.Minute }, "RateLimitWindow is -1m0s"},
-		{"limiter without EnableRateLimit", func(c *jwtissuer.Config) { c.RateLimiter = jwtissuer.NewRateLimiter(1, time.Second) },
-			"RateLimiter is set but EnableRateLimit is false"},
+		{"limiter without EnableRateLimit (not used)", func(c *jwtissuer.Config) { c.RateLimiter = jwtissuer.NewRateLimiter(1, time.Second) }, ""},
 		{"typed nil limiter", func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimiter = true, (*jwtissuer.RateLimiter)(nil) },
 			"RateLimiter is a nil *jwtissuer.RateLimiter"},
 	} {
@@ -664,15 +664,17 @@ func TestRejectedRefreshCostsNothing(t *testing.T) {
 	}
 }
 
-// fallible is a FallibleRateLimitProvider with a fixed answer.
+// fallible is a FallibleRateLimitProvider with a fixed answer. Its Allow
+// records keys (the embedded recorder); AllowErr only counts its calls.
 type fallible struct {
 	recorder
-	allowed bool
-	err     error
+	allowErrs atomic.Int64
+	allowed   bool
+	err       error
 }
 
-func (f *fallible) AllowErr(key string) (bool, error) {
-	f.recorder.Allow(key)
+func (f *fallible) AllowErr(string) (bool, error) {
+	f.allowErrs.Add(1)
 	return f.allowed, f.err
 }
 
@@ -704,8 +706,11 @@ func TestFallibleProvider(t *testing.T) {
 		if (err == nil) != (c.allowed) {
 			t.Errorf("%s: err %v", c.name, err)
 		}
-		if len(f.take()) != 1 || len(f.recorder.keys) != 0 {
-			t.Errorf("%s: Allow used besides AllowErr", c.name)
+		if n := f.allowErrs.Load(); n != 1 {
+			t.Errorf("%s: AllowErr called %d times, want 1", c.name, n)
+		}
+		if got := f.take(); len(got) != 0 {
+			t.Errorf("%s: Allow called for %q besides AllowErr", c.name, got)
 		}
 	}
 }
@@ -819,6 +824,105 @@ func TestClaimsErrors(t *testing.T) {
 	}
 	if err := iss.ValidateInto(tok, nil); err == nil {
 		t.Error("ValidateInto(nil) succeeded")
+	}
+	if err := iss.ValidateInto(tok, plainClaims{}); err == nil || !strings.Contains(err.Error(), "want a pointer") {
+		t.Errorf("ValidateInto(a struct, not a pointer): %v, want an error about the pointer", err)
+	}
+}
+
+// keyOnly is keyed by its RateLimitKey alone: no subject, no built-in UserID.
+type keyOnly struct {
+	Email string `json:"email"`
+	jwt.RegisteredClaims
+}
+
+func (c *keyOnly) RateLimitKey() string { return "mail:" + c.Email }
+
+// TestRefreshCountsUnderTheCreateKey: the refresh token records the key
+// CreateRefresh counted under, so Refresh (built-in Claims, no
+// RateLimitKey) and RefreshInto count under it too, and one bucket holds
+// all of a caller's issuances.
+func TestRefreshCountsUnderTheCreateKey(t *testing.T) {
+	rec := &recorder{}
+	iss, _ := newIssuer(t, func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimiter = true, rec })
+	refresh := must[string](t)(iss.CreateRefresh(&keyOnly{Email: "e@example.com"}))
+	if got := header(t, refresh)["rlk"]; got != "mail:e@example.com" {
+		t.Fatalf("refresh token header rlk = %v, want %q", got, "mail:e@example.com")
+	}
+	must[string](t)(iss.Refresh(refresh))
+	must[string](t)(iss.RefreshInto(refresh, &keyOnly{}))
+	must[string](t)(iss.RefreshInto(refresh, &jwtissuer.Claims{}))
+	want := []string{"mail:e@example.com", "mail:e@example.com", "mail:e@example.com", "mail:e@example.com"}
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Fatalf("keys counted: %q, want %q", got, want)
+	}
+	// The limit holds through Refresh: a limit of 1 admits the
+	// CreateRefresh and nothing else.
+	lim, _ := newIssuer(t, func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimitRate = true, 1 })
+	refresh = must[string](t)(lim.CreateRefresh(&keyOnly{Email: "e@example.com"}))
+	for range 5 {
+		if _, err := lim.Refresh(refresh); !errors.Is(err, jwtissuer.ErrRateLimitExceeded) {
+			t.Fatalf("Refresh over the limit: %v, want ErrRateLimitExceeded", err)
+		}
+	}
+	// Access tokens carry no rlk.
+	if got, ok := header(t, must[string](t)(iss.Create(&keyOnly{Email: "e"})))["rlk"]; ok {
+		t.Fatalf("access token header rlk = %v, want none", got)
+	}
+}
+
+// admin has a claim the refresh token below lacks.
+type admin struct {
+	Admin bool `json:"admin,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// TestRefreshIntoSignsOnlyTheToken: what the caller left in the claims
+// RefreshInto decodes into never reaches the new token.
+func TestRefreshIntoSignsOnlyTheToken(t *testing.T) {
+	iss, _ := newIssuer(t, nil)
+	refresh := must[string](t)(iss.CreateRefresh(&admin{RegisteredClaims: jwt.RegisteredClaims{Subject: "s"}}))
+	access := must[string](t)(iss.RefreshInto(refresh, &admin{Admin: true}))
+	var got admin
+	if err := iss.ValidateInto(access, &got); err != nil || got.Admin || got.Subject != "s" {
+		t.Fatalf("RefreshInto into a value with admin=true: %v, %+v; want admin=false, subject s", err, got)
+	}
+	m := jwt.MapClaims{"admin": true}
+	access = must[string](t)(iss.RefreshInto(refresh, m))
+	var gm jwt.MapClaims
+	if err := iss.ValidateInto(access, &gm); err != nil || gm["admin"] != nil || gm["sub"] != "s" {
+		t.Fatalf("RefreshInto into a map with admin: %v, %v; want no admin, sub s", err, gm)
+	}
+}
+
+// nilEmbedded embeds the built-in Claims through a nil pointer beside the
+// registered claims: its UserID is simply absent.
+type nilEmbedded struct {
+	*jwtissuer.Claims
+	jwt.RegisteredClaims
+}
+
+func TestNilEmbeddedClaims(t *testing.T) {
+	rec := &recorder{}
+	iss, _ := newIssuer(t, func(c *jwtissuer.Config) { c.EnableRateLimit, c.RateLimiter = true, rec })
+	if _, err := iss.Create(&nilEmbedded{}); err != nil {
+		t.Fatalf("Create with a nil embedded *Claims: %v", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("a nil embedded *Claims was counted under %q, want no key", got)
+	}
+}
+
+// TestDisabledIgnoresLimiter: a RateLimiter in a configuration without
+// EnableRateLimit is never asked.
+func TestDisabledIgnoresLimiter(t *testing.T) {
+	rec := &recorder{deny: true}
+	iss, _ := newIssuer(t, func(c *jwtissuer.Config) { c.RateLimiter = rec })
+	if _, err := iss.Create(&jwtissuer.Claims{UserID: "u"}); err != nil {
+		t.Fatalf("Create with limiting off: %v", err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("limiter asked about %q with limiting off", got)
 	}
 }
 

@@ -85,11 +85,13 @@ const maxBuckets = 10_000
 // # Time
 //
 // The limiter reads the time once per call, from core.SystemClock (the
-// runtime's monotonic clock). A reading earlier than a bucket's last refill
-// refills nothing and takes back nothing: tokens granted stay granted.
-// (There core/algo differs: it derives the refill from its anchor at every
-// call, so at an earlier reading it counts fewer tokens. With time that
-// never goes back, the two admit exactly the same requests.)
+// wall clock, which a system clock step moves back or forth). A reading
+// earlier than a bucket's last refill refills nothing and takes back
+// nothing: tokens granted, and the fraction of a token accrued, stay, and
+// the refill resumes from that reading. (There core/algo differs: it
+// derives the refill from its anchor at every call, so at an earlier
+// reading it counts fewer tokens. With time that never goes back, the two
+// admit exactly the same requests.)
 type RateLimiter struct {
 	rate   int64 // capacity and tokens per window; 0 admits nothing
 	window int64 // ns; > 0
@@ -197,8 +199,15 @@ func (rl *RateLimiter) refill(b *bucket, now int64) {
 		return
 	}
 	elapsed := now - b.last
-	if elapsed <= 0 {
-		return // no time passed, or the clock went back: no refill
+	if elapsed < 0 {
+		// The clock went back (the wall clock was stepped): refill from
+		// this reading on, keeping what had accrued. Waiting for the old
+		// reading instead could lock a key out for as long as the step.
+		b.last = now
+		return
+	}
+	if elapsed == 0 {
+		return
 	}
 	if elapsed >= rl.window {
 		// rate×elapsed/window ≥ rate: full.

@@ -200,21 +200,35 @@ func TestFullBucketAccruesNothing(t *testing.T) {
 }
 
 // TestClockBackwards: a reading earlier than the last refill adds nothing.
+// TestClockBackwards: when the clock goes back, what was granted and the
+// half token accrued stay, and the refill resumes from the earlier reading
+// (not from the old one, which would lock the key out for the whole step).
 func TestClockBackwards(t *testing.T) {
-	rl, clock := newTestLimiter(2, time.Second, maxBuckets)
+	rl, clock := newTestLimiter(2, time.Second, maxBuckets) // a token per 500ms
 	clock.Set(t0.Add(10 * time.Second))
 	rl.AllowN("k", 2)
-	clock.Set(t0)
+	clock.Set(t0.Add(10*time.Second + 250*time.Millisecond)) // half a token
 	if rl.Allow("k") {
-		t.Fatal("Allow after the clock went back 10s admitted")
+		t.Fatal("Allow with half a token admitted")
 	}
-	clock.Set(t0.Add(10*time.Second + 499_999_999))
+	clock.Set(t0) // back 10.25s
 	if rl.Allow("k") {
-		t.Fatal("Allow before the first token admitted")
+		t.Fatal("Allow right after the clock went back admitted")
 	}
-	clock.Set(t0.Add(10*time.Second + 500_000_000))
+	clock.Set(t0.Add(249_999_999))
+	if rl.Allow("k") {
+		t.Fatal("Allow 1ns before the second half of the token admitted")
+	}
+	clock.Set(t0.Add(250 * time.Millisecond))
 	if !rl.Allow("k") {
-		t.Fatal("Allow at the first token refused")
+		t.Fatal("Allow at the first whole token after the step refused")
+	}
+	// A token granted before a step stays granted.
+	clock.Set(t0.Add(time.Hour)) // full again: 2 tokens
+	rl.AllowN("k", 1)
+	clock.Set(t0)
+	if !rl.Allow("k") {
+		t.Fatal("the token left before the clock went back was lost")
 	}
 }
 
@@ -367,7 +381,7 @@ func TestEvictionIdleFirst(t *testing.T) {
 		clock.Set(t0.Add(2*time.Second + time.Duration(i)))
 		rl.Allow("new" + strconv.Itoa(i))
 	}
-	// At t0+2s+5ns: old0..old4 were refilled more than 2s ago, except...
+	// At t0+2s+4ns, old0..old3 were last refilled more than 2s before.
 	clock.Set(t0.Add(2*time.Second + 4))
 	rl.Allow("x") // old0..old3 are idle > 2s; old4 (t0+4ns) is exactly 2s: not idle
 	sameKeys(t, "after x", present(rl, append(names("old", 0, 4), append(names("new", 0, 4), "x")...)...),

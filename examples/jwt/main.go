@@ -180,12 +180,12 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	// access token is dropped.
 	access, err := a.iss.Create(claims)
 	if err != nil {
-		a.issueError(w, err)
+		a.issueError(w, err, false)
 		return
 	}
 	refresh, err := a.iss.CreateRefresh(claims)
 	if err != nil {
-		a.issueError(w, err)
+		a.issueError(w, err, false)
 		return
 	}
 	writeJSON(w, http.StatusOK, tokens{AccessToken: access, RefreshToken: refresh, TokenType: "Bearer", ExpiresIn: int(jwtissuer.DefaultAccessTTL / time.Second)})
@@ -202,7 +202,7 @@ func (a *app) refresh(w http.ResponseWriter, r *http.Request) {
 	}
 	access, err := a.iss.Refresh(req.RefreshToken)
 	if err != nil {
-		a.issueError(w, err)
+		a.issueError(w, err, true)
 		return
 	}
 	writeJSON(w, http.StatusOK, tokens{AccessToken: access, TokenType: "Bearer", ExpiresIn: int(jwtissuer.DefaultAccessTTL / time.Second)})
@@ -228,8 +228,9 @@ func (a *app) me(w http.ResponseWriter, r *http.Request) {
 // until a login's two tokens have refilled.
 var retryAfter = core.RetryAfterSeconds(tokensPerLogin * issueWindow / issueRate)
 
-// issueError answers a failed issuance.
-func (a *app) issueError(w http.ResponseWriter, err error) {
+// issueError answers a failed issuance; refresh says whether a refresh
+// token was presented (whose failing verification is the caller's fault).
+func (a *app) issueError(w http.ResponseWriter, err error, refresh bool) {
 	switch {
 	case errors.Is(err, jwtissuer.ErrRateLimitExceeded):
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
@@ -240,8 +241,10 @@ func (a *app) issueError(w http.ResponseWriter, err error) {
 	case errors.Is(err, jwtissuer.ErrRateLimitUnavailable), errors.Is(err, jwtissuer.ErrClosed):
 		w.Header().Set("Retry-After", "1")
 		writeDetail(w, http.StatusServiceUnavailable, "Token issuance unavailable")
-	default: // the refresh token did not verify
+	case refresh: // the refresh token did not verify
 		writeDetail(w, http.StatusUnauthorized, "Invalid refresh token")
+	default:
+		writeDetail(w, http.StatusInternalServerError, "Token issuance failed")
 	}
 }
 
