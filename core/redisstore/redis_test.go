@@ -36,9 +36,12 @@ func clusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
 	return cc
 }
 
+// newStore returns a store on c that is closed at the end of the test. Its
+// timeout is conformanceTimeout unless opts set one: the tests that use it
+// are about counting and round trips, not time-outs.
 func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, opts...)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(conformanceTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +56,13 @@ const conformanceTimeout = 5 * time.Second
 func TestConformanceRedisServer(t *testing.T) {
 	t.Parallel()
 	c := client(t, redistest.StartServer(t).Addr())
-	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+	storetest.Run(t, func() core.Store { return newStore(t, c) })
 }
 
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t, redistest.StartCluster(t))
-	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+	storetest.Run(t, func() core.Store { return newStore(t, c) })
 }
 
 // TestConformanceMiniredis runs the suite against miniredis, the fallback
@@ -67,7 +70,7 @@ func TestConformanceCluster(t *testing.T) {
 func TestConformanceMiniredis(t *testing.T) {
 	t.Parallel()
 	c := client(t, redistest.StartMini(t).Addr())
-	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithTimeout(conformanceTimeout)) })
+	storetest.Run(t, func() core.Store { return newStore(t, c) })
 }
 
 func policy(name string, a core.Algorithm, limits ...string) *core.Policy {
@@ -395,17 +398,28 @@ func TestTTLKept(t *testing.T) {
 		p := policy("ttl-"+a.String(), a, "20/second")
 		var key string
 		for i := range 25 {
+			start := time.Now()
 			r, err := s.Take(ctx, "u", p, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// gone reports whether the state may have expired by now: a
+			// fixed window's key ends with its window, which a loaded
+			// machine may reach before the test looks.
+			gone := func() bool { return time.Since(start) >= r.ResetAfter }
 			before := time.Now()
 			keys, err := c.Keys(ctx, "rl:{u}:ttl-"+a.String()+"@*").Result()
+			if err == nil && len(keys) == 0 && gone() {
+				continue
+			}
 			if err != nil || len(keys) == 0 {
 				t.Fatalf("%v: keys %v, %v", a, keys, err)
 			}
 			key = keys[len(keys)-1]
 			ttl, err := c.PTTL(ctx, key).Result()
+			if err == nil && ttl == -2*time.Nanosecond && gone() { // expired after KEYS
+				continue
+			}
 			// The TTL counts down from the decision; the test reads it a
 			// little later.
 			slack := time.Since(before) + 5*time.Millisecond
