@@ -38,7 +38,7 @@ func hotConfig(t *testing.T, limit string) *core.Config {
 // TestRedisKilled kills Redis while requests flow through a fail-open
 // limiter: every request passes, none waits longer than the timeout and a
 // margin, and the observer sees the errors. Then Redis comes back: limiting
-// resumes within 2 seconds, exactly. Nothing leaks after Close.
+// resumes after the breaker's cool-down, exactly. Nothing leaks after Close.
 func TestRedisKilled(t *testing.T) {
 	srv := redistest.StartServer(t)
 	check := leaks(t)
@@ -108,8 +108,10 @@ func TestRedisKilled(t *testing.T) {
 		if d.Err == nil {
 			break
 		}
-		if time.Since(restarted) > 2*time.Second {
-			t.Fatalf("limiting has not resumed 2s after Redis came back: %v", d.Err)
+		// The breaker's cool-down is 1s; the rest is slack for a loaded
+		// machine.
+		if time.Since(restarted) > 5*time.Second {
+			t.Fatalf("limiting has not resumed 5s after Redis came back: %v", d.Err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
