@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/examples/internal/demotest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -140,37 +140,10 @@ func TestFlow(t *testing.T) {
 // banner, logs in once and shuts it down.
 func TestRun(t *testing.T) {
 	t.Setenv("RLKIT_JWT_SECRET", testSecret)
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	var base string
-	for lines.Scan() {
-		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
-			base = "http://" + strings.Fields(rest)[0]
-			break
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if base == "" {
-		t.Fatal("no address in the banner")
-	}
+	base := demotest.Start(t, run)
 	c := &client{t: t, base: base}
 	tk := c.login("alice", "wonderland", 200)
 	c.expect("GET", "/me", tk.AccessToken, "", 200, "")
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after its context ended")
-	}
 	http.DefaultClient.CloseIdleConnections()
 }
 

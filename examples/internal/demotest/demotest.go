@@ -15,9 +15,12 @@ import (
 	"github.com/rlkit/rlkit/examples/internal/demo"
 )
 
-// Run starts run (an example's entry point) on 127.0.0.1:0, finds its
-// address in the banner, and checks the limits the banner's curl lines show.
-func Run(t *testing.T, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+// Start starts run (an example's entry point) on 127.0.0.1:0 and returns
+// its base URL ("http://127.0.0.1:port"), found in the banner's
+// "listening on" line. At the end of the test it cancels run's context and
+// fails unless run returns nil within 10 seconds.
+func Start(t *testing.T, run func(ctx context.Context, args []string, stdout io.Writer) error) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -48,6 +51,13 @@ func Run(t *testing.T, run func(ctx context.Context, args []string, stdout io.Wr
 	if base == "" {
 		t.Fatal("no address in the banner")
 	}
+	return base
+}
+
+// Run starts run (an example's entry point) with Start and checks the
+// limits the banner's curl lines show.
+func Run(t *testing.T, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	base := Start(t, run)
 	client := &http.Client{Timeout: 5 * time.Second}
 	send := func(method, path, key string) (*http.Response, string) {
 		t.Helper()
