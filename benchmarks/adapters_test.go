@@ -15,7 +15,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/echorl"
 	"github.com/rlkit/rlkit/fiberrl"
 	"github.com/rlkit/rlkit/ginrl"
@@ -35,17 +34,6 @@ import (
 // A limiter's cost is its row minus bare. Responses go to a writer that
 // keeps nothing (its header map cleared each time), so the rows measure the
 // framework and the middleware, not a recorder.
-
-func adapterConfig(b *testing.B) *core.Config {
-	cfg, err := core.NewConfig(core.Spec{
-		Enabled: true,
-		Rules:   []core.RuleSpec{{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"2000000000/hour"}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return cfg
-}
 
 // sink is a ResponseWriter that keeps only the status.
 type sink struct {
@@ -75,67 +63,136 @@ func serveLoop(b *testing.B, h http.Handler, rateLimitHeader string) {
 	}
 }
 
-func BenchmarkGin(b *testing.B) {
+// ginEngine serves GET /api/search with Gin and mw.
+func ginEngine(mw ...gin.HandlerFunc) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
-	engine := func(mw ...gin.HandlerFunc) *gin.Engine {
-		e := gin.New()
-		e.Use(mw...)
-		e.GET("/api/search", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", jsonBody) })
-		return e
-	}
-	b.Run("bare", func(b *testing.B) { serveLoop(b, engine(), "") })
-	b.Run("rlkit", func(b *testing.B) { serveLoop(b, engine(ginrl.New(adapterConfig(b))), "RateLimit") })
+	e := gin.New()
+	e.Use(mw...)
+	e.GET("/api/search", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", jsonBody) })
+	return e
 }
 
+// echoServer serves GET /api/search with Echo and mw.
+func echoServer(mw ...echo.MiddlewareFunc) *echo.Echo {
+	e := echo.New()
+	e.Use(mw...)
+	e.GET("/api/search", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", jsonBody) })
+	return e
+}
+
+// fiberApp serves GET /api/search with Fiber and mw.
+func fiberApp(mw ...fiber.Handler) *fiber.App {
+	a := fiber.New(fiber.Config{DisableStartupMessage: true})
+	for _, m := range mw {
+		a.Use(m)
+	}
+	a.Get("/api/search", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(jsonBody)
+	})
+	return a
+}
+
+// A frameworkImpl is a framework serving GET /api/search, with a limiter
+// of quota q keyed by client IP, or none; header is a rate-limit header it
+// writes on an allowed request ("" for none).
+type frameworkImpl struct {
+	name   string
+	header string
+	build  func(tb testing.TB, q quota) http.Handler
+}
+
+// echoBuiltin is Echo's middleware.RateLimiter on its memory store
+// (x/time/rate per client IP), with quota q as rate and burst.
+func echoBuiltin(q quota) echo.MiddlewareFunc {
+	return echomw.RateLimiter(echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{
+		Rate: rate.Limit(q.perSecond()), Burst: int(q.Count), ExpiresIn: time.Hour,
+	}))
+}
+
+// fiberBuiltin is Fiber's middleware/limiter (fixed window, its memory
+// storage, keyed by c.IP()), with quota q.
+func fiberBuiltin(q quota) fiber.Handler {
+	return fiberlimiter.New(fiberlimiter.Config{Max: int(q.Count), Expiration: q.Period})
+}
+
+var (
+	ginImpls = []frameworkImpl{
+		{name: "bare", build: func(testing.TB, quota) http.Handler { return ginEngine() }},
+		{name: "rlkit", header: "RateLimit", build: func(tb testing.TB, q quota) http.Handler {
+			return ginEngine(ginrl.New(rlkitConfig(tb, q)))
+		}},
+	}
+	echoImpls = []frameworkImpl{
+		{name: "bare", build: func(testing.TB, quota) http.Handler { return echoServer() }},
+		// Echo's built-in writes no rate-limit headers.
+		{name: "builtin", build: func(_ testing.TB, q quota) http.Handler { return echoServer(echoBuiltin(q)) }},
+		{name: "rlkit", header: "RateLimit", build: func(tb testing.TB, q quota) http.Handler {
+			return echoServer(echorl.New(rlkitConfig(tb, q)))
+		}},
+	}
+)
+
+// fiberImpl is frameworkImpl for Fiber, which is not an http.Handler.
+type fiberImpl struct {
+	name   string
+	header string
+	build  func(tb testing.TB, q quota) *fiber.App
+}
+
+var fiberImpls = []fiberImpl{
+	{name: "bare", build: func(testing.TB, quota) *fiber.App { return fiberApp() }},
+	{name: "builtin", header: "X-Ratelimit-Limit", build: func(_ testing.TB, q quota) *fiber.App { return fiberApp(fiberBuiltin(q)) }},
+	{name: "rlkit", header: "Ratelimit", build: func(tb testing.TB, q quota) *fiber.App {
+		return fiberApp(fiberrl.New(rlkitConfig(tb, q)))
+	}},
+}
+
+// BenchmarkGin measures Gin serving the request bare and with ginrl (Gin
+// has no built-in limiter). A limiter's cost is its row minus bare.
+func BenchmarkGin(b *testing.B) {
+	for _, im := range ginImpls {
+		b.Run(im.name, func(b *testing.B) { serveLoop(b, im.build(b, unreached), im.header) })
+	}
+}
+
+// BenchmarkEcho measures Echo serving the request bare, with its built-in
+// middleware.RateLimiter and with echorl.
 func BenchmarkEcho(b *testing.B) {
-	server := func(mw ...echo.MiddlewareFunc) *echo.Echo {
-		e := echo.New()
-		e.Use(mw...)
-		e.GET("/api/search", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", jsonBody) })
-		return e
+	for _, im := range echoImpls {
+		b.Run(im.name, func(b *testing.B) { serveLoop(b, im.build(b, unreached), im.header) })
 	}
-	b.Run("bare", func(b *testing.B) { serveLoop(b, server(), "") })
-	b.Run("builtin", func(b *testing.B) {
-		store := echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{Rate: rate.Limit(1e9), Burst: 1e9, ExpiresIn: time.Hour})
-		serveLoop(b, server(echomw.RateLimiter(store)), "") // writes no rate-limit headers
-	})
-	b.Run("rlkit", func(b *testing.B) { serveLoop(b, server(echorl.New(adapterConfig(b))), "RateLimit") })
 }
 
+// fiberRequest returns a request context for GET /api/search from
+// 192.0.2.1:1234, as fasthttp would hand it to the app.
+func fiberRequest() *fasthttp.RequestCtx {
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/api/search")
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
+	return &ctx
+}
+
+// BenchmarkFiber measures Fiber serving the request bare, with its built-in
+// middleware/limiter and with fiberrl, through the app's fasthttp handler.
 func BenchmarkFiber(b *testing.B) {
-	app := func(mw ...fiber.Handler) *fiber.App {
-		a := fiber.New(fiber.Config{DisableStartupMessage: true})
-		for _, m := range mw {
-			a.Use(m)
-		}
-		a.Get("/api/search", func(c *fiber.Ctx) error {
-			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-			return c.Send(jsonBody)
+	for _, im := range fiberImpls {
+		b.Run(im.name, func(b *testing.B) {
+			h := im.build(b, unreached).Handler()
+			ctx := fiberRequest()
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx.Response.Reset()
+				h(ctx)
+			}
+			if code := ctx.Response.StatusCode(); code != fiber.StatusOK {
+				b.Fatalf("status %d: the limit was reached", code)
+			}
+			if im.header != "" && len(ctx.Response.Header.Peek(im.header)) == 0 {
+				b.Fatalf("no %s header: the row must write its rate-limit headers", im.header)
+			}
 		})
-		return a
 	}
-	run := func(b *testing.B, a *fiber.App, rateLimitHeader string) {
-		h := a.Handler()
-		var ctx fasthttp.RequestCtx
-		var req fasthttp.Request
-		req.Header.SetMethod("GET")
-		req.SetRequestURI("/api/search")
-		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, nil)
-		b.ReportAllocs()
-		for b.Loop() {
-			ctx.Response.Reset()
-			h(&ctx)
-		}
-		if code := ctx.Response.StatusCode(); code != fiber.StatusOK {
-			b.Fatalf("status %d: the limit was reached", code)
-		}
-		if rateLimitHeader != "" && len(ctx.Response.Header.Peek(rateLimitHeader)) == 0 {
-			b.Fatalf("no %s header: the row must write its rate-limit headers", rateLimitHeader)
-		}
-	}
-	b.Run("bare", func(b *testing.B) { run(b, app(), "") })
-	b.Run("builtin", func(b *testing.B) {
-		run(b, app(fiberlimiter.New(fiberlimiter.Config{Max: 2_000_000_000, Expiration: time.Hour})), "X-Ratelimit-Limit")
-	})
-	b.Run("rlkit", func(b *testing.B) { run(b, app(fiberrl.New(adapterConfig(b))), "Ratelimit") })
 }

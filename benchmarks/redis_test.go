@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/redisstore"
-	"github.com/rlkit/rlkit/internal/redistest"
 )
 
 const (
@@ -52,9 +54,100 @@ var errDenied = errors.New("denied: the benchmark reached the limit and measured
 // request was denied, so no row can measure failures or denials.
 type redisOp func(ctx context.Context) error
 
+// A redisImpl is one Redis-backed limiter with quota q over client c, its
+// script (if any) loaded and its plan compiled by the first call.
+type redisImpl struct {
+	name string
+	// strict: a failed call fails the row (rlkit). A peer's failed calls
+	// are counted instead (failed/op), since some fail by design under
+	// contention (throttled gives up after 10 compare-and-swap attempts).
+	strict bool
+	build  func(tb testing.TB, c *redis.Client, q quota) decideFunc
+}
+
+// rlkitRedis is rlkit's Redis store with algorithm a, deny cache off (so
+// every call is a round trip) and a 5 s timeout (see redisTimeout).
+func rlkitRedis(a core.Algorithm) redisImpl {
+	return redisImpl{
+		name:   "rlkit/" + a.String(),
+		strict: true,
+		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
+			s, err := redisstore.New(c, redisstore.WithDenyCache(false), redisstore.WithTimeout(redisTimeout))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { _ = s.Close() })
+			p := rlkitPolicy(a, q)
+			return func(ctx context.Context, key string) (bool, error) {
+				r, err := s.Take(ctx, key, p, 1)
+				return r.Allowed, err
+			}
+		},
+	}
+}
+
+var redisImpls = []redisImpl{
+	rlkitRedis(core.FixedWindow),
+	rlkitRedis(core.SlidingWindow),
+	rlkitRedis(core.TokenBucket),
+	rlkitRedis(core.GCRA),
+	{
+		// Fixed window: INCRBY and PEXPIRE in a script.
+		name: "ulule/fixed_window",
+		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
+			store, err := ululeredis.NewStore(c) // loads its scripts now
+			if err != nil {
+				tb.Fatal(err)
+			}
+			lim := ulule.New(store, ulule.Rate{Period: q.Period, Limit: q.Count})
+			return func(ctx context.Context, key string) (bool, error) {
+				lc, err := lim.Get(ctx, key)
+				return err == nil && !lc.Reached, err
+			}
+		},
+	},
+	{
+		// GCRA in a script.
+		name: "redis_rate/gcra",
+		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
+			lim := redis_rate.NewLimiter(c)
+			limit := redis_rate.Limit{Rate: int(q.Count), Burst: int(q.Count), Period: q.Period}
+			return func(ctx context.Context, key string) (bool, error) {
+				res, err := lim.Allow(ctx, key, limit)
+				return err == nil && res.Allowed == 1, err
+			}
+		},
+	},
+	{
+		// GCRA in Go over goredisstore.v9: TIME and GET in one pipeline,
+		// then SETNX or a compare-and-swap script, retried up to 10 times.
+		name: "throttled/gcra",
+		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
+			st, err := throttledredis.NewCtx(c, "throttled:")
+			if err != nil {
+				tb.Fatal(err)
+			}
+			rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{
+				MaxRate:  throttled.PerDuration(int(q.Count), q.Period),
+				MaxBurst: int(q.Count) - 1,
+			})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return func(ctx context.Context, key string) (bool, error) {
+				limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+				return err == nil && !limited, err
+			}
+		},
+	},
+}
+
+// redisQuota is the quota of the Redis speed rows (see redisLimitCount).
+var redisQuota = quota{redisLimitCount, redisLimitPeriod}
+
 // BenchmarkRedis measures one call against a real redis-server on loopback,
-// side by side for rlkit's Redis store, two peer libraries and the floor
-// that any script-based limiter pays. Every participant:
+// side by side for rlkit's Redis store, three peer libraries and the floors
+// that any Redis limiter pays. Every participant:
 //
 //   - has its own go-redis v9 client, built by newRedisClient with the same
 //     options (PoolSize 64, ContextTimeoutEnabled, other options at their
@@ -71,6 +164,9 @@ type redisOp func(ctx context.Context) error
 // <participant>/par64 (64 goroutines through b.RunParallel, calls
 // overlapping on the 64 connections):
 //
+//   - floor/raw-incr: client.Incr of one key. One round trip of the
+//     cheapest counting command: what a limiter that counts in one command
+//     pays at least.
 //   - floor/raw-evalsha: client.EvalSha of `return 1` with one key and one
 //     argument. One round trip, a script that does nothing: what every
 //     script-based limiter pays at least with this client and this server.
@@ -83,19 +179,28 @@ type redisOp func(ctx context.Context) error
 //   - redis_rate/gcra: github.com/go-redis/redis_rate/v10 Limiter.Allow
 //     (GCRA in a script), Rate and Burst redisLimitCount per
 //     redisLimitPeriod.
+//   - throttled/gcra: github.com/throttled/throttled/v2 GCRARateLimiterCtx
+//     over store/goredisstore.v9: two round trips per call (TIME+GET, then
+//     a compare-and-swap script), retried on a lost race; the calls that
+//     give up are counted in failed/op, not fatal.
 //
 // A participant's overhead is its row over the floor row of the same mode.
 //
-// All rows share one redis-server, started when BenchmarkRedis starts and
-// killed when it ends (go test calls BenchmarkRedis once, whatever -count:
-// -count repeats the rows inside it). Without redis-server in PATH the rows
-// are skipped, or fail when RLKIT_REQUIRE_REDIS=1.
+// All rows share one redis-server: the one cmd/report started
+// ($RLKIT_BENCH_REDIS_ADDR), else one this test binary starts on first use
+// and stops at exit (see benchRedisAddr). Without redis-server in PATH the
+// rows are skipped, or fail when RLKIT_REQUIRE_REDIS=1.
 func BenchmarkRedis(b *testing.B) {
-	srv := redistest.StartServer(b)
-	addr := srv.Addr()
+	addr := benchRedisAddr(b)
 
 	b.Run("floor", func(b *testing.B) {
-		runRedis(b, addr, "raw-evalsha", func(b *testing.B, c *redis.Client) redisOp {
+		runRedis(b, addr, "raw-incr", true, func(b *testing.B, c *redis.Client) redisOp {
+			const key = "bench-floor-incr"
+			return func(ctx context.Context) error {
+				return c.Incr(ctx, key).Err()
+			}
+		})
+		runRedis(b, addr, "raw-evalsha", true, func(b *testing.B, c *redis.Client) redisOp {
 			sha, err := c.ScriptLoad(context.Background(), "return 1").Result()
 			if err != nil {
 				b.Fatal(err)
@@ -114,81 +219,46 @@ func BenchmarkRedis(b *testing.B) {
 		})
 	})
 
-	b.Run("rlkit", func(b *testing.B) {
-		for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
-			runRedis(b, addr, alg.String(), func(b *testing.B, c *redis.Client) redisOp {
-				s, err := redisstore.New(c,
-					redisstore.WithDenyCache(false),
-					redisstore.WithTimeout(redisTimeout))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = s.Close() })
-				p := &core.Policy{
-					Name:      "bench-" + alg.String(),
-					Algorithm: alg,
-					Limits:    []core.Limit{{Count: redisLimitCount, Period: redisLimitPeriod}},
-				}
-				key := "bench-rlkit-" + alg.String()
-				return func(ctx context.Context) error {
-					r, err := s.Take(ctx, key, p, 1)
-					if err != nil {
-						return err
-					}
-					if !r.Allowed {
-						return errDenied
-					}
-					return nil
-				}
-			})
+	// Rows are grouped by library: rlkit/<algorithm>, ulule/..., so that
+	// each library's rows sit together under one name.
+	var groups []string
+	for _, im := range redisImpls {
+		if g, _, _ := strings.Cut(im.name, "/"); !slices.Contains(groups, g) {
+			groups = append(groups, g)
 		}
-	})
-
-	b.Run("ulule", func(b *testing.B) {
-		runRedis(b, addr, "fixed_window", func(b *testing.B, c *redis.Client) redisOp {
-			// NewStore loads its scripts (SCRIPT LOAD) now.
-			store, err := ululeredis.NewStore(c)
-			if err != nil {
-				b.Fatal(err)
-			}
-			lim := ulule.New(store, ulule.Rate{Period: redisLimitPeriod, Limit: redisLimitCount})
-			const key = "bench-ulule"
-			return func(ctx context.Context) error {
-				lc, err := lim.Get(ctx, key)
-				if err != nil {
-					return err
+	}
+	for _, g := range groups {
+		b.Run(g, func(b *testing.B) {
+			for _, im := range redisImpls {
+				group, name, _ := strings.Cut(im.name, "/")
+				if group != g {
+					continue
 				}
-				if lc.Reached {
-					return errDenied
-				}
-				return nil
-			}
-		})
-	})
-
-	b.Run("redis_rate", func(b *testing.B) {
-		runRedis(b, addr, "gcra", func(b *testing.B, c *redis.Client) redisOp {
-			lim := redis_rate.NewLimiter(c)
-			limit := redis_rate.Limit{Rate: redisLimitCount, Burst: redisLimitCount, Period: redisLimitPeriod}
-			const key = "bench-redis_rate"
-			return func(ctx context.Context) error {
-				res, err := lim.Allow(ctx, key, limit)
-				if err != nil {
-					return err
-				}
-				if res.Allowed != 1 {
-					return errDenied
-				}
-				return nil
+				runRedis(b, addr, name, im.strict, func(b *testing.B, c *redis.Client) redisOp {
+					decide := im.build(b, c, redisQuota)
+					key := "bench-" + strings.ReplaceAll(im.name, "/", "-")
+					return func(ctx context.Context) error {
+						ok, err := decide(ctx, key)
+						if err != nil {
+							return err
+						}
+						if !ok {
+							return errDenied
+						}
+						return nil
+					}
+				})
 			}
 		})
-	})
+	}
 }
 
 // runRedis adds one participant's rows under b: name/seq and name/par64.
 // setup runs once for both rows (and every -count repetition of them) with
 // the participant's own client; it returns the call to measure.
-func runRedis(b *testing.B, addr, name string, setup func(b *testing.B, c *redis.Client) redisOp) {
+// A strict row fails on the first failed call; another counts the failed
+// calls (a denial always fails the row) and reports them as failed/op.
+func runRedis(b *testing.B, addr, name string, strict bool, setup func(b *testing.B, c *redis.Client) redisOp) {
 	b.Run(name, func(b *testing.B) {
 		c := newRedisClient(b, addr)
 		op := setup(b, c)
@@ -197,13 +267,19 @@ func runRedis(b *testing.B, addr, name string, setup func(b *testing.B, c *redis
 		if err := op(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		b.Run("seq", func(b *testing.B) { redisSeq(b, c, op) })
-		b.Run("par64", func(b *testing.B) { redisPar64(b, c, op) })
+		b.Run("seq", func(b *testing.B) { redisSeq(b, c, op, strict) })
+		b.Run("par64", func(b *testing.B) { redisPar64(b, c, op, strict) })
 	})
 }
 
+// tolerate reports whether err, from a call of a row that is not strict,
+// is a failed call to count rather than the end of the row.
+func tolerate(strict bool, err error) bool {
+	return !strict && !errors.Is(err, errDenied)
+}
+
 // redisSeq measures op from one goroutine: the latency of one call.
-func redisSeq(b *testing.B, c *redis.Client, op redisOp) {
+func redisSeq(b *testing.B, c *redis.Client, op redisOp, strict bool) {
 	ctx := context.Background()
 	if err := op(ctx); err != nil {
 		b.Fatal(err)
@@ -211,18 +287,23 @@ func redisSeq(b *testing.B, c *redis.Client, op redisOp) {
 	settle()
 	resetRedisStats(b, c)
 	b.ReportAllocs()
+	failed := 0
 	for b.Loop() {
 		if err := op(ctx); err != nil {
-			b.Fatal(err)
+			if !tolerate(strict, err) {
+				b.Fatal(err)
+			}
+			failed++
 		}
 	}
 	reportRedisTime(b, c)
+	b.ReportMetric(float64(failed)/float64(b.N), "failed/op")
 }
 
 // redisPar64 measures op from 64 goroutines: SetParallelism(⌈64/GOMAXPROCS⌉)
 // goroutines per P, so exactly 64 when GOMAXPROCS divides 64. ns/op is wall
 // time over all calls, the inverse of throughput.
-func redisPar64(b *testing.B, c *redis.Client, op redisOp) {
+func redisPar64(b *testing.B, c *redis.Client, op redisOp, strict bool) {
 	ctx := context.Background()
 	if err := op(ctx); err != nil {
 		b.Fatal(err)
@@ -233,13 +314,20 @@ func redisPar64(b *testing.B, c *redis.Client, op redisOp) {
 	resetRedisStats(b, c)
 	b.ReportAllocs()
 	b.ResetTimer()
-	var failed atomic.Bool
+	var (
+		stopped atomic.Bool
+		failed  atomic.Int64
+	)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := op(ctx); err != nil {
+				if tolerate(strict, err) {
+					failed.Add(1)
+					continue
+				}
 				// Report the first failure only; the other goroutines finish
 				// the remaining iterations.
-				if !failed.Swap(true) {
+				if !stopped.Swap(true) {
 					b.Error(err)
 				}
 				return
@@ -248,6 +336,7 @@ func redisPar64(b *testing.B, c *redis.Client, op redisOp) {
 	})
 	b.StopTimer()
 	reportRedisTime(b, c)
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
 }
 
 // resetRedisStats zeroes the server's per-command statistics (CONFIG
@@ -259,39 +348,36 @@ func resetRedisStats(b *testing.B, c *redis.Client) {
 }
 
 // reportRedisTime reports redis-ns/op: the time the server spent running
-// the row's scripts (EVALSHA and EVAL, as INFO commandstats counts it) per
-// call since resetRedisStats. It is the server's CPU time per call, without
-// the network, the client or waiting for the server: the share of a row
-// that only a cheaper script can lower, and what bounds throughput when
-// the server is the bottleneck (par64).
+// the row's commands (every command INFO commandstats counts since
+// resetRedisStats, but CONFIG and INFO themselves) per op. It is the
+// server's CPU time per decision, without the network, the client or
+// waiting for the server: the share of a row that only cheaper commands can
+// lower, and what bounds throughput when the server is the bottleneck
+// (par64).
 func reportRedisTime(b *testing.B, c *redis.Client) {
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var calls, usec int64
+	var usec int64
 	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval")
+		// "cmdstat_evalsha:calls=N,usec=M,..."
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
 		if !ok {
 			continue
 		}
-		// rest is "sha:calls=N,usec=M,..." or ":calls=N,usec=M,...".
-		_, fields, _ := strings.Cut(rest, ":")
+		cmd, fields, _ := strings.Cut(rest, ":")
+		if cmd == "config" || cmd == "info" {
+			continue
+		}
 		for f := range strings.SplitSeq(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				calls += n
-			case "usec":
+			if k, v, _ := strings.Cut(f, "="); k == "usec" {
+				n, _ := strconv.ParseInt(v, 10, 64)
 				usec += n
 			}
 		}
 	}
-	if calls == 0 {
-		b.Fatal("INFO commandstats counts no EVALSHA or EVAL call")
-	}
-	b.ReportMetric(float64(usec)*1000/float64(calls), "redis-ns/op")
+	b.ReportMetric(float64(usec)*1000/float64(b.N), "redis-ns/op")
 }
 
 // newRedisClient returns the client every participant uses, with the same

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// output is what two runs of the benchmark binary print, cut down: rows of
+// several scenarios, a custom metric, a failed and a skipped sub-benchmark.
+const output = `goos: linux
+goarch: amd64
+pkg: github.com/rlkit/rlkit/benchmarks
+cpu: AMD EPYC
+BenchmarkOneKey/rlkit-memstore-Take-2     	 1000000	        70.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkOneKey/sethvargo-memorystore-2   	 1000000	        90.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkOneKey/baseline-map-atomic-2     	 1000000	        10.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMemoryPerKey/rlkit-memstore-2    	       1	1484081257 ns/op	        67.11 B/key	      1484 ns/key	134206904 B/op	     845 allocs/op
+BenchmarkMemoryPerKey/baseline-map-int64-2	       1	 864795022 ns/op	        71.89 B/key	       864.8 ns/key	127779176 B/op	 1008215 allocs/op
+BenchmarkRedis/floor/raw-evalsha/seq-2    	    3480	     34847 ns/op	         0 failed/op	      1947 redis-ns/op	     296 B/op	       8 allocs/op
+BenchmarkRedis/rlkit/gcra/seq-2           	    1837	     68593 ns/op	         0 failed/op	     14443 redis-ns/op	     496 B/op	      11 allocs/op
+BenchmarkRedis/redis_rate/gcra/seq-2      	    1837	     70000 ns/op	         0 failed/op	     14443 redis-ns/op	     496 B/op	      11 allocs/op
+BenchmarkOverAdmission/memory/rlkit-memstore-Take-2 	    1014	    512296 ns/op	       100.0 admitted-max	       100.0 admitted-min	         0 failed-max
+BenchmarkOverAdmission/redis/throttled-gcra-2 	       1	 126949140 ns/op	       100.0 admitted-max	        95.00 admitted-min	        66.00 failed-max
+BenchmarkOverAdmission/nethttp/rlkit-nethttp-2 	--- FAIL: BenchmarkOverAdmission/nethttp/rlkit-nethttp-2
+    overadmission_test.go:70: trial admitted 0 of 256 requests with 0 failed, want exactly 100 and none failed
+BenchmarkLoad/rlkit-redis-2 	--- SKIP: BenchmarkLoad/rlkit-redis-2
+    main_test.go:38: redis-server not in PATH; skipping
+--- FAIL: BenchmarkOverAdmission
+FAIL
+exit status 1
+goos: linux
+BenchmarkOneKey/rlkit-memstore-Take-2     	 1000000	        80.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkOneKey/sethvargo-memorystore-2   	 1000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkOneKey/baseline-map-atomic-2     	 1000000	        12.0 ns/op	       0 B/op	       0 allocs/op
+`
+
+func parsed(t *testing.T) *results {
+	t.Helper()
+	r := newResults()
+	if err := r.parse(strings.NewReader(output)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestParse(t *testing.T) {
+	r := parsed(t)
+	got := r.samples["BenchmarkOneKey/rlkit-memstore-Take"]
+	if len(got) != 2 || got[0].metrics["ns/op"] != 70 || got[1].metrics["ns/op"] != 80 || got[0].iterations != 1000000 {
+		t.Errorf("OneKey rlkit samples = %+v, want 70 and 80 ns/op", got)
+	}
+	if s := r.samples["BenchmarkMemoryPerKey/rlkit-memstore"]; len(s) != 1 || s[0].metrics["B/key"] != 67.11 || s[0].metrics["allocs/op"] != 845 {
+		t.Errorf("MemoryPerKey samples = %+v", s)
+	}
+	if _, ok := r.samples["BenchmarkOverAdmission/nethttp/rlkit-nethttp"]; ok {
+		t.Error("a failed sub-benchmark was parsed as a row")
+	}
+	if len(r.fails) != 2 || !strings.Contains(r.fails[0], "rlkit-nethttp") || !strings.Contains(r.fails[0], "trial admitted 0") {
+		t.Errorf("fails = %q, want the sub-benchmark's with its message, then the parent's", r.fails)
+	}
+	if why := r.skips["BenchmarkLoad/rlkit-redis"]; why != "redis-server not in PATH; skipping" {
+		t.Errorf("skip reason = %q", why)
+	}
+	if r.order[0] != "BenchmarkOneKey/rlkit-memstore-Take" || len(r.order) != 10 {
+		t.Errorf("order = %q", r.order)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	mk := func(v ...float64) []sample {
+		var s []sample
+		for _, x := range v {
+			s = append(s, sample{metrics: map[string]float64{"ns/op": x}})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		in               []float64
+		median, min, max float64
+	}{
+		{[]float64{3}, 3, 3, 3},
+		{[]float64{5, 1, 3}, 3, 1, 5},
+		{[]float64{4, 1, 3, 10}, 3.5, 1, 10},
+	} {
+		st := summarize(mk(tc.in...), "ns/op")
+		if st.median != tc.median || st.min != tc.min || st.max != tc.max || st.n != len(tc.in) {
+			t.Errorf("summarize(%v) = %+v, want median %v, min %v, max %v", tc.in, st, tc.median, tc.min, tc.max)
+		}
+	}
+	if st := summarize(mk(1), "B/op"); st.n != 0 {
+		t.Errorf("summarize of a missing unit = %+v, want n 0", st)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{fmtNs(30.26), "30.3 ns"},
+		{fmtNs(1234), "1.23 µs"},
+		{fmtNs(136300), "136.3 µs"},
+		{fmtNs(1.5e6), "1.5 ms"},
+		{fmtCount(134206904), "134,206,904"},
+		{fmtCount(845), "845"},
+		{fmtCount(4359539.5), "4,359,540"},
+		{fmtCount(0.5), "0.5"},
+		{fmtRatio(0.781), "0.78×"},
+		{fmtRatio(12.34), "12.3×"},
+		{fmtPercent(0.534), "53.4%"},
+		{span(fmtNs, stat{min: 47.8, max: 52.1}), "47.8–52.1 ns"},
+		{span(fmtNs, stat{min: 900, max: 1200}), "900 ns–1.2 µs"},
+		{span(fmtCount, stat{min: 100, max: 100}), "100"},
+		{anchor("1,000,000 distinct keys, cycled"), "1000000-distinct-keys-cycled"},
+		{anchor("Echo: rlkit adapter against the built-in `middleware.RateLimiter`"), "echo-rlkit-adapter-against-the-built-in-middlewareratelimiter"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestRender renders every part of the report from the canned output and
+// checks the figures a reader would quote.
+func TestRender(t *testing.T) {
+	defer func(n int) { minRuns = n }(minRuns)
+	minRuns = 2
+	r := parsed(t)
+	versions := map[string]string{"github.com/sethvargo/go-limiter": "v1.2.0", "github.com/go-redis/redis_rate/v10": "v10.0.1"}
+	var b strings.Builder
+	renderSummary(&b, r, versions)
+	for _, sc := range scenarios {
+		renderScenario(&b, r, sc, versions)
+	}
+	renderOverAdmission(&b, r, versions)
+	out := b.String()
+	for _, want := range []string{
+		// One key: medians 75 and 95 ns over a baseline of 11 ns.
+		"| **rlkit** memstore, `Take` (fixed window) | 75 ns | 70–80 ns | 0 | 0 | 6.82× |",
+		"| sethvargo/go-limiter memorystore v1.2.0 | 95 ns | 90–100 ns | 0 | 0 | 8.64× |",
+		"| baseline: `map[string]*atomic.Int64`, Add and compare | 11 ns | 10–12 ns | 0 | 0 | 1 (baseline) |",
+		// Summary: 75/95, ranges 70–80 and 90–100 do not overlap (two runs
+		// are enough for this test; the report wants minRuns).
+		"| rlkit memstore, `Take` (fixed window) | sethvargo/go-limiter memorystore v1.2.0 | 0.79× | rlkit faster |",
+		// Redis peers against rlkit on the same algorithm; one run tells
+		// nothing apart.
+		"| rlkit redisstore, GCRA | go-redis/redis_rate (GCRA) v10.0.1 | 0.98× | too few runs |",
+		// Memory: B/key against the int64 map.
+		"| **rlkit** memstore | 67.1 B | 67.1 B | 1.48 µs | 134,206,904 | 845 | 0.93× |",
+		// Over-admission.
+		"| throttled, goredisstore.v9 (GCRA) | the store, on Redis | 1 | 95–100 | 66 | admits fewer: calls failed under contention |",
+		"| **rlkit** memstore, `Take` (fixed window) | the store, in memory | 1014 | 100 | 0 | exact |",
+		"_No rows: this scenario did not run",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q\n%s", want, out)
+		}
+	}
+}
