@@ -1,0 +1,55 @@
+// Package worksclient paces calls to the Works API (LINE WORKS / NAVER
+// WORKS) so that a relay worker never exceeds its limit of 240 requests a
+// minute per API, and lets only one replica relay at a time.
+//
+// # Keys
+//
+// The limit applies per API: per method and normalized path. APIKey makes
+// that key: the query is dropped and every segment that holds a resource
+// id becomes "{id}", so that
+//
+//	PATCH /v1.0/users/a1b2c3@example.com?x=1  →  PATCH /v1.0/users/{id}
+//	PATCH /scim/v2/Users/7f0c3e2a-…           →  PATCH /scim/v2/Users/{id}
+//	POST  /oauth2/v2.0/token                  →  POST /oauth2/v2.0/token
+//
+// A Transport keys by APIKey unless given explicit templates
+// (WithTemplates) or its own key function (WithKeyFunc).
+//
+// # Pacing
+//
+// A RateLimiter decides when a request may start. 240 a minute is taken as
+// what the Works API means by it: request starts at least 250 ms apart for
+// the same key, one at a time, with no burst; different keys never wait on
+// each other. A request whose context is cancelled while it waits fails at
+// once with ctx.Err() and takes no slot.
+//
+//   - Pacer paces within one process: a FIFO queue per key, no goroutine,
+//     bounded memory.
+//   - RedisPacer paces every process that shares a Redis, with one Lua
+//     script on the server's clock.
+//
+// Transport is the http.RoundTripper that waits on the limiter before each
+// request. A 429 or 503 with Retry-After holds its key back until then
+// (through the optional Delayer interface both pacers implement) and, with
+// WithRetry, is retried within a number of attempts and a time budget.
+//
+// # Client
+//
+// Client is a small JSON client for the API. The client NewClient returns
+// paces nothing, so that admin screens, manual sync requests and outbox
+// writes are never slowed; the relay worker gets a paced copy:
+//
+//	api, err := worksclient.NewClient(worksclient.DefaultBaseURL, worksclient.WithTokenSource(tokens))
+//	...
+//	relayAPI := api.WithRateLimiter(worksclient.NewPacer(worksclient.DefaultInterval))
+//
+// # Leader lock
+//
+// LeaderLock lets one replica at a time run the relay: the holder of the
+// Redis key LeaderKey ("baron:worksmobile:relay:leader", TTL 30 s, both
+// constants). Run takes it with SET NX PX, renews it, cancels the relay's
+// context as soon as it cannot be sure it still holds it (well before
+// another replica could take it over), and releases it only if it still
+// holds it. Without Redis (a nil client) Run just runs the relay, as a
+// single instance does.
+package worksclient

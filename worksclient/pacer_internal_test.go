@@ -1,0 +1,39 @@
+package worksclient
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time { return c.now }
+func (c *stepClock) NewTimer(time.Duration) (<-chan time.Time, func() bool) {
+	panic("no timer expected")
+}
+
+// TestPacerBounded: keys that have gone idle are dropped as new keys come,
+// so the map never holds much more than twice the keys in use.
+func TestPacerBounded(t *testing.T) {
+	clk := &stepClock{now: time.Unix(1_800_000_000, 0)}
+	p := NewPacer(time.Second, WithClock(clk))
+	ctx := context.Background()
+	peak := 0
+	for i := range 100_000 {
+		if err := p.Wait(ctx, fmt.Sprintf("GET /k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		clk.now = clk.now.Add(10 * time.Millisecond) // 100 keys in use at any time
+		peak = max(peak, len(p.keys))
+	}
+	if peak > 2*100+minSweep {
+		t.Errorf("the pacer held up to %d keys with 100 in use, want at most %d", peak, 2*100+minSweep)
+	}
+	// A key dropped and seen again is as free as a new one.
+	clk.now = clk.now.Add(time.Hour)
+	if err := p.Wait(ctx, "GET /k0"); err != nil {
+		t.Fatal(err)
+	}
+}
