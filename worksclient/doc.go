@@ -20,8 +20,11 @@
 // A RateLimiter decides when a request may start. 240 a minute is taken as
 // what the Works API means by it: request starts at least 250 ms apart for
 // the same key, one at a time, with no burst; different keys never wait on
-// each other. A request whose context is cancelled while it waits fails at
-// once with ctx.Err() and takes no slot.
+// each other. A request whose context is cancelled while it waits fails
+// with ctx.Err() and takes no slot: at once with a Pacer; with a
+// RedisPacer after one round trip that gives the slot back, which frees it
+// only while it is still the key's latest reservation (otherwise that
+// interval stays empty).
 //
 //   - Pacer paces within one process: a FIFO queue per key, no goroutine,
 //     bounded memory.
@@ -31,7 +34,9 @@
 // Transport is the http.RoundTripper that waits on the limiter before each
 // request. A 429 or 503 with Retry-After holds its key back until then
 // (through the optional Delayer interface both pacers implement) and, with
-// WithRetry, is retried within a number of attempts and a time budget.
+// WithRetry, is retried, when it is idempotent (by its method or an
+// idempotency key) and its body can be sent again, within a number of
+// attempts and a time budget.
 //
 // # Client
 //
@@ -51,5 +56,8 @@
 // context as soon as it cannot be sure it still holds it (well before
 // another replica could take it over), and releases it only if it still
 // holds it. Without Redis (a nil client) Run just runs the relay, as a
-// single instance does.
+// single instance does. Redis must not lose the key while it is held (a
+// restart without persistence, a failover to a lagging replica): use AOF
+// with appendfsync always, or keep a restarted Redis out for a TTL; and
+// the lock is a lease with no fencing token (see LeaderLock).
 package worksclient

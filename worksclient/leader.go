@@ -96,9 +96,26 @@ func WithLockTimeout(d time.Duration) LockOption {
 // last successful call was sent (so from before Redis restarted the TTL),
 // even when a call hangs. The job then has at least a third of the TTL
 // (10 s by default) to stop. Times are measured on the local monotonic
-// clock; only their rate must agree with the Redis server's. A process
-// stalled for that long (a loaded machine, a long GC pause) therefore
-// loses the lead rather than risk sharing it.
+// clock; only their rate must agree with the Redis server's.
+//
+// This is a lease, not a fence. A process paused for about two thirds of
+// the TTL or longer (20 s by default: the lock outlives the last renewal
+// by the TTL, and renewals come every third of it; a loaded machine, a
+// long GC pause, a stopped VM) may find,
+// when it resumes, that the lock has expired and another replica holds
+// it; its fn may then run briefly, alongside the new holder's, until the
+// watchdog or the next renewal cancels fn's context (and fn notices).
+// LeaderLock provides no fencing token: a job whose side effects must
+// never overlap has to guard them itself (an idempotent outbox, a version
+// check in the store it writes to).
+//
+// Redis must not lose the lock key while it is held. A Redis restarted
+// without persistence, or a failover to a replica that had not yet
+// received the key, lets a second contender take the lock at once, while
+// the old holder goes on until its next renewal finds the lock another's:
+// up to a third of the TTL (10 s by default) later. Run Redis with AOF and
+// appendfsync always, or keep a restarted Redis from serving for a TTL
+// (30 s) before clients reach it.
 //
 // With a nil client there is no lock: Run runs the job at once, as a
 // single instance does. A LeaderLock is safe for concurrent use; each Run
@@ -111,11 +128,20 @@ type LeaderLock struct {
 	renew   time.Duration
 	poll    time.Duration
 	timeout time.Duration
+	bounded bool // the client bounds its calls by the context's deadline
 }
 
 // NewLeaderLock returns the leader lock of the Works relay in client, for
 // the replica named owner (a host name, a pod name; "" is "worksclient").
 // It does not contact Redis.
+//
+// Every call to Redis is bounded by the lock timeout (WithLockTimeout) and
+// by Run's ctx while contending, whether or not the client has
+// ContextTimeoutEnabled: without it (go-redis's default, under which
+// socket reads ignore context deadlines) the call runs on its own
+// goroutine, which Run stops waiting for when the bound passes; that
+// goroutine ends when go-redis returns, by the client's own ReadTimeout at
+// the latest.
 func NewLeaderLock(client redis.UniversalClient, owner string, opts ...LockOption) *LeaderLock {
 	if owner == "" {
 		owner = "worksclient"
@@ -133,6 +159,7 @@ func NewLeaderLock(client redis.UniversalClient, owner string, opts ...LockOptio
 	if isNilClient(l.client) {
 		l.client = nil
 	}
+	l.bounded = boundedClient(l.client)
 	return l
 }
 
@@ -230,7 +257,9 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 	for {
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, l.timeout)
-		n, err := acquireScript.Run(cctx, l.client, []string{l.key}, token, l.ttl.Milliseconds()).Int64()
+		n, err := redisCall(cctx, l.bounded, func(cctx context.Context) (int64, error) {
+			return acquireScript.Run(cctx, l.client, []string{l.key}, token, l.ttl.Milliseconds()).Int64()
+		})
 		cancel()
 		switch {
 		case err == nil && n == 1 && time.Since(sent) < l.safe():
@@ -262,7 +291,9 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 func (l *LeaderLock) release(ctx context.Context, token string) {
 	rel, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
-	_ = releaseScript.Run(rel, l.client, []string{l.key}, token).Err()
+	_, _ = redisCall(rel, l.bounded, func(rel context.Context) (any, error) {
+		return nil, releaseScript.Run(rel, l.client, []string{l.key}, token).Err()
+	})
 }
 
 // holding is one tenure of the lock.
@@ -315,10 +346,15 @@ func (h *holding) renewLoop(ctx context.Context, last time.Time) {
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, min(l.timeout, left))
-		n, err := renewScript.Run(cctx, l.client, []string{l.key}, h.token, l.ttl.Milliseconds()).Int64()
+		n, err := redisCall(cctx, l.bounded, func(cctx context.Context) (int64, error) {
+			return renewScript.Run(cctx, l.client, []string{l.key}, h.token, l.ttl.Milliseconds()).Int64()
+		})
 		cancel()
 		switch {
 		case ctx.Err() != nil: // fn returned; the outcome no longer matters
+			return
+		case err != nil && !time.Now().Before(last.Add(l.safe())):
+			h.lose(fmt.Errorf("no renewal succeeded within %v: %w", l.safe(), err))
 			return
 		case err != nil:
 			h.lose(fmt.Errorf("renewal failed: %w", err))

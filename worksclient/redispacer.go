@@ -65,11 +65,14 @@ func WithRedisTimeout(d time.Duration) RedisPacerOption {
 // meanwhile by Delay. Reservations give the order of starts: first come,
 // first served across processes.
 //
-// When ctx is done while Wait sleeps, Wait returns ctx.Err() and gives the
-// slot back when no later request has reserved one (one more round trip,
-// not bound to ctx); otherwise the slot stays empty, since moving the
-// later reservations would need their processes to hear of it. Spacing
-// never suffers; only throughput does, by one interval.
+// When ctx is done while Wait sleeps, Wait returns ctx.Err(), after giving
+// the slot back. The give-back costs one more round trip to Redis before
+// Wait returns (bounded by the timeout, not by ctx, which is done), and it
+// frees the slot only when that slot is still the key's latest
+// reservation; when a later request has reserved one since, the slot
+// stays empty, since moving the later reservations would need their
+// processes to hear of it. Spacing never suffers; only throughput does,
+// by one interval.
 //
 // When Redis fails or does not answer within the timeout, Wait returns the
 // error, and the request must not be sent: a Transport returns it. A
@@ -79,6 +82,7 @@ type RedisPacer struct {
 	interval time.Duration
 	prefix   string
 	timeout  time.Duration
+	bounded  bool // the client bounds its calls by the context's deadline
 
 	onStart func(serverMicros int64) // tests: the server time of each start
 }
@@ -104,6 +108,7 @@ func NewRedisPacer(client redis.UniversalClient, interval time.Duration, opts ..
 	for _, o := range opts {
 		o(p)
 	}
+	p.bounded = boundedClient(client)
 	return p
 }
 
@@ -175,7 +180,9 @@ func (p *RedisPacer) run(ctx context.Context, rk, op string, arg int64) (reply, 
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	v, err := paceScript.Run(cctx, p.client, []string{rk}, op, p.interval.Microseconds(), arg).Result()
+	v, err := redisCall(cctx, p.bounded, func(cctx context.Context) (any, error) {
+		return paceScript.Run(cctx, p.client, []string{rk}, op, p.interval.Microseconds(), arg).Result()
+	})
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return reply{}, cerr

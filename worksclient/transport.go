@@ -11,6 +11,12 @@ import (
 	"time"
 )
 
+// MaxRetryAfter caps the Retry-After a Transport honours: a longer one (a
+// day, a date years ahead, a number too large for a time.Duration) holds
+// the key back, and delays a retry, for MaxRetryAfter only, so that a
+// bogus header cannot block a key for good.
+const MaxRetryAfter = 10 * time.Minute
+
 // maxDrain is how much of a response being retried is read to let its
 // connection be reused.
 const maxDrain = 4 << 10
@@ -23,10 +29,11 @@ type TransportOption func(*Transport)
 // included) and only while the next attempt can start within budget of
 // the first attempt's start. A request is retried when its body can be
 // sent again (no body, or Request.GetBody set, as http.NewRequest sets it
-// for in-memory bodies) and, after a 503, only when it is idempotent: GET,
-// HEAD, OPTIONS, TRACE, PUT, DELETE, or any method with an Idempotency-Key
-// or X-Idempotency-Key header, as net/http decides. After a 429 the server
-// did not process the request, so any method is retried.
+// for in-memory bodies) and it is idempotent: GET, HEAD, OPTIONS, TRACE,
+// PUT, DELETE, or any method with an Idempotency-Key or X-Idempotency-Key
+// header, as net/http decides. This holds after a 429 as after a 503: a
+// POST or PATCH without such a key is returned as it is (its Retry-After
+// still holds the key back).
 //
 // The retry waits until Retry-After has passed (through the limiter, which
 // the response pushed back, or on its own when the limiter is nil or no
@@ -73,7 +80,8 @@ func WithTemplates(templates ...string) TransportOption {
 // returns the error, without sending. A response 429 or 503 with a valid
 // Retry-After, in seconds or as an HTTP-date (measured from the
 // response's Date header when it has one, so a skewed local clock does not
-// matter), holds the key back until then when the limiter is a Delayer:
+// matter) and capped at MaxRetryAfter, holds the key back until then when
+// the limiter is a Delayer:
 // no request under that key starts earlier, from this process or (with a
 // RedisPacer) any other. With WithRetry the request is then retried.
 //
@@ -142,7 +150,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		wait := t.hold(ctx, key, d)
-		if attempt >= t.maxAttempts || !replayable(req, resp.StatusCode) || time.Now().Add(d).After(deadline) {
+		if attempt >= t.maxAttempts || !replayable(req) || time.Now().Add(d).After(deadline) {
 			return resp, nil
 		}
 		retry, ok := rewind(req)
@@ -187,13 +195,15 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// throttled returns the Retry-After of a 429 or 503 response, and false
-// for any other response or one without a valid Retry-After.
+// throttled returns the Retry-After of a 429 or 503 response, at most
+// MaxRetryAfter, and false for any other response or one without a valid
+// Retry-After.
 func throttled(resp *http.Response) (time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	return retryAfter(resp.Header, time.Now())
+	d, ok := retryAfter(resp.Header, time.Now())
+	return min(d, MaxRetryAfter), ok
 }
 
 // maxRetrySeconds keeps a Retry-After in seconds within a time.Duration.
@@ -228,15 +238,12 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return max(at.Sub(now), 0), true
 }
 
-// replayable reports whether req may be sent again after a response with
-// the given status: any method after a 429, an idempotent one after a 503;
-// in both cases with a body that can be sent again.
-func replayable(req *http.Request, status int) bool {
+// replayable reports whether req may be sent again after a 429 or 503: when
+// it is idempotent (by its method, or an idempotency key) and its body can
+// be sent again.
+func replayable(req *http.Request) bool {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false
-	}
-	if status == http.StatusTooManyRequests {
-		return true
 	}
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:

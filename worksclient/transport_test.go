@@ -197,6 +197,30 @@ func TestTransportRetryAfter(t *testing.T) {
 	}
 }
 
+// TestTransportMaxRetryAfter: a Retry-After of a day, a date years ahead
+// or one that overflows holds the key back for MaxRetryAfter only.
+func TestTransportMaxRetryAfter(t *testing.T) {
+	if worksclient.MaxRetryAfter != 10*time.Minute {
+		t.Fatalf("MaxRetryAfter = %v, want 10m", worksclient.MaxRetryAfter)
+	}
+	for _, ra := range []string{"86400", "99999999999999999999999", "Fri, 31 Dec 2100 23:59:59 GMT"} {
+		synctest.Test(t, func(t *testing.T) {
+			f := &fakeAPI{respond: throttle(1, 429, ra)}
+			tr := worksclient.NewTransport(f, worksclient.NewPacer(iv))
+			t0 := time.Now()
+			if resp, err := send(t, tr, "GET", api+"/v1.0/users", ""); err != nil || resp.StatusCode != 429 {
+				t.Fatalf("Retry-After %q: %v, %v; want the 429", ra, resp, err)
+			}
+			if _, err := send(t, tr, "GET", api+"/v1.0/users", ""); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.get()[1].at.Sub(t0); got != worksclient.MaxRetryAfter {
+				t.Errorf("Retry-After %q: next request after %v, want %v", ra, got, worksclient.MaxRetryAfter)
+			}
+		})
+	}
+}
+
 // TestTransportRetryBudget: a Retry-After past the budget, or too many
 // attempts, gives the last response back unread.
 func TestTransportRetryBudget(t *testing.T) {
@@ -273,10 +297,16 @@ func TestTransportRetryRules(t *testing.T) {
 		{"POST 503", "POST", 503, true, true, "", 503},
 		{"POST 503 Idempotency-Key", "POST", 503, true, true, "Idempotency-Key", 200},
 		{"PATCH 503 X-Idempotency-Key", "PATCH", 503, true, true, "X-Idempotency-Key", 200},
-		{"POST 429 rewindable", "POST", 429, true, true, "", 200},
-		{"POST 429 one-shot body", "POST", 429, true, false, "", 429},
+		{"POST 429 rewindable", "POST", 429, true, true, "", 429},
+		{"POST 429 no body", "POST", 429, false, false, "", 429},
+		{"PATCH 429", "PATCH", 429, true, true, "", 429},
+		{"POST 429 Idempotency-Key", "POST", 429, true, true, "Idempotency-Key", 200},
+		{"PATCH 429 X-Idempotency-Key", "PATCH", 429, true, true, "X-Idempotency-Key", 200},
+		{"GET 429", "GET", 429, false, false, "", 200},
+		{"PUT 429 rewindable", "PUT", 429, true, true, "", 200},
+		{"POST 429 Idempotency-Key one-shot body", "POST", 429, true, false, "Idempotency-Key", 429},
+		{"PUT 429 one-shot body", "PUT", 429, true, false, "", 429},
 		{"PUT 503 one-shot body", "PUT", 503, true, false, "", 503},
-		{"POST 429 no body", "POST", 429, false, false, "", 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,6 +331,19 @@ func TestTransportRetryRules(t *testing.T) {
 				resp.Body.Close()
 				if resp.StatusCode != tt.wantFinish {
 					t.Errorf("status %d, want %d", resp.StatusCode, tt.wantFinish)
+				}
+				if resp.StatusCode != http.StatusOK {
+					// Not retried: the Retry-After still holds the key.
+					if _, err := send(t, tr, tt.method, api+"/v1.0/users", ""); err != nil {
+						t.Fatal(err)
+					}
+				}
+				calls := f.get()
+				if len(calls) != 2 {
+					t.Fatalf("%d calls, want 2", len(calls))
+				}
+				if d := calls[1].at.Sub(calls[0].at); d != time.Second {
+					t.Errorf("second call %v after the first, want the Retry-After, 1s", d)
 				}
 			})
 		})
@@ -400,6 +443,7 @@ func TestTransportDoesNotMutate(t *testing.T) {
 		tr := worksclient.NewTransport(f, worksclient.NewPacer(iv), worksclient.WithRetry(3, time.Minute))
 		req, _ := http.NewRequestWithContext(t.Context(), "PATCH", api+"/v1.0/users/kim@example.com?x=1", bytes.NewReader([]byte(`{"name":"Kim"}`)))
 		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Idempotency-Key", "k1") // a PATCH is retried only with one
 		before := struct {
 			url    string
 			header http.Header

@@ -58,10 +58,14 @@ func check(r *report, perKey int, minSent time.Duration) []string {
 }
 
 // TestRelay relays the default outbox in one process, with no Redis: each
-// key's requests leave at least 250 ms apart. As sent, gaps include the
-// moment between the pacer's start and the send, which a loaded scheduler
-// can stretch, so on a loaded machine a run may miss; the test tries
-// three times.
+// key's requests leave 250 ms apart. As sent, the instants are taken after
+// Wait has returned, on the lane's goroutine, so each carries the moment
+// between the pacer's start and the send, which a scheduler can stretch
+// for one request and not the next: the gaps are checked against the
+// interval less 10 ms. (The pacer's own start instants, which are exactly
+// an interval apart, are checked by worksclient's tests; they are not
+// visible from here.) On a loaded machine a run may still miss; the test
+// tries three times.
 func TestRelay(t *testing.T) {
 	cfg := config{interval: interval, perKey: 4, owner: "test"}
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -72,7 +76,7 @@ func TestRelay(t *testing.T) {
 		}
 		r.print(&out)
 		t.Logf("run %d:\n%s", attempt, out.String())
-		bad := check(r, cfg.perKey, interval)
+		bad := check(r, cfg.perKey, interval-10*time.Millisecond)
 		// Three lanes of four: three intervals, not nine.
 		if r.elapsed > 4*interval+500*time.Millisecond {
 			bad = append(bad, "relayed in "+r.elapsed.String()+": the APIs waited on each other")

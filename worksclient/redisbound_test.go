@@ -1,0 +1,98 @@
+package worksclient
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// blackHole is a loopback server that accepts connections and never
+// answers: a Redis that hangs.
+func blackHole(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var open []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		redisCalls.Wait() // the calls given up on end with their connections
+	})
+	return ln.Addr().String()
+}
+
+// TestRedisCallsBoundedWithoutContextTimeout: with a client that ignores
+// context deadlines (no ContextTimeoutEnabled) and a Redis that never
+// answers, RedisPacer.Wait and LeaderLock.Run still return by their
+// context's deadline, well before the client's own ReadTimeout.
+func TestRedisCallsBoundedWithoutContextTimeout(t *testing.T) {
+	const readTimeout = 2 * time.Second
+	newClient := func(t *testing.T) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: blackHole(t), ReadTimeout: readTimeout, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		if boundedClient(c) {
+			t.Fatal("client taken as bounded")
+		}
+		return c
+	}
+	t.Run("RedisPacer.Wait", func(t *testing.T) {
+		p := NewRedisPacer(newClient(t), 0)
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		err := p.Wait(ctx, "GET /v1.0/users")
+		d := time.Since(t0)
+		t.Logf("Wait = %v after %v", err, d)
+		if err != ctx.Err() || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait = %v, want %v", err, context.DeadlineExceeded)
+		}
+		if d >= time.Second {
+			t.Errorf("Wait returned after %v, want well before the read timeout (%v)", d, readTimeout)
+		}
+	})
+	t.Run("LeaderLock.Run", func(t *testing.T) {
+		// The release after an uncertain acquire is bounded by the lock
+		// timeout, not by ctx.
+		lock := NewLeaderLock(newClient(t), "a", WithLockTimeout(300*time.Millisecond), WithPollInterval(10*time.Millisecond))
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		err := lock.Run(ctx, func(context.Context) error {
+			t.Error("fn ran without the lock")
+			return nil
+		})
+		d := time.Since(t0)
+		t.Logf("Run = %v after %v", err, d)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run = %v, want %v", err, context.DeadlineExceeded)
+		}
+		if d >= 1500*time.Millisecond {
+			t.Errorf("Run returned after %v, want well before the read timeout (%v)", d, readTimeout)
+		}
+	})
+}
