@@ -98,13 +98,13 @@ func WithLockTimeout(d time.Duration) LockOption {
 // (10 s by default) to stop. Times are measured on the local monotonic
 // clock; only their rate must agree with the Redis server's.
 //
-// This is a lease, not a fence. A process paused for about two thirds of
-// the TTL or longer (20 s by default: the lock outlives the last renewal
-// by the TTL, and renewals come every third of it; a loaded machine, a
-// long GC pause, a stopped VM) may find,
-// when it resumes, that the lock has expired and another replica holds
-// it; its fn may then run briefly, alongside the new holder's, until the
-// watchdog or the next renewal cancels fn's context (and fn notices).
+// This is a lease, not a fence. A process paused (a loaded machine, a long
+// GC pause, a stopped VM) for about two thirds of the TTL or longer (20 s
+// by default: the lock outlives the last renewal by the TTL, and renewals
+// come every third of it) may find, when it resumes, that the lock has
+// expired and another replica holds it; its fn may then run briefly,
+// alongside the new holder's, until the watchdog or the next renewal
+// cancels fn's context (and fn notices).
 // LeaderLock provides no fencing token: a job whose side effects must
 // never overlap has to guard them itself (an idempotent outbox, a version
 // check in the store it writes to).
