@@ -92,7 +92,7 @@ var redisImpls = []redisImpl{
 	rlkitRedis(core.TokenBucket),
 	rlkitRedis(core.GCRA),
 	{
-		// Fixed window: INCRBY and PEXPIRE in a script.
+		// Fixed window: INCRBY and PTTL in a script (PEXPIRE on a window's first call).
 		name: "ulule/fixed_window",
 		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
 			store, err := ululeredis.NewStore(c) // loads its scripts now
@@ -175,7 +175,8 @@ var redisQuota = quota{redisLimitCount, redisLimitPeriod}
 //     call is a round trip), timeout 5 s (see redisTimeout), other store
 //     options at their defaults.
 //   - ulule/fixed_window: github.com/ulule/limiter/v3 Limiter.Get over its
-//     drivers/store/redis store (INCRBY and PEXPIRE in a script).
+//     drivers/store/redis store (INCRBY and PTTL in a script, PEXPIRE on a
+//     window's first call).
 //   - redis_rate/gcra: github.com/go-redis/redis_rate/v10 Limiter.Allow
 //     (GCRA in a script), Rate and Burst redisLimitCount per
 //     redisLimitPeriod.

@@ -76,7 +76,9 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		}
 		fmt.Fprintf(b, "| %s | %s | %s |", label(sc, rw.name, versions), sc.primary.format(st.median), span(sc.primary.format, st))
 		for _, c := range sc.secondary {
-			if s := summarize(rw.samples, c.unit); s.n > 0 {
+			if s := summarize(rw.samples, c.unit); s.n > 0 && c.worst {
+				fmt.Fprintf(b, " %s |", c.format(s.max))
+			} else if s.n > 0 {
 				fmt.Fprintf(b, " %s |", c.format(s.median))
 			} else {
 				b.WriteString(" |")

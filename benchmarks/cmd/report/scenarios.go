@@ -65,6 +65,9 @@ type column struct {
 	unit   string // as the benchmark reports it
 	header string
 	format func(float64) string
+	// worst shows the largest sample instead of the median: for failures,
+	// which a median of runs could hide.
+	worst bool
 }
 
 // A scenario is one table of RESULTS.md: the rows whose names start with
@@ -94,7 +97,7 @@ var (
 	colBytes  = column{unit: "B/op", header: "B/op", format: fmtCount}
 	colAllocs = column{unit: "allocs/op", header: "allocs/op", format: fmtCount}
 	colRedis  = column{unit: "redis-ns/op", header: "server time/op", format: fmtNs}
-	colFailed = column{unit: "failed/op", header: "failed calls", format: fmtPercent}
+	colFailed = column{unit: "failed/op", header: "failed calls (worst run)", format: fmtPercent, worst: true}
 )
 
 // redisRlkitFor compares a Redis peer with rlkit on the same algorithm.
