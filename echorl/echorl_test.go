@@ -6,7 +6,6 @@ package echorl_test
 import (
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -17,51 +16,8 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/echorl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 )
-
-const designConfig = `
-rate_limit:
-  enabled: true
-  rules:
-    - name: search
-      paths: ["/api/search"]
-      limit: "10/second"
-    - name: upload
-      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
-      limit: "30/minute"
-      weights:
-        "/api/kb/*/docs/upload/batch": 10
-    - name: reindex
-      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
-      limit: "2/minute"
-    - name: mcp
-      paths: ["/mcp"]
-      limit: "300/minute"
-  default: "120/minute"
-  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
-`
-
-func config(t testing.TB, yaml string) *core.Config {
-	t.Helper()
-	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-var okBody = []byte(`{"ok": true}`)
-
-func serve(h http.Handler, method, path string, hdr ...string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(method, path, nil)
-	r.RemoteAddr = "192.0.2.1:1"
-	for i := 0; i+1 < len(hdr); i += 2 {
-		r.Header.Add(hdr[i], hdr[i+1])
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
 
 // TestErrorHandler: the error handler's error goes to Echo's
 // HTTPErrorHandler, which writes the answer; the handler does not run.
@@ -70,14 +26,14 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	e := echo.New()
-	e.Use(echorl.New(config(t, designConfig),
+	e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig),
 		echorl.WithKeyFunc(func(echo.Context) (string, error) { return "", errNoSession }),
 		echorl.WithErrorHandler(func(c echo.Context, err error) error {
 			got = err
 			return echo.NewHTTPError(http.StatusForbidden, "go away")
 		})))
 	e.GET("/api/search", func(echo.Context) error { served = true; return nil })
-	w := serve(e, "GET", "/api/search")
+	w := adaptertest.Serve(e, "GET", "/api/search")
 	if want := `{"message":"go away"}` + "\n"; w.Code != http.StatusForbidden || w.Body.String() != want || got != errNoSession || served {
 		t.Fatalf("got %d %q, error handler saw %v, handler ran: %v; want 403 %q, the key error, false",
 			w.Code, w.Body, got, served, want)
@@ -114,11 +70,11 @@ func TestKeyFuncIdentities(t *testing.T) {
 		seen = append(seen, ids{key, sub, err})
 		return nil
 	})
-	serve(e, "GET", "/", "X-API-KEY", "k1", "Authorization", "Bearer alice")
-	serve(e, "GET", "/", "Authorization", "bearer bob")
-	serve(e, "GET", "/", "Authorization", "Basic xyz")
-	serve(e, "GET", "/", "Authorization", "Bearer bad")
-	serve(e, "GET", "/")
+	adaptertest.Serve(e, "GET", "/", "X-API-KEY", "k1", "Authorization", "Bearer alice")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "bearer bob")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "Basic xyz")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "Bearer bad")
+	adaptertest.Serve(e, "GET", "/")
 	want := []ids{{"X-Api-Key:k1", "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
@@ -130,10 +86,10 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestPre(t *testing.T) {
 	e := echo.New()
 	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
-	e.Pre(echorl.New(config(t, designConfig), echorl.WithStore(memstore.New(memstore.WithClock(clock)))))
+	e.Pre(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig), echorl.WithStore(memstore.New(memstore.WithClock(clock)))))
 	e.GET("/api/kb/:id/reindex", func(c echo.Context) error { return c.JSONBlob(http.StatusOK, okBody) })
 	for i, status := range []int{200, 200, 429} {
-		w := serve(e, "GET", "/api/kb/kb-01/reindex")
+		w := adaptertest.Serve(e, "GET", "/api/kb/kb-01/reindex")
 		if w.Code != status || w.Header().Get("RateLimit") != `"reindex";r=`+strconv.Itoa(max(1-i, 0))+`;t=60` {
 			t.Fatalf("request %d: got %d %q, want %d and the reindex rule", i, w.Code, w.Header().Get("RateLimit"), status)
 		}
@@ -143,12 +99,12 @@ func TestPre(t *testing.T) {
 // TestRouteTemplateUsed: echorl passes c.Path(), so a parameterized route
 // is answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := config(t, designConfig)
+	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
 	e := echo.New()
 	e.Use(echorl.New(cfg))
 	e.POST("/api/kb/:kb/reindex", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	for _, kb := range []string{"a", "b", "c"} {
-		serve(e, "POST", "/api/kb/"+kb+"/reindex")
+		adaptertest.Serve(e, "POST", "/api/kb/"+kb+"/reindex")
 	}
 	if n := cfg.CachedRoutes(); n != 1 {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)

@@ -2,14 +2,17 @@ package fiberrl_test
 
 import (
 	"net"
-	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/fiberrl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 )
+
+// okBody is the handler's answer.
+var okBody = []byte(adaptertest.OKBody)
 
 // BenchmarkMiddleware compares a Fiber app serving a JSON handler
 // (Content-Type and a small body) with no middleware ("bare") and the same
@@ -20,9 +23,7 @@ import (
 // reset each time, as fasthttp's server does; the difference is the
 // middleware's cost.
 func BenchmarkMiddleware(b *testing.B) {
-	// The DESIGN config with a search limit no benchmark reaches, so every
-	// request is admitted and both rate-limit headers are written.
-	cfg := config(b, strings.Replace(designConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
+	cfg := adaptertest.BenchConfig(b)
 	run := func(b *testing.B, mw ...any) {
 		app := fiber.New()
 		if len(mw) > 0 {

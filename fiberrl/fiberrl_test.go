@@ -19,40 +19,8 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/fiberrl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 )
-
-const designConfig = `
-rate_limit:
-  enabled: true
-  rules:
-    - name: search
-      paths: ["/api/search"]
-      limit: "10/second"
-    - name: upload
-      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
-      limit: "30/minute"
-      weights:
-        "/api/kb/*/docs/upload/batch": 10
-    - name: reindex
-      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
-      limit: "2/minute"
-    - name: mcp
-      paths: ["/mcp"]
-      limit: "300/minute"
-  default: "120/minute"
-  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
-`
-
-func config(t testing.TB, yaml string) *core.Config {
-	t.Helper()
-	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-var okBody = []byte(`{"ok": true}`)
 
 // test sends a request with the given header lines through app.Test
 // (fasthttp's server and a connection).
@@ -76,7 +44,7 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberrl.New(config(t, designConfig),
+	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
 		fiberrl.WithKeyFunc(func(*fiber.Ctx) (string, error) { return "", errNoSession }),
 		fiberrl.WithErrorHandler(func(c *fiber.Ctx, err error) error {
 			got = err
@@ -160,7 +128,7 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 		return tok, nil
 	})
 	app := fiber.New()
-	app.Use(fiberrl.New(config(t, designConfig), fiberrl.WithStore(store),
+	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig), fiberrl.WithStore(store),
 		fiberrl.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}}),
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
 			if c.Get("Authorization") != "" {
@@ -196,7 +164,7 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 // route the middleware is mounted on is answered once; under app.Use it
 // sees only the mount prefix and matches by path.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := config(t, designConfig)
+	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Post("/api/kb/:kb/reindex", fiberrl.New(cfg), func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	for _, kb := range []string{"a", "b", "c"} {

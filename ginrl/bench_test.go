@@ -3,13 +3,16 @@ package ginrl_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/rlkit/rlkit/ginrl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 )
+
+// okBody is the handler's answer.
+var okBody = []byte(adaptertest.OKBody)
 
 // discardWriter is a ResponseWriter that keeps nothing and reuses its
 // header map, so that only Gin's, the handler's and the middleware's own
@@ -28,9 +31,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 // through engine.ServeHTTP with a writer whose header map is cleared and
 // reused; the difference is the middleware's cost.
 func BenchmarkMiddleware(b *testing.B) {
-	// The DESIGN config with a search limit no benchmark reaches, so every
-	// request is admitted and both rate-limit headers are written.
-	cfg := config(b, strings.Replace(designConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
+	cfg := adaptertest.BenchConfig(b)
 	run := func(b *testing.B, mw ...gin.HandlerFunc) {
 		e := gin.New()
 		e.Use(mw...)

@@ -6,61 +6,16 @@ package ginrl_test
 import (
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/ginrl"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
-
-const designConfig = `
-rate_limit:
-  enabled: true
-  rules:
-    - name: search
-      paths: ["/api/search"]
-      limit: "10/second"
-    - name: upload
-      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
-      limit: "30/minute"
-      weights:
-        "/api/kb/*/docs/upload/batch": 10
-    - name: reindex
-      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
-      limit: "2/minute"
-    - name: mcp
-      paths: ["/mcp"]
-      limit: "300/minute"
-  default: "120/minute"
-  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
-`
-
-func config(t testing.TB, yaml string) *core.Config {
-	t.Helper()
-	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-var okBody = []byte(`{"ok": true}`)
-
-func serve(h http.Handler, method, path string, hdr ...string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(method, path, nil)
-	r.RemoteAddr = "192.0.2.1:1"
-	for i := 0; i+1 < len(hdr); i += 2 {
-		r.Header.Add(hdr[i], hdr[i+1])
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
 
 // TestErrorHandler: Gin's error handler writes the answer, and the chain
 // is aborted after it.
@@ -69,14 +24,14 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	e := gin.New()
-	e.Use(ginrl.New(config(t, designConfig),
+	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
 		ginrl.WithKeyFunc(func(*gin.Context) (string, error) { return "", errNoSession }),
 		ginrl.WithErrorHandler(func(c *gin.Context, err error) {
 			got = err
 			c.String(http.StatusForbidden, "go away")
 		})))
 	e.GET("/api/search", func(*gin.Context) { served = true })
-	w := serve(e, "GET", "/api/search")
+	w := adaptertest.Serve(e, "GET", "/api/search")
 	if w.Code != http.StatusForbidden || w.Body.String() != "go away" || got != errNoSession || served {
 		t.Fatalf("got %d %q, error handler saw %v, handler ran: %v; want 403 \"go away\", the key error, false",
 			w.Code, w.Body, got, served)
@@ -112,11 +67,11 @@ func TestKeyFuncIdentities(t *testing.T) {
 		sub, err := jwt(c)
 		seen = append(seen, ids{key, sub, err})
 	})
-	serve(e, "GET", "/", "X-API-KEY", "k1", "Authorization", "Bearer alice")
-	serve(e, "GET", "/", "Authorization", "bearer bob")
-	serve(e, "GET", "/", "Authorization", "Basic xyz")
-	serve(e, "GET", "/", "Authorization", "Bearer bad")
-	serve(e, "GET", "/")
+	adaptertest.Serve(e, "GET", "/", "X-API-KEY", "k1", "Authorization", "Bearer alice")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "bearer bob")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "Basic xyz")
+	adaptertest.Serve(e, "GET", "/", "Authorization", "Bearer bad")
+	adaptertest.Serve(e, "GET", "/")
 	want := []ids{{"X-Api-Key:k1", "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
@@ -128,7 +83,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 // (c.FullPath()); it must be counted, not treated as the exempt "/health".
 func TestDotSegmentsDoNotExempt(t *testing.T) {
 	r := gin.New()
-	r.Use(ginrl.New(config(t, `
+	r.Use(ginrl.New(adaptertest.Config(t, `
 rate_limit:
   enabled: true
   rules:
@@ -148,7 +103,7 @@ rate_limit:
 		{"/files/../files/a", `"files";q=1;w=60`},
 	} {
 		served = ""
-		w := serve(r, "GET", c.path)
+		w := adaptertest.Serve(r, "GET", c.path)
 		if served != "files /files/*filepath" {
 			t.Fatalf("%s: Gin served %q; this test expects the /files/*filepath handler", c.path, served)
 		}
@@ -156,7 +111,7 @@ rate_limit:
 			t.Fatalf("%s: %d with RateLimit-Policy %q; want 200 and %q", c.path, w.Code, got, c.policy)
 		}
 	}
-	if w := serve(r, "GET", "/health"); served != "health" || w.Header().Get("RateLimit-Policy") != "" {
+	if w := adaptertest.Serve(r, "GET", "/health"); served != "health" || w.Header().Get("RateLimit-Policy") != "" {
 		t.Fatalf("/health: served %q, RateLimit-Policy %q; want health, exempt", served, w.Header().Get("RateLimit-Policy"))
 	}
 }
@@ -164,12 +119,12 @@ rate_limit:
 // TestRouteTemplateUsed: ginrl passes c.FullPath(), so a parameterized
 // route is answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := config(t, designConfig)
+	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
 	r := gin.New()
 	r.Use(ginrl.New(cfg))
 	r.POST("/api/kb/:kb/reindex", func(c *gin.Context) { c.Status(http.StatusOK) })
 	for _, kb := range []string{"a", "b", "c"} {
-		serve(r, "POST", "/api/kb/"+kb+"/reindex")
+		adaptertest.Serve(r, "POST", "/api/kb/"+kb+"/reindex")
 	}
 	if n := cfg.CachedRoutes(); n != 1 {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)

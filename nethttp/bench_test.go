@@ -3,9 +3,9 @@ package nethttp_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
+	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
@@ -32,9 +32,7 @@ func benchServe(b *testing.B, h http.Handler) {
 }
 
 func limited(b *testing.B, h http.Handler) http.Handler {
-	// The DESIGN config with a search limit no benchmark reaches, so every
-	// request is admitted and both rate-limit headers are written.
-	cfg := config(b, strings.Replace(designConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
+	cfg := adaptertest.BenchConfig(b)
 	return nethttp.New(cfg)(h)
 }
 

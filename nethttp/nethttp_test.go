@@ -14,39 +14,9 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
-
-const designConfig = `
-rate_limit:
-  enabled: true
-  rules:
-    - name: search
-      paths: ["/api/search"]
-      limit: "10/second"
-    - name: upload
-      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
-      limit: "30/minute"
-      weights:
-        "/api/kb/*/docs/upload/batch": 10
-    - name: reindex
-      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
-      limit: "2/minute"
-    - name: mcp
-      paths: ["/mcp"]
-      limit: "300/minute"
-  default: "120/minute"
-  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
-`
-
-func config(t testing.TB, yaml string) *core.Config {
-	t.Helper()
-	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // TestKeyFuncIdentities pins the identities of the built-in key functions
 // over an *http.Request, the strings every adapter's must match; verify
@@ -96,7 +66,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestRoutePattern(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
-	limit := nethttp.New(config(t, designConfig), nethttp.WithStore(store), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
+	limit := nethttp.New(adaptertest.Config(t, adaptertest.DesignConfig), nethttp.WithStore(store), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/kb/{id}/docs/upload/batch", limit(ok)) // weight 10 of 30/minute
@@ -129,7 +99,7 @@ func TestRoutePattern(t *testing.T) {
 // TestRouteTemplateUsed: inside a ServeMux handler, r.Pattern's path is
 // the route, answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := config(t, designConfig)
+	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/kb/{kb}/reindex", nethttp.New(cfg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	for _, kb := range []string{"a", "b", "c"} {

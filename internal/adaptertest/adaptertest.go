@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,61 @@ type Start func(t *testing.T, s Setup) (baseURL string)
 type Adapter struct {
 	Name  string
 	Start Start
+}
+
+// DesignConfig is the DESIGN example configuration
+// (examples/internal/demo/ratelimit.yaml), which most cases and the
+// adapters' own tests use.
+const DesignConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "10/second"
+    - name: upload
+      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
+      limit: "30/minute"
+      weights:
+        "/api/kb/*/docs/upload/batch": 10
+    - name: reindex
+      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
+      limit: "2/minute"
+    - name: mcp
+      paths: ["/mcp"]
+      limit: "300/minute"
+  default: "120/minute"
+  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
+`
+
+// Config parses yaml as a configuration, failing tb when it does not parse.
+func Config(tb testing.TB, yaml string) *core.Config {
+	tb.Helper()
+	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// BenchConfig is DesignConfig with a search limit no benchmark reaches
+// (2,000,000,000 per hour), so every request is admitted and writes its
+// rate-limit headers.
+func BenchConfig(tb testing.TB) *core.Config {
+	return Config(tb, strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
+}
+
+// Serve sends h one request from 192.0.2.1 with the given header lines
+// (name, value, name, value...), in process, and returns the recording.
+func Serve(h http.Handler, method, path string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = "192.0.2.1:1"
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }
 
 // Listen returns a listener on a free loopback port, closed at t.Cleanup.

@@ -13,29 +13,6 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// designConfig is the DESIGN example (examples/internal/demo/ratelimit.yaml).
-const designConfig = `
-rate_limit:
-  enabled: true
-  rules:
-    - name: search
-      paths: ["/api/search"]
-      limit: "10/second"
-    - name: upload
-      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
-      limit: "30/minute"
-      weights:
-        "/api/kb/*/docs/upload/batch": 10
-    - name: reindex
-      paths: ["/api/kb/*/reindex", "/api/kb/*/docs/*/reindex"]
-      limit: "2/minute"
-    - name: mcp
-      paths: ["/mcp"]
-      limit: "300/minute"
-  default: "120/minute"
-  exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]
-`
-
 // Request helpers.
 
 func do(method, path string, header ...string) req { return req{method, path, header} }
@@ -187,7 +164,7 @@ rate_limit:
 		},
 		{
 			name:   "Wildcards",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				hit(get("/api/kb/kb-01/reindex", alice...), ok(draft("reindex", 2, 60, 1, 60)...), "X-User:alice reindex 1"),
 				hit(get("/api/kb/kb-01/docs/d-9/reindex", alice...), ok(draft("reindex", 2, 60, 0, 60)...), "X-User:alice reindex 1"),
@@ -214,7 +191,7 @@ rate_limit:
 		},
 		{
 			name:   "Weights",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				hit(do("POST", "/api/kb/kb-01/docs/upload", alice...), ok(draft("upload", 30, 60, 29, 60)...), "X-User:alice upload 1"),
 				hit(do("POST", "/api/kb/kb-01/docs/upload/batch", alice...), ok(draft("upload", 30, 60, 19, 60)...), "X-User:alice upload 10"),
@@ -265,7 +242,7 @@ rate_limit:
 		},
 		{
 			name:   "ExemptPaths",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				// Exempt paths touch no counter and never ask for the
 				// identity: even a failing key function passes.
@@ -300,7 +277,7 @@ rate_limit:
 		},
 		{
 			name:   "SuperAdminBypass",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				times(20, func(int) step { return hit(get("/api/search", with(alice, superAdmin)...), ok(), "") }),
 				// The bypass comes before the key function.
@@ -314,7 +291,7 @@ rate_limit:
 		},
 		{
 			name:   "PerUserIsolation",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9-i, 1)...), searchAlice)
@@ -339,7 +316,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxy",
-			config: designConfig,
+			config: DesignConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = core.ClientIPConfig{TrustedProxies: []netip.Prefix{
 					netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"),
@@ -361,7 +338,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxyForwarded",
-			config: designConfig,
+			config: DesignConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = core.ClientIPConfig{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
@@ -377,7 +354,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxyXRealIP",
-			config: designConfig,
+			config: DesignConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = core.ClientIPConfig{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
@@ -409,7 +386,7 @@ rate_limit:
 		},
 		{
 			name:   "Exact429",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9-i, 1)...), searchAlice)
@@ -432,7 +409,7 @@ rate_limit:
 		},
 		{
 			name:   "LegacyHeaders",
-			config: designConfig + "  headers: legacy\n",
+			config: DesignConfig + "  headers: legacy\n",
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(legacy(10, 9-i, 1)...), searchAlice)
@@ -466,7 +443,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersLegacy",
-			config: designConfig,
+			config: DesignConfig,
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersLegacy) },
 			steps: seq(
 				hit(get("/api/search", alice...), ok(legacy(10, 9, 1)...), searchAlice),
@@ -474,7 +451,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersNone",
-			config: designConfig,
+			config: DesignConfig,
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersNone) },
 			steps: seq(
 				times(2, func(int) step { return hit(get("/api/kb/k/reindex", alice...), ok(), "X-User:alice reindex 1") }),
@@ -484,7 +461,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersDraftOverConfigNone",
-			config: designConfig + "  headers: none\n",
+			config: DesignConfig + "  headers: none\n",
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersDraft) },
 			steps: seq(
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
@@ -492,14 +469,14 @@ rate_limit:
 		},
 		{
 			name:   "ConfigHeadersNone",
-			config: designConfig + "  headers: none\n",
+			config: DesignConfig + "  headers: none\n",
 			steps: seq(
 				hit(get("/api/search", alice...), ok(), searchAlice),
 			),
 		},
 		{
 			name:   "KeyFuncError",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				hit(get("/api/search", bad...), unauthorized(), ""),
 				hit(do("POST", "/api/kb/k/docs/upload/batch", bad...), unauthorized(), ""),
@@ -509,7 +486,7 @@ rate_limit:
 		},
 		{
 			name:     "FailOpen",
-			config:   designConfig,
+			config:   DesignConfig,
 			failing:  true,
 			warnings: 1, // the second failure falls within the warn interval
 			steps: seq(
@@ -520,7 +497,7 @@ rate_limit:
 		},
 		{
 			name:     "FailClosed",
-			config:   designConfig + "  failure: closed\n",
+			config:   DesignConfig + "  failure: closed\n",
 			failing:  true,
 			warnings: 1,
 			steps: seq(
@@ -534,7 +511,7 @@ rate_limit:
 		},
 		{
 			name:     "WithFailOpenFalse",
-			config:   designConfig,
+			config:   DesignConfig,
 			setup:    func(s *Setup) { s.FailOpen = ptr(false) },
 			failing:  true,
 			warnings: 1,
@@ -542,7 +519,7 @@ rate_limit:
 		},
 		{
 			name:     "WithFailOpenTrue",
-			config:   designConfig + "  failure: closed\n",
+			config:   DesignConfig + "  failure: closed\n",
 			setup:    func(s *Setup) { s.FailOpen = ptr(true) },
 			failing:  true,
 			warnings: 2,
@@ -643,7 +620,7 @@ rate_limit:
 		},
 		{
 			name:   "Head",
-			config: designConfig,
+			config: DesignConfig,
 			steps: seq(
 				times(2, func(i int) step {
 					return hit(do("HEAD", "/api/kb/k/reindex", alice...), headOK(draft("reindex", 2, 60, 1-i, 60)...), "X-User:alice reindex 1")
