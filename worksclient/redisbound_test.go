@@ -3,48 +3,13 @@ package worksclient
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// blackHole is a loopback server that accepts connections and never
-// answers: a Redis that hangs.
-func blackHole(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var open []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		for _, c := range open {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		redisCalls.Wait() // the calls given up on end with their connections
-	})
-	return ln.Addr().String()
-}
+	"github.com/rlkit/rlkit/internal/redistest"
+)
 
 // TestRedisCallsBoundedWithoutContextTimeout: with a client that ignores
 // context deadlines (no ContextTimeoutEnabled) and a Redis that never
@@ -53,7 +18,11 @@ func blackHole(t *testing.T) string {
 func TestRedisCallsBoundedWithoutContextTimeout(t *testing.T) {
 	const readTimeout = 2 * time.Second
 	newClient := func(t *testing.T) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: blackHole(t), ReadTimeout: readTimeout, MaxRetries: -1})
+		// Registered first, so it runs last: the calls given up on end
+		// once the black hole has closed their connections.
+		t.Cleanup(redisCalls.Wait)
+		addr, _ := redistest.BlackHole(t)
+		c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: readTimeout, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		if boundedClient(c) {
 			t.Fatal("client taken as bounded")

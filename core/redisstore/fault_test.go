@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,42 +130,6 @@ func TestRedisKilled(t *testing.T) {
 	check()
 }
 
-// blackHole is a loopback server that accepts connections and never
-// answers: a Redis that hangs.
-func blackHole(t *testing.T) (addr string, conns *atomic.Int64) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = new(atomic.Int64)
-	var mu sync.Mutex
-	var open []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		for _, c := range open {
-			_ = c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String(), conns
-}
-
 // TestHungRedis: a server that never answers costs each call the timeout
 // (for a client that honours context deadlines and for one that does not),
 // then the circuit opens and calls fail at once without touching Redis,
@@ -174,7 +137,7 @@ func blackHole(t *testing.T) (addr string, conns *atomic.Int64) {
 func TestHungRedis(t *testing.T) {
 	for _, bounded := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ContextTimeoutEnabled", false: "goroutine"}[bounded], func(t *testing.T) {
-			addr, _ := blackHole(t)
+			addr, _ := redistest.BlackHole(t)
 			check := leaks(t)
 			const timeout = 80 * time.Millisecond
 			// The client's own read timeout is far longer than the store's,
@@ -271,7 +234,7 @@ func TestBreakerRecovers(t *testing.T) {
 // TestCloseWaits: Close waits for the calls running, and later calls fail
 // with ErrClosed.
 func TestCloseWaits(t *testing.T) {
-	addr, conns := blackHole(t)
+	addr, conns := redistest.BlackHole(t)
 	for _, bounded := range []bool{true, false} {
 		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 		st, err := redisstore.New(rc, redisstore.WithTimeout(150*time.Millisecond))

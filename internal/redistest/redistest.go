@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -484,4 +485,42 @@ func quoteArgs(args []string) []string {
 		q[i] = a
 	}
 	return q
+}
+
+// BlackHole starts a loopback server that accepts connections and never
+// answers, a Redis that hangs, and returns its address and the count of
+// connections it accepted. It closes them all at t.Cleanup.
+func BlackHole(t testing.TB) (addr string, conns *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = new(atomic.Int64)
+	var mu sync.Mutex
+	var open []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String(), conns
 }
