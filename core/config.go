@@ -187,14 +187,14 @@ func (c *Config) Exempt(p Path) bool {
 	if c == nil {
 		return false
 	}
-	sp := spell(p)
-	return c.exemptAll(&sp)
+	var buf [maxSpellings]string
+	return c.exemptAll(spellings(p, &buf))
 }
 
 // exemptAll reports whether every spelling in sp, with and without its
-// trailing slash, matches an exempt pattern (matchExact).
-func (c *Config) exemptAll(sp *spellings) bool {
-	for _, s := range sp.s[:sp.n] {
+// trailing slash, is exempt.
+func (c *Config) exemptAll(sp []string) bool {
+	for _, s := range sp {
 		if !c.exemptOne(s) {
 			return false
 		}
@@ -205,10 +205,15 @@ func (c *Config) exemptAll(sp *spellings) bool {
 	return true
 }
 
-// exemptOne reports whether one spelling matches an exempt pattern.
+// exemptOne reports whether one spelling matches an exempt pattern, its
+// trailing slash counting: "/health" matches "/health" only, "/health/"
+// matches "/health/" only. So a router that serves "/health/" by another
+// handler than "/health"'s does not serve it exempt.
 func (c *Config) exemptOne(path string) bool {
+	t := trimSlash(path)
+	slash := len(t) != len(path)
 	for i := range c.exempt {
-		if c.exempt[i].matchExact(path) {
+		if q := &c.exempt[i]; q.slash == slash && q.match(t) {
 			return true
 		}
 	}
@@ -224,18 +229,18 @@ func (c *Config) Match(method string, p Path) (*Rule, int64) {
 	if c == nil {
 		return nil, 1
 	}
-	sp := spell(p)
-	return c.matchAll(method, &sp)
+	var buf [maxSpellings]string
+	return c.matchAll(method, spellings(p, &buf))
 }
 
 // matchAll is Match for the spellings in sp.
-func (c *Config) matchAll(method string, sp *spellings) (*Rule, int64) {
+func (c *Config) matchAll(method string, sp []string) (*Rule, int64) {
 	for _, r := range c.rules {
 		if !r.allows(method) {
 			continue
 		}
 		var cost int64
-		for _, s := range sp.s[:sp.n] {
+		for _, s := range sp {
 			if s = trimSlash(s); r.covers(s) {
 				cost = max(cost, r.cost(s))
 			}

@@ -6,43 +6,53 @@ import (
 	"strings"
 )
 
-// Path is a request path as the framework's router reads it: escaped, as
-// sent, without the query ("/api/kb/a%2Fb/reindex"). Adapters pass it to
-// Flow.Decide; applications pass it to Config.Exempt and Config.Match to
-// take the same decision the limiter takes. Get it from a *url.URL with
-// URLPath; a framework that routes on the raw request path (fasthttp) gives
-// it as it is. Path(r.URL.Path) is wrong: r.URL.Path is already decoded,
-// and decoding it again would make up a spelling no router reads.
+// Path is a request path as the framework's router reads it, escapes and
+// all, without the query: fasthttp's raw path as sent
+// ("/api/kb/a%2Fb/reindex"), or for net/http what URLPath gives. Adapters
+// pass it to Flow.Decide; a program that decides something else by path
+// (authentication that exempt paths skip) passes it to Config.Exempt and
+// Config.Match, and takes the limiter's own decision. Path(r.URL.Path) is
+// wrong when the path may hold '%': r.URL.Path is decoded already, and
+// decoding it again makes up a path no router reads (use URLPath).
 //
 // Routers and handlers do not all read a path the same way: some route
-// on it as sent, some decode it first, some clean it, and many serve
-// "/x/" by the handler of "/x". Rules and exempt paths therefore consider
-// every spelling of a Path that one of them may act on:
+// on it as sent (Echo and Gin's UseRawPath on u.RawPath, Fiber), some
+// segment by segment (http.ServeMux), handlers read it decoded
+// (r.URL.Path), some clean it, and many serve "/x/" by the handler of
+// "/x". Rules and exempt paths are therefore matched against every
+// spelling of a Path one of them may act on:
 //
 //   - as sent;
-//   - segment by segment decoded, an encoded slash ("%2F") staying inside
-//     its segment, as http.ServeMux matches it;
-//   - decoded, "%2F" becoming '/', as r.URL.Path reads;
+//   - decoded segment by segment: every escape but an encoded slash
+//     ("%2F"), which stays inside its segment;
+//   - decoded, "%2F" becoming '/';
 //   - each of those cleaned as path.Clean does: "//" collapsed, "." and
-//     ".." resolved (also those spelled "%2e"), the trailing slash dropped;
+//     ".." resolved (also those decoded from "%2e"), the trailing slash
+//     dropped;
 //   - each with and without its trailing slash.
 //
 // A path is decoded once, as routers do: "%252F" is the three characters
 // "%2F", never a slash. An invalid escape ("%zz", a lone "%") stays as it
-// is. No other spelling is considered: paths are case-sensitive, and ';'
-// and '\' are ordinary characters.
+// is; "%00" is the byte 0, a character like any other. No other spelling is
+// considered: paths are case-sensitive, and '+', ';' and '\' are ordinary
+// characters.
 //
-// A request is exempt only when every spelling is exempt, and it counts
-// under the first rule, in rule order, that any spelling matches, at the
-// highest weight a matching spelling has under that rule. So no spelling
-// leaves a rule or reaches an exemption that another spelling's handler
-// would not have: "/api%2Fsearch" counts under a rule for "/api/search",
-// "/health/" is not exempt by "/health" alone, and "/files/../health" is
-// not exempt unless "/files/../health" itself is.
+// A request is exempt only when every spelling is exempt, and an exempt
+// path matches with its trailing slash counting: "/health" exempts
+// "/health" only, and "/health/" is exempt only when both "/health/" and
+// "/health" are listed. A request that is not exempt counts under the
+// first rule, in rule order, that any spelling matches (a rule ignores
+// trailing slashes), at the highest weight a matching spelling has under
+// that rule. So "/api%2Fsearch" counts under a rule for "/api/search";
+// "/api/kb/a%2Fb/reindex" under one for "/api/kb/*/reindex" (a router
+// takes "a/b" as the '*' segment); "/health%2F", "/%68ealth" and
+// "/files/../health" are not exempt by "/health".
 //
-// A clean path — no '%', no "//", no "." or ".." segment, no trailing slash
-// — is its only spelling; parsing it costs one scan and no allocation. The
-// others take a few scans and copies of the path, bounded by its length.
+// A clean path — no '%', no "//", no "." or ".." segment, no trailing
+// slash — is its only spelling: it costs one scan and no allocation. Any
+// other costs at most two decodings and three cleanings (at most 8
+// allocations, each at most the path's length) and is matched against at
+// most six spellings: work bounded by the path's length.
 type Path string
 
 // URLPath returns the Path of u as net/http routers read it: u.RawPath when
@@ -65,45 +75,50 @@ func URLPath(u *url.URL) Path {
 // variants are substrings, not counted here.
 const maxSpellings = 6
 
-// spellings are the distinct spellings of one Path, worked out once per
-// decision; s[0] is the path as sent.
-type spellings struct {
-	s [maxSpellings]string
-	n int
-}
-
-// spell returns the spellings of p.
-func spell(p Path) (sp spellings) {
+// spellings returns the distinct spellings of p, in buf: as sent,
+// segment-decoded, decoded, then each of those cleaned.
+func spellings(p Path, buf *[maxSpellings]string) []string {
 	s := string(p)
-	sp.s[0], sp.n = s, 1
+	buf[0] = s
+	sp := buf[:1]
 	if clean(s) {
 		return sp
 	}
-	segs := decode(s, true)
-	full := decode(s, false)
-	sp.add(segs)
-	sp.add(full)
-	if len(s) > 0 && s[0] == '/' {
-		sp.add(path.Clean(s))
-		sp.add(path.Clean(segs))
-		sp.add(path.Clean(full))
+	sp = addSpelling(sp, decode(s, true))
+	if hasEncodedSlash(s) {
+		sp = addSpelling(sp, decode(s, false))
+	}
+	// s starts with '/' (clean took the others), and so do its decodings.
+	for _, t := range sp {
+		sp = addSpelling(sp, path.Clean(t))
 	}
 	return sp
 }
 
-// add adds s unless it is there already.
-func (sp *spellings) add(s string) {
-	for _, t := range sp.s[:sp.n] {
-		if t == s {
-			return
+// hasEncodedSlash reports whether p holds "%2F" or "%2f".
+func hasEncodedSlash(p string) bool {
+	for i := strings.IndexByte(p, '%'); i >= 0; {
+		if c, ok := escaped(p, i); ok && c == '/' {
+			return true
 		}
+		j := strings.IndexByte(p[i+1:], '%')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
 	}
-	sp.s[sp.n] = s
-	sp.n++
+	return false
 }
 
-// single returns the path's only spelling, and whether it has only one.
-func (sp *spellings) single() (string, bool) { return sp.s[0], sp.n == 1 }
+// addSpelling appends s to sp unless it is there already; sp has room.
+func addSpelling(sp []string, s string) []string {
+	for _, t := range sp {
+		if t == s {
+			return sp
+		}
+	}
+	return append(sp, s)
+}
 
 // clean reports whether p is its only spelling: no '%', no "//", no dot
 // segment, no trailing slash. A path that does not start with '/' ("*",

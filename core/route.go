@@ -68,23 +68,42 @@ func (a *routeAnswer) fits(path string) bool {
 // else from the spellings of p (Exempt, then Match). route is the
 // framework's template, or "".
 func (c *Config) decide(method string, p Path, route string) (*Rule, int64) {
-	sp := spell(p)
-	if path, ok := sp.single(); ok && route != "" && (route == path || hasParam(route)) {
-		// A route without parameters serves only its own path; any other
-		// (a mount prefix such as Fiber's app.Use gives) is not looked up.
-		if m, ok := standardMethod(method); ok {
-			if a := c.route(m, route); a.decided && a.fits(path) {
-				if a.exempt {
-					return nil, 0
-				}
-				return a.rule, a.cost
+	var sp []string
+	if path := string(p); clean(path) {
+		if a := c.routeAnswer(method, path, route); a != nil {
+			if a.exempt {
+				return nil, 0
 			}
+			return a.rule, a.cost
 		}
+		one := [1]string{path}
+		sp = one[:]
+	} else {
+		var buf [maxSpellings]string
+		sp = spellings(p, &buf)
 	}
-	if c.exemptAll(&sp) {
+	if c.exemptAll(sp) {
 		return nil, 0
 	}
-	return c.matchAll(method, &sp)
+	return c.matchAll(method, sp)
+}
+
+// routeAnswer returns the answer of route for a request for path (a clean
+// one: its only spelling), or nil when the path is to be matched.
+func (c *Config) routeAnswer(method, path, route string) *routeAnswer {
+	// A route without parameters serves only its own path; any other (a
+	// mount prefix such as Fiber's app.Use gives) is not looked up.
+	if route == "" || route != path && !hasParam(route) {
+		return nil
+	}
+	m, ok := standardMethod(method)
+	if !ok {
+		return nil
+	}
+	if a := c.route(m, route); a.decided && a.fits(path) {
+		return a
+	}
+	return nil
 }
 
 // routes caches the answers of one Config: a map from route to its answers

@@ -11,7 +11,7 @@ import (
 // "/api/kb/a/b/reindex" nor "/api/kb//reindex". It is matched against
 // each spelling of a request path (see Path). In a rule a trailing slash,
 // the pattern's or the path's, is ignored; in exempt_paths it counts (see
-// matchExact).
+// Config.exemptOne).
 type pattern struct {
 	raw     string
 	prefix  string   // literal text before the first '*' (all of it when literal), without a trailing slash
@@ -61,15 +61,6 @@ func trimSlash(p string) string {
 		return p[:len(p)-1]
 	}
 	return p
-}
-
-// matchExact reports whether path matches with its trailing slash, if
-// any, counting: "/health" matches "/health" only, "/health/" matches
-// "/health/" only. Exempt paths match this way, so that a router serving
-// "/health/" by another handler than "/health"'s does not serve it exempt.
-func (p *pattern) matchExact(path string) bool {
-	t := trimSlash(path)
-	return p.slash == (len(t) != len(path)) && p.match(t)
 }
 
 // match reports whether path (already passed through trimSlash) matches.
