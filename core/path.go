@@ -127,26 +127,24 @@ func clean(p string) bool {
 	if len(p) == 0 || p[0] != '/' {
 		return true
 	}
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '%':
-			return false
+	if len(p) > 1 && p[len(p)-1] == '/' || strings.IndexByte(p, '%') >= 0 {
+		return false
+	}
+	for i := 0; i < len(p)-1; i++ {
+		if p[i] != '/' {
+			continue
+		}
+		switch p[i+1] {
 		case '/':
-			if i+1 == len(p) {
-				return i == 0 // "/" alone, or a trailing slash
+			return false
+		case '.':
+			// "/." or "/.." followed by '/' or the end.
+			j := i + 2
+			if j < len(p) && p[j] == '.' {
+				j++
 			}
-			switch p[i+1] {
-			case '/':
+			if j == len(p) || p[j] == '/' {
 				return false
-			case '.':
-				// "/." or "/.." followed by '/' or the end.
-				j := i + 2
-				if j < len(p) && p[j] == '.' {
-					j++
-				}
-				if j == len(p) || p[j] == '/' {
-					return false
-				}
 			}
 		}
 	}
