@@ -191,14 +191,14 @@ func mint(t *testing.T, m jwt.SigningMethod, key any, c jwt.Claims) string {
 func wantStatus(t *testing.T, resp *http.Response, body string, want int) {
 	t.Helper()
 	if resp.StatusCode != want {
-		t.Fatalf("GET %s: status %d, want %d; body %s", resp.Request.URL.Path, resp.StatusCode, want, body)
+		t.Fatalf("GET %s: status %d, want %d; body %s", resp.Request.URL.EscapedPath(), resp.StatusCode, want, body)
 	}
 }
 
 func wantHeader(t *testing.T, resp *http.Response, name, want string) {
 	t.Helper()
 	if got := resp.Header.Get(name); got != want {
-		t.Errorf("GET %s: %s = %q, want %q", resp.Request.URL.Path, name, got, want)
+		t.Errorf("GET %s: %s = %q, want %q", resp.Request.URL.EscapedPath(), name, got, want)
 	}
 }
 
