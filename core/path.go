@@ -97,17 +97,23 @@ func spellings(p Path, buf *[maxSpellings]string) []string {
 
 // hasEncodedSlash reports whether p holds "%2F" or "%2f".
 func hasEncodedSlash(p string) bool {
+	return firstEscape(p, func(c byte) bool { return c == '/' }) >= 0
+}
+
+// firstEscape returns the index in p of the first valid %XX escape whose
+// byte want accepts, or -1.
+func firstEscape(p string, want func(byte) bool) int {
 	for i := strings.IndexByte(p, '%'); i >= 0; {
-		if c, ok := escaped(p, i); ok && c == '/' {
-			return true
+		if c, ok := escaped(p, i); ok && want(c) {
+			return i
 		}
 		j := strings.IndexByte(p[i+1:], '%')
 		if j < 0 {
-			return false
+			return -1
 		}
 		i += 1 + j
 	}
-	return false
+	return -1
 }
 
 // addSpelling appends s to sp unless it is there already; sp has room.
@@ -156,18 +162,8 @@ func clean(p string) bool {
 // as they are. p itself comes back, without allocating, when nothing is
 // decoded.
 func decode(p string, keepSlash bool) string {
-	first := -1
-	for i := strings.IndexByte(p, '%'); i >= 0; {
-		if c, ok := escaped(p, i); ok && !(keepSlash && c == '/') {
-			first = i
-			break
-		}
-		j := strings.IndexByte(p[i+1:], '%')
-		if j < 0 {
-			break
-		}
-		i += 1 + j
-	}
+	decoded := func(c byte) bool { return !keepSlash || c != '/' }
+	first := firstEscape(p, decoded)
 	if first < 0 {
 		return p
 	}
@@ -175,7 +171,7 @@ func decode(p string, keepSlash bool) string {
 	b.Grow(len(p))
 	b.WriteString(p[:first])
 	for i := first; i < len(p); i++ {
-		if c, ok := escaped(p, i); ok && !(keepSlash && c == '/') {
+		if c, ok := escaped(p, i); ok && decoded(c) {
 			b.WriteByte(c)
 			i += 2
 			continue
