@@ -176,71 +176,77 @@ func (c *Config) Headers() HeaderStyle {
 // FailOpen reports whether requests pass when the store fails.
 func (c *Config) FailOpen() bool { return c == nil || !c.failClosed }
 
-// Exempt reports whether path is exempt: it never touches a counter.
-func (c *Config) Exempt(path string) bool {
+// Exempt reports whether a request for p is exempt: it never touches a
+// counter and, in a program that follows the limiter, needs no
+// credentials. It is exempt only when every spelling of p (see Path) is
+// exempt, trailing slash included: with the default list "/health" is
+// exempt, "/health/", "/health%2F", "/%68ealth" and "/x/../health" are
+// not. It is the answer the limiter takes (Flow.Decide, Limiter.Decide),
+// whether or not limiting is enabled.
+func (c *Config) Exempt(p Path) bool {
 	if c == nil {
 		return false
 	}
-	return c.exemptPath(path, cleanPath(path))
+	var buf [maxSpellings]string
+	return c.exemptAll(spellings(p, &buf))
 }
 
-// exemptPath is Exempt for raw and its cleanPath. A path with dot segments
-// is exempt only when it is exempt both as written and cleaned: routers
-// that do not clean paths (Gin, Echo, Fiber) serve "/files/../health" from
-// the handler of "/files/*", not from the exempt "/health".
-func (c *Config) exemptPath(raw, clean string) bool {
-	if !c.exemptClean(clean) {
-		return false
+// exemptAll reports whether every spelling in sp, with and without its
+// trailing slash, is exempt.
+func (c *Config) exemptAll(sp []string) bool {
+	for _, s := range sp {
+		if !c.exemptOne(s) {
+			return false
+		}
+		if t := trimSlash(s); len(t) != len(s) && !c.exemptOne(t) {
+			return false
+		}
 	}
-	written := trimSlash(raw)
-	return clean == written || !hasDotSegment(raw) || c.exemptClean(written)
+	return true
 }
 
-// exemptClean is Exempt for a path cleanPath returned.
-func (c *Config) exemptClean(path string) bool {
+// exemptOne reports whether one spelling matches an exempt pattern, its
+// trailing slash counting: "/health" matches "/health" only, "/health/"
+// matches "/health/" only. So a router that serves "/health/" by another
+// handler than "/health"'s does not serve it exempt.
+func (c *Config) exemptOne(path string) bool {
+	t := trimSlash(path)
+	slash := len(t) != len(path)
 	for i := range c.exempt {
-		if c.exempt[i].match(path) {
+		if q := &c.exempt[i]; q.slash == slash && q.match(t) {
 			return true
 		}
 	}
 	return false
 }
 
-// Match returns the rule that applies to a request and the request's cost:
-// the first rule whose methods and paths match, else the default rule. It
-// does not look at exempt paths (see Exempt).
-func (c *Config) Match(method, path string) (*Rule, int64) {
+// Match returns the rule a request for p counts under, and its cost: the
+// first rule, in order, whose methods include method and whose paths match
+// a spelling of p (see Path), at the highest cost a matching spelling has
+// under that rule; else the default rule at cost 1. A trailing slash is
+// ignored. It does not look at exempt paths (see Exempt).
+func (c *Config) Match(method string, p Path) (*Rule, int64) {
 	if c == nil {
 		return nil, 1
 	}
-	return c.matchPath(method, path, cleanPath(path))
+	var buf [maxSpellings]string
+	return c.matchAll(method, spellings(p, &buf))
 }
 
-// matchPath is Match for raw and its cleanPath. For a path with dot
-// segments the first rule that matches it either as written (what a router
-// that does not clean paths serves) or cleaned (what one that does serves)
-// applies, so that neither spelling dodges a rule.
-func (c *Config) matchPath(method, raw, clean string) (*Rule, int64) {
-	written := trimSlash(raw)
-	if clean == written || !hasDotSegment(raw) { // cleaning changed nothing, or only "//"
-		return c.matchClean(method, clean)
-	}
+// matchAll is Match for the spellings in sp.
+func (c *Config) matchAll(method string, sp []string) (*Rule, int64) {
 	for _, r := range c.rules {
-		if r.matches(method, written) {
-			return r, r.cost(written)
+		if !r.allows(method) {
+			continue
 		}
-		if r.matches(method, clean) {
-			return r, r.cost(clean)
+		var cost int64
+		for _, s := range sp {
+			if s = trimSlash(s); r.covers(s) {
+				cost = max(cost, r.cost(s))
+			}
 		}
-	}
-	return c.def, 1
-}
-
-// matchClean is Match for a path cleanPath returned.
-func (c *Config) matchClean(method, path string) (*Rule, int64) {
-	for _, r := range c.rules {
-		if r.matches(method, path) {
-			return r, r.cost(path)
+		if cost > 0 {
+			return r, cost
 		}
 	}
 	return c.def, 1

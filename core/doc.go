@@ -13,12 +13,25 @@
 // consumes from none. Weights give some paths a higher cost. Exempt paths
 // never touch a counter.
 //
+// # Paths
+//
+// A request path is a Path: the path as the framework's router reads it,
+// still escaped (URLPath gives it for a *url.URL). Routers and handlers
+// read one path several ways — as sent, decoded ("%2F" a slash or not),
+// cleaned, with or without a trailing slash — so rules and exempt paths
+// are matched against every such spelling: a request is exempt only when
+// every spelling is exempt, and it counts under the first rule any
+// spelling matches. "/api%2Fsearch" counts as "/api/search"; "/health/",
+// "/health%2F" and "/x/../health" are not exempt by "/health". A program
+// that decides something else by path (authentication that exempt paths
+// skip) asks Config.Exempt and Config.Match for the limiter's own answer.
+//
 // Counting is per identity (a user id, an API key, a client IP), per rule,
 // per window, in a Store: package memstore in one process, a Redis store
 // across replicas. Stores apply the algorithms of package algo.
 //
 // A Limiter decides: Limiter.Decide(ctx, method, path, identity, bypass)
-// returns a Decision, which writes the rate-limit headers (the IETF httpapi
+// returns a Decision (the path a Path, as above), which writes the rate-limit headers (the IETF httpapi
 // draft RateLimit-Policy and RateLimit by default, legacy X-RateLimit-* or
 // none on request) and, when denied, the 429 response with Retry-After and
 // {"detail": "Rate limit exceeded for '<rule>' requests"}. When the store

@@ -30,42 +30,33 @@ type Flow[R any] struct {
 	ClientIP func(R) string
 }
 
-// Decide runs the flow for request r. path is the request path as
-// RequestPath gives it; route is the framework's route template in core's
-// form (see the route comment in route.go; "" when unknown), which lets
-// the rule be found once per route instead of once per request. The error
-// is the key function's; the Decision is then zero.
+// Decide runs the flow for request r. path is the request path as the
+// framework's router reads it (URLPath for a *url.URL; see Path); route is
+// the framework's route template in core's form (see the route comment in
+// route.go; "" when unknown), which lets the rule be found once per route
+// instead of once per request. The error is the key function's; the
+// Decision is then zero.
 //
 // What outlives the call: route (for the standard methods) stays in the
 // configuration's route cache, and the identity the key function or
 // ClientIP returns goes to the store, which may keep it (the Redis store's
 // deny cache does). Adapters over reused memory (fasthttp) pass copies of
 // those; method and path are not kept.
-func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (d Decision, err error) {
-	l := f.Limiter
-	cfg := l.cfg
+func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, route string) (d Decision, err error) {
+	cfg := f.Limiter.cfg
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}, nil
 	}
-	raw := path
-	path = cleanPath(path)
-	var a *routeAnswer
-	if route != "" && (route == path || hasParam(route)) && path == trimSlash(raw) {
-		// A route without parameters serves only its own path (here, a
-		// mount prefix such as Fiber's app.Use gives does not). A path that
-		// cleaning changed is matched as a path, spelled both ways.
-		if m, ok := standardMethod(method); ok {
-			if a = cfg.route(m, route); !a.decided || !a.fits(path) {
-				a = nil
-			}
-		}
-	}
-	if a != nil && a.exempt || a == nil && cfg.exemptPath(raw, path) {
+	// 1. An exempt path passes uncounted.
+	rule, cost := cfg.decide(method, path, route)
+	if rule == nil {
 		return Decision{Allowed: true}, nil
 	}
+	// 2. So does a bypassed caller.
 	if f.Bypass != nil && f.Bypass(r) {
 		return Decision{Allowed: true}, nil
 	}
+	// 3. The key function names the caller, else the client IP.
 	var id string
 	if f.Key != nil {
 		if id, err = f.Key(r); err != nil {
@@ -75,12 +66,9 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method, path, route string) (
 	if id == "" && f.ClientIP != nil {
 		id = f.ClientIP(r)
 	}
-	if a != nil {
-		d.Rule, d.Cost = a.rule, a.cost
-	} else {
-		d.Rule, d.Cost = cfg.matchPath(method, raw, path)
-	}
-	l.count(ctx, id, &d)
+	// 4. The request counts under its rule.
+	d.Rule, d.Cost = rule, cost
+	f.Limiter.count(ctx, id, &d)
 	return d, nil
 }
 

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkFlow measures the shared request flow of the adapters on an
 // allowed request, by its parts: Decide with a key, with the client IP, by
-// route, and writing the headers.
+// route, for a path with several spellings (escaped, unclean), Limiter.Decide,
+// and writing the headers.
 func BenchmarkFlow(b *testing.B) {
 	cfg, err := core.NewConfig(core.Spec{
 		Enabled: true,
@@ -28,23 +29,24 @@ func BenchmarkFlow(b *testing.B) {
 		ClientIP: func(r *req) string { var ip core.ClientIPConfig; return ip.ClientIP(r.addr, nil) },
 	}
 	ctx := context.Background()
-	run := func(name string, r *req, route string) {
+	run := func(name string, r *req, path core.Path, route string) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if d, err := f.Decide(ctx, r, "GET", "/api/search", route); err != nil || !d.Allowed {
+				if d, err := f.Decide(ctx, r, "GET", path, route); err != nil || !d.Allowed || d.Rule.Name != "search" {
 					b.Fatal(d, err)
 				}
 			}
 		})
 	}
-	run("Decide/key", &req{user: "alice"}, "")
-	run("Decide/ip", &req{addr: "192.0.2.1:1234"}, "")
-	run("Decide/key-route", &req{user: "alice"}, "/api/search")
-	b.Run("Count", func(b *testing.B) {
+	run("Decide/key", &req{user: "alice"}, "/api/search", "")
+	run("Decide/ip", &req{addr: "192.0.2.1:1234"}, "/api/search", "")
+	run("Decide/key-route", &req{user: "alice"}, "/api/search", "/api/search")
+	run("Decide/key-spelled", &req{user: "alice"}, "/api/x/..//s%65arch/", "")
+	b.Run("Limiter.Decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			lim.Count(ctx, "GET", "/api/search", "alice")
+			lim.Decide(ctx, "GET", "/api/search", "alice", false)
 		}
 	})
 	d, _ := f.Decide(ctx, &req{user: "alice"}, "GET", "/api/search", "")

@@ -307,15 +307,15 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 		}
 	}
 	for _, p := range paths {
-		r, cost := c.Match("GET", p)
+		r, cost := c.Match("GET", Path(p))
 		if r == nil || cost < 1 || cost > r.Policy.Capacity() {
 			t.Errorf("Match(GET, %q) = %v, %d", p, r, cost)
 		}
-		c.Exempt(p)
+		c.Exempt(Path(p))
 	}
 	for _, r := range c.Rules() {
 		for _, p := range r.Paths() {
-			if m, _ := c.Match("GET", strings.ReplaceAll(p, "*", "x")); m == nil {
+			if m, _ := c.Match("GET", Path(strings.ReplaceAll(p, "*", "x"))); m == nil {
 				t.Errorf("Match(%q) = nil", p)
 			}
 		}

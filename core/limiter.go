@@ -133,28 +133,19 @@ func (l *Limiter) Config() *Config { return l.cfg }
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }
 
-// Skip reports whether a request for path passes without being counted:
-// limiting is off or the path is exempt. Adapters call it before working out
-// the identity, so an exempt path never depends on credentials.
-func (l *Limiter) Skip(path string) bool {
-	return !l.cfg.Enabled() || l.cfg.Exempt(path)
-}
-
-// Decide decides one request. identity is the caller's key (a user id, an
-// API key, a client IP); bypass lets a request through uncounted (a
-// super-admin). Exempt paths pass uncounted too.
-func (l *Limiter) Decide(ctx context.Context, method, path, identity string, bypass bool) Decision {
-	if bypass || l.Skip(path) {
+// Decide decides one request. path is the request path as the router
+// reads it (see Path: a plain constant such as "/api/search" is one,
+// URLPath gives one for a *url.URL); identity is the caller's key (a user
+// id, an API key, a client IP); bypass lets a request through uncounted (a
+// super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
+// other request counts under the rule Config.Match gives.
+func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) (d Decision) {
+	if bypass || !l.cfg.Enabled() {
 		return Decision{Allowed: true}
 	}
-	return l.Count(ctx, method, path, identity)
-}
-
-// Count decides a request that Skip let through and no bypass applies to:
-// it is Decide without those two checks, for adapters that made them
-// already (before working out the identity).
-func (l *Limiter) Count(ctx context.Context, method, path, identity string) (d Decision) {
-	d.Rule, d.Cost = l.cfg.Match(method, path)
+	if d.Rule, d.Cost = l.cfg.decide(method, path, ""); d.Rule == nil {
+		return Decision{Allowed: true}
+	}
 	l.count(ctx, identity, &d)
 	return d
 }

@@ -134,9 +134,6 @@ func TestLimiterDisabled(t *testing.T) {
 		if n := store.numCalls(); n != 0 {
 			t.Errorf("%s: the store was called %d times, want 0", name, n)
 		}
-		if !l.Skip("/a") {
-			t.Errorf("%s: Skip(/a) = false, want true", name)
-		}
 	}
 }
 
@@ -192,20 +189,21 @@ func TestLimiterExempt(t *testing.T) {
 		t.Fatalf("alice is not over the limit")
 	}
 	before := store.numCalls()
-	for _, p := range []string{"/health", "/health/", "/static/app.js"} {
+	for _, p := range []Path{"/health", "/static/app.js"} {
 		d := l.Decide(t.Context(), "GET", p, "alice", false)
 		if !d.Allowed || d.Rule != nil || d.Cost != 0 {
 			t.Errorf("exempt %q: Decide = %+v, want Allowed with no Rule", p, d)
-		}
-		if !l.Skip(p) {
-			t.Errorf("Skip(%q) = false, want true", p)
 		}
 	}
 	if got := store.numCalls(); got != before {
 		t.Errorf("exempt paths called the store %d times, want 0", got-before)
 	}
-	if l.Skip("/healthz") {
-		t.Errorf("Skip(/healthz) = true, want false")
+	// Other spellings are counted: alice is over the limit.
+	for _, p := range []Path{"/healthz", "/health/", "/health%2F", "/static/a%2Fb", "/x/../health"} {
+		d := l.Decide(t.Context(), "GET", p, "alice", false)
+		if d.Allowed || d.Rule != cfg.Default() {
+			t.Errorf("%q: Decide = %+v, want denied under the default rule", p, d)
+		}
 	}
 }
 
@@ -233,7 +231,7 @@ func TestLimiterCost(t *testing.T) {
 	store := newFakeStore()
 	l := NewLimiter(loadExample(t), store)
 	tests := []struct {
-		path string
+		path Path
 		cost int64
 	}{
 		{"/api/kb/kb-01/docs/upload/batch", 10},

@@ -18,9 +18,11 @@ import (
 //
 // A route lets the limiter find the rule once per (method, route) instead
 // of once per request. It never changes which rule applies: a route is
-// used only when every rule, weight and exempt pattern gives the same
-// answer for every path the route matches; otherwise (a rule naming one
-// value of a parameter, say) the request is matched by its path.
+// used only for a clean path (its only spelling, see Path) that is
+// literally one of the route's paths, and only when every rule, weight and
+// exempt pattern gives the same answer for every path the route matches;
+// otherwise (a rule naming one value of a parameter, an escaped or
+// unclean path) the request is matched by every spelling of its path.
 
 // routeAnswer is what a (method, route) pair decides, or that it does not.
 type routeAnswer struct {
@@ -32,7 +34,7 @@ type routeAnswer struct {
 	literal string   // the route itself when it has no parameter, else ""
 }
 
-// fits reports whether path (cleaned) is one of the route's paths: the same
+// fits reports whether path (a clean one) is one of the route's paths: the same
 // number of segments, the literal ones equal, the parameters non-empty. A
 // router may hand over a route for a path that is not literally one of its
 // own (case-insensitive or trailing-slash-tolerant matching); such a
@@ -59,6 +61,49 @@ func (a *routeAnswer) fits(path string) bool {
 		rest = next
 	}
 	return false
+}
+
+// decide returns the rule a request for p counts under and its cost, or a
+// nil rule when it is exempt: from the route's answer when one applies,
+// else from the spellings of p (Exempt, then Match). route is the
+// framework's template, or "".
+func (c *Config) decide(method string, p Path, route string) (*Rule, int64) {
+	var sp []string
+	if path := string(p); clean(path) {
+		if a := c.routeAnswer(method, path, route); a != nil {
+			if a.exempt {
+				return nil, 0
+			}
+			return a.rule, a.cost
+		}
+		one := [1]string{path}
+		sp = one[:]
+	} else {
+		var buf [maxSpellings]string
+		sp = spellings(p, &buf)
+	}
+	if c.exemptAll(sp) {
+		return nil, 0
+	}
+	return c.matchAll(method, sp)
+}
+
+// routeAnswer returns the answer of route for a request for path (a clean
+// one: its only spelling), or nil when the path is to be matched.
+func (c *Config) routeAnswer(method, path, route string) *routeAnswer {
+	// A route without parameters serves only its own path; any other (a
+	// mount prefix such as Fiber's app.Use gives) is not looked up.
+	if route == "" || route != path && !hasParam(route) {
+		return nil
+	}
+	m, ok := standardMethod(method)
+	if !ok {
+		return nil
+	}
+	if a := c.route(m, route); a.decided && a.fits(path) {
+		return a
+	}
+	return nil
 }
 
 // routes caches the answers of one Config: a map from route to its answers
@@ -141,6 +186,9 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 		a.literal = trimSlash(route)
 	}
 	for i := range c.exempt {
+		if c.exempt[i].slash {
+			continue // matches only paths with a trailing slash, which never use a route
+		}
 		switch c.exempt[i].matchRoute(segs) {
 		case undecided:
 			return &routeAnswer{}

@@ -163,10 +163,10 @@ func TestRouteSameAnswer(t *testing.T) {
 					t.Fatalf("config %d: %q does not fit its own route %q", iter, path, tmpl.String())
 				}
 				checked++
-				rule, cost := cfg.matchClean("GET", path)
-				if a.exempt != cfg.exemptClean(path) || rule != a.rule || cost != a.cost {
+				rule, cost := cfg.Match("GET", Path(path))
+				if a.exempt != cfg.Exempt(Path(path)) || rule != a.rule || cost != a.cost {
 					t.Fatalf("config %d:\n%s\nroute %q, path %q: route says exempt=%v rule=%s cost=%d; path says exempt=%v rule=%s cost=%d",
-						iter, y.String(), tmpl.String(), path, a.exempt, a.rule.Name, a.cost, cfg.exemptClean(path), rule.Name, cost)
+						iter, y.String(), tmpl.String(), path, a.exempt, a.rule.Name, a.cost, cfg.Exempt(Path(path)), rule.Name, cost)
 				}
 			}
 		}
@@ -198,9 +198,10 @@ func TestFlow(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
-		r           req
-		path, route string
-		want        string
+		r     req
+		path  Path
+		route string
+		want  string
 	}{
 		{req{"u", "1.2.3.4"}, "/health", "/health", "allowed rule=<nil> calls=[]"},
 		{req{"u", "1.2.3.4"}, "/docs/x", "", "allowed rule=<nil> calls=[]"},
@@ -253,7 +254,7 @@ func TestDotSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		path   string
+		path   Path
 		exempt bool
 		rule   string
 	}{

@@ -3,20 +3,21 @@ package core
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 )
 
 // A pattern is a path with '*' standing for exactly one non-empty segment:
 // "/api/kb/*/reindex" matches "/api/kb/kb-01/reindex", not
-// "/api/kb/a/b/reindex" nor "/api/kb//reindex". A pattern's trailing slash
-// is ignored, and request paths are cleaned (see cleanPath), so
-// "/api/search/" and "/api//search" are limited as "/api/search".
+// "/api/kb/a/b/reindex" nor "/api/kb//reindex". It is matched against
+// each spelling of a request path (see Path). In a rule a trailing slash,
+// the pattern's or the path's, is ignored; in exempt_paths it counts (see
+// Config.exemptOne).
 type pattern struct {
 	raw     string
-	prefix  string   // literal text before the first '*' (all of it when literal)
+	prefix  string   // literal text before the first '*' (all of it when literal), without a trailing slash
 	segs    []string // "*" is the wildcard
 	literal bool     // no '*': matching is string equality
+	slash   bool     // raw ends in '/' and is not "/"
 }
 
 func compilePattern(p string) (pattern, error) {
@@ -32,7 +33,7 @@ func compilePattern(p string) (pattern, error) {
 	if strings.Contains(p, "//") {
 		return pattern{}, errors.New("empty path segment ('//')")
 	}
-	pat := pattern{raw: p}
+	pat := pattern{raw: p, slash: p != "/" && p[len(p)-1] == '/'}
 	body := trimSlash(p)[1:]
 	if body != "" {
 		pat.segs = strings.Split(body, "/")
@@ -52,39 +53,6 @@ func compilePattern(p string) (pattern, error) {
 		pat.literal = true
 	}
 	return pat, nil
-}
-
-// cleanPath is the path rules match: path.Clean's result ("//" collapsed,
-// "." and ".." resolved, no trailing slash), so that a client cannot reach a
-// handler under a spelling that no rule matches. Clean paths, the usual
-// case, are returned as they are without allocating.
-func cleanPath(p string) string {
-	if p == "" || p[0] != '/' {
-		return p
-	}
-	for i := 0; i < len(p)-1; i++ {
-		if p[i] == '/' && (p[i+1] == '/' || p[i+1] == '.') {
-			return path.Clean(p)
-		}
-	}
-	return trimSlash(p)
-}
-
-// hasDotSegment reports whether p has a "." or ".." segment.
-func hasDotSegment(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if p[i] != '.' || i > 0 && p[i-1] != '/' {
-			continue
-		}
-		j := i + 1
-		if j < len(p) && p[j] == '.' {
-			j++
-		}
-		if j == len(p) || p[j] == '/' {
-			return true
-		}
-	}
-	return false
 }
 
 // trimSlash drops one trailing slash, except from "/".
@@ -180,10 +148,9 @@ func (r *Rule) allows(method string) bool {
 	return false
 }
 
-func (r *Rule) matches(method, path string) bool {
-	if !r.allows(method) {
-		return false
-	}
+// covers reports whether one of the rule's paths matches path (already
+// passed through trimSlash).
+func (r *Rule) covers(path string) bool {
 	for i := range r.paths {
 		if r.paths[i].match(path) {
 			return true

@@ -18,8 +18,9 @@
 //
 // With e.Use the rule is found from Echo's route template (c.Path) once
 // per route; with e.Pre, which runs before routing, it is found from the
-// path. Rules are always matched against the request path as package
-// nethttp sees it (core.RequestPath), never against Echo's parameters.
+// path. Rules and exempt paths are matched against every spelling of the
+// request path a router or handler may act on (core.URLPath, core.Path),
+// never against Echo's parameters.
 //
 // The client IP is worked out by core.ClientIPConfig (see WithClientIP),
 // not by echo.Context.RealIP, which believes forwarding headers from any

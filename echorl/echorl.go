@@ -102,7 +102,7 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
-			d, err := flow.Decide(r.Context(), c, r.Method, core.RequestPath(r.URL), c.Path())
+			d, err := flow.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.Path())
 			switch {
 			case err != nil:
 				return o.onError(c, err)

@@ -15,9 +15,10 @@
 // answers like every other rlkit adapter: the same status, headers and
 // body.
 //
-// Rules are matched against the request path as package nethttp sees it:
-// fasthttp's raw path with every escape decoded but "%2F", which stays
-// inside its segment (see core.RequestPath). Registered on a route
+// The middleware hands core the path Fiber routes on, fasthttp's raw path
+// as sent, and core matches rules and exempt paths against every spelling
+// of it a router or handler may act on (as sent, decoded, cleaned; see
+// core.Path). Registered on a route
 // (app.Get("/api/kb/:id/reindex", mw, h)) the middleware finds the rule
 // from Fiber's route template once per route; registered with app.Use or
 // Group it finds it from the path, since Fiber then hands over only the

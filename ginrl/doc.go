@@ -14,9 +14,10 @@
 // answers byte for byte like every other rlkit adapter.
 //
 // The rule is found from Gin's route template (c.FullPath) once per route;
-// for a request no route matched it is found from the path. Rules are
-// always matched against the request path as package nethttp sees it
-// (core.RequestPath), never against Gin's parameters.
+// for a request no route matched it is found from the path. Rules and
+// exempt paths are matched against every spelling of the request path a
+// router or handler may act on (core.URLPath, core.Path), never against
+// Gin's parameters.
 //
 // The client IP is worked out by core.ClientIPConfig (see WithClientIP),
 // not by gin.Context.ClientIP, which believes forwarding headers from any

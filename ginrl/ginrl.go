@@ -96,7 +96,7 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 	}
 	return func(c *gin.Context) {
 		r := c.Request
-		d, err := flow.Decide(r.Context(), c, r.Method, core.RequestPath(r.URL), c.FullPath())
+		d, err := flow.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.FullPath())
 		switch {
 		case err != nil:
 			o.onError(c, err)

@@ -107,7 +107,7 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, err := flow.Decide(r.Context(), r, r.Method, core.RequestPath(r.URL), route(r.Pattern))
+			d, err := flow.Decide(r.Context(), r, r.Method, core.URLPath(r.URL), route(r.Pattern))
 			switch {
 			case err != nil:
 				o.onError(w, r, err)

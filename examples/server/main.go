@@ -350,14 +350,17 @@ var invalidToken = []byte(`{"detail": "Invalid token"}`)
 // its claims in the request context, where the limiter's key and bypass
 // functions read them. A token must be HS256, unexpired, carry exp and name
 // its user in sub; any other token gets 401, unless the path is exempt:
-// exempt paths never depend on credentials. A request without a bearer
-// token passes as anonymous.
+// exempt paths never depend on credentials. Whether a path is exempt is
+// the limiter's own answer (core.Config.Exempt of core.URLPath, as nethttp
+// asks it), so a spelling the limiter counts ("/health/", "/health%2F")
+// needs a valid token too. A request without a bearer token passes as
+// anonymous.
 func authenticate(cfg *core.Config, secret []byte, next http.Handler) http.Handler {
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	key := func(*jwt.Token) (any, error) { return secret, nil }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := core.BearerToken(r.Header.Get("Authorization"))
-		if !ok || cfg.Exempt(r.URL.Path) {
+		if !ok || cfg.Exempt(core.URLPath(r.URL)) {
 			next.ServeHTTP(w, r)
 			return
 		}

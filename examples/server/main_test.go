@@ -191,14 +191,14 @@ func mint(t *testing.T, m jwt.SigningMethod, key any, c jwt.Claims) string {
 func wantStatus(t *testing.T, resp *http.Response, body string, want int) {
 	t.Helper()
 	if resp.StatusCode != want {
-		t.Fatalf("GET %s: status %d, want %d; body %s", resp.Request.URL.Path, resp.StatusCode, want, body)
+		t.Fatalf("GET %s: status %d, want %d; body %s", resp.Request.URL.EscapedPath(), resp.StatusCode, want, body)
 	}
 }
 
 func wantHeader(t *testing.T, resp *http.Response, name, want string) {
 	t.Helper()
 	if got := resp.Header.Get(name); got != want {
-		t.Errorf("GET %s: %s = %q, want %q", resp.Request.URL.Path, name, got, want)
+		t.Errorf("GET %s: %s = %q, want %q", resp.Request.URL.EscapedPath(), name, got, want)
 	}
 }
 
@@ -362,6 +362,68 @@ func TestExemptPathsIgnoreTokens(t *testing.T) {
 		resp, body := s.get(t, "/docs", tok)
 		wantStatus(t, resp, body, http.StatusOK)
 	}
+}
+
+// TestFaultPathSpellingsServer: the three findings of issue 12 (one view
+// of the path) through the demo. "/api%2Fsearch", which the handler reads
+// as "/api/search", counts under search; "/health/" and "/health%2F" are
+// not exempt, so they are counted and an invalid token gets 401:
+// authentication asks the limiter's configuration, and takes its decision.
+func TestFaultPathSpellingsServer(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	tok := token(t, "demo-user", "")
+
+	resp, body := s.get(t, "/api%2Fsearch", tok)
+	wantStatus(t, resp, body, http.StatusOK)
+	if want := `{"path":"/api/search","user":"demo-user"}` + "\n"; body != want {
+		t.Errorf("/api%%2Fsearch: body = %q, want %q", body, want)
+	}
+	wantHeader(t, resp, "RateLimit-Policy", `"search";q=10;w=1`)
+	wantHeader(t, resp, "RateLimit", `"search";r=9;t=1`)
+	// Both spellings share the count: a 429 within two windows' worth.
+	passed := 1
+	for i := range 20 {
+		path := []string{"/api/search", "/api%2Fsearch"}[i%2]
+		resp, body = s.get(t, path, tok)
+		wantHeader(t, resp, "RateLimit-Policy", `"search";q=10;w=1`)
+		if resp.StatusCode != http.StatusOK {
+			break
+		}
+		passed++
+	}
+	wantStatus(t, resp, body, http.StatusTooManyRequests)
+	if passed < 10 || body != searchBody {
+		t.Errorf("429 after %d requests with body %q, want at least 10 and %q", passed, body, searchBody)
+	}
+
+	for _, path := range []string{"/health/", "/health%2F", "/%68ealth"} {
+		resp, body := s.get(t, path, "not.a.jwt")
+		if resp.StatusCode != http.StatusUnauthorized || body != invalidBody {
+			t.Errorf("GET %s with an invalid token = %d %q, want 401 %q", path, resp.StatusCode, body, invalidBody)
+		}
+		wantHeader(t, resp, "RateLimit-Policy", "")
+		for _, tk := range []string{tok, ""} {
+			resp, body = s.get(t, path, tk)
+			wantStatus(t, resp, body, http.StatusOK)
+			wantHeader(t, resp, "RateLimit-Policy", `"default";q=120;w=60`)
+		}
+	}
+	// The handler of each: the catch-all for "/health/" and "/health%2F",
+	// the health check for "/%68ealth" (r.URL.Path is "/health").
+	for path, want := range map[string]string{
+		"/health/":   `{"path":"/health/","user":"demo-user"}`,
+		"/health%2F": `{"path":"/health/","user":"demo-user"}`,
+		"/%68ealth":  `{"status":"ok"}`,
+	} {
+		if _, body := s.get(t, path, tok); body != want+"\n" {
+			t.Errorf("GET %s: body %q, want %q", path, body, want+"\n")
+		}
+	}
+	// "/health" itself stays exempt: any token, no count.
+	resp, body = s.get(t, "/health", "not.a.jwt")
+	wantStatus(t, resp, body, http.StatusOK)
+	wantHeader(t, resp, "RateLimit-Policy", "")
 }
 
 func TestAnonymousCountedByIP(t *testing.T) {
@@ -881,7 +943,7 @@ func TestBundledConfig(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for _, p := range []string{"/health", "/ready", "/docs", "/redoc", "/openapi.json"} {
+	for _, p := range []core.Path{"/health", "/ready", "/docs", "/redoc", "/openapi.json"} {
 		if !cfg.Exempt(p) {
 			t.Errorf("%s is not exempt", p)
 		}

@@ -494,8 +494,11 @@ func (h *logRecorder) messages() []string {
 }
 
 // Run runs every case of the table against the adapter start builds.
-func Run(t *testing.T, start Start) {
-	for _, c := range cases() {
+func Run(t *testing.T, start Start) { run(t, start, cases()) }
+
+// run runs every case of table against the adapter start builds.
+func run(t *testing.T, start Start, table []testCase) {
+	for _, c := range table {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, &c, start)
 			if c.run != nil {
@@ -522,8 +525,11 @@ func Run(t *testing.T, start Start) {
 // of values), the same body, the same store calls (so identities are
 // spelled the same) and as many runs of the handler. It checks no
 // expectation of the table: Run does.
-func Same(t *testing.T, ref Adapter, others ...Adapter) {
-	for _, c := range cases() {
+func Same(t *testing.T, ref Adapter, others ...Adapter) { same(t, cases(), ref, others...) }
+
+// same is Same for the sequences of table.
+func same(t *testing.T, table []testCase, ref Adapter, others ...Adapter) {
+	for _, c := range table {
 		if c.run != nil {
 			continue
 		}

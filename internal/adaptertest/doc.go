@@ -30,6 +30,12 @@
 // responses are identical: same status, same headers (all but Date), same
 // body, same store keys, same runs of the handler.
 //
+// RunPathSpellings runs a second table, the spellings of one path
+// ("/api%2Fsearch", "/health/", "/health%2F", "/%68ealth", dot segments,
+// double escapes), against several adapters, with the same checks, and
+// compares their answers as Same does: the fault suite's
+// TestFaultPathSpellings.
+//
 // The stores read a core.ManualClock, so every Reset and Retry-After value
 // is exact; the suite moves the clock and never sleeps.
 package adaptertest
