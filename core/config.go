@@ -188,7 +188,7 @@ func (c *Config) Exempt(p Path) bool {
 		return false
 	}
 	var buf [maxSpellings]string
-	return c.exemptAll(spellings(p, &buf))
+	return c.exemptAll(spellings(p, false, &buf))
 }
 
 // exemptAll reports whether every spelling in sp, with and without its
@@ -230,7 +230,7 @@ func (c *Config) Match(method string, p Path) (*Rule, int64) {
 		return nil, 1
 	}
 	var buf [maxSpellings]string
-	return c.matchAll(method, spellings(p, &buf))
+	return c.matchAll(method, spellings(p, false, &buf))
 }
 
 // matchAll is Match for the spellings in sp.

@@ -28,6 +28,11 @@ type Flow[R any] struct {
 	Bypass func(R) bool
 	// ClientIP returns the request's client IP (see ClientIPConfig).
 	ClientIP func(R) string
+	// FoldCase says that the router matches paths without regard to ASCII
+	// case (Fiber's default): every spelling of a path is then also taken
+	// in lower case (see Path), so that "/API/search", which such a router
+	// serves by the handler of "/api/search", counts under its rule.
+	FoldCase bool
 }
 
 // Decide runs the flow for request r. path is the request path as the
@@ -48,7 +53,7 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 		return Decision{Allowed: true}, nil
 	}
 	// 1. An exempt path passes uncounted.
-	rule, cost := cfg.decide(method, path, route)
+	rule, cost := cfg.decide(method, path, route, f.FoldCase)
 	if rule == nil {
 		return Decision{Allowed: true}, nil
 	}

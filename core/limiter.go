@@ -143,7 +143,7 @@ func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity
 	if bypass || !l.cfg.Enabled() {
 		return Decision{Allowed: true}
 	}
-	if d.Rule, d.Cost = l.cfg.decide(method, path, ""); d.Rule == nil {
+	if d.Rule, d.Cost = l.cfg.decide(method, path, "", false); d.Rule == nil {
 		return Decision{Allowed: true}
 	}
 	l.count(ctx, identity, &d)

@@ -56,7 +56,7 @@ func TestSpellings(t *testing.T) {
 		{"/health\x00", []string{"/health\x00"}},
 	} {
 		var buf [maxSpellings]string
-		if got := spellings(c.path, &buf); !slices.Equal(got, c.want) {
+		if got := spellings(c.path, false, &buf); !slices.Equal(got, c.want) {
 			t.Errorf("spellings(%q) = %q, want %q", c.path, got, c.want)
 		}
 		// The fast path: a clean path is one spelling, without parsing.
@@ -181,7 +181,7 @@ func TestExemptAndMatchBySpellings(t *testing.T) {
 			wantRule = "<exempt>"
 		}
 		gotRule := "<exempt>"
-		if r, cost := cfg.decide("GET", c.path, ""); r != nil {
+		if r, cost := cfg.decide("GET", c.path, "", false); r != nil {
 			gotRule = r.Name
 			if cost != c.cost {
 				t.Errorf("decide(%q): cost %d, want %d", c.path, cost, c.cost)
@@ -316,7 +316,7 @@ func TestSpellingAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []Path{"/api/search", "/api/kb/kb-01/docs/upload/batch", "/health", "/other/", "/api/kb/a/b/reindex"} {
-		if n := testing.AllocsPerRun(100, func() { cfg.decide("POST", p, "") }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { cfg.decide("POST", p, "", false) }); n != 0 {
 			t.Errorf("decide(%q): %v allocations, want 0", p, n)
 		}
 	}
@@ -324,7 +324,7 @@ func TestSpellingAllocs(t *testing.T) {
 		seg := "a%2F..%2F%2e%2e//./x/"
 		long := Path("/" + strings.Repeat(seg, n) + "api/search")
 		allocs := testing.AllocsPerRun(10, func() {
-			if r, _ := cfg.decide("GET", long, ""); r == nil || r.Name != "default" {
+			if r, _ := cfg.decide("GET", long, "", false); r == nil || r.Name != "default" {
 				t.Fatalf("decide(%d segments) = %v, want default", n, r)
 			}
 		})
@@ -367,8 +367,8 @@ func TestRouteSameAnswerAnySpelling(t *testing.T) {
 		for _, p := range paths {
 			for _, v := range variants(p) {
 				for _, method := range []string{"GET", "POST"} {
-					r1, c1 := cfg.decide(method, Path(v), route)
-					r2, c2 := cfg.decide(method, Path(v), "")
+					r1, c1 := cfg.decide(method, Path(v), route, false)
+					r2, c2 := cfg.decide(method, Path(v), "", false)
 					if r1 != r2 || c1 != c2 {
 						t.Errorf("%s %q with route %q: %v %d; without: %v %d", method, v, route, r1, c1, r2, c2)
 					}
@@ -397,10 +397,29 @@ func FuzzSpellings(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		var buf [maxSpellings]string
-		sp := spellings(Path(p), &buf)
-		if len(sp) < 1 || len(sp) > maxSpellings || sp[0] != p || clean(p) && len(sp) != 1 {
+		var buf, fbuf [maxSpellings]string
+		sp := spellings(Path(p), false, &buf)
+		if len(sp) < 1 || len(sp) > maxSpellings/2 || sp[0] != p || clean(p) && len(sp) != 1 {
 			t.Fatalf("spellings(%q) = %q", p, sp)
+		}
+		// Folding case adds the lower-case form of each, and nothing else.
+		fsp := spellings(Path(p), true, &fbuf)
+		for _, s := range sp {
+			if !slices.Contains(fsp, s) || !slices.Contains(fsp, lowerASCII(s)) {
+				t.Fatalf("spellings(%q, fold) = %q, lacks %q or its lower case", p, fsp, s)
+			}
+		}
+		for _, s := range fsp {
+			if !slices.Contains(sp, s) && !slices.ContainsFunc(sp, func(t string) bool { return lowerASCII(t) == s }) {
+				t.Fatalf("spellings(%q, fold) = %q: %q is no spelling nor its lower case", p, fsp, s)
+			}
+		}
+		for _, route := range []string{"/:a", "/api/search", "/api/kb/:id/reindex"} {
+			r1, c1 := cfg.decide("GET", Path(p), route, true)
+			r2, c2 := cfg.decide("GET", Path(p), "", true)
+			if r1 != r2 || c1 != c2 {
+				t.Fatalf("%q folded, with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
+			}
 		}
 		idx := func(r *Rule) int {
 			if i := slices.Index(cfg.rules, r); i >= 0 {
@@ -426,13 +445,59 @@ func FuzzSpellings(f *testing.F) {
 			t.Fatalf("%q counts under %s, which none of its spellings %q matches", p, rule.Name, sp)
 		}
 		for _, route := range []string{"/:a", "/:a/:b", "/api/kb/:id/reindex", "/static/:f", "/health"} {
-			r1, c1 := cfg.decide("GET", Path(p), route)
-			r2, c2 := cfg.decide("GET", Path(p), "")
+			r1, c1 := cfg.decide("GET", Path(p), route, false)
+			r2, c2 := cfg.decide("GET", Path(p), "", false)
 			if r1 != r2 || c1 != c2 {
 				t.Fatalf("%q with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
 			}
 		}
 	})
+}
+
+// TestFoldCase: behind a router that ignores case (Flow.FoldCase), each
+// spelling is also taken in lower case: an upper-case spelling of a
+// limited path counts under its rule, and one of an exempt path is not
+// exempt; without folding, paths are case-sensitive.
+func TestFoldCase(t *testing.T) {
+	cfg, err := ParseConfig([]byte(spellingsConfig), "spellings.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path       Path
+		fold       bool
+		rule       string // "" for exempt
+		cost       int64
+		spellCount int
+	}{
+		{"/api/search", true, "search", 1, 1},
+		{"/API/search", true, "search", 1, 2},
+		{"/API/search", false, "default", 1, 1},
+		{"/Api%2FSearch", true, "search", 1, 4},
+		{"/%41PI/search", true, "search", 1, 4},
+		{"/api/KB/x/docs/upload/BATCH", true, "upload", 10, 2},
+		{"/health", true, "", 0, 1},
+		{"/HEALTH", true, "default", 1, 2},
+		{"/Health", false, "default", 1, 1},
+		{"/caf%C3%A9", true, "default", 1, 3}, // escapes fold too ("%c3%a9"), "é" is not ASCII
+	} {
+		rule, cost := cfg.decide("GET", c.path, "", c.fold)
+		name := ""
+		if rule != nil {
+			name = rule.Name
+		}
+		if name != c.rule || cost != c.cost {
+			t.Errorf("decide(%q, fold %v) = %q at %d, want %q at %d", c.path, c.fold, name, cost, c.rule, c.cost)
+		}
+		var buf [maxSpellings]string
+		if sp := spellings(c.path, c.fold, &buf); len(sp) != c.spellCount {
+			t.Errorf("spellings(%q, fold %v) = %q, want %d of them", c.path, c.fold, sp, c.spellCount)
+		}
+	}
+	// A lower-case clean path is still one spelling, without allocating.
+	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", "/api/search", "", true) }); n != 0 {
+		t.Errorf("decide(/api/search, fold): %v allocations, want 0", n)
+	}
 }
 
 func ExamplePath() {

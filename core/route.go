@@ -66,10 +66,11 @@ func (a *routeAnswer) fits(path string) bool {
 // decide returns the rule a request for p counts under and its cost, or a
 // nil rule when it is exempt: from the route's answer when one applies,
 // else from the spellings of p (Exempt, then Match). route is the
-// framework's template, or "".
-func (c *Config) decide(method string, p Path, route string) (*Rule, int64) {
+// framework's template, or ""; fold says whether the router ignores ASCII
+// case (see Flow.FoldCase).
+func (c *Config) decide(method string, p Path, route string, fold bool) (*Rule, int64) {
 	var sp []string
-	if path := string(p); clean(path) {
+	if path := string(p); single(path, fold) {
 		if a := c.routeAnswer(method, path, route); a != nil {
 			if a.exempt {
 				return nil, 0
@@ -80,7 +81,7 @@ func (c *Config) decide(method string, p Path, route string) (*Rule, int64) {
 		sp = one[:]
 	} else {
 		var buf [maxSpellings]string
-		sp = spellings(p, &buf)
+		sp = spellings(p, fold, &buf)
 	}
 	if c.exemptAll(sp) {
 		return nil, 0

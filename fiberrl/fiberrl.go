@@ -112,8 +112,17 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 			return strings.Clone(id), err // the store may keep it
 		}
 	}
+	// Fiber matches paths without regard to case unless the app sets
+	// CaseSensitive; then the rules see each spelling in lower case too.
+	folded := *flow
+	folded.FoldCase = true
+	var seen atomic.Pointer[appCase]
 	return func(c *fiber.Ctx) error {
-		d, err := flow.Decide(c.UserContext(), c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
+		f := flow
+		if caseInsensitive(c.App(), &seen) {
+			f = &folded
+		}
+		d, err := f.Decide(c.UserContext(), c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
 		if err != nil {
 			return o.onError(c, err)
 		}
@@ -133,6 +142,24 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		}
 		return c.Next()
 	}
+}
+
+// appCase records whether an app matches paths case-insensitively.
+type appCase struct {
+	app         *fiber.App
+	insensitive bool
+}
+
+// caseInsensitive reports whether app matches paths without regard to case
+// (fiber.Config.CaseSensitive false, the default). The answer for the last
+// app seen is kept in seen: reading the app's configuration copies it.
+func caseInsensitive(app *fiber.App, seen *atomic.Pointer[appCase]) bool {
+	if a := seen.Load(); a != nil && a.app == app {
+		return a.insensitive
+	}
+	a := &appCase{app: app, insensitive: !app.Config().CaseSensitive}
+	seen.Store(a)
+	return a.insensitive
 }
 
 // nameBytes returns the bytes of a header name from core.Decision.Header,

@@ -174,3 +174,40 @@ func TestRouteTemplateUsed(t *testing.T) {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
 	}
 }
+
+// TestCaseFolding: Fiber serves "/API/search" by the handler of
+// "/api/search" unless the app is CaseSensitive, so fiberrl counts it
+// under that rule, and an upper-case spelling of an exempt path is not
+// exempt; a CaseSensitive app counts paths as written, like the other
+// adapters.
+func TestCaseFolding(t *testing.T) {
+	for _, sensitive := range []bool{false, true} {
+		cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+		app := fiber.New(fiber.Config{DisableStartupMessage: true, CaseSensitive: sensitive})
+		app.Use(fiberrl.New(cfg, fiberrl.WithKeyFunc(fiberrl.HeaderKey("X-User"))))
+		app.All("/*", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+		for _, c := range []struct {
+			path, policy string // "" for exempt: no header
+		}{
+			{"/API/search", `"search";q=10;w=1`},
+			{"/Api%2FSearch", `"search";q=10;w=1`},
+			{"/HEALTH", `"default";q=120;w=60`},
+			{"/health", ""},
+		} {
+			want := c.policy
+			if sensitive && want != "" {
+				want = `"default";q=120;w=60`
+			}
+			req := httptest.NewRequest("GET", c.path, nil)
+			req.Header.Set("X-User", "alice")
+			resp, err := app.Test(req, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("RateLimit-Policy"); got != want {
+				t.Errorf("CaseSensitive %v: GET %s: RateLimit-Policy %q, want %q", sensitive, c.path, got, want)
+			}
+		}
+	}
+}

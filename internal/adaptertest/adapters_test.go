@@ -208,7 +208,9 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.SendString(adaptertest.OKBody)
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	// Case-sensitive like the other routers, so that every case reads the
+	// same; fiberrl's own tests cover Fiber's case-insensitive default.
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, CaseSensitive: true})
 	if len(s.Routes) == 0 {
 		app.Use(mw)
 		app.All("/*", ok)
