@@ -495,7 +495,7 @@ func (h *logRecorder) messages() []string {
 
 // Run runs every case of the table against the adapter start builds.
 func Run(t *testing.T, start Start) {
-	for _, c := range cases() {
+	for _, c := range allCases() {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, &c, start)
 			if c.run != nil {
@@ -523,7 +523,7 @@ func Run(t *testing.T, start Start) {
 // spelled the same) and as many runs of the handler. It checks no
 // expectation of the table: Run does.
 func Same(t *testing.T, ref Adapter, others ...Adapter) {
-	for _, c := range cases() {
+	for _, c := range allCases() {
 		if c.run != nil {
 			continue
 		}
