@@ -72,13 +72,11 @@ type slot struct {
 
 // A slot's meta word holds two things only eviction and Sweep read:
 //
-//   - bits 0–54, the instant from which the state equals the zero state
+//   - bits 0–55, the instant from which the state equals the zero state
 //     (algo.Outcome.ExpireAt), in units of 256 ns, rounded up, and at least
 //     one unit. Decisions never read it: the algorithm derives everything
 //     from the state. The coarser unit only makes a counter count as
-//     expired up to 256 ns late, never early. 55 bits of 256 ns reach
-//     2^63 − 256 ns, the year 2262; the algorithms' expiries stay below
-//     2^62 + algo.MaxDrain.
+//     expired up to 256 ns late, never early. Any int64 instant fits.
 //   - bits 56–63, the consumption level (see level) the last admitted
 //     request left. It is written only when a request is admitted (a denied
 //     one changes nothing), and consumption only falls with time until the
@@ -91,23 +89,22 @@ type slot struct {
 // level, then by expiry.
 const (
 	expShift   = 8         // the expiry is kept in units of 1<<expShift ns
-	expMask    = 1<<55 - 1 // bits of the expiry; bit 55 is always 0
+	expMask    = 1<<56 - 1 // bits of the expiry
 	levelShift = 56
 	atLimit    = 255 // the level of a counter with no unit left
 )
 
-// pack makes a meta word from an expiry instant (ns) and a level.
+// pack makes a meta word from an expiry instant (ns) and a level. The
+// expiry is ceil(exp/256) units, at most 2^55 for exp ≤ MaxInt64, and 1 for
+// exp ≤ 0.
 func pack(exp int64, lvl uint64) uint64 {
-	units := uint64(1)
-	if exp > 1<<expShift {
-		units = min((uint64(exp)+1<<expShift-1)>>expShift, expMask)
-	}
-	return lvl<<levelShift | units
+	return lvl<<levelShift | (uint64(max(exp, 1)-1)>>expShift + 1)
 }
 
 // expired reports whether the counter whose meta word is m has a state
-// equal to the zero state at now.
-func expired(m uint64, now int64) bool { return int64((m&expMask)<<expShift) <= now }
+// equal to the zero state at now: whether its expiry, units×256 ns, is at
+// most now (compared in units, so nothing overflows).
+func expired(m uint64, now int64) bool { return now >= 0 && m&expMask <= uint64(now)>>expShift }
 
 // level returns how much of its capacity a counter has consumed once an
 // admitted request left it remaining units (algo.Outcome.Remaining, for

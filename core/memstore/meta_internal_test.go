@@ -96,6 +96,14 @@ func TestPackRoundsExpiryUp(t *testing.T) {
 			t.Errorf("level 0 with the latest expiry sorts above level 1 expiring at %d", exp)
 		}
 	}
+	// The latest instant keeps out of the level byte, and is never expired
+	// before it.
+	for _, lvl := range []uint64{0, 1, atLimit} {
+		m := pack(math.MaxInt64, lvl)
+		if m>>levelShift != lvl || expired(m, math.MaxInt64-1) {
+			t.Errorf("pack(MaxInt64, %d) = %#x: level %d, expired at MaxInt64−1: %v", lvl, m, m>>levelShift, expired(m, math.MaxInt64-1))
+		}
+	}
 	// An expiry at or before 256 ns (a caller's clock near or before 1970)
 	// rounds up to 256 ns: the word is never 0, which marks an empty slot.
 	for _, exp := range []int64{256, 1, 0, -1, math.MinInt64} {
