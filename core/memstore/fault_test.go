@@ -136,7 +136,7 @@ func TestFaultFloodKeepsOverLimitUsers(t *testing.T) {
 //     users', and once they fill nine tenths of a shard, eviction drops
 //     counters at their limit, the users' among them. No user may be
 //     admitted again before the flood has sent 0.5 × MaxKeys × limit
-//     requests (25,000; measured: 0.7 to 0.95); the test logs when the
+//     requests (25,000; measured: 0.7 to 1.0); the test logs when the
 //     first one was and how many requests the users got through after
 //     MaxKeys and 2 × MaxKeys identities at their limit.
 func TestFaultFloodAtLimit(t *testing.T) {
