@@ -277,22 +277,18 @@ func (rl *RateLimiter) evict(now int64) {
 		return
 	}
 	// keys[i] orders bucket i, lowest first: tokens consumed in the high
-	// 32 bits (rate < 2^31), the last refill in the low 32, relative to the
-	// oldest and scaled down to fit (coarser only when the last refills
-	// span more than 4.3 s).
+	// 32 bits (rate < 2^31), and in the low 32 how recent the last refill
+	// is, scaled so that 2×window fits (older ones were idle, dropped
+	// above): 0 for the oldest.
 	n := len(rl.buckets)
-	oldest, newest := rl.buckets[0].last, rl.buckets[0].last
-	for i := range rl.buckets {
-		oldest, newest = min(oldest, rl.buckets[i].last), max(newest, rl.buckets[i].last)
-	}
-	shift := max(bits.Len64(uint64(newest-oldest))-32, 0)
+	shift := max(bits.Len64(uint64(rl.window))+1-32, 0)
 	rl.scratch = slices.Grow(rl.scratch[:0], 2*n)[:2*n]
 	keys, s := rl.scratch[:n], rl.scratch[n:]
 	for i := range rl.buckets {
 		b := rl.buckets[i] // a copy: the refill is only counted here
-		last := b.last
+		age := min(uint64(max(now-b.last, 0))>>shift, math.MaxUint32)
 		rl.refill(&b, now)
-		keys[i] = (rl.rate-b.tokens)<<32 | int64(uint64(last-oldest)>>shift)
+		keys[i] = (rl.rate-b.tokens)<<32 | int64(math.MaxUint32-age)
 	}
 	copy(s, keys)
 	cut := selectKth(s, need-1)

@@ -34,7 +34,6 @@ func floodPolicies() [][2]*core.Policy {
 
 // floodRig is one store under the flood, on a manual clock.
 type floodRig struct {
-	t     *testing.T
 	clock *core.ManualClock
 	s     *memstore.Store
 	p     *core.Policy
@@ -43,9 +42,9 @@ type floodRig struct {
 	r     core.Result
 }
 
-func newFloodRig(t *testing.T, p *core.Policy) *floodRig {
+func newFloodRig(p *core.Policy) *floodRig {
 	clock := core.NewManualClock(t0)
-	f := &floodRig{t: t, clock: clock, p: p, s: memstore.New(memstore.WithMaxKeys(floodMaxKeys), memstore.WithClock(clock))}
+	f := &floodRig{clock: clock, p: p, s: memstore.New(memstore.WithMaxKeys(floodMaxKeys), memstore.WithClock(clock))}
 	for i := range floodUsers {
 		f.users = append(f.users, "user-"+strconv.Itoa(i))
 	}
@@ -54,8 +53,8 @@ func newFloodRig(t *testing.T, p *core.Policy) *floodRig {
 
 func (f *floodRig) take(key string) bool { return f.takeUnder(key, f.p) }
 
-// takeUnder is Take with the clock read in (TakeAt with a Result reused,
-// to keep the test quick under -race).
+// takeUnder is Take (TakeAt at the clock's reading, with a Result
+// reused, to keep the test quick under -race).
 func (f *floodRig) takeUnder(key string, p *core.Policy) bool {
 	f.s.TakeAt(&f.r, key, p, 1, f.clock.Now())
 	return f.r.Allowed
@@ -90,7 +89,7 @@ func TestFaultFloodKeepsOverLimitUsers(t *testing.T) {
 	for _, ps := range floodPolicies() {
 		t.Run(ps[0].Algorithm.String(), func(t *testing.T) {
 			t.Parallel()
-			f := newFloodRig(t, ps[0])
+			f := newFloodRig(ps[0])
 			admitted := 0
 			for range floodLimit + 1 {
 				admitted += f.poll()
@@ -145,7 +144,7 @@ func TestFaultFloodAtLimit(t *testing.T) {
 	// admitted again (-1: never) and how many user requests were admitted
 	// after MaxKeys and 2 × MaxKeys identities.
 	flood := func(t *testing.T, p *core.Policy, each int) (first int, over [2]int) {
-		f := newFloodRig(t, p)
+		f := newFloodRig(p)
 		for range floodLimit + 1 {
 			f.poll()
 		}
