@@ -1,9 +1,11 @@
 package core
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 )
 
 // IPHeader names the header a trusted proxy uses to pass on the client address.
@@ -31,8 +33,9 @@ var cipHeaderNames = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
 // TrustedProxies, and then only for the hops that trusted proxies appended.
 //
 // The zero value (and a nil *ClientIPConfig) trusts nobody, so the key is
-// always the TCP peer address. A ClientIPConfig must not be modified while in
-// use; ClientIP only reads it and is safe for concurrent use.
+// always the TCP peer address (an IPv6 one masked to its /64). A
+// ClientIPConfig must not be modified while in use; ClientIP only reads it
+// and is safe for concurrent use.
 type ClientIPConfig struct {
 	// TrustedProxies are the ranges of proxies we trust: the peer and any
 	// hop inside them is skipped. Build it with ParseTrustedProxies; IPv4
@@ -43,10 +46,15 @@ type ClientIPConfig struct {
 	// Header is the header the trusted proxy sets; the zero value is
 	// X-Forwarded-For. An unknown value makes ClientIP ignore all headers.
 	Header IPHeader
-	// IPv6PrefixLen, when in 1..127, groups IPv6 clients by that prefix: the
-	// key is the masked address, e.g. "2001:db8:1:2::" for 64. It defeats
-	// address rotation, where one host owning a /64 uses a fresh address for
-	// every request. 0 (or anything outside 1..127) keeps the whole address.
+	// IPv6PrefixLen groups IPv6 clients by their first IPv6PrefixLen bits:
+	// the key is the masked address, e.g. "2001:db8:1:2::" for 64. One host
+	// usually holds a whole /64 (SLAAC, privacy addresses) and could
+	// otherwise take a fresh address, and a fresh quota, for every request:
+	// 2^64 of them. 1 to 127 group by that prefix; 128 keeps the whole
+	// address. 0, the default, means 64. Any other value (below 0 or above
+	// 128) is invalid and also means 64, so that a mistake never weakens
+	// the grouping. IPv4 clients (and IPv4-mapped IPv6 ones) are counted
+	// per address.
 	IPv6PrefixLen int
 }
 
@@ -124,7 +132,8 @@ func cipParsePrefix(s string) (netip.Prefix, string) {
 //     or several lines, or an invalid value, the peer.
 //
 // The answer is canonical: netip form, IPv4-mapped IPv6 unmapped, zone and
-// port dropped, IPv6 masked to IPv6PrefixLen. A remoteAddr that does not parse
+// port dropped, IPv6 masked to its /64 or to IPv6PrefixLen. A remoteAddr
+// that does not parse
 // is returned as-is, so the caller still gets a stable key. ClientIP never
 // panics and, when the answer is already canonical in the input (the common
 // case), returns a substring of it without allocating.
@@ -191,12 +200,25 @@ func (c *ClientIPConfig) cipTrusted(a netip.Addr) bool {
 	return false
 }
 
-// cipRender masks a per IPv6PrefixLen and formats it, returning src itself
-// when it already spells the result, so that the common case does not allocate.
+// cipV6Bits is the IPv6 prefix length c groups clients by: see
+// IPv6PrefixLen.
+func (c *ClientIPConfig) cipV6Bits() int {
+	if c == nil || c.IPv6PrefixLen <= 0 || c.IPv6PrefixLen > 128 {
+		return 64
+	}
+	return c.IPv6PrefixLen
+}
+
+// cipRender masks an IPv6 a per IPv6PrefixLen and formats it, returning src
+// itself when it already spells the result, and a masked IPv6 address from
+// cipV6Strings, so that the common cases do not allocate.
 func (c *ClientIPConfig) cipRender(a netip.Addr, src string) string {
-	if c != nil && a.Is6() && c.IPv6PrefixLen > 0 && c.IPv6PrefixLen < 128 {
-		p, _ := a.Prefix(c.IPv6PrefixLen)
-		a = p.Addr()
+	if a.Is6() {
+		if bits := c.cipV6Bits(); bits < 128 {
+			if p, _ := a.Prefix(bits); p.Addr() != a {
+				return cipV6String(p.Addr())
+			}
+		}
 	}
 	if a.Is4() && len(src) <= len("255.255.255.255") && strings.IndexByte(src, ':') < 0 {
 		return src // netip accepts only the canonical dotted quad
@@ -207,6 +229,31 @@ func (c *ClientIPConfig) cipRender(a netip.Addr, src string) string {
 		return src
 	}
 	return string(b)
+}
+
+// cipV6Strings caches the text of recently seen masked IPv6 addresses (a
+// client's /64, most often): a direct-mapped table, so a lookup is one load
+// and a compare, and its size is fixed. A slot holds an immutable entry,
+// replaced whole on a miss; a client that returns finds its text without
+// allocating.
+var cipV6Strings [4096]atomic.Pointer[cipV6Entry]
+
+type cipV6Entry struct {
+	addr netip.Addr
+	text string
+}
+
+// cipV6String returns the text of the IPv6 address a (no zone).
+func cipV6String(a netip.Addr) string {
+	b := a.As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	slot := &cipV6Strings[((hi^lo*0x9E3779B97F4A7C15)*0x9E3779B97F4A7C15)>>52] // Fibonacci hashing to 12 bits
+	if e := slot.Load(); e != nil && e.addr == a {
+		return e.text
+	}
+	e := &cipV6Entry{addr: a, text: a.String()}
+	slot.Store(e)
+	return e.text
 }
 
 // cipParseHost parses "ip", "ipv4:port", "[ipv6]" or "[ipv6]:port" (a zone

@@ -88,7 +88,7 @@ func FuzzClientIP(f *testing.F) {
 			lines = nil
 		}
 		values := func(string) []string { return lines }
-		pl := int(prefixLen)
+		pl := int(prefixLen) - 64 // -64 to 191: below 0, the default, 1 to 128, above 128
 		cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: IPHeader(kind % 4), IPv6PrefixLen: pl}
 		got := cfg.ClientIP(remote, values)
 
@@ -97,10 +97,12 @@ func FuzzClientIP(f *testing.F) {
 			if s := a.String(); s != got || a.Is4In6() || a.Zone() != "" {
 				t.Fatalf("ClientIP(%q) = got %q, want canonical %q", remote, got, a.Unmap().WithZone(""))
 			}
-			if a.Is6() && pl > 0 && pl < 128 {
-				if p, _ := a.Prefix(pl); p.Addr() != a {
-					t.Fatalf("ClientIP(%q) = got %q, want masked to /%d", remote, got, pl)
-				}
+			bits := pl // IPv6PrefixLen: 0 and anything outside 0..128 mean 64
+			if bits <= 0 || bits > 128 {
+				bits = 64
+			}
+			if p, _ := a.Prefix(bits); a.Is6() && p.Addr() != a {
+				t.Fatalf("ClientIP(%q) = got %q, want masked to /%d (IPv6PrefixLen %d)", remote, got, bits, pl)
 			}
 		} else if got != remote {
 			t.Fatalf("ClientIP(%q) = got %q, want a canonical IP or the remoteAddr", remote, got)
@@ -111,7 +113,7 @@ func FuzzClientIP(f *testing.F) {
 		if a, b := none.ClientIP(remote, values), none.ClientIP(remote, nil); a != b {
 			t.Fatalf("zero config depends on header: got %q, want %q", a, b)
 		}
-		peerKey := (&ClientIPConfig{}).ClientIP(remote, nil)
+		peerKey := (&ClientIPConfig{IPv6PrefixLen: 128}).ClientIP(remote, nil)
 		peer, err := netip.ParseAddr(peerKey)
 		if err != nil || !cfg.cipTrusted(peer) {
 			if want := cfg.ClientIP(remote, nil); got != want {

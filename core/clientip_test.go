@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"net/netip"
 	"reflect"
 	"sync"
@@ -22,10 +23,15 @@ func cipHeaders(h map[string][]string) func(string) []string {
 }
 
 func TestClientIP(t *testing.T) {
-	xff := &ClientIPConfig{TrustedProxies: cipTestTrusted}
-	fwd := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}
-	xri := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP}
+	// The parsing rows keep whole IPv6 addresses (IPv6PrefixLen 128), so
+	// that every bit of the answer shows; the IPv6PrefixLen rows below
+	// check the grouping, /64 by default.
+	xff := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}
+	fwd := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded, IPv6PrefixLen: 128}
+	xri := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP, IPv6PrefixLen: 128}
 	v6 := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
+	def := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	prefix := func(n int) *ClientIPConfig { return &ClientIPConfig{IPv6PrefixLen: n} }
 	const (
 		XFF = "X-Forwarded-For"
 		FWD = "Forwarded"
@@ -119,14 +125,31 @@ func TestClientIP(t *testing.T) {
 		{"xri two lines", xri, "10.0.0.1:5555", H{XRI: {"1.1.1.1", "198.51.100.7"}}, "10.0.0.1"},
 		{"xri absent", xri, "10.0.0.1:5555", nil, "10.0.0.1"},
 
-		// IPv6PrefixLen.
+		// IPv6PrefixLen: 0 (the default) means /64, 128 the whole address,
+		// anything outside 0..128 /64 too.
+		{"v6 default zero config", &ClientIPConfig{}, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
+		{"v6 default nil config", nil, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
+		{"v6 default bare peer", nil, "2001:db8:1:2:3:4:5:6", nil, "2001:db8:1:2::"},
+		{"v6 default zoned peer", nil, "[fe80::1:2%eth0]:80", nil, "fe80::"},
+		{"v6 default already masked", nil, "[2001:db8:1:2::]:443", nil, "2001:db8:1:2::"},
+		{"v6 default xff hop", def, "10.0.0.1:5555", H{XFF: {"203.0.113.5, [2001:db8:1:2:aaaa::1]:80, 10.0.0.2"}}, "2001:db8:1:2::"},
+		{"v6 default fwd hop", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:5555",
+			H{FWD: {`for="[2001:db8:cafe:1::17]:4711"`}}, "2001:db8:cafe:1::"},
+		{"v6 default xri", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP}, "10.0.0.1:5555", H{XRI: {"2001:DB8:1:2::9"}}, "2001:db8:1:2::"},
+		{"v6 default trusted ipv6 peer", def, "[::1]:80", nil, "::"},
+		{"v6 default fd00 trusted hop skipped", def, "10.0.0.1:5555", H{XFF: {"2001:db8:9:9::1, fd00::3"}}, "2001:db8:9:9::"},
 		{"v6 prefix untrusted peer", v6, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
 		{"v6 prefix xff hop", v6, "10.0.0.1:5555", H{XFF: {"2001:db8:1:2::99"}}, "2001:db8:1:2::"},
-		{"v6 prefix ipv4 unaffected", v6, "203.0.113.9:1", nil, "203.0.113.9"},
-		{"v6 prefix mapped is ipv4", v6, "[::ffff:203.0.113.9]:1", nil, "203.0.113.9"},
-		{"v6 prefix 48", &ClientIPConfig{IPv6PrefixLen: 48}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1::"},
-		{"v6 prefix out of range", &ClientIPConfig{IPv6PrefixLen: 200}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::1"},
-		{"v6 prefix negative", &ClientIPConfig{IPv6PrefixLen: -1}, "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::1"},
+		{"v6 prefix ipv4 unaffected", def, "203.0.113.9:1", nil, "203.0.113.9"},
+		{"v6 prefix mapped is ipv4", def, "[::ffff:203.0.113.9]:1", nil, "203.0.113.9"},
+		{"v6 prefix 48", prefix(48), "[2001:db8:1:2::1]:1", nil, "2001:db8:1::"},
+		{"v6 prefix 1", prefix(1), "[2001:db8:1:2::1]:1", nil, "::"},
+		{"v6 prefix 127", prefix(127), "[2001:db8:1:2::7]:1", nil, "2001:db8:1:2::6"},
+		{"v6 prefix 128 whole address", prefix(128), "[2001:db8:1:2:3:4:5:6]:1", nil, "2001:db8:1:2:3:4:5:6"},
+		{"v6 prefix 129 invalid: /64", prefix(129), "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::"},
+		{"v6 prefix 200 invalid: /64", prefix(200), "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::"},
+		{"v6 prefix negative invalid: /64", prefix(-1), "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::"},
+		{"v6 prefix min int invalid: /64", prefix(math.MinInt), "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,9 +208,11 @@ func TestClientIPAllocs(t *testing.T) {
 		{"zero config", &ClientIPConfig{}, "203.0.113.9:51234", nil, "203.0.113.9"},
 		{"ipv4 peer untrusted", trusted, "203.0.113.9:51234", map[string][]string{"X-Forwarded-For": {"1.2.3.4"}}, "203.0.113.9"},
 		{"ipv4 peer trusted xff", trusted, "10.0.0.1:51234", map[string][]string{"X-Forwarded-For": {"198.51.100.7, 10.0.0.2"}}, "198.51.100.7"},
-		{"ipv6 peer untrusted", trusted, "[2001:db8::9]:443", nil, "2001:db8::9"},
-		{"forwarded trusted", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:51234",
-			map[string][]string{"Forwarded": {`for="[2001:db8::7]:4711";proto=https, for=10.0.0.2`}}, "2001:db8::7"},
+		{"ipv6 peer untrusted, /64", trusted, "[2001:db8:0:1:2:3:4:9]:443", nil, "2001:db8:0:1::"},
+		{"ipv6 peer untrusted, whole", &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}, "[2001:db8::9]:443", nil, "2001:db8::9"},
+		{"ipv6 peer already masked", trusted, "[2001:db8:0:1::]:443", nil, "2001:db8:0:1::"},
+		{"forwarded trusted, /64", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:51234",
+			map[string][]string{"Forwarded": {`for="[2001:db8:0:2::7]:4711";proto=https, for=10.0.0.2`}}, "2001:db8:0:2::"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,6 +226,29 @@ func TestClientIPAllocs(t *testing.T) {
 				t.Errorf("got %v allocs, want 0", allocs)
 			}
 		})
+	}
+}
+
+// TestClientIPv6Strings: the text of masked IPv6 addresses comes from a
+// cache of 4,096 slots; 20,000 /64s, many sharing a slot, each get their
+// own text, on a miss and on a hit.
+func TestClientIPv6Strings(t *testing.T) {
+	var cfg ClientIPConfig
+	for pass := range 2 {
+		for i := range 20_000 {
+			var b [16]byte
+			b[0], b[1] = 0x20, 0x01
+			v := uint64(i) * 0x9E3779B97F4A7C15
+			for j := range 6 {
+				b[2+j] = byte(v >> (8 * j))
+			}
+			b[15] = byte(i) | 1 // a host part: masked away
+			a := netip.AddrFrom16(b)
+			p, _ := a.Prefix(64)
+			if got, want := cfg.ClientIP("["+a.String()+"]:443", nil), p.Addr().String(); got != want {
+				t.Fatalf("pass %d, %s: got %q, want %q", pass, a, got, want)
+			}
+		}
 	}
 }
 

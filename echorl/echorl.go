@@ -40,7 +40,8 @@ func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o
 
 // WithClientIP sets whose forwarding headers are believed when working out
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address.
+// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
+// (core.ClientIPConfig.IPv6PrefixLen).
 func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;

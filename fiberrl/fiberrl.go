@@ -48,7 +48,8 @@ func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.b
 
 // WithClientIP sets whose forwarding headers are believed when working out
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address.
+// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
+// (core.ClientIPConfig.IPv6PrefixLen).
 func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
@@ -104,7 +105,7 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 	}
 	if len(o.ip.TrustedProxies) == 0 {
 		// No header is believed: the client IP is the TCP peer's.
-		flow.ClientIP = peerIP
+		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip) }
 	}
 	if key := o.key; key != nil {
 		flow.Key = func(c *fiber.Ctx) (string, error) {
@@ -166,17 +167,17 @@ func caseInsensitive(app *fiber.App, seen *atomic.Pointer[appCase]) bool {
 // which is already canonical, without copying: fasthttp only reads them.
 func nameBytes(name string) []byte { return unsafe.Slice(unsafe.StringData(name), len(name)) }
 
-// peerIP is the client IP when no proxy is trusted: the TCP peer's address,
-// as core.ClientIPConfig.ClientIP would render it. IPv4 peers come from
-// ipv4Strings, so a returning client costs no allocation.
-func peerIP(c *fiber.Ctx) string {
+// peerIP is the client IP when cfg trusts no proxy: the TCP peer's
+// address, as cfg.ClientIP renders it (an IPv6 one grouped per
+// cfg.IPv6PrefixLen). IPv4 peers come from ipv4Strings, so a returning
+// client costs no allocation.
+func peerIP(c *fiber.Ctx, cfg *core.ClientIPConfig) string {
 	if a, ok := c.Context().RemoteAddr().(*net.TCPAddr); ok {
 		if ip4 := a.IP.To4(); ip4 != nil {
 			return ipv4String([4]byte(ip4))
 		}
 	}
-	var none core.ClientIPConfig
-	return none.ClientIP(remoteAddr(c), nil)
+	return cfg.ClientIP(remoteAddr(c), nil)
 }
 
 // ipv4Strings caches the text of recently seen IPv4 addresses: a

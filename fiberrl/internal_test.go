@@ -119,25 +119,33 @@ func TestRouteAndMethod(t *testing.T) {
 
 // TestPeerIPAsClientIP: with no trusted proxy, the client IP is the one
 // core.ClientIPConfig gives for the peer's "ip:port", for IPv4, IPv4-mapped
-// and IPv6 peers, and the IPv4 cache answers each address with its own
-// text even when addresses share a slot.
+// and IPv6 peers, IPv6 ones grouped per the configured IPv6PrefixLen (/64
+// by default), and the IPv4 cache answers each address with its own text
+// even when addresses share a slot.
 func TestPeerIPAsClientIP(t *testing.T) {
-	var none core.ClientIPConfig
-	for _, addr := range []*net.TCPAddr{
-		{IP: net.IPv4(192, 0, 2, 1), Port: 1234},
-		{IP: net.IPv4(10, 0, 0, 255).To4(), Port: 1},
-		{IP: net.ParseIP("::ffff:198.51.100.7"), Port: 8080},
-		{IP: net.ParseIP("2001:db8::1"), Port: 443},
-		{IP: net.ParseIP("fe80::1"), Port: 443, Zone: "eth0"},
+	for _, tt := range []struct {
+		prefixLen int
+		addr      *net.TCPAddr
+		want      string
+	}{
+		{0, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, "192.0.2.1"},
+		{0, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 255).To4(), Port: 1}, "10.0.0.255"},
+		{0, &net.TCPAddr{IP: net.ParseIP("::ffff:198.51.100.7"), Port: 8080}, "198.51.100.7"},
+		{0, &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 443}, "2001:db8:1:2::"},
+		{0, &net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 443, Zone: "eth0"}, "fe80::"},
+		{128, &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 443}, "2001:db8:1:2::1"},
+		{48, &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 443}, "2001:db8:1::"},
+		{48, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, "192.0.2.1"},
 	} {
+		cfg := core.ClientIPConfig{IPv6PrefixLen: tt.prefixLen}
 		var ctx fasthttp.RequestCtx
-		ctx.Init(&fasthttp.Request{}, addr, nil)
+		ctx.Init(&fasthttp.Request{}, tt.addr, nil)
 		app := fiber.New()
 		c := app.AcquireCtx(&ctx)
-		got, want := peerIP(c), none.ClientIP(remoteAddr(c), nil)
+		got, viaCore := peerIP(c, &cfg), cfg.ClientIP(remoteAddr(c), nil)
 		app.ReleaseCtx(c)
-		if got != want {
-			t.Errorf("peerIP(%v) = %q, want %q (core.ClientIPConfig.ClientIP)", addr, got, want)
+		if got != tt.want || viaCore != tt.want {
+			t.Errorf("IPv6PrefixLen %d, peer %v: peerIP = %q, core.ClientIPConfig.ClientIP = %q; want %q", tt.prefixLen, tt.addr, got, viaCore, tt.want)
 		}
 	}
 	for i := uint32(0); i < 1<<16; i++ {

@@ -54,9 +54,14 @@
 //   - HMAC keys must be as long as the hash (RFC 7518, section 3.2): 32
 //     bytes for HS256 as S2 says, but 48 for HS384 and 64 for HS512.
 //   - When a full RateLimiter evicts and the buckets idle for more than
-//     2×window free less than a tenth of the capacity, the oldest live
-//     buckets go too until a tenth is free: otherwise, with one bucket
-//     going idle per insert, every insert would scan all 10,000.
+//     2×window free less than a tenth of the capacity, live buckets go too
+//     until a tenth is free: otherwise, with one bucket going idle per
+//     insert, every insert would scan all 10,000.
+//   - The live buckets that go are those that have consumed fewest tokens
+//     (after refill to now), the oldest last refill first among equals, not
+//     the oldest last refill: a flood of fresh keys reaches those before
+//     the last refill of a drained bucket whose key stopped asking, and
+//     would free the keys being held back.
 //
 // The built-in RateLimiter is a token bucket per key in this process
 // (RateLimitRate tokens per RateLimitWindow, proportional refill, at most

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,11 +73,16 @@ const maxBuckets = 10_000
 // cannot exhaust memory. Inserting a key into a full limiter first drops the
 // buckets whose last refill is more than 2×window ago (they are full again,
 // so dropping them loses nothing); when that frees less than a tenth of the
-// capacity, the same eviction also drops the buckets with the oldest last
-// refill, until a tenth (1,000 keys) is free. One eviction is a few passes
-// over the buckets (a quickselect finds the cut-off), and the next ~1,000
-// inserts need none: no insert scans every bucket by itself. A live bucket
-// that is evicted forgets its count: its key starts full again.
+// capacity, the same eviction also drops the buckets that have consumed
+// fewest tokens (after refill to now; among equals, the oldest last refill
+// first), until a tenth (1,000 keys) is free. A live bucket that is evicted
+// forgets its count: its key starts full again, and may take at most what
+// it had consumed once more. So a drained bucket, whose key is being held
+// back, goes last, and a flood of fresh keys, each a token or a few down,
+// cannot free it: only keys that drain buckets of their own, 9,000 of them,
+// can. One eviction is a few passes over the buckets (a quickselect finds
+// the cut-off), and the next ~1,000 inserts need none: no insert scans
+// every bucket by itself.
 //
 // Keys longer than 128 bytes are kept as their SHA-256 digest
 // (core.BoundKey), so no key makes the limiter hold more than a few dozen
@@ -101,7 +107,7 @@ type RateLimiter struct {
 	mu      sync.Mutex
 	index   map[string]int32 // key → position in buckets
 	buckets []bucket
-	scratch []int64 // eviction's work space, len(buckets) at most
+	scratch []int64 // eviction's work space, 2×len(buckets) at most
 	closed  bool
 }
 
@@ -249,9 +255,13 @@ func (rl *RateLimiter) insert(key string, now int64) *bucket {
 }
 
 // evict makes room in a full limiter: it drops the buckets last refilled
-// more than 2×window before now and, when that leaves fewer than a tenth
-// of the capacity free, the buckets with the oldest last refill until a
-// tenth is free (ties are broken arbitrarily).
+// more than 2×window before now (full again: forgetting them loses
+// nothing) and, when that leaves fewer than a tenth of the capacity free,
+// the buckets that have consumed fewest tokens (counted after refill to
+// now: a forgotten bucket lets its key take at most that many again) until
+// a tenth is free, so that a drained bucket goes last. Among buckets that
+// consumed as many, the oldest last refill goes first (ties are broken
+// arbitrarily).
 func (rl *RateLimiter) evict(now int64) {
 	free := max(rl.max/10, 1)
 	if rl.window <= math.MaxInt64/2 && now >= math.MinInt64+2*rl.window {
@@ -266,25 +276,37 @@ func (rl *RateLimiter) evict(now int64) {
 	if need <= 0 {
 		return
 	}
-	s := rl.scratch[:0]
+	// keys[i] orders bucket i, lowest first: tokens consumed in the high
+	// 32 bits (rate < 2^31), and in the low 32 how recent the last refill
+	// is, scaled so that 2×window fits (older ones were idle, dropped
+	// above): 0 for the oldest.
+	n := len(rl.buckets)
+	shift := max(bits.Len64(uint64(rl.window))+1-32, 0)
+	rl.scratch = slices.Grow(rl.scratch[:0], 2*n)[:2*n]
+	keys, s := rl.scratch[:n], rl.scratch[n:]
 	for i := range rl.buckets {
-		s = append(s, rl.buckets[i].last)
+		b := rl.buckets[i] // a copy: the refill is only counted here
+		age := min(uint64(max(now-b.last, 0))>>shift, math.MaxUint32)
+		rl.refill(&b, now)
+		keys[i] = (rl.rate-b.tokens)<<32 | int64(math.MaxUint32-age)
 	}
-	rl.scratch = s
+	copy(s, keys)
 	cut := selectKth(s, need-1)
-	// s[:need] holds the need smallest values: those below cut all go,
-	// and as many equal to cut as make up need.
+	// s[:need] holds the need smallest keys: those below cut all go, and
+	// as many equal to cut as make up need.
 	ties := need
 	for _, v := range s[:need] {
 		if v < cut {
 			ties--
 		}
 	}
-	for i := len(rl.buckets) - 1; i >= 0; i-- {
-		switch last := rl.buckets[i].last; {
-		case last < cut:
+	// Removing bucket i moves the last one into its place; going down,
+	// that one was already seen, so keys[i] is still bucket i's.
+	for i := n - 1; i >= 0; i-- {
+		switch k := keys[i]; {
+		case k < cut:
 			rl.remove(i)
-		case last == cut && ties > 0:
+		case k == cut && ties > 0:
 			ties--
 			rl.remove(i)
 		}

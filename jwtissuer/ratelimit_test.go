@@ -339,9 +339,85 @@ func sameKeys(t *testing.T, what string, got, want []string) {
 	}
 }
 
+// TestFloodKeepsDrainedKeys: keys that emptied their bucket stay denied
+// through a flood of 100,000 fresh keys, 10 times the limiter's capacity,
+// whether they keep asking (denied) or go quiet; the fresh keys, each one
+// token down, go first. (Dropping the oldest last refill first would drop
+// the quiet drained keys at the first eviction.)
+func TestFloodKeepsDrainedKeys(t *testing.T) {
+	rl, clock := newTestLimiter(5, time.Hour, maxBuckets)
+	quiet, polling := names("quiet", 0, 49), names("polling", 0, 49)
+	for _, k := range append(append([]string{}, quiet...), polling...) {
+		if !rl.AllowN(k, 5) || rl.Allow(k) {
+			t.Fatalf("%s: could not drain", k)
+		}
+	}
+	for i := range 100_000 {
+		clock.Advance(time.Millisecond) // 100 s in all: less than a token refills (one per 12 min)
+		if !rl.Allow("flood:" + strconv.Itoa(i)) {
+			t.Fatalf("fresh key %d refused", i)
+		}
+		if i%1000 == 0 {
+			for _, k := range polling {
+				if rl.Allow(k) {
+					t.Fatalf("after %d fresh keys: %s admitted", i+1, k)
+				}
+			}
+		}
+		if n := len(rl.buckets); n > maxBuckets {
+			t.Fatalf("%d buckets, want ≤ %d", n, maxBuckets)
+		}
+	}
+	for _, k := range append(quiet, polling...) {
+		if got := tokensOf(t, rl, k); got != 0 {
+			t.Fatalf("%s has %d tokens after the flood, want 0", k, got)
+		}
+		if rl.Allow(k) {
+			t.Fatalf("%s admitted after the flood", k)
+		}
+	}
+}
+
+// TestEvictionFewestConsumedFirst: with no idle bucket, each eviction
+// drops the bucket that consumed fewest tokens: b9 (1 taken), then b8 (2),
+// ... b1 (9); the drained buckets go last, the oldest last refill first.
+func TestEvictionFewestConsumedFirst(t *testing.T) {
+	rl, clock := newTestLimiter(10, time.Minute, 10) // frees 1 when full; a token per 6 s
+	rl.AllowN("d", 10)
+	for k := 1; k <= 9; k++ {
+		clock.Set(t0.Add(time.Duration(k) * time.Millisecond))
+		rl.AllowN("b"+strconv.Itoa(k), 10-k)
+	}
+	all := append(append([]string{"d"}, names("b", 1, 9)...), names("n", 1, 10)...)
+	for i := 1; i <= 10; i++ {
+		clock.Set(t0.Add(time.Second + time.Duration(i)*time.Millisecond))
+		rl.AllowN("n"+strconv.Itoa(i), 10) // drained at once
+		want := append(append([]string{"d"}, names("b", 1, 9-i)...), names("n", 1, i)...)
+		if i == 10 { // only drained buckets left: d has the oldest last refill
+			want = names("n", 1, 10)
+		}
+		sameKeys(t, "after n"+strconv.Itoa(i), present(rl, all...), want)
+	}
+}
+
+// TestEvictionCountsRefill: tokens consumed are counted after refill to
+// now: a bucket drained 48 s ago has 8 of 10 tokens back, fewer consumed
+// than buckets that just took 3, so it goes first.
+func TestEvictionCountsRefill(t *testing.T) {
+	rl, clock := newTestLimiter(10, time.Minute, 10)
+	rl.AllowN("old", 10)
+	clock.Set(t0.Add(48 * time.Second))
+	for k := 1; k <= 9; k++ {
+		rl.AllowN("b"+strconv.Itoa(k), 3)
+	}
+	rl.Allow("x")
+	all := append(append([]string{"old"}, names("b", 1, 9)...), "x")
+	sameKeys(t, "after x", present(rl, all...), all[1:])
+}
+
 // TestEvictionOldestFirst: a full limiter with no idle bucket drops a tenth
-// of its capacity, the buckets with the oldest last refill, and a bucket
-// refilled since is young again.
+// of its capacity; of buckets that consumed as many tokens, those with the
+// oldest last refill, and a bucket refilled since is young again.
 func TestEvictionOldestFirst(t *testing.T) {
 	rl, clock := newTestLimiter(5, time.Minute, 20) // frees 2 when full
 	all := names("k", 0, 24)

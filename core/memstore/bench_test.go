@@ -79,6 +79,32 @@ func BenchmarkTakeAtMillionKeys(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeAtNewKeyFullStore measures one decision on a new key in a
+// store already holding its 1,000,000-counter bound, as under a flood of
+// distinct keys: the insert and its share of the eviction passes (one pass
+// over a shard frees a tenth of it, so it is spread over the next tenth of
+// inserts). Keys are built in a reused buffer: the store keeps none.
+func BenchmarkTakeAtNewKeyFullStore(b *testing.B) {
+	const n = 1_000_000
+	s := memstore.New(memstore.WithMaxKeys(n))
+	p := policy(core.FixedWindow)
+	now := time.Now().UnixNano()
+	buf := make([]byte, 0, 32)
+	key := func(i int) string {
+		buf = strconv.AppendInt(append(buf[:0], "flood-"...), int64(i), 10)
+		return unsafe.String(&buf[0], len(buf))
+	}
+	i := 0
+	for ; s.Len() < n*9/10 || i < n; i++ {
+		s.TakeAt(&sink, key(i), p, 1, now)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.TakeAt(&sink, key(i), p, 1, now)
+		i++
+	}
+}
+
 // BenchmarkParallelTenThousandKeys spreads decisions from all cores over
 // 10,000 keys.
 func BenchmarkParallelTenThousandKeys(b *testing.B) {

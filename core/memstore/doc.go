@@ -4,12 +4,14 @@
 // # Model
 //
 // Counters live in shards chosen by a seeded 64-bit hash (hash/maphash) of
-// the key, combined with the policy's fingerprint (name, algorithm, limits); each shard is an open-addressing table of
-// 32-byte slots behind its own mutex. A slot holds the 64-bit hash, the
-// two-word algorithm state and the instant the state expires — never the key
-// itself, so memory per key is fixed whatever the keys look like (about
-// 40–80 bytes, depending on how full the tables are), and a decision on an
-// existing key allocates nothing.
+// the key, combined with the policy's fingerprint (name, algorithm,
+// limits); each shard is an open-addressing table of 32-byte slots behind
+// its own mutex. A slot holds the 64-bit hash, the two-word algorithm
+// state and one word for eviction (when the state expires, and how much of
+// its limit the counter has consumed) — never the key itself, so memory per
+// key is fixed whatever the keys look like (about 40–80 bytes, depending on
+// how full the tables are), and a decision on an existing key allocates
+// nothing.
 //
 // Two different keys whose 64-bit hashes are equal would share a counter.
 // With a million live keys the chance that any two collide is about 3 in
@@ -20,12 +22,23 @@
 //
 // The store holds at most MaxKeys counters (WithMaxKeys; the bound is
 // enforced per shard, MaxKeys/shards each). When a shard is full, one pass
-// over it drops the expired counters and, if that frees less than a tenth
-// of it, the live ones closest to expiry, until about a tenth is free (for
-// counters of one rule that is the least recently used; across rules with
-// different periods, short-period counters go first); the cost is spread over the next tenth of
-// inserts. There is no background work unless WithSweepInterval asks for a
-// sweeper, which Close stops.
+// over it frees about a tenth of it, dropping first what costs least to
+// forget, since a forgotten counter lets its owner through at most what it
+// had consumed: the expired counters, then the live ones that have consumed
+// least of their limit. Consumption is relative to the limit (the count in
+// a fixed or sliding window, the debt of a token bucket or GCRA, over the
+// capacity), as the last admitted request left it: a denied request writes
+// nothing, so a counter at its limit stays known as such while its owner
+// is denied. Counters at their limit go last, only when the expired
+// counters and those below their limit make up less than a tenth of the
+// shard: a flood of fresh identities cannot free a client that is being
+// held back unless its own counters are at their limit too and fill nine
+// tenths of a shard. Among counters that consumed alike, those closest to
+// expiry go first (as a sample estimates), and ties (the counters of one
+// fixed window) are dropped evenly over the table. The pass is spread over the next tenth of
+// inserts; a decision on an existing key does no eviction work. There is
+// no background work unless WithSweepInterval asks for a sweeper, which
+// Close stops.
 //
 // # Time
 //

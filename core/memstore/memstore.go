@@ -62,10 +62,79 @@ type Store struct {
 
 var _ core.Store = (*Store)(nil)
 
+// slot is one counter: 32 bytes, so that memory per key stays the same
+// whatever the key.
 type slot struct {
-	h   uint64 // 0: empty
-	exp int64
-	st  algo.State
+	h    uint64 // 0: empty
+	meta uint64 // consumption level and expiry: see pack
+	st   algo.State
+}
+
+// A slot's meta word holds two things only eviction and Sweep read:
+//
+//   - bits 0–55, the instant from which the state equals the zero state
+//     (algo.Outcome.ExpireAt), in units of 256 ns, rounded up, and at least
+//     one unit. Decisions never read it: the algorithm derives everything
+//     from the state. The coarser unit only makes a counter count as
+//     expired up to 256 ns late, never early. Any int64 instant fits.
+//   - bits 56–63, the consumption level (see level) the last admitted
+//     request left. It is written only when a request is admitted (a denied
+//     one changes nothing), and consumption only falls with time until the
+//     next admitted request, so the level is an upper bound on the current
+//     consumption: a counter at its limit stays recognised as such for as
+//     long as its owner is denied.
+//
+// The word is never 0 in a used slot, so the eviction and sweep passes tell
+// empty slots by it alone. It orders counters the way eviction wants: by
+// level, then by expiry.
+const (
+	expShift   = 8         // the expiry is kept in units of 1<<expShift ns
+	expMask    = 1<<56 - 1 // bits of the expiry
+	levelShift = 56
+	atLimit    = 255 // the level of a counter with no unit left
+)
+
+// pack makes a meta word from an expiry instant (ns) and a level. The
+// expiry is ceil(exp/256) units, at most 2^55 for exp ≤ MaxInt64, and 1 for
+// exp ≤ 0.
+func pack(exp int64, lvl uint64) uint64 {
+	return lvl<<levelShift | (uint64(max(exp, 1)-1)>>expShift + 1)
+}
+
+// expired reports whether the counter whose meta word is m has a state
+// equal to the zero state at now: whether its expiry, units×256 ns, is at
+// most now (compared in units, so nothing overflows).
+func expired(m uint64, now int64) bool { return now >= 0 && m&expMask <= uint64(now)>>expShift }
+
+// level returns how much of its capacity a counter has consumed once an
+// admitted request left it remaining units (algo.Outcome.Remaining, for
+// every algorithm the capacity less what is consumed: the count in the
+// window, the weighted count of the sliding window, the token bucket's and
+// GCRA's debt): atLimit (255) when no unit is left; otherwise
+// 16×log2(capacity/remaining), on the scale of log16, from 0 (nothing, or
+// less than a sixteenth, consumed) to 254 (about 1/60,000 or less left).
+//
+// Forgetting a counter lets its owner through at most what it had consumed,
+// so eviction drops the lowest levels first. The level is relative to the
+// capacity, so that a counter at its limit goes last whatever its rule's
+// size, and logarithmic, so that it is finest near the limit and costs no
+// division on the hot path.
+func level(capacity, remaining int64) uint64 {
+	if remaining <= 0 {
+		return atLimit
+	}
+	return uint64(min(max(log16(capacity)-log16(remaining), 0), atLimit-1))
+}
+
+// log16 is 16×log2(x) rounded down, with log2 interpolated linearly
+// between powers of two: 16×(n−1) plus the 4 bits after the leading one of
+// x, an n-bit number. It is monotone. log16(x) is 0 for x ≤ 1.
+func log16(x int64) int {
+	if x <= 1 {
+		return 0
+	}
+	n := bits.Len64(uint64(x))
+	return 16*(n-1) + int(uint64(x)<<(65-n)>>60)
 }
 
 type shard struct {
@@ -181,13 +250,13 @@ func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now in
 		e := &sh.slots[i]
 		algo.Apply(p.Algorithm, &e.st, l, now, cost, &o)
 		if o.Allowed && cost > 0 {
-			e.exp = o.ExpireAt
+			e.meta = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
 		}
 	} else {
 		var st algo.State
 		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
 		if o.Allowed && cost > 0 {
-			sh.insert(slot{h: h, exp: o.ExpireAt, st: st}, now)
+			sh.insert(slot{h: h, meta: pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st: st}, now)
 		}
 	}
 	sh.mu.Unlock()
@@ -214,14 +283,16 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64) core.Resul
 	r := core.Evaluate(p, &states, &exp, now, cost)
 	if r.Allowed && cost > 0 {
 		// Update in place first: inserting may move slots.
+		var metas [core.MaxLimits]uint64
 		for i := range p.Limits {
+			metas[i] = pack(exp[i], level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
 			if at[i] >= 0 {
-				sh.slots[at[i]].st, sh.slots[at[i]].exp = states[i], exp[i]
+				sh.slots[at[i]].st, sh.slots[at[i]].meta = states[i], metas[i]
 			}
 		}
 		for i := range p.Limits {
 			if at[i] < 0 {
-				sh.insert(slot{h: hs[i], exp: exp[i], st: states[i]}, now)
+				sh.insert(slot{h: hs[i], meta: metas[i], st: states[i]}, now)
 			}
 		}
 	}
@@ -321,68 +392,118 @@ func (sh *shard) remove(i int) {
 	sh.n--
 }
 
-// evict frees about a tenth of a full shard in one pass: every expired
-// counter and, when that is not enough, the live ones closest to expiry.
+// evict frees about a tenth of a full shard in one pass, dropping first
+// what costs least to forget: every expired counter; then, when that is not
+// enough, the live ones by level (see level), lowest first, so that a
+// counter at its limit goes only when the expired counters and those below
+// their limit together make up less than a tenth of the shard. Within the
+// last level it reaches, it drops those closest to expiry first.
 func (sh *shard) evict(now int64) {
 	target := max(sh.cap/10, 1)
-	// Sample the expiry of live counters at an even stride to estimate the
-	// threshold below which the oldest ones lie.
-	var sample [128]int64
-	ns, expired := 0, 0
+	// One pass counts the live counters of each level exactly, and samples
+	// the meta words of live counters at an even stride to estimate, within
+	// a level, the expiry below which the oldest ones lie.
+	var (
+		perLevel [atLimit + 1]int
+		sample   [128]uint64
+	)
+	ns, dead, seen := 0, 0, 0
 	stride := max(sh.n/len(sample), 1)
-	seen := 0
-	for _, e := range sh.slots {
-		if e.h == 0 {
-			continue
+	for i := range sh.slots {
+		switch m := sh.slots[i].meta; {
+		case m == 0: // empty
+		case expired(m, now):
+			dead++
+		default:
+			perLevel[m>>levelShift]++
+			if seen%stride == 0 && ns < len(sample) {
+				sample[ns] = m
+				ns++
+			}
+			seen++
 		}
-		if e.exp <= now {
-			expired++
-			continue
-		}
-		if seen%stride == 0 && ns < len(sample) {
-			sample[ns] = e.exp
-			ns++
-		}
-		seen++
 	}
-	threshold, budget := int64(math.MinInt64), 0
-	if need := target - expired; need > 0 && ns > 0 {
-		live := max(sh.n-expired, 1)
-		slices.Sort(sample[:ns])
-		threshold, budget = sample[min(need*ns/live, ns-1)], need
+	// Every live counter below level lv goes, and budget of those at lv
+	// whose meta word (at one level, the expiry) is at most cut: about
+	// eligible of them, of which every eligible/budget-th goes in table
+	// order. (lv 0 and budget 0: none.) Spreading the drops matters when
+	// many are tied, as the counters of one fixed window are: dropping the
+	// first ones in table order would empty one region of the table while
+	// the rest fills, and probe sequences would grow without bound.
+	var lv, cut uint64
+	budget, eligible := 0, 0
+	if need := target - dead; need > 0 {
+		below := 0
+		for lv < atLimit && below+perLevel[lv] < need {
+			below += perLevel[lv]
+			lv++
+		}
+		budget, cut, eligible = need-below, math.MaxUint64, perLevel[lv]
+		k := 0
+		for _, m := range sample[:ns] {
+			if m>>levelShift == lv {
+				sample[k] = m
+				k++
+			}
+		}
+		// The sample's budget/perLevel[lv] quantile; when the sample holds
+		// only part of the level, with a margin of about two standard errors
+		// so that one pass rarely frees less than it should.
+		i := (budget*k+perLevel[lv]-1)/perLevel[lv] - 1
+		if k < perLevel[lv] {
+			i += k/16 + 1
+		}
+		if 0 <= i && i < k {
+			slices.Sort(sample[:k])
+			cut = sample[i]
+			le, _ := slices.BinarySearch(sample[:k], cut+1) // samples at most cut
+			eligible = max((perLevel[lv]*le+k-1)/k, budget)
+		}
 	}
-	// Counters of one fixed window share an expiry: drop at most budget
-	// live ones, so ties at the threshold cannot empty the shard.
-	sh.filter(func(e *slot) bool {
-		if e.exp <= now {
-			return false
-		}
-		if e.exp <= threshold && budget > 0 {
-			budget--
-			return false
-		}
-		return true
-	})
+	sh.drop(now, lv, cut, budget, eligible)
 }
 
-// filter keeps the entries for which keep is true, in place, in one pass.
-func (sh *shard) filter(keep func(*slot) bool) {
+// drop removes, in place and in one pass, every counter expired at now,
+// every live one below level lv and, of the live ones at level lv whose
+// meta word is at most cut (about eligible), budget spread evenly in table
+// order. With lv and budget 0 it removes the expired counters only.
+func (sh *shard) drop(now int64, lv, cut uint64, budget, eligible int) {
 	mask := len(sh.slots) - 1
 	start := 0
 	for sh.slots[start].h != 0 { // a slot empty before the pass: no probe sequence crosses it
 		start++
 	}
+	// A slot is visited before the pass writes to it (an entry only moves
+	// back), so an empty one was empty before the pass and ends a run of
+	// entries. An entry kept before any removal in its run is where it
+	// would be placed: it stays.
+	removed := false
+	share, acc := budget, 0 // every candidate adds share to acc; each eligible of it is a drop
 	for k := 1; k <= len(sh.slots); k++ {
 		j := (start + k) & mask
-		e := sh.slots[j]
-		if e.h == 0 {
+		m := sh.slots[j].meta
+		if m == 0 { // empty
+			removed = false
 			continue
 		}
-		sh.slots[j] = slot{}
-		if keep(&e) {
-			sh.place(e) // lands at j or before it: its home lies in (start, j]
-		} else {
+		l := m >> levelShift
+		gone := expired(m, now) || l < lv
+		if !gone && l == lv && m <= cut && budget > 0 {
+			if acc += share; acc >= eligible {
+				acc -= eligible
+				budget--
+				gone = true
+			}
+		}
+		switch {
+		case gone:
+			sh.slots[j] = slot{}
 			sh.n--
+			removed = true
+		case removed:
+			e := sh.slots[j]
+			sh.slots[j] = slot{}
+			sh.place(e) // lands at j or before it: its home lies in (start, j]
 		}
 	}
 }
@@ -408,7 +529,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.filter(func(e *slot) bool { return e.exp > now })
+		sh.drop(now, 0, 0, 0, 0)
 		if size := len(sh.slots); size > minSlots && sh.n*8 < size {
 			sh.resize(max(minSlots, 1<<bits.Len(uint(sh.n*loadDen/loadNum*2))))
 		}

@@ -46,28 +46,6 @@ func present(s *memstore.Store, key string, p *core.Policy) bool {
 	return !r.Allowed
 }
 
-func TestEvictsExpiredFirst(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
-	short, long := pol("short", core.FixedWindow, "1/second"), pol("long", core.FixedWindow, "1/hour")
-	for i := range 30 {
-		_, _ = s.Take(ctx, "s"+strconv.Itoa(i), short, 1)
-	}
-	for i := range 70 {
-		_, _ = s.Take(ctx, "l"+strconv.Itoa(i), long, 1)
-	}
-	clock.Advance(2 * time.Second)
-	_, _ = s.Take(ctx, "new", long, 1)
-	if got := s.Len(); got != 71 {
-		t.Fatalf("Len after eviction = %d, want 71 (30 expired dropped, no live one)", got)
-	}
-	for i := range 70 {
-		if !present(s, "l"+strconv.Itoa(i), long) {
-			t.Fatalf("live counter l%d was evicted while expired ones were available", i)
-		}
-	}
-}
-
 func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))

@@ -494,7 +494,7 @@ func (h *logRecorder) messages() []string {
 }
 
 // Run runs every case of the table against the adapter start builds.
-func Run(t *testing.T, start Start) { run(t, start, cases()) }
+func Run(t *testing.T, start Start) { run(t, start, allCases()) }
 
 // run runs every case of table against the adapter start builds.
 func run(t *testing.T, start Start, table []testCase) {
@@ -525,7 +525,7 @@ func run(t *testing.T, start Start, table []testCase) {
 // of values), the same body, the same store calls (so identities are
 // spelled the same) and as many runs of the handler. It checks no
 // expectation of the table: Run does.
-func Same(t *testing.T, ref Adapter, others ...Adapter) { same(t, cases(), ref, others...) }
+func Same(t *testing.T, ref Adapter, others ...Adapter) { same(t, allCases(), ref, others...) }
 
 // same is Same for the sequences of table.
 func same(t *testing.T, table []testCase, ref Adapter, others ...Adapter) {

@@ -346,7 +346,7 @@ rate_limit:
 				}
 			},
 			steps: seq(
-				hit(get("/api/search", "Forwarded", `for=198.51.100.1, for="[2001:db8::1]:4711"`), ok(draft("search", 10, 1, 9, 1)...), "2001:db8::1 search 1"),
+				hit(get("/api/search", "Forwarded", `for=198.51.100.1, for="[2001:db8::1]:4711"`), ok(draft("search", 10, 1, 9, 1)...), "2001:db8:: search 1"), // its /64
 				hit(get("/api/search", "Forwarded", "for=198.51.100.1", "Forwarded", "for=203.0.113.9;proto=https"), ok(draft("search", 10, 1, 9, 1)...), "203.0.113.9 search 1"),
 				// X-Forwarded-For is not the configured header.
 				hit(get("/api/search", "X-Forwarded-For", "203.0.113.9"), ok(draft("search", 10, 1, 9, 1)...), "127.0.0.1 search 1"),
