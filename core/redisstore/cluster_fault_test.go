@@ -249,10 +249,11 @@ func TestFaultClusterNodeKilled(t *testing.T) {
 	killed := time.Now()
 	victim.Kill()
 	declared := killed.Add(o.cluster.WaitFailed(t, victim))
-	// The client learns the topology the cluster now has: the failed
-	// master still owns its slots, so its keys stay its own, not a random
-	// node's.
+	// The client learns the topology the cluster now has (go-redis
+	// reloads it in the background): the failed master still owns its
+	// slots, so its keys stay its own, not a random node's.
 	o.client.ReloadState(ctx)
+	o.checkOwner(t, victim)
 	time.Sleep(time.Second)
 	victim.Restart(t)
 	restarted := time.Now()
@@ -372,6 +373,43 @@ func TestFaultClusterNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	check()
+}
+
+// checkOwner checks that a surviving master's CLUSTER SLOTS still gives
+// the failed master's users' slots to it.
+func (o *outage) checkOwner(t *testing.T, failed *redistest.Server) {
+	t.Helper()
+	var other string
+	for _, a := range o.cluster.Addrs() {
+		if a != failed.Addr() {
+			other = a
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: other})
+	defer c.Close()
+	ctx := context.Background()
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, user := range o.users {
+		if o.cluster.Addrs()[o.node[u]] != failed.Addr() {
+			continue
+		}
+		slot, err := c.ClusterKeySlot(ctx, "{"+user+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := ""
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+				owner = r.Nodes[0].Addr
+			}
+		}
+		if owner != failed.Addr() {
+			t.Fatalf("%s's CLUSTER SLOTS gives slot %d (user %s) to %q, want the failed master %s", other, slot, user, owner, failed.Addr())
+		}
+	}
 }
 
 func (o *outage) snapshot() []outcome {
