@@ -5,13 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// ErrCircuitOpen is returned, without calling Redis, while the circuit is
-// open: Redis failed several times in a row and the cool-down has not ended
-// (or another call is probing it).
+// ErrCircuitOpen is returned (wrapped in a NodeError naming the node),
+// without calling Redis, while a node's circuit is open: the node failed
+// several times in a row and the cool-down has not ended (or another call
+// is probing it).
 var ErrCircuitOpen = errors.New("redisstore: circuit open after consecutive Redis failures")
 
 // breaker opens after threshold consecutive failures, for cooldown; then
-// one call probes, and its outcome closes or reopens it.
+// one call probes, and its outcome closes or reopens it. Each node has its
+// own.
 type breaker struct {
 	threshold int64
 	cooldown  int64
@@ -55,4 +57,10 @@ func (b *breaker) failure(now int64, probe bool) {
 func (b *breaker) open(now int64) bool {
 	until := b.openUntil.Load()
 	return until != 0 && now < until
+}
+
+// tripped reports whether the breaker holds anything to remember: a
+// failure since the last success, or an open circuit.
+func (b *breaker) tripped() bool {
+	return b.failures.Load() != 0 || b.openUntil.Load() != 0
 }

@@ -59,11 +59,46 @@
 // ContextTimeoutEnabled, and its Done channel ends go-redis's waits for a
 // pooled connection and its retry back-offs. With a client that ignores
 // context deadlines the store runs the call on a goroutine and stops
-// waiting at the timeout. After several consecutive failures (WithBreaker,
-// 5) a circuit opens for a cool-down (1s): calls fail at once with
-// ErrCircuitOpen without touching Redis; then one call probes. An error is
-// never a denial: core.Limiter applies its failure policy (open by default)
-// and reports the error to its Observer.
+// waiting at the timeout. An error is never a denial: core.Limiter applies
+// its failure policy (open by default) and reports the error to its
+// Observer.
+//
+// Failures are accounted per node. A node is a Cluster master (the one
+// that owns the key's hash slot in the ClusterClient's cached slot map,
+// found with MasterForKey: a CRC16 and a lookup, no round trip, no
+// allocation), a Ring shard (GetShardClientForKey), or, for a Client
+// (standalone, or Sentinel through NewFailoverClient) and any other
+// client, the one server. After several consecutive failures of a node
+// (WithBreaker, 5) its circuit opens for a cool-down (1s): calls for the
+// keys it serves fail at once with ErrCircuitOpen without touching Redis;
+// then one call probes it. Other nodes' keys are not affected: they are
+// counted as before. Every error of a call is a *NodeError naming the node
+// (its address), so the limiter's warning names it too. Nodes come from
+// the client's view of the servers, never from keys: a flood of keys adds
+// no breaker, and the store keeps at most 1,024.
+//
+// What is not isolated:
+//
+//   - Redis Cluster's own verdict. With cluster-require-full-coverage yes
+//     (Redis's default), once the cluster declares a master failed (about
+//     cluster-node-timeout after it stopped answering) every master refuses
+//     every command with CLUSTERDOWN, so every node's circuit opens and
+//     every key fails (open or closed, as the limiter says) until the
+//     failure is cleared: for a master that comes back, the others clear
+//     it only 2 × cluster-node-timeout after declaring it. With
+//     cluster-require-full-coverage no the other masters keep serving
+//     their slots and only the failed master's keys fail.
+//   - Before a ClusterClient has loaded its slot map (until the first
+//     call that reaches the cluster), the store cannot tell a key's master:
+//     failures count against the whole cluster, named "cluster" and the
+//     seed addresses, whose open circuit stops the loads as well.
+//   - A Ring takes a shard its heartbeat finds down out of its hash and
+//     sends the shard's keys to the others, where their counts start
+//     again; a Sentinel-managed Client is one node, whatever master it
+//     is connected to ("FailoverClient", as go-redis names it).
+//   - The local process: until a node's circuit opens, each call to it
+//     holds its caller for the timeout; the deny cache keeps denying, at no
+//     cost, keys already over their limit, whatever their node's state.
 //
 // # Local deny cache
 //

@@ -71,10 +71,10 @@ func ruleID(name string, fingerprint uint64) string {
 	return id + f
 }
 
-// key returns the key of limit 1 of a policy for one user:
+// redisKey returns the key of limit 1 of a policy for one user:
 // prefix + "{" + part(user) + "}:" + rule. Limit i > 1 appends "." and i; a
 // fixed window appends ":" and the window index (the scripts add both). The
 // braces are a Cluster hash tag: all of one user's counters share a slot.
-func key(prefix, user, rule string) string {
+func redisKey(prefix, user, rule string) string {
 	return prefix + "{" + part(user) + "}:" + rule
 }

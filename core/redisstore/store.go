@@ -38,14 +38,16 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // may run up to one grain longer. Default: 100ms.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
-// WithBreaker sets the circuit breaker: after failures consecutive failed
-// calls, the store stops calling Redis for cooldown and fails at once with
-// ErrCircuitOpen; then one call probes Redis, and its success closes the
-// circuit. Every error counts, Redis replying with an error included, but
-// not one that comes after the caller's own context ended. failures ≤ 0
-// turns the breaker off. Default: 5 failures, 1s.
+// WithBreaker sets the circuit breaker of each Redis node (each Cluster
+// master, each Ring shard; a Client's server): after failures consecutive
+// failed calls to a node, the store stops calling it for cooldown and fails
+// the keys it serves at once with ErrCircuitOpen; then one call probes the
+// node, and its success closes the circuit. Every error counts, Redis
+// replying with an error included, but not one that comes after the
+// caller's own context ended. failures ≤ 0 turns the breakers off. Default:
+// 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
-	return func(s *Store) { s.br.threshold, s.br.cooldown = int64(failures), int64(cooldown) }
+	return func(s *Store) { s.nodes.threshold, s.nodes.cooldown = int64(failures), int64(cooldown) }
 }
 
 // WithDenyCache turns the local deny cache on or off. When on, a key that
@@ -62,7 +64,7 @@ func WithDenyCache(on bool) Option { return func(s *Store) { s.denyOn = on } }
 // Default: 100,000.
 func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } }
 
-// WithClock sets the local clock of the deny cache and the breaker (the
+// WithClock sets the local clock of the deny cache and the breakers (the
 // counters themselves always use the Redis server's clock). Default:
 // core.SystemClock.
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
@@ -75,7 +77,9 @@ func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 //
 // It works with every go-redis client: Client (standalone or Sentinel
 // through NewFailoverClient), ClusterClient and Ring. All counters of one
-// user share a Cluster hash slot. A Store is safe for concurrent use.
+// user share a Cluster hash slot. Failures are accounted per node: a
+// Cluster master or a Ring shard that fails opens its own circuit, and only
+// the keys it serves fail. A Store is safe for concurrent use.
 type Store struct {
 	client   redis.UniversalClient
 	prefix   string
@@ -83,7 +87,7 @@ type Store struct {
 	grain    time.Duration
 	bounded  bool // the client honours context deadlines on its sockets
 	clock    core.Clock
-	br       breaker
+	nodes    nodes
 	denyOn   bool
 	denySize int
 	deny     *denyCache
@@ -123,7 +127,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		denyOn:   true,
 		denySize: DefaultDenyCacheSize,
 	}
-	s.br.threshold, s.br.cooldown = DefaultBreakerFails, int64(DefaultBreakerPause)
+	s.nodes.threshold, s.nodes.cooldown = DefaultBreakerFails, int64(DefaultBreakerPause)
 	for _, o := range opts {
 		o(s)
 	}
@@ -132,8 +136,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}', which would break the Cluster hash tag", s.prefix)
 	case s.timeout <= 0:
 		return nil, fmt.Errorf("redisstore: timeout %v must be positive", s.timeout)
-	case s.br.threshold > 0 && s.br.cooldown <= 0:
-		return nil, fmt.Errorf("redisstore: breaker cool-down %v must be positive", time.Duration(s.br.cooldown))
+	case s.nodes.threshold > 0 && s.nodes.cooldown <= 0:
+		return nil, fmt.Errorf("redisstore: breaker cool-down %v must be positive", time.Duration(s.nodes.cooldown))
 	case s.denyOn && s.denySize <= 0:
 		return nil, fmt.Errorf("redisstore: deny cache size %d must be positive", s.denySize)
 	}
@@ -141,6 +145,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.deny = newDenyCache(s.denySize)
 	}
 	s.grain = min(max(s.timeout/20, time.Millisecond), 10*time.Millisecond)
+	s.nodes.init(client)
 	switch c := client.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -177,8 +182,9 @@ var (
 
 // Take implements core.Store. It returns an error when the policy cannot be
 // counted exactly in Redis (core.ErrBadPolicy: a period that is not a whole
-// number of microseconds, or an extreme count), when the circuit is open
-// (ErrCircuitOpen), or when Redis fails or does not answer in time.
+// number of microseconds, or an extreme count), when the circuit of the
+// key's node is open (a *NodeError wrapping ErrCircuitOpen), or when Redis
+// fails or does not answer in time (a *NodeError naming the node).
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
 	var r core.Result
 	if s.closed.Load() {
@@ -197,9 +203,10 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	resets := s.resets.Load()
 	sc := decision[pl.algorithm]
 	args := make([]any, 0, 5+len(pl.tail))
-	args = append(args, evalshaCmd, sc.sha, oneKey, key2(s.prefix, key, pl.rule), cost)
+	k := redisKey(s.prefix, key, pl.rule)
+	args = append(args, evalshaCmd, sc.sha, oneKey, k, cost)
 	args = append(args, pl.tail...)
-	reply, err := s.call(ctx, sc, args)
+	reply, err := s.call(ctx, k, sc, args)
 	if err != nil {
 		return r, err
 	}
@@ -212,8 +219,6 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	return r, nil
 }
 
-func key2(prefix, user, rule string) any { return key(prefix, user, rule) }
-
 // Reset implements core.Store: it deletes key's counters under p (for a
 // fixed window, the current window's) and its deny-cache entry.
 func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
@@ -222,9 +227,10 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 		return err
 	}
 	args := make([]any, 0, 4+len(pl.resetArgs))
-	args = append(args, evalshaCmd, reset.sha, oneKey, key2(s.prefix, key, pl.rule))
+	k := redisKey(s.prefix, key, pl.rule)
+	args = append(args, evalshaCmd, reset.sha, oneKey, k)
 	args = append(args, pl.resetArgs...)
-	_, err = s.call(ctx, reset, args)
+	_, err = s.call(ctx, k, reset, args)
 	if s.deny != nil {
 		// After the reset: a Take running meanwhile that read a denial
 		// sees the count of resets change and does not cache it.
@@ -302,8 +308,9 @@ func parseFixed(p *core.Policy, v []any, cost int64, r *core.Result) error {
 	return nil
 }
 
-// call runs one script through the breaker, bounded by the timeout.
-func (s *Store) call(ctx context.Context, sc *script, args []any) (any, error) {
+// call runs one script on key through the breaker of key's node, bounded
+// by the timeout.
+func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
@@ -312,25 +319,30 @@ func (s *Store) call(ctx context.Context, sc *script, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ok, probe := s.br.allow(s.clock.Now())
+	now := s.clock.Now()
+	n, err := s.nodes.locate(ctx, key, now, s.timeout)
+	ok, probe := n.br.allow(now)
 	if !ok {
-		return nil, ErrCircuitOpen
+		return nil, n.openErr
 	}
-	cctx := s.callContext(ctx)
-	v, err := s.do(cctx, args)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args[0], args[1] = evalCmd, sc.eval
+	var v any
+	if err == nil {
+		cctx := s.callContext(ctx)
 		v, err = s.do(cctx, args)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			args[0], args[1] = evalCmd, sc.eval
+			v, err = s.do(cctx, args)
+		}
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			s.br.failure(s.clock.Now(), probe)
+			n.br.failure(s.clock.Now(), probe)
 		} else if probe {
-			s.br.probing.Store(false) // the caller gave up; let another call probe
+			n.br.probing.Store(false) // the caller gave up; let another call probe
 		}
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, &NodeError{Node: n.addr, Err: err}
 	}
-	s.br.success(probe)
+	n.br.success(probe)
 	return v, nil
 }
 

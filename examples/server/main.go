@@ -59,6 +59,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
@@ -192,6 +193,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer ms.Close()
 		store, storeDesc = ms, "in-memory (counters live in this process only)"
 	} else {
+		// go-redis logs a line for each failed dial while Redis is down
+		// (ten and more per outage); the limiter warns instead, at most
+		// once per 10s, with the count of the failures it held back.
+		logging.Disable()
 		defer client.Close() // after the store's Close, deferred below
 		rs, err := redisstore.New(client)
 		if err != nil {

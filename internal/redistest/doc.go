@@ -13,10 +13,16 @@
 //   - Standalone: a client for a real server when one can be started, else a
 //     miniredis client. The second result says which ("redis-server" or
 //     "miniredis").
-//   - StartServer: a real redis-server that a fault test can Kill and
-//     Restart.
-//   - StartCluster: three redis-server nodes in cluster mode, all 16384 slots
-//     assigned.
+//   - StartServer: a real redis-server that a fault test can Kill (SIGKILL),
+//     Pause (SIGSTOP) and Resume (SIGCONT), Stop and Restart.
+//   - StartCluster: three redis-server masters in cluster mode, all 16384
+//     slots assigned. Each of Nodes can be killed and restarted on its
+//     own, keeping its cluster identity, so a restarted master rejoins with
+//     its slots; WaitFailed waits until the others declare a node failed.
+//     RequireFullCoverage(false) sets cluster-require-full-coverage no,
+//     under which the other masters keep serving their slots once a
+//     master is declared failed (with Redis's default, yes, they refuse
+//     every query).
 //
 // StartServer and StartCluster call Require, which skips the test when
 // redis-server or redis-cli is not in PATH. Setting RLKIT_REQUIRE_REDIS=1

@@ -40,9 +40,13 @@ const (
 	readyTimeout   = 5 * time.Second
 	clusterTimeout = 10 * time.Second
 	stopTimeout    = 10 * time.Second
-	probeTimeout   = time.Second
-	pollInterval   = 10 * time.Millisecond
-	portAttempts   = 10
+	// nodeTimeout is every cluster node's cluster-node-timeout: a master
+	// unreachable this long is suspected (PFAIL), and marked failed (FAIL)
+	// once the other masters agree, usually within a second more.
+	nodeTimeout  = 5 * time.Second
+	probeTimeout = time.Second
+	pollInterval = 10 * time.Millisecond
+	portAttempts = 10
 )
 
 var errPortTaken = errors.New("port taken")
@@ -96,8 +100,9 @@ func StartServer(t testing.TB) *Server {
 }
 
 // startServer starts a server whose working directory, log and (when
-// clusterConf is not empty) cluster config live in dir.
-func startServer(t testing.TB, dir, clusterConf string) *Server {
+// clusterConf is not empty) cluster config live in dir; extra are further
+// arguments of a cluster node.
+func startServer(t testing.TB, dir, clusterConf string, extra ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -108,8 +113,9 @@ func startServer(t testing.TB, dir, clusterConf string) *Server {
 		s.extra = []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", clusterConf,
-			"--cluster-node-timeout", "5000",
+			"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout / time.Millisecond)),
 		}
+		s.extra = append(s.extra, extra...)
 	}
 	// Registered after t.TempDir, so it runs before the directory goes.
 	t.Cleanup(s.Kill)
@@ -131,6 +137,12 @@ func startServer(t testing.TB, dir, clusterConf string) *Server {
 	}
 	t.Fatalf("redistest: no usable port after %d attempts: %v", portAttempts, err)
 	return nil
+}
+
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 // Addr returns the server's address, "127.0.0.1:port". It stays the same
@@ -237,6 +249,23 @@ func (s *Server) Kill() { s.halt(false) }
 // after 10s). It does nothing when the server is not running.
 func (s *Server) Stop() { s.halt(true) }
 
+// Pause sends SIGSTOP: the server keeps its connections and its port but
+// answers nothing, like a hung host, until Resume. It does nothing when the
+// server is not running. Kill and Stop work on a paused server.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused server, which then answers what it was
+// sent meanwhile. It does nothing when the server is not running.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		_ = s.proc.cmd.Process.Signal(sig)
+	}
+}
+
 func (s *Server) halt(graceful bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -245,7 +274,9 @@ func (s *Server) halt(graceful bool) {
 		return
 	}
 	s.proc = nil
-	if graceful && p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+	// SIGCONT after SIGTERM: a paused server handles the SIGTERM only once
+	// it runs again.
+	if graceful && p.cmd.Process.Signal(syscall.SIGTERM) == nil && p.cmd.Process.Signal(syscall.SIGCONT) == nil {
 		select {
 		case <-p.done:
 			return
@@ -257,14 +288,13 @@ func (s *Server) halt(graceful bool) {
 }
 
 // Restart starts the server again on the same port after Kill or Stop and
-// waits until it answers PING. The new server is empty. Restart fails the
+// waits until it answers PING. The new server is empty; a cluster node
+// keeps its cluster identity (its nodes.conf), so a restarted master
+// rejoins with the slots it had (see Cluster.Nodes). Restart fails the
 // test when the server is still running or cannot start.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	s.mu.Lock()
-	running := s.proc != nil
-	s.mu.Unlock()
-	if running {
+	if s.running() {
 		t.Fatalf("redistest: Restart of %s while it is running; call Kill or Stop first", s.Addr())
 	}
 	if err := s.start(); err != nil {
@@ -292,18 +322,41 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 }
 
 // A Cluster is three redis-server nodes in cluster mode on 127.0.0.1, each
-// a master for a third of the hash slots, with no replicas.
+// a master for a third of the hash slots, with no replicas. Every node has
+// cluster-node-timeout 5000 (ms).
 type Cluster struct {
 	nodes []*Server
+}
+
+// A ClusterOption configures StartCluster.
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct {
+	fullCoverage bool
+}
+
+// RequireFullCoverage sets cluster-require-full-coverage on every node.
+// With true, Redis's default and StartCluster's, once the cluster marks a
+// master failed (FAIL, about cluster-node-timeout after it stopped
+// answering) every node refuses every query with CLUSTERDOWN, for the
+// failed master's slots and its own alike; with false the others go on
+// serving their slots.
+func RequireFullCoverage(on bool) ClusterOption {
+	return func(c *clusterConfig) { c.fullCoverage = on }
 }
 
 // StartCluster starts three cluster-mode nodes, joins them with
 // redis-cli --cluster create and waits until every node reports
 // cluster_state:ok and all 16384 slots assigned. It calls Require first.
 // The nodes are killed at cleanup.
-func StartCluster(t testing.TB) *Cluster {
+func StartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	Require(t)
+	cfg := clusterConfig{fullCoverage: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	coverage := []string{"--cluster-require-full-coverage", map[bool]string{true: "yes", false: "no"}[cfg.fullCoverage]}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
@@ -316,7 +369,7 @@ func StartCluster(t testing.TB) *Cluster {
 			t.Fatalf("redistest: %v", err)
 		}
 		conf := filepath.Join(root, fmt.Sprintf("nodes-%d.conf", i+1))
-		c.nodes = append(c.nodes, startServer(t, dir, conf))
+		c.nodes = append(c.nodes, startServer(t, dir, conf, coverage...))
 	}
 
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
@@ -328,9 +381,7 @@ func StartCluster(t testing.TB) *Cluster {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s%s", strings.Join(args, " "), err, out, c.logs())
 	}
-	if err := c.waitReady(); err != nil {
-		t.Fatalf("redistest: cluster %v: %v%s", c.Addrs(), err, c.logs())
-	}
+	c.WaitReady(t)
 	return c
 }
 
@@ -381,6 +432,83 @@ func (c *Cluster) logs() string {
 		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", n.Addr(), n.logPath, readLog(n.logPath, 0))
 	}
 	return b.String()
+}
+
+// Nodes returns the cluster's nodes, each a master, in the order of Addrs.
+// Kill, Stop, Pause and Restart act on one node. A restarted node keeps its
+// cluster identity (its nodes.conf): a restarted master rejoins with its
+// slots, empty, and refuses queries with CLUSTERDOWN for about 2s while
+// Redis lets the cluster reconfigure it (CLUSTER_WRITABLE_DELAY).
+func (c *Cluster) Nodes() []*Server { return c.nodes }
+
+// WaitFailed waits until every other running node flags n as failed (fail,
+// not just fail?, in CLUSTER NODES): the cluster has declared the failure.
+// It returns how long it waited and fails the test after 4 node timeouts.
+func (c *Cluster) WaitFailed(t testing.TB, n *Server) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := c.failed(n)
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > 4*nodeTimeout {
+			t.Fatalf("redistest: %s not marked failed within %v: %v%s", n.Addr(), 4*nodeTimeout, err, c.logs())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+func (c *Cluster) failed(n *Server) error {
+	for _, o := range c.nodes {
+		if o == n || !o.running() {
+			continue
+		}
+		out, err := probeString(o.Addr(), probeTimeout, "CLUSTER", "NODES")
+		if err != nil {
+			return fmt.Errorf("%s: CLUSTER NODES: %v", o.Addr(), err)
+		}
+		flags, ok := nodeFlags(out, n.port)
+		if !ok {
+			return fmt.Errorf("%s does not list %s", o.Addr(), n.Addr())
+		}
+		if !slicesContain(flags, "fail") {
+			return fmt.Errorf("%s flags %s %q", o.Addr(), n.Addr(), flags)
+		}
+	}
+	return nil
+}
+
+// nodeFlags returns the flags a CLUSTER NODES reply gives the node on port.
+// A line is "<id> <ip:port@cport[,hostname]> <flags,...> ...".
+func nodeFlags(nodes string, port int) ([]string, bool) {
+	want := ":" + strconv.Itoa(port) + "@"
+	for line := range strings.Lines(nodes) {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.Contains(f[1], want) {
+			return strings.Split(f[2], ","), true
+		}
+	}
+	return nil, false
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitReady waits until every node reports cluster_state:ok and its
+// CLUSTER SLOTS covers every slot, as StartCluster does, and fails the test
+// after 10s.
+func (c *Cluster) WaitReady(t testing.TB) {
+	t.Helper()
+	if err := c.waitReady(); err != nil {
+		t.Fatalf("redistest: cluster %v: %v%s", c.Addrs(), err, c.logs())
+	}
 }
 
 // Addrs returns the nodes' addresses, "127.0.0.1:port".

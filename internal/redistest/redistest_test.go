@@ -159,8 +159,72 @@ func TestCluster(t *testing.T) {
 		t.Errorf("MSET rl:{u}:a rl:{u}:b: %v", err)
 	}
 
+	// Redis's default, unless RequireFullCoverage says otherwise.
+	got, err := probe(cl.Addrs()[0], probeTimeout, "CONFIG", "GET", "cluster-require-full-coverage")
+	if v, _ := got.([]any); err != nil || len(v) != 2 || v[1] != "yes" {
+		t.Errorf("CONFIG GET cluster-require-full-coverage = %v, %v; want yes", got, err)
+	}
+
 	cl.Stop()
 	cl.Stop() // idempotent
+}
+
+// TestClusterNodeRestart: a killed master is declared failed by the
+// others; restarted, it keeps its node ID and its slots, and the cluster is
+// whole again. The option reaches every node.
+func TestClusterNodeRestart(t *testing.T) {
+	cl := StartCluster(t, RequireFullCoverage(false))
+	nodes := cl.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes))
+	}
+	for i, n := range nodes {
+		if n.Addr() != cl.Addrs()[i] {
+			t.Fatalf("Nodes()[%d] is %s, Addrs()[%d] %s", i, n.Addr(), i, cl.Addrs()[i])
+		}
+		got, err := probe(n.Addr(), probeTimeout, "CONFIG", "GET", "cluster-require-full-coverage")
+		if v, _ := got.([]any); err != nil || len(v) != 2 || v[1] != "no" {
+			t.Fatalf("%s: CONFIG GET cluster-require-full-coverage = %v, %v; want no", n.Addr(), got, err)
+		}
+	}
+	victim := nodes[0]
+	id, err := probeString(victim.Addr(), probeTimeout, "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Kill()
+	took := cl.WaitFailed(t, victim)
+	t.Logf("failure declared %v after the kill", took)
+	if took < nodeTimeout {
+		t.Errorf("failure declared %v after the kill, before the node timeout %v", took, nodeTimeout)
+	}
+	victim.Restart(t)
+	if got, err := probeString(victim.Addr(), probeTimeout, "CLUSTER", "MYID"); err != nil || got != id {
+		t.Fatalf("CLUSTER MYID after Restart = %q, %v; want %q", got, err, id)
+	}
+	cl.WaitReady(t)
+}
+
+// TestPauseResume: a paused server answers nothing; resumed, it answers
+// again; Stop ends a paused server at once.
+func TestPauseResume(t *testing.T) {
+	s := StartServer(t)
+	s.Pause()
+	if _, err := probe(s.Addr(), 200*time.Millisecond, "PING"); err == nil {
+		t.Fatal("a paused server answered PING")
+	}
+	s.Resume()
+	if got, err := probeString(s.Addr(), probeTimeout, "PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING after Resume = %q, %v", got, err)
+	}
+	s.Pause()
+	start := time.Now()
+	s.Stop()
+	if took := time.Since(start); took > stopTimeout/2 {
+		t.Fatalf("Stop of a paused server took %v, want it to end at SIGTERM", took)
+	}
+	s.Pause() // not running: nothing to do
+	s.Resume()
 }
 
 func TestMini(t *testing.T) {
