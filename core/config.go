@@ -268,7 +268,7 @@ func LoadConfig(file string) (*Config, error) {
 // headers, failure; and per rule: name, paths, methods, limit, algorithm,
 // burst, weights). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
-// start: the first character that is not is reported with its line and
+// start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
 func ParseConfig(data []byte, file string) (*Config, error) {
 	spec, lines, err := parseSpec(data, file)
