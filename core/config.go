@@ -100,12 +100,13 @@ type WeightSpec struct {
 // configuration with several problems yields all of them, joined with
 // errors.Join; errors.As finds the first.
 type ConfigError struct {
-	File  string // "" for a Spec built in code
-	Line  int    // 0 when unknown
-	Rule  string // the rule's name, or "rules[i]" when it has none; "" for top-level fields
-	Field string // e.g. "limit", "weights", "paths[2]"
-	Value string // the offending value, as written
-	Msg   string
+	File   string // "" for a Spec built in code
+	Line   int    // 0 when unknown
+	Column int    // in characters, from 1; 0 when unknown (only a bad character in the file has one)
+	Rule   string // the rule's name, or "rules[i]" when it has none; "" for top-level fields
+	Field  string // e.g. "limit", "weights", "paths[2]"
+	Value  string // the offending value, as written
+	Msg    string
 }
 
 func (e *ConfigError) Error() string {
@@ -115,9 +116,15 @@ func (e *ConfigError) Error() string {
 		b.WriteString(" " + e.File)
 		if e.Line > 0 {
 			b.WriteString(":" + strconv.Itoa(e.Line))
+			if e.Column > 0 {
+				b.WriteString(":" + strconv.Itoa(e.Column))
+			}
 		}
 	} else if e.Line > 0 {
 		b.WriteString(" line " + strconv.Itoa(e.Line))
+		if e.Column > 0 {
+			b.WriteString(", column " + strconv.Itoa(e.Column))
+		}
 	}
 	if e.Rule != "" {
 		fmt.Fprintf(&b, ": rule %q", e.Rule)
@@ -265,7 +272,10 @@ func LoadConfig(file string) (*Config, error) {
 // The document holds one top-level key, rate_limit (see Spec for its
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
 // headers, failure; and per rule: name, paths, methods, limit, algorithm,
-// burst, weights). Unknown fields are errors.
+// burst, weights). Unknown fields are errors. data must be UTF-8 text that
+// YAML allows, and none of U+2028, U+2029 or a byte order mark past the
+// start: the first character breaking this is reported with its line and
+// column (ConfigError.Column).
 func ParseConfig(data []byte, file string) (*Config, error) {
 	spec, lines, err := parseSpec(data, file)
 	if err != nil {
@@ -283,19 +293,49 @@ var methodRE = regexp.MustCompile(`^[A-Z]{1,16}$`)
 // lines maps a field path ("rules.2.limit", "default") to its line.
 type lines map[string]int
 
-func compile(spec Spec, file string, ln lines) (*Config, error) {
-	var errs []error
-	fail := func(key, rule, field, value, format string, args ...any) {
-		line := ln[key]
-		// A missing field ("rules.0.limit") has no line: use its parent's.
-		for k := key; line == 0 && strings.Contains(k, "."); {
-			k = k[:strings.LastIndexByte(k, '.')]
-			line = ln[k]
-		}
-		errs = append(errs, &ConfigError{File: file, Line: line, Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
-	}
-	c := &Config{enabled: spec.Enabled}
+// compiler collects the problems of one configuration, each with its line.
+type compiler struct {
+	file string
+	ln   lines // nil for a Spec built in code
+	errs []error
+}
 
+// line is the line of the field at key; a missing field ("rules.0.limit")
+// has none, so its parent's is used. 0 when unknown.
+func (cc *compiler) line(key string) int {
+	line := cc.ln[key]
+	for k := key; line == 0 && strings.Contains(k, "."); {
+		k = k[:strings.LastIndexByte(k, '.')]
+		line = cc.ln[k]
+	}
+	return line
+}
+
+// fail records a problem with the field at key.
+func (cc *compiler) fail(key, rule, field, value, format string, args ...any) {
+	cc.errs = append(cc.errs, &ConfigError{File: cc.file, Line: cc.line(key), Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+// lineOf is "line N" for the field at key, or "" when lines are unknown:
+// for messages that name another field than the one at fault.
+func (cc *compiler) lineOf(key string) string {
+	if l := cc.line(key); l > 0 {
+		return "line " + strconv.Itoa(l)
+	}
+	return ""
+}
+
+// paren is " (s)", or "" for an empty s.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func compile(spec Spec, file string, ln lines) (*Config, error) {
+	cc := &compiler{file: file, ln: ln}
+	c := &Config{enabled: spec.Enabled}
 	switch spec.Headers {
 	case "", "draft":
 	case "legacy":
@@ -303,166 +343,38 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	case "none":
 		c.headers = HeadersNone
 	default:
-		fail("headers", "", "headers", spec.Headers, "want draft, legacy or none")
+		cc.fail("headers", "", "headers", spec.Headers, "want draft, legacy or none")
 	}
 	switch spec.Failure {
 	case "", "open":
 	case "closed":
 		c.failClosed = true
 	default:
-		fail("failure", "", "failure", spec.Failure, "want open or closed")
+		cc.fail("failure", "", "failure", spec.Failure, "want open or closed")
 	}
 	defAlgo := FixedWindow
 	if spec.Algorithm != "" {
 		a, err := ParseAlgorithm(spec.Algorithm)
 		if err != nil {
-			fail("algorithm", "", "algorithm", spec.Algorithm, "%v", err)
+			cc.fail("algorithm", "", "algorithm", spec.Algorithm, "%v", err)
 		}
 		defAlgo = a
 	}
 
-	limits := func(key, burstKey, rule string, vals []string, a Algorithm, burst int64) []Limit {
-		if len(vals) == 0 {
-			fail(key, rule, "limit", "", "no limit given")
-			return nil
-		}
-		if len(vals) > MaxLimits {
-			fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), MaxLimits)
-			return nil
-		}
-		var out []Limit
-		for i, v := range vals {
-			l, err := ParseLimit(v)
-			if err != nil {
-				fail(key+"."+strconv.Itoa(i), rule, "limit", v, "%v", err)
-				continue
-			}
-			l.Burst = burst
-			if err := l.Validate(); err != nil {
-				fail(burstKey, rule, "burst", strconv.FormatInt(burst, 10), "%v", err)
-				continue
-			}
-			for _, m := range out {
-				if m.Period == l.Period {
-					fail(key+"."+strconv.Itoa(i), rule, "limit", v, "a second limit per %v (first: %s)", l.Period, m)
-				}
-			}
-			out = append(out, l)
-		}
-		if len(out) != len(vals) {
-			return nil
-		}
-		return out
+	// Exempt paths are compiled first, for the rules' paths to be checked
+	// against them, and their problems reported last, where they are in
+	// the file.
+	ex := &compiler{file: file, ln: ln}
+	exempt := ex.exemptPaths(spec.ExemptPaths)
+	c.exempt = make([]pattern, len(exempt))
+	for i := range exempt {
+		c.exempt[i] = exempt[i].pat
 	}
 
 	seen := map[string]int{DefaultRuleName: -1}
-	type claim struct {
-		rule    string
-		methods []string // nil: every method
-	}
-	claimed := map[string][]claim{}
+	var taken []pathClaim // the paths of the rules so far
 	for i, rs := range spec.Rules {
-		key := "rules." + strconv.Itoa(i)
-		name := rs.Name
-		label := name
-		if label == "" {
-			label = "rules[" + strconv.Itoa(i) + "]"
-		}
-		ok := true
-		switch prev, dup := seen[name]; {
-		case name == "":
-			fail(key, label, "name", "", "a rule needs a name")
-			ok = false
-		case !ruleNameRE.MatchString(name):
-			fail(key+".name", label, "name", name, "names are 1 to 64 letters, digits, '_', '.' or '-'")
-			ok = false
-		case dup && prev < 0:
-			fail(key+".name", label, "name", name, "%q is the name of the default limit", DefaultRuleName)
-			ok = false
-		case dup:
-			fail(key+".name", label, "name", name, "duplicate rule name (also rules[%d])", prev)
-			ok = false
-		}
-		seen[name] = i
-		a := defAlgo
-		if rs.Algorithm != "" {
-			var err error
-			if a, err = ParseAlgorithm(rs.Algorithm); err != nil {
-				fail(key+".algorithm", label, "algorithm", rs.Algorithm, "%v", err)
-				ok = false
-			}
-		}
-		if rs.Burst != 0 && a != TokenBucket && a != GCRA {
-			fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
-			ok = false
-		}
-		r := &Rule{Name: name}
-		if len(rs.Paths) == 0 {
-			fail(key, label, "paths", "", "a rule needs at least one path")
-			ok = false
-		}
-		for j, p := range rs.Paths {
-			pat, err := compilePattern(p)
-			if err != nil {
-				fail(key+".paths."+strconv.Itoa(j), label, "paths", p, "%v", err)
-				ok = false
-				continue
-			}
-			// An earlier claim shadows this one when it covers every
-			// method this rule is restricted to.
-			for _, other := range claimed[trimSlash(p)] {
-				covered := len(other.methods) == 0 || len(rs.Methods) > 0
-				for _, m := range rs.Methods {
-					covered = covered && (len(other.methods) == 0 || slices.Contains(other.methods, m))
-				}
-				if covered {
-					fail(key+".paths."+strconv.Itoa(j), label, "paths", p, "already matched by rule %q, which comes first: this path would never apply here", other.rule)
-					ok = false
-					break
-				}
-			}
-			claimed[trimSlash(p)] = append(claimed[trimSlash(p)], claim{label, rs.Methods})
-			r.paths = append(r.paths, pat)
-		}
-		for j, m := range rs.Methods {
-			if !methodRE.MatchString(m) {
-				fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")
-				ok = false
-			}
-			r.methods = append(r.methods, m)
-		}
-		lims := limits(key+".limit", key+".burst", label, rs.Limit, a, rs.Burst)
-		if lims == nil {
-			ok = false
-		}
-		r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
-		for _, w := range rs.Weights {
-			wkey := key + ".weights." + w.Path
-			pat, err := compilePattern(w.Path)
-			if err != nil {
-				fail(wkey, label, "weights", w.Path, "%v", err)
-				ok = false
-				continue
-			}
-			overlaps := false
-			for k := range r.paths {
-				overlaps = overlaps || r.paths[k].overlaps(&pat)
-			}
-			switch {
-			case !overlaps && len(r.paths) > 0:
-				fail(wkey, label, "weights", w.Path, "the pattern matches none of the rule's paths, so the weight could never apply")
-				ok = false
-			case w.Cost < 1:
-				fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q must be at least 1", w.Path)
-				ok = false
-			case lims != nil && w.Cost > r.Policy.Capacity():
-				fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q exceeds the rule's capacity %d (%s): such a request could never pass", w.Path, r.Policy.Capacity(), strings.Join(rs.Limit, ", "))
-				ok = false
-			}
-			r.weights = append(r.weights, weight{pat: pat, cost: w.Cost})
-		}
-		if ok {
-			r.prepare()
+		if r := cc.rule(i, rs, defAlgo, seen, &taken, exempt); r != nil {
 			c.rules = append(c.rules, r)
 		}
 	}
@@ -471,27 +383,255 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if len(def) == 0 {
 		def = []string{DefaultLimit}
 	}
-	if lims := limits("default", "default", DefaultRuleName, def, defAlgo, 0); lims != nil {
+	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
 		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}}
 		c.def.prepare()
 	}
-
-	exempt := spec.ExemptPaths
-	if exempt == nil {
-		exempt = DefaultExemptPaths
-	}
-	for j, p := range exempt {
-		pat, err := compilePattern(p)
-		if err != nil {
-			fail("exempt_paths."+strconv.Itoa(j), "", "exempt_paths", p, "%v", err)
-			continue
-		}
-		c.exempt = append(c.exempt, pat)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	cc.errs = append(cc.errs, ex.errs...)
+	if len(cc.errs) > 0 {
+		return nil, errors.Join(cc.errs...)
 	}
 	return c, nil
+}
+
+// pathClaim is a compiled path of a rule or of exempt_paths, with what
+// error messages say about it.
+type pathClaim struct {
+	key     string // its field path, for its line; "" for a default exempt path
+	label   string // the rule's name (or "rules[i]")
+	pat     pattern
+	methods []string // the rule's methods; nil: every method
+}
+
+// exemptPaths compiles exempt_paths (nil: DefaultExemptPaths).
+func (cc *compiler) exemptPaths(paths []string) []pathClaim {
+	def := paths == nil
+	if def {
+		paths = DefaultExemptPaths
+	}
+	var out []pathClaim
+	for j, p := range paths {
+		key := "exempt_paths." + strconv.Itoa(j)
+		pat, err := compilePattern(p)
+		if err != nil {
+			cc.fail(key, "", "exempt_paths", p, "%v", err)
+			continue
+		}
+		if def {
+			key = "" // not in the file
+		}
+		out = append(out, pathClaim{key: key, pat: pat})
+	}
+	return out
+}
+
+// rule compiles rules[i]; nil when it has a problem. seen maps the names
+// so far to their index; taken holds the paths of the rules before it and
+// gets this rule's.
+func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, seen map[string]int, taken *[]pathClaim, exempt []pathClaim) *Rule {
+	key := "rules." + strconv.Itoa(i)
+	name := rs.Name
+	label := name
+	if label == "" {
+		label = "rules[" + strconv.Itoa(i) + "]"
+	}
+	n := len(cc.errs)
+	switch prev, dup := seen[name]; {
+	case name == "":
+		cc.fail(key, label, "name", "", "a rule needs a name")
+	case !ruleNameRE.MatchString(name):
+		cc.fail(key+".name", label, "name", name, "names are 1 to 64 letters, digits, '_', '.' or '-'")
+	case dup && prev < 0:
+		cc.fail(key+".name", label, "name", name, "%q is the name of the default limit", DefaultRuleName)
+	case dup:
+		cc.fail(key+".name", label, "name", name, "duplicate rule name (also rules[%d])", prev)
+	}
+	seen[name] = i
+	a := defAlgo
+	if rs.Algorithm != "" {
+		var err error
+		if a, err = ParseAlgorithm(rs.Algorithm); err != nil {
+			cc.fail(key+".algorithm", label, "algorithm", rs.Algorithm, "%v", err)
+		}
+	}
+	if rs.Burst != 0 && a != TokenBucket && a != GCRA {
+		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
+	}
+	r := &Rule{Name: name}
+	r.paths = cc.paths(key, label, rs, taken, exempt)
+	for j, m := range rs.Methods {
+		if !methodRE.MatchString(m) {
+			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")
+		}
+		r.methods = append(r.methods, m)
+	}
+	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
+	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
+	for _, w := range rs.Weights {
+		wkey := key + ".weights." + w.Path
+		pat, err := compilePattern(w.Path)
+		if err != nil {
+			cc.fail(wkey, label, "weights", w.Path, "%v", err)
+			continue
+		}
+		overlaps := false
+		for k := range r.paths {
+			overlaps = overlaps || r.paths[k].overlaps(&pat)
+		}
+		switch {
+		case !overlaps && len(r.paths) > 0:
+			cc.fail(wkey, label, "weights", w.Path, "the pattern matches none of the rule's paths, so the weight could never apply")
+		case w.Cost < 1:
+			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q must be at least 1", w.Path)
+		case lims != nil && w.Cost > r.Policy.Capacity():
+			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q exceeds the rule's capacity %d (%s): such a request could never pass", w.Path, r.Policy.Capacity(), strings.Join(rs.Limit, ", "))
+		}
+		r.weights = append(r.weights, weight{pat: pat, cost: w.Cost})
+	}
+	if len(cc.errs) > n || lims == nil {
+		return nil
+	}
+	r.prepare()
+	return r
+}
+
+// paths compiles the paths of the rule at key and refuses each one that could
+// never count a request: one that an exempt path covers, one that an
+// earlier rule's path takes for every method of this rule, and one that
+// another path of the same rule already covers. It appends the rule's
+// paths to taken.
+func (cc *compiler) paths(key, label string, rs RuleSpec, taken *[]pathClaim, exempt []pathClaim) []pattern {
+	if len(rs.Paths) == 0 {
+		cc.fail(key, label, "paths", "", "a rule needs at least one path")
+		return nil
+	}
+	earlier := len(*taken)
+	var out []pattern
+	for j, p := range rs.Paths {
+		pkey := key + ".paths." + strconv.Itoa(j)
+		pat, err := compilePattern(p)
+		if err != nil {
+			cc.fail(pkey, label, "paths", p, "%v", err)
+			continue
+		}
+		*taken = append(*taken, pathClaim{key: pkey, label: label, pat: pat, methods: rs.Methods})
+		out = append(out, pat)
+	}
+	own := (*taken)[earlier:]
+	for j := range own {
+		p := &own[j]
+		if msg := cc.shadowed(p, exempt, (*taken)[:earlier], own, j); msg != "" {
+			cc.fail(p.key, label, "paths", p.pat.raw, "%s", msg)
+		}
+	}
+	return out
+}
+
+// shadowed says why the path p (own[j], own being its rule's paths) could never
+// count a request, or returns "" when it can: exempt_paths covers it, the
+// rules before it (earlier) take it for every method p's rule counts, or
+// another path of its own rule covers it (of two equal paths, the second).
+// A pattern covers another exactly when it matches every path the other
+// matches, so these are exactly the paths no request is ever counted on.
+func (cc *compiler) shadowed(p *pathClaim, exempt, earlier, own []pathClaim, j int) string {
+	for k := range exempt {
+		if e := &exempt[k]; e.pat.covers(&p.pat) {
+			if e.key == "" {
+				return fmt.Sprintf("exempt by %q of the default exempt_paths: no request on this path would ever be counted (list your own exempt_paths to change that)", e.pat.raw)
+			}
+			return fmt.Sprintf("exempt by exempt_paths %q%s: no request on this path would ever be counted", e.pat.raw, paren(cc.lineOf(e.key)))
+		}
+	}
+	for k := range own {
+		o := &own[k]
+		if k != j && o.pat.covers(&p.pat) && (k < j || !p.pat.covers(&o.pat)) {
+			return fmt.Sprintf("already matched by %q%s, a path of the same rule: this path is redundant", o.pat.raw, paren(cc.lineOf(o.key)))
+		}
+	}
+	// The first earlier path that takes p for each method p's rule counts
+	// (for all of them when it names none).
+	methods := p.methods
+	if len(methods) == 0 {
+		methods = []string{""}
+	}
+	by := make([]*pathClaim, len(methods))
+	for m, method := range methods {
+		for k := range earlier {
+			e := &earlier[k]
+			if e.pat.covers(&p.pat) && (len(e.methods) == 0 || slices.Contains(e.methods, method)) {
+				by[m] = e
+				break
+			}
+		}
+		if by[m] == nil {
+			return ""
+		}
+	}
+	name := func(e *pathClaim) string {
+		where := fmt.Sprintf("path %q", e.pat.raw)
+		if l := cc.lineOf(e.key); l != "" {
+			where += ", " + l
+		}
+		return fmt.Sprintf("rule %q (%s)", e.label, where)
+	}
+	if !slices.ContainsFunc(by, func(e *pathClaim) bool { return e != by[0] }) {
+		return "already matched by " + name(by[0]) + ", which comes first: this path would never apply here"
+	}
+	var b strings.Builder
+	b.WriteString("already matched")
+	for m, e := range by {
+		if slices.Index(by, e) != m {
+			continue // named with its first method
+		}
+		if m > 0 {
+			b.WriteString(" and")
+		}
+		b.WriteString(" by " + name(e) + " for ")
+		var ms []string
+		for n := range by {
+			if by[n] == e {
+				ms = append(ms, methods[n])
+			}
+		}
+		b.WriteString(strings.Join(ms, ", "))
+	}
+	b.WriteString(", which come first: this path would never apply here")
+	return b.String()
+}
+
+// limits compiles a list of limits with burst; nil when one is bad.
+func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64) []Limit {
+	if len(vals) == 0 {
+		cc.fail(key, rule, "limit", "", "no limit given")
+		return nil
+	}
+	if len(vals) > MaxLimits {
+		cc.fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), MaxLimits)
+		return nil
+	}
+	var out []Limit
+	for i, v := range vals {
+		l, err := ParseLimit(v)
+		if err != nil {
+			cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "%v", err)
+			continue
+		}
+		l.Burst = burst
+		if err := l.Validate(); err != nil {
+			cc.fail(burstKey, rule, "burst", strconv.FormatInt(burst, 10), "%v", err)
+			continue
+		}
+		for _, m := range out {
+			if m.Period == l.Period {
+				cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "a second limit per %v (first: %s)", l.Period, m)
+			}
+		}
+		out = append(out, l)
+	}
+	if len(out) != len(vals) {
+		return nil
+	}
+	return out
 }
 
 // trimBOM drops a UTF-8 byte order mark.

@@ -765,7 +765,7 @@ func TestConfigErrors(t *testing.T) {
 				"      paths: [/c, /b/]",
 				"      limit: 1/s",
 			),
-			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/b/": already matched by rule "first", ` + shadowed},
+			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/b/": already matched by rule "first" (path "/b", line 4), ` + shadowed},
 		},
 		{
 			"the same path in two rules, the first covering every method",
@@ -781,7 +781,7 @@ func TestConfigErrors(t *testing.T) {
 				"      methods: [POST]",
 				"      limit: 1/s",
 			),
-			[]string{`rate-limit config t.yaml:8: rule "second": field "paths": value "/a": already matched by rule "first", ` + shadowed},
+			[]string{`rate-limit config t.yaml:8: rule "second": field "paths": value "/a": already matched by rule "first" (path "/a", line 4), ` + shadowed},
 		},
 		{
 			"the same path in two rules, the first for all methods",
@@ -796,7 +796,7 @@ func TestConfigErrors(t *testing.T) {
 				"      methods: [POST]",
 				"      limit: 1/s",
 			),
-			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/a": already matched by rule "first", ` + shadowed},
+			[]string{`rate-limit config t.yaml:7: rule "second": field "paths": value "/a": already matched by rule "first" (path "/a", line 4), ` + shadowed},
 		},
 		{
 			"bad method",
@@ -1170,6 +1170,9 @@ func TestConfigErrorFormat(t *testing.T) {
 		{ConfigError{Field: "f", Msg: "m"}, `rate-limit config: field "f": m`},
 		{ConfigError{Value: "v", Msg: "m"}, `rate-limit config: value "v": m`},
 		{ConfigError{File: "f.yaml", Line: 9, Rule: "r", Field: "f", Value: "v\n", Msg: "m"}, `rate-limit config f.yaml:9: rule "r": field "f": value "v\n": m`},
+		{ConfigError{File: "f.yaml", Line: 3, Column: 14, Msg: "m"}, "rate-limit config f.yaml:3:14: m"},
+		{ConfigError{Line: 3, Column: 14, Msg: "m"}, "rate-limit config line 3, column 14: m"},
+		{ConfigError{File: "f.yaml", Column: 14, Msg: "m"}, "rate-limit config f.yaml: m"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.Error(); got != tt.want {
@@ -1200,5 +1203,311 @@ func TestConfigMethodsMayShareAPath(t *testing.T) {
 		if r, _ := c.Match(method, "/doc"); r.Name != want {
 			t.Errorf("Match(%q, /doc) = %q, want %q", method, r.Name, want)
 		}
+	}
+}
+
+func TestConfigShadowedPaths(t *testing.T) {
+	const (
+		redundant = `a path of the same rule: this path is redundant`
+		never     = `no request on this path would ever be counted`
+		comeFirst = `which come first: this path would never apply here`
+	)
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{
+			"a literal path after a '*' pattern (the issue's case)",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: kb",
+				`      paths: ["/api/kb/*/x"]`,
+				"      limit: 10/second",
+				"    - name: k1",
+				`      paths: ["/api/kb/k1/x"]`,
+				"      limit: 1/second",
+			),
+			[]string{`rate-limit config t.yaml:7: rule "k1": field "paths": value "/api/kb/k1/x": already matched by rule "kb" (path "/api/kb/*/x", line 4), ` + shadowed},
+		},
+		{
+			"one path of a rule covered, another not: the covered one is an error",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: kb",
+				"      paths:",
+				"        - /api/kb/*/docs/*",
+				"      limit: 10/second",
+				"    - name: doc",
+				"      paths:",
+				"        - /api/doc",
+				"        - /api/kb/k1/docs/d1/",
+				"      limit: 1/second",
+			),
+			[]string{`rate-limit config t.yaml:10: rule "doc": field "paths": value "/api/kb/k1/docs/d1/": already matched by rule "kb" (path "/api/kb/*/docs/*", line 5), ` + shadowed},
+		},
+		{
+			"a '*' pattern after an equal one, several rules apart",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: a",
+				"      paths: [/a/*/b]",
+				"      limit: 1/s",
+				"    - name: other",
+				"      paths: [/other]",
+				"      limit: 1/s",
+				"    - name: c",
+				"      paths: [/a/*/b/]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:10: rule "c": field "paths": value "/a/*/b/": already matched by rule "a" (path "/a/*/b", line 4), ` + shadowed},
+		},
+		{
+			"covered for the later rule's only method",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: write",
+				"      paths: [/doc/*]",
+				"      methods: [PUT, POST]",
+				"      limit: 1/s",
+				"    - name: post",
+				"      paths: [/doc/new]",
+				"      methods: [POST]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:8: rule "post": field "paths": value "/doc/new": already matched by rule "write" (path "/doc/*", line 4), ` + shadowed},
+		},
+		{
+			"covered for each method by a different rule",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: read",
+				"      paths: [/doc/*]",
+				"      methods: [GET, HEAD]",
+				"      limit: 100/s",
+				"    - name: write",
+				"      paths: [/doc/*]",
+				"      methods: [PUT]",
+				"      limit: 1/s",
+				"    - name: mine",
+				"      paths: [/doc/mine]",
+				"      methods: [GET, PUT, HEAD]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:12: rule "mine": field "paths": value "/doc/mine": already matched by rule "read" (path "/doc/*", line 4) for GET, HEAD and by rule "write" (path "/doc/*", line 8) for PUT, ` + comeFirst},
+		},
+		{
+			"a path covered by another path of its own rule, either order",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: a",
+				"      paths: [/a/*, /a/b, /c, /c/]",
+				"      limit: 1/s",
+				"    - name: b",
+				"      paths:",
+				"        - /b/x",
+				"        - /b/*",
+				"      limit: 1/s",
+			),
+			[]string{
+				`rate-limit config t.yaml:4: rule "a": field "paths": value "/a/b": already matched by "/a/*" (line 4), ` + redundant,
+				`rate-limit config t.yaml:4: rule "a": field "paths": value "/c/": already matched by "/c" (line 4), ` + redundant,
+				`rate-limit config t.yaml:8: rule "b": field "paths": value "/b/x": already matched by "/b/*" (line 9), ` + redundant,
+			},
+		},
+		{
+			"a path under the default exempt_paths",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: health",
+				"      paths: [/health/, /live]",
+				"      limit: 1/s",
+			),
+			[]string{`rate-limit config t.yaml:4: rule "health": field "paths": value "/health/": exempt by "/health" of the default exempt_paths: ` + never + ` (list your own exempt_paths to change that)`},
+		},
+		{
+			"a path covered by an exempt '*' pattern",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: static",
+				"      paths: [/static/*, /static/img/*]",
+				"      limit: 1/s",
+				"  exempt_paths:",
+				"    - /health",
+				"    - /static/*",
+			),
+			[]string{`rate-limit config t.yaml:4: rule "static": field "paths": value "/static/*": exempt by exempt_paths "/static/*" (line 8): ` + never},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.doc), "t.yaml")
+			if c != nil {
+				t.Errorf("ParseConfig returned a Config with an error")
+			}
+			checkConfigError(t, err, tt.want...)
+		})
+	}
+
+	// From a Spec: no lines.
+	_, err := NewConfig(Spec{
+		Rules: []RuleSpec{
+			{Name: "kb", Paths: []string{"/api/kb/*/x"}, Limit: []string{"1/s"}},
+			{Name: "k1", Paths: []string{"/api/kb/k1/x", "/api/kb/k1/y"}, Limit: []string{"1/s"}},
+			{Name: "ready", Paths: []string{"/ready"}, Limit: []string{"1/s"}},
+			{Name: "s", Paths: []string{"/s/*"}, Limit: []string{"1/s"}},
+		},
+	})
+	checkConfigError(t, err,
+		`rate-limit config: rule "k1": field "paths": value "/api/kb/k1/x": already matched by rule "kb" (path "/api/kb/*/x"), `+shadowed,
+		`rate-limit config: rule "ready": field "paths": value "/ready": exempt by "/ready" of the default exempt_paths: `+never+` (list your own exempt_paths to change that)`,
+	)
+	_, err = NewConfig(Spec{
+		Rules:       []RuleSpec{{Name: "s", Paths: []string{"/s/*", "/s/*"}, Limit: []string{"1/s"}}},
+		ExemptPaths: []string{"/s/x", "/t"},
+	})
+	checkConfigError(t, err, `rate-limit config: rule "s": field "paths": value "/s/*": already matched by "/s/*", `+redundant)
+	_, err = NewConfig(Spec{
+		Rules:       []RuleSpec{{Name: "t", Paths: []string{"/t"}, Limit: []string{"1/s"}}},
+		ExemptPaths: []string{"/*"},
+	})
+	checkConfigError(t, err, `rate-limit config: rule "t": field "paths": value "/t": exempt by exempt_paths "/*": `+never)
+}
+
+// TestConfigOverlappingPathsLoad checks paths that share requests with an
+// earlier rule's, or an exempt path's, but not all of them: each still
+// counts some request, so the configuration loads and the first rule
+// that matches applies.
+func TestConfigOverlappingPathsLoad(t *testing.T) {
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  rules:",
+		"    - name: k1",
+		"      paths: [/api/kb/k1/x]", // a literal before the '*' that covers it
+		"      limit: 1/s",
+		"    - name: kb",
+		"      paths: [/api/kb/*/x, /api/*/k1/x]", // overlapping, neither covering the other
+		"      limit: 1/s",
+		"    - name: get",
+		"      paths: [/doc/*]",
+		"      methods: [GET]",
+		"      limit: 1/s",
+		"    - name: any",
+		"      paths: [/doc/a]", // covered for GET only: it counts the other methods
+		"      limit: 1/s",
+		"    - name: getput",
+		"      paths: [/doc/b]", // covered for GET, not for PUT
+		"      methods: [GET, PUT]",
+		"      limit: 1/s",
+		"    - name: deeper",
+		"      paths: [/doc/*/*]", // more segments than /doc/*
+		"      limit: 1/s",
+		"    - name: static",
+		"      paths: [/static/*]", // exempt only for /static/logo.png
+		"      limit: 1/s",
+		"  exempt_paths: [/health, /static/logo.png]",
+	))
+	for _, tt := range []struct{ method, path, want string }{
+		{"GET", "/api/kb/k1/x", "k1"},
+		{"GET", "/api/kb/k2/x", "kb"},
+		{"GET", "/api/v2/k1/x", "kb"},
+		{"GET", "/doc/a", "get"},
+		{"POST", "/doc/a", "any"},
+		{"GET", "/doc/b", "get"},
+		{"PUT", "/doc/b", "getput"},
+		{"GET", "/doc/a/b", "deeper"},
+		{"GET", "/static/app.js", "static"},
+	} {
+		if r, _ := c.Match(tt.method, tt.path); r.Name != tt.want {
+			t.Errorf("Match(%s, %s) = %q, want %q", tt.method, tt.path, r.Name, tt.want)
+		}
+	}
+	if !c.Exempt("/static/logo.png") || c.Exempt("/static/app.js") {
+		t.Errorf("Exempt(/static/logo.png), Exempt(/static/app.js) = %v, %v; want true, false", c.Exempt("/static/logo.png"), c.Exempt("/static/app.js"))
+	}
+}
+
+func TestPatternCovers(t *testing.T) {
+	for _, tt := range []struct {
+		p, q string
+		want bool
+	}{
+		{"/a/*/x", "/a/k1/x", true},
+		{"/a/*/x", "/a/*/x/", true},
+		{"/a/k1/x", "/a/*/x", false},
+		{"/*/*", "/a/b", true},
+		{"/*", "/a/b", false},
+		{"/a/*", "/a", false},
+		{"/", "/", true},
+		{"/*", "/", false},
+		{"/a", "/b", false},
+		{"/a/*/c", "/a/b/*", false},
+	} {
+		p, _ := compilePattern(tt.p)
+		q, _ := compilePattern(tt.q)
+		if got := p.covers(&q); got != tt.want {
+			t.Errorf("%q covers %q = %v, want %v", tt.p, tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestConfigText(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want string
+	}{
+		{"a Latin-1 comment", "rate_limit:\n  enabled: true\n  # caf\xe9 au lait\n", `rate-limit config t.yaml:3:8: invalid UTF-8 (byte 0xe9)`},
+		{"a Latin-1 value", "rate_limit:\n  rules:\n    - name: caf\xe9\n", `rate-limit config t.yaml:3:16: invalid UTF-8 (byte 0xe9)`},
+		{"columns count characters", "rate_limit:\n  # 한국어 \xff\n", `rate-limit config t.yaml:2:9: invalid UTF-8 (byte 0xff)`},
+		{"a truncated sequence at the end", "rate_limit: {}\n# \xe2\x82", `rate-limit config t.yaml:2:3: invalid UTF-8 (byte 0xe2)`},
+		{"an encoded surrogate", "rate_limit: {}\n# \xed\xa0\x80\n", `rate-limit config t.yaml:2:3: invalid UTF-8 (byte 0xed)`},
+		{"an overlong encoding", "rate_limit: {}\n# \xc0\xaf\n", `rate-limit config t.yaml:2:3: invalid UTF-8 (byte 0xc0)`},
+		{"a NUL byte", "rate_limit:\n  default: \"10/s\x00\"\n", `rate-limit config t.yaml:2:17: control character U+0000 is not allowed`},
+		{"a NUL byte first", "\x00", `rate-limit config t.yaml:1:1: control character U+0000 is not allowed`},
+		{"a C0 control in a comment", "rate_limit: {} # \x1b[31m\n", `rate-limit config t.yaml:1:18: control character U+001B is not allowed`},
+		{"DEL", "rate_limit: {}\n\x7f\n", `rate-limit config t.yaml:2:1: control character U+007F is not allowed`},
+		{"a C1 control", "rate_limit: {}\n# \u0080\n", `rate-limit config t.yaml:2:3: control character U+0080 is not allowed`},
+		{"NEL, a line break to YAML 1.1", "rate_limit: {}\n# a\u0085b\n", `rate-limit config t.yaml:2:4: control character U+0085 is not allowed`},
+		{"LINE SEPARATOR", "rate_limit: {}\n# a\u2028b\n", `rate-limit config t.yaml:2:4: U+2028 is not allowed: end lines with \n`},
+		{"PARAGRAPH SEPARATOR", "rate_limit: {}\n# a\u2029b\n", `rate-limit config t.yaml:2:4: U+2029 is not allowed: end lines with \n`},
+		{"a noncharacter", "rate_limit: {}\n# \uffff\n", `rate-limit config t.yaml:2:3: noncharacter U+FFFF is not allowed`},
+		{"a byte order mark after the start", "rate_limit: {}\n\ufeff# x\n", `rate-limit config t.yaml:2:1: byte order mark U+FEFF is allowed only at the start of the file`},
+		{"a byte order mark at the start is not a column", "\ufeffrate_limit: \x01\n", `rate-limit config t.yaml:1:13: control character U+0001 is not allowed`},
+		{"CRLF line ends", "rate_limit:\r\n  enabled: true\r\n  # \x01\r\n", `rate-limit config t.yaml:3:5: control character U+0001 is not allowed`},
+		{"CR line ends", "rate_limit:\r  enabled: true\r  # \x01\r", `rate-limit config t.yaml:3:5: control character U+0001 is not allowed`},
+		{"UTF-16LE", "\xff\xfer\x00a\x00t\x00e\x00_\x00l\x00i\x00m\x00i\x00t\x00:\x00 \x00{\x00}\x00\n\x00", `rate-limit config t.yaml:1:1: the file is UTF-16 (byte order mark 0xff 0xfe): save it as UTF-8`},
+		{"UTF-16BE", "\xfe\xff\x00r", `rate-limit config t.yaml:1:1: the file is UTF-16 (byte order mark 0xfe 0xff): save it as UTF-8`},
+		{"UTF-16LE without a byte order mark", "r\x00a\x00", `rate-limit config t.yaml:1:2: control character U+0000 is not allowed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.doc), "t.yaml")
+			if c != nil {
+				t.Errorf("ParseConfig returned a Config with an error")
+			}
+			checkConfigError(t, err, tt.want)
+		})
+	}
+
+	// What YAML allows, and a tab, still loads.
+	c := mustParse(t, "\ufeffrate_limit:\r\n  enabled: true # caf\u00e9 \u20ac \U0001F600 \ufffd \u00a0\t\u2027\r\n  exempt_paths: [\"/\u00e9t\u00e9\"]\n")
+	if !c.Enabled() || !c.Exempt("/\u00e9t\u00e9") {
+		t.Errorf("Enabled, Exempt(/été) = %v, %v; want true, true", c.Enabled(), c.Exempt("/\u00e9t\u00e9"))
+	}
+
+	// The error carries the position as fields too.
+	_, err := ParseConfig([]byte("rate_limit:\n  # caf\xe9\n"), "f.yaml")
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.File != "f.yaml" || ce.Line != 2 || ce.Column != 8 {
+		t.Errorf("ParseConfig error = %#v, want File f.yaml, Line 2, Column 8", ce)
 	}
 }

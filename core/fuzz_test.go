@@ -5,10 +5,13 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -221,6 +224,27 @@ var configSeeds = []string{
 	"%TAG ! tag:example.com,2000:\n---\nrate_limit: !foo {}\n",
 	"rate_limit: [\n",
 	"\x00\x01\x02",
+	// Text that is not UTF-8, or that YAML forbids.
+	"rate_limit:\n  enabled: true\n  # caf\xe9 au lait\n",
+	"rate_limit:\n  default: \"10/s\x00\"\n",
+	"rate_limit: {} # \x1b[31m\n",
+	"rate_limit: {}\n\x7f\u0080\u0085\n",
+	"rate_limit: {}\n# a\u2028b\u2029\n",
+	"rate_limit: {}\n# \uffff\ufffe\ufffd\n",
+	"rate_limit: {}\n\ufeff# x\n",
+	"\ufeff\ufeffrate_limit: {}\n",
+	"rate_limit:\r  enabled: true\r  # \x01\r",
+	"rate_limit:\r\n  enabled: true\r\n  # \xed\xa0\x80\r\n",
+	"\xff\xfer\x00a\x00t\x00e\x00_\x00l\x00i\x00m\x00i\x00t\x00:\x00 \x00{\x00}\x00\n\x00",
+	"\xfe\xff\x00r",
+	"rate_limit: {}\n# \xe2\x82",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [\"/caf\xe9\"]\n      limit: 1/s\n",
+	// Paths an earlier rule, the same rule or exempt_paths covers.
+	"rate_limit:\n  rules:\n    - name: kb\n      paths: [/api/kb/*/x]\n      limit: 1/s\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n",
+	"rate_limit:\n  rules:\n    - name: r\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: w\n      paths: [/d/*]\n      methods: [PUT]\n      limit: 1/s\n    - name: m\n      paths: [/d/m, /d/n/o]\n      methods: [GET, PUT]\n      limit: 1/s\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a/b, /a/*, /a/*/]\n      limit: 1/s\n",
+	"rate_limit:\n  rules:\n    - name: h\n      paths: [/health, /s/*]\n      limit: 1/s\n  exempt_paths: [/s/*]\n",
+	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }
 
 func FuzzParseConfig(f *testing.F) {
@@ -243,6 +267,18 @@ func FuzzParseConfig(f *testing.F) {
 		if (c == nil) == (err == nil) {
 			t.Fatalf("ParseConfig = %v, %v; want exactly one of a Config and an error", c, err)
 		}
+		// Bad text is the one error, at the first bad character.
+		if line, col, bad := refBadText(data); bad {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Line != line || ce.Column != col || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("ParseConfig(%q) error = %v, want one error at line %d, column %d", data, err, line, col)
+			}
+			return
+		}
+		if err != nil && strings.Contains(err.Error(), "invalid YAML") &&
+			(strings.Contains(err.Error(), "UTF-8") || strings.Contains(err.Error(), "Unicode") || strings.Contains(err.Error(), "control char")) {
+			t.Fatalf("ParseConfig(%q) = %v: the YAML parser found bad text, without its position", data, err)
+		}
 		if err != nil {
 			var ce *ConfigError
 			if !errors.As(err, &ce) {
@@ -258,8 +294,8 @@ func FuzzParseConfig(f *testing.F) {
 					t.Errorf("joined error %T %q is not a *ConfigError", e, e)
 					continue
 				}
-				if ce.File != "f.yaml" || ce.Line < 0 || ce.Msg == "" {
-					t.Errorf("ConfigError %+v: want File f.yaml, Line >= 0 and a message", ce)
+				if ce.File != "f.yaml" || ce.Line < 0 || ce.Column != 0 || ce.Msg == "" {
+					t.Errorf("ConfigError %+v: want File f.yaml, Line >= 0, no Column (text is good) and a message", ce)
 				}
 				if !strings.HasPrefix(ce.Error(), "rate-limit config f.yaml") {
 					t.Errorf("ConfigError text %q does not name the file", ce.Error())
@@ -272,6 +308,29 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		checkCompiled(t, c, paths)
 	})
+}
+
+// refBadText finds the first character a configuration may not hold, by
+// another route than checkText: lines split on "\r\n", "\r" and "\n",
+// characters counted in each line.
+func refBadText(data []byte) (line, col int, bad bool) {
+	s := strings.TrimPrefix(string(data), "\ufeff")
+	if strings.HasPrefix(s, "\xff\xfe") || strings.HasPrefix(s, "\xfe\xff") {
+		return 1, 1, true
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	for i, l := range strings.Split(s, "\n") {
+		col := 0
+		for off, r := range l {
+			col++
+			invalid := r == utf8.RuneError && !strings.HasPrefix(l[off:], "\ufffd")
+			if invalid || unicode.IsControl(r) && r != '\t' || r == 0xfeff || r == 0x2028 || r == 0x2029 || r == 0xfffe || r == 0xffff {
+				return i + 1, col, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // checkCompiled checks the invariants of a compiled configuration.
@@ -317,6 +376,30 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 		for _, p := range r.Paths() {
 			if m, _ := c.Match("GET", Path(strings.ReplaceAll(p, "*", "x"))); m == nil {
 				t.Errorf("Match(%q) = nil", p)
+			}
+		}
+	}
+	// No path of a rule is shadowed: with every '*' a segment no pattern
+	// names ("*x") and one of the rule's methods (or, for a rule of every
+	// method, one too long for any rule to name), it is not exempt and the
+	// rule applies. Paths that other spellings (dot segments, escapes)
+	// could reach otherwise are left out.
+	simple := regexp.MustCompile(`^(/([A-Za-z0-9_-]+|\*))+/?$`)
+	for _, r := range c.Rules() {
+		methods := r.methods
+		if len(methods) == 0 {
+			methods = []string{"NOSUCHMETHODNAMED"}
+		}
+		for _, p := range r.Paths() {
+			if !simple.MatchString(p) {
+				continue
+			}
+			path := strings.ReplaceAll(p, "*", "*x")
+			if c.Exempt(path) {
+				t.Errorf("rule %q: path %q loaded, but %q is exempt", r.Name, p, path)
+			}
+			if !slices.ContainsFunc(methods, func(m string) bool { got, _ := c.Match(m, path); return got == r }) {
+				t.Errorf("rule %q: path %q loaded, but another rule takes %q for each of %v", r.Name, p, path, methods)
 			}
 		}
 	}

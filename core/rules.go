@@ -105,6 +105,22 @@ func (p *pattern) overlaps(q *pattern) bool {
 	return true
 }
 
+// covers reports whether every path that matches q also matches p: both
+// have as many segments, and each segment of p is '*' or q's segment. It
+// is exact: '*' matches any non-empty segment and no segment of a pattern
+// is empty, so when p does not cover q some path matches q and not p.
+func (p *pattern) covers(q *pattern) bool {
+	if len(p.segs) != len(q.segs) {
+		return false
+	}
+	for i, s := range p.segs {
+		if s != "*" && s != q.segs[i] {
+			return false
+		}
+	}
+	return true
+}
+
 type weight struct {
 	pat  pattern
 	cost int64

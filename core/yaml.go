@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -13,9 +14,13 @@ import (
 // parseSpec reads the YAML form of a Spec, recording the line of every
 // field so that compile can name it. It reports every problem it finds.
 func parseSpec(data []byte, file string) (Spec, lines, error) {
+	data = trimBOM(data)
+	if err := checkText(data, file); err != nil {
+		return Spec{}, nil, err
+	}
 	w := &walker{file: file, ln: lines{}}
 	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(trimBOM(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return Spec{}, nil, &ConfigError{File: file, Msg: "the file is empty (want a rate_limit section)"}
@@ -43,6 +48,46 @@ func parseSpec(data []byte, file string) (Spec, lines, error) {
 		return Spec{}, nil, errors.Join(w.errs...)
 	}
 	return spec, w.ln, nil
+}
+
+// checkText reports, with its line and column, the first character of
+// data (after its byte order mark) that a configuration may not hold: a
+// byte that is not UTF-8, or a character YAML 1.2 does not allow (the C0
+// and C1 controls but tab, line feed and carriage return; U+FFFE and
+// U+FFFF). It also refuses a byte order mark after the start, and U+2028
+// and U+2029, which the YAML parser takes for line breaks while editors
+// do not, so that every line it reports is the line an editor shows.
+// A UTF-16 file is refused as such. The YAML parser finds the same
+// problems but names no line.
+func checkText(data []byte, file string) error {
+	fail := func(line, col int, format string, args ...any) error {
+		return &ConfigError{File: file, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(data) >= 2 && (data[0] == 0xff && data[1] == 0xfe || data[0] == 0xfe && data[1] == 0xff) {
+		return fail(1, 1, "the file is UTF-16 (byte order mark 0x%02x 0x%02x): save it as UTF-8", data[0], data[1])
+	}
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == '\n' || r == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			line, col = line+1, 0
+		case r == '\t', r == '\r':
+		case r == utf8.RuneError && size == 1:
+			return fail(line, col, "invalid UTF-8 (byte 0x%02x)", data[i])
+		case r < 0x20, r >= 0x7f && r <= 0x9f:
+			return fail(line, col, "control character U+%04X is not allowed", r)
+		case r == 0xfeff:
+			return fail(line, col, "byte order mark U+FEFF is allowed only at the start of the file")
+		case r == 0x2028, r == 0x2029:
+			return fail(line, col, "U+%04X is not allowed: end lines with \\n", r)
+		case r == 0xfffe, r == 0xffff:
+			return fail(line, col, "noncharacter U+%04X is not allowed", r)
+		}
+		i += size
+		col++
+	}
+	return nil
 }
 
 type walker struct {

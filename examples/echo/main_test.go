@@ -7,3 +7,5 @@ import (
 )
 
 func TestDemo(t *testing.T) { demotest.Run(t, run) }
+
+func TestLimits(t *testing.T) { demotest.Limits(t, run) }

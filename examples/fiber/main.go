@@ -5,6 +5,11 @@
 //	go run ./examples/fiber               # listens on 127.0.0.1:8080
 //	go run ./examples/fiber -addr :9000 -config ratelimit.yaml
 //
+// The server's timeouts and connection limits are demo.ServerLimitFlags'
+// (-read-header-timeout, -read-timeout, -write-timeout, -idle-timeout,
+// -max-header-bytes, -max-conns; -h lists them with their defaults),
+// mapped onto Fiber's configuration by newApp.
+//
 // Callers are counted by their X-API-Key header (a stand-in for your
 // authentication), or by their IP without one. On start it prints curl
 // lines that reach a 429.
@@ -12,9 +17,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/fiberrl"
@@ -22,12 +31,56 @@ import (
 
 func main() { demo.Main(run) }
 
+// newApp returns a Fiber app with ln's limits. Fiber (fasthttp) has no
+// header timeout of its own and reads a request's body before any
+// handler runs, so they map as follows:
+//
+//   - ReadHeaderTimeout is fasthttp's ReadTimeout: the request header must
+//     arrive within it (from the start of the connection, or from the
+//     first byte of a keep-alive connection's next request);
+//   - ReadTimeout: once the header is in, the body gets what remains of
+//     it after ReadHeaderTimeout (HeaderReceived sets the deadline), so a
+//     whole request takes at most ReadTimeout;
+//   - WriteTimeout and IdleTimeout are fasthttp's own;
+//   - MaxHeaderBytes is the read buffer size, which bounds the header
+//     (each connection reading a request holds a buffer of that size);
+//   - a connection is busy for ln from its handler's start (the first
+//     middleware) until fasthttp reports it idle after the response, so at
+//     the connection limit one that is sending a header or a body may be
+//     closed for a newcomer, never one whose handler is running.
+func newApp(ln *demo.Listener) *fiber.App {
+	lim := ln.Limits
+	app := fiber.New(fiber.Config{
+		DisableStartupMessage: true,
+		ReadTimeout:           lim.ReadHeaderTimeout,
+		WriteTimeout:          lim.WriteTimeout,
+		IdleTimeout:           lim.IdleTimeout,
+		ReadBufferSize:        lim.MaxHeaderBytes,
+	})
+	srv := app.Server()
+	if body := lim.ReadTimeout - lim.ReadHeaderTimeout; body > 0 {
+		srv.HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: body}
+		}
+	}
+	srv.ConnState = func(c net.Conn, s fasthttp.ConnState) {
+		if s == fasthttp.StateIdle {
+			ln.Busy(c, false)
+		}
+	}
+	app.Use(func(c *fiber.Ctx) error {
+		ln.Busy(c.Context().Conn(), true)
+		return c.Next()
+	})
+	return app
+}
+
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg, ln, err := demo.Setup("fiber", args)
 	if err != nil {
 		return err
 	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app := newApp(ln)
 	app.Use(fiberrl.New(cfg, fiberrl.WithKeyFunc(fiberrl.HeaderKey(demo.KeyHeader))))
 	for _, rt := range demo.Routes {
 		app.Add(rt.Method, rt.Path, func(c *fiber.Ctx) error {
@@ -36,9 +89,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		})
 	}
 	demo.PrintBanner(stdout, "Fiber", ln.Addr().String())
-	go func() {
-		<-ctx.Done()
-		_ = app.Shutdown()
-	}()
-	return app.Listener(ln)
+	served := make(chan error, 1)
+	go func() { served <- app.Listener(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = app.ShutdownWithContext(shutdown)
+	<-served
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
 }

@@ -15,6 +15,10 @@
 //	go run ./examples/jwt                 # listens on 127.0.0.1:8080
 //	go run ./examples/jwt -addr :9000
 //
+// The server's timeouts and connection limits are demo.ServerLimitFlags'
+// (-read-header-timeout, -read-timeout, -write-timeout, -idle-timeout,
+// -max-header-bytes, -max-conns; -h lists them with their defaults).
+//
 // Endpoints: POST /login {"user": "...", "password": "..."} (demo users
 // alice / wonderland and bob / builder), POST /refresh {"refresh_token":
 // "..."}, GET /me with "Authorization: Bearer <access token>", GET /health.
@@ -31,7 +35,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -76,6 +79,7 @@ func main() { demo.Main(run) }
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("jwt", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
+	limits := demo.ServerLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,7 +95,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := limits.Listen(*addr)
 	if err != nil {
 		return err
 	}

@@ -155,3 +155,5 @@ func TestRunBadFlags(t *testing.T) {
 		t.Fatal("run with a bad address succeeded")
 	}
 }
+
+func TestLimits(t *testing.T) { demotest.Limits(t, run) }

@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	redisURL := fs.String("redis", "", "count in the Redis server at `URL`, "+redisForm+"; default: in memory")
 	redisCluster := fs.String("redis-cluster", "", "count in a Redis Cluster: comma-separated host:port `addresses` of some of its nodes; default: in memory")
 	secret := fs.String("jwt-secret", "", "HS256 `secret` of bearer tokens; default: $RLKIT_JWT_SECRET, else a development secret")
+	limits := demo.ServerLimitFlags(fs)
 	var err error
 	if err = fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -136,6 +137,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return usage("unexpected argument %q", fs.Arg(0))
+	}
+	if err := limits.Check(); err != nil {
+		return usage("%v", err)
 	}
 	var (
 		redisOpts *redis.Options // -redis
@@ -171,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	// Listen before checking Redis: a taken address fails at once.
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := limits.Listen(*addr)
 	if err != nil {
 		return fmt.Errorf("-addr: %w", err)
 	}
@@ -215,7 +219,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	handler := authenticate(cfg, []byte(*secret), limit(http.HandlerFunc(serve)))
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := ln.HTTPServer(handler) // the limits' timeouts and header limit; ln caps the connections
 	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret); err != nil {
 		ln.Close()
 		return err

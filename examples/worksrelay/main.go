@@ -51,6 +51,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/worksclient"
 )
 
@@ -358,7 +359,9 @@ const demoToken = "demo-access-token"
 
 func newFakeAPI() *fakeAPI {
 	f := &fakeAPI{arrived: make(map[string][]time.Time)}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = httptest.NewUnstartedServer(nil)
+	f.Config = demo.DefaultServerLimits().HTTPServer(http.HandlerFunc(f.serve)) // the examples' server timeouts
+	f.Start()
 	return f
 }
 

@@ -1,6 +1,7 @@
 // Package demo holds what rlkit's example services share: the DESIGN
-// example configuration, its routes, and the banner with curl lines that
-// reach a limit.
+// example configuration, its routes, the banner with curl lines that
+// reach a limit, and the limits every example server puts on its clients'
+// connections (ServerLimits, Listener).
 package demo
 
 import (
@@ -10,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -90,12 +90,13 @@ func Main(run func(ctx context.Context, args []string, stdout io.Writer) error) 
 	}
 }
 
-// Setup reads an example's flags (-addr, -config), loads the configuration
-// and opens the listener.
-func Setup(name string, args []string) (*core.Config, net.Listener, error) {
+// Setup reads an example's flags (-addr, -config, and those of
+// ServerLimitFlags), loads the configuration and opens the listener.
+func Setup(name string, args []string) (*core.Config, *Listener, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
 	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled DESIGN example")
+	limits := ServerLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -103,24 +104,31 @@ func Setup(name string, args []string) (*core.Config, net.Listener, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := limits.Listen(*addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, ln, nil
 }
 
-// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully.
-func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+// ServeHTTP serves h on ln, with ln's limits (Listener.HTTPServer), until
+// ctx ends, then shuts down gracefully, waiting up to 5 seconds for the
+// requests under way.
+func ServeHTTP(ctx context.Context, ln *Listener, h http.Handler) error {
+	srv := ln.HTTPServer(h)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
 		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	<-served // http.ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
 }

@@ -15,17 +15,20 @@ import (
 	"github.com/rlkit/rlkit/examples/internal/demo"
 )
 
-// Start starts run (an example's entry point) on 127.0.0.1:0 and returns
-// its base URL ("http://127.0.0.1:port"), found in the banner's
-// "listening on" line. At the end of the test it cancels run's context and
-// fails unless run returns nil within 10 seconds.
-func Start(t *testing.T, run func(ctx context.Context, args []string, stdout io.Writer) error) string {
+// RunFunc is an example's entry point: it serves until ctx ends.
+type RunFunc = func(ctx context.Context, args []string, stdout io.Writer) error
+
+// Start starts run (an example's entry point) on 127.0.0.1:0, with args
+// after -addr, and returns its base URL ("http://127.0.0.1:port"), found in
+// the banner's "listening on" line. At the end of the test it cancels
+// run's context and fails unless run returns nil within 10 seconds.
+func Start(t *testing.T, run RunFunc, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw)
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw)
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -43,7 +46,7 @@ func Start(t *testing.T, run func(ctx context.Context, args []string, stdout io.
 	var base string
 	for lines.Scan() {
 		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
-			base = "http://" + strings.Fields(rest)[0]
+			base = "http://" + strings.TrimPrefix(strings.Fields(rest)[0], "http://")
 			break
 		}
 	}
@@ -56,7 +59,7 @@ func Start(t *testing.T, run func(ctx context.Context, args []string, stdout io.
 
 // Run starts run (an example's entry point) with Start and checks the
 // limits the banner's curl lines show.
-func Run(t *testing.T, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+func Run(t *testing.T, run RunFunc) {
 	base := Start(t, run)
 	client := &http.Client{Timeout: 5 * time.Second}
 	send := func(method, path, key string) (*http.Response, string) {
