@@ -1426,7 +1426,7 @@ func TestConfigOverlappingPathsLoad(t *testing.T) {
 		{"GET", "/doc/a/b", "deeper"},
 		{"GET", "/static/app.js", "static"},
 	} {
-		if r, _ := c.Match(tt.method, tt.path); r.Name != tt.want {
+		if r, _ := c.Match(tt.method, Path(tt.path)); r.Name != tt.want {
 			t.Errorf("Match(%s, %s) = %q, want %q", tt.method, tt.path, r.Name, tt.want)
 		}
 	}

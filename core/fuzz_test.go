@@ -394,7 +394,7 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			if !simple.MatchString(p) {
 				continue
 			}
-			path := strings.ReplaceAll(p, "*", "*x")
+			path := Path(strings.ReplaceAll(p, "*", "*x"))
 			if c.Exempt(path) {
 				t.Errorf("rule %q: path %q loaded, but %q is exempt", r.Name, p, path)
 			}
