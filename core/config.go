@@ -76,7 +76,9 @@ type RuleSpec struct {
 	Name string
 	// Paths are patterns; '*' matches exactly one path segment.
 	Paths []string
-	// Methods, when set, restrict the rule to these HTTP methods.
+	// Methods, when set, restrict the rule to these HTTP methods. GET
+	// covers HEAD too: routers (net/http's ServeMux, Fiber) serve a HEAD
+	// request with the GET handler, so a GET rule must count it.
 	Methods []string
 	// Limit holds one or more limits ("10/second"); all must admit.
 	Limit []string
@@ -257,6 +259,15 @@ func (c *Config) matchAll(method string, sp []string) (*Rule, int64) {
 		}
 	}
 	return c.def, 1
+}
+
+// withHead returns methods with HEAD added when it holds GET and not HEAD:
+// routers serve HEAD with the GET handler, so a rule for GET counts HEAD.
+func withHead(methods []string) []string {
+	if slices.Contains(methods, "GET") && !slices.Contains(methods, "HEAD") {
+		return append(slices.Clip(methods), "HEAD")
+	}
+	return methods
 }
 
 // LoadConfig reads and compiles the YAML configuration in file.
@@ -465,6 +476,7 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, seen map[string]
 		}
 		r.methods = append(r.methods, m)
 	}
+	r.methods = withHead(r.methods)
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
 	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
 	for _, w := range rs.Weights {
@@ -514,7 +526,7 @@ func (cc *compiler) paths(key, label string, rs RuleSpec, taken *[]pathClaim, ex
 			cc.fail(pkey, label, "paths", p, "%v", err)
 			continue
 		}
-		*taken = append(*taken, pathClaim{key: pkey, label: label, pat: pat, methods: rs.Methods})
+		*taken = append(*taken, pathClaim{key: pkey, label: label, pat: pat, methods: withHead(rs.Methods)})
 		out = append(out, pat)
 	}
 	own := (*taken)[earlier:]

@@ -215,7 +215,7 @@ func TestConfigMethods(t *testing.T) {
 		{"PUT", "search-write"},
 		{"GET", "search-read"},
 		{"DELETE", "search"},
-		{"HEAD", "search"},
+		{"HEAD", "search-read"}, // GET covers HEAD
 		{"post", "search"}, // methods compare exactly
 	}
 	for _, tt := range tests {
@@ -1509,5 +1509,30 @@ func TestConfigText(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.File != "f.yaml" || ce.Line != 2 || ce.Column != 8 {
 		t.Errorf("ParseConfig error = %#v, want File f.yaml, Line 2, Column 8", ce)
+	}
+}
+
+// TestGetCoversHead: a rule for GET counts HEAD, which routers serve with
+// the GET handler, and a later HEAD rule for the same path is refused as
+// never applying.
+func TestGetCoversHead(t *testing.T) {
+	cfg, err := NewConfig(Spec{Enabled: true, Rules: []RuleSpec{
+		{Name: "read", Paths: []string{"/doc"}, Methods: []string{"GET"}, Limit: []string{"5/second"}},
+		{Name: "write", Paths: []string{"/doc"}, Methods: []string{"POST"}, Limit: []string{"1/second"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for method, want := range map[string]string{"GET": "read", "HEAD": "read", "POST": "write", "PUT": "default"} {
+		if r, _ := cfg.Match(method, "/doc"); r.Name != want {
+			t.Errorf("Match(%s, /doc) = %q, want %q", method, r.Name, want)
+		}
+	}
+	_, err = NewConfig(Spec{Enabled: true, Rules: []RuleSpec{
+		{Name: "read", Paths: []string{"/doc"}, Methods: []string{"GET"}, Limit: []string{"5/second"}},
+		{Name: "head", Paths: []string{"/doc"}, Methods: []string{"HEAD"}, Limit: []string{"1/second"}},
+	}})
+	if err == nil || !strings.Contains(err.Error(), `rule "head": field "paths": value "/doc": already matched by rule "read"`) {
+		t.Errorf("a HEAD rule after a GET rule for the same path: err = %v, want it refused as already matched", err)
 	}
 }
