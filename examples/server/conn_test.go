@@ -10,11 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,70 +21,6 @@ import (
 
 // The fault suite's connection flood: examples/server, run as the real
 // program in its own process, under 5,000 idle connections.
-
-// nofileEnv, in the environment of the program run by serveProcess, sets
-// its limit on open files (soft and hard) before main starts, as an
-// operator's ulimit -n would.
-const nofileEnv = "RLKIT_SERVER_TEST_NOFILE"
-
-func init() {
-	if v := os.Getenv(nofileEnv); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err == nil {
-			err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s=%s: %v\n", nofileEnv, v, err)
-			os.Exit(3)
-		}
-	}
-}
-
-// serveProcess runs the program (the test binary as main, see mainProcess)
-// on a free loopback port with args, and with at most nofile open files
-// unless nofile is 0, and returns its address and process id; it is
-// killed when the test ends.
-func serveProcess(t *testing.T, nofile int, args ...string) (addr string, pid int) {
-	t.Helper()
-	cmd, stderr := mainProcess(t, append([]string{"-addr", "127.0.0.1:0", "-jwt-secret", testSecret}, args...)...)
-	if nofile > 0 {
-		cmd.Env = append(cmd.Env, nofileEnv+"="+strconv.Itoa(nofile))
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr)
-		}
-	})
-	found := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			if m := listeningRE.FindStringSubmatch(lines.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout) // until the process ends
-		close(found)
-	}()
-	select {
-	case addr = <-found:
-	case <-time.After(10 * time.Second):
-	}
-	if addr == "" {
-		t.Fatalf("no listening line within 10s; stderr:\n%s", stderr)
-	}
-	return addr, cmd.Process.Pid
-}
 
 // openFiles counts the open file descriptors of process pid; -1 without
 // /proc.
@@ -231,7 +165,8 @@ func TestFaultIdleConnections(t *testing.T) {
 		{"-max-conns 1000", 0, []string{"-max-conns", "1000"}, 1000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			addr, pid := serveProcess(t, tt.nofile, tt.args...)
+			p := startServerProcess(t, tt.nofile, tt.args...)
+			addr, pid := p.addr, p.pid()
 			base := openFiles(pid)
 			stop := make(chan struct{})
 			probe := healthProbe(addr, within, stop)

@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,109 +46,6 @@ const (
 	// this ran while the machine itself was stalled (see the test's doc).
 	stallBound = 50 * time.Millisecond
 )
-
-// buildServer builds examples/server into a temporary directory, with the
-// race detector when this test binary has it (the packages are then
-// already compiled for the test).
-func buildServer(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "server")
-	args := []string{"build", "-o", bin}
-	if raceEnabled() {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command(goTool, append(args, ".")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin
-}
-
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
-// serverProcess is examples/server running as its own process.
-type serverProcess struct {
-	cmd    *exec.Cmd
-	base   string
-	stderr *faultBuffer
-	done   chan error
-}
-
-type faultBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *faultBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *faultBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startServerProcess runs bin with args and waits for the banner's listening
-// line; it stops the server with SIGTERM when the test ends.
-func startServerProcess(t *testing.T, bin string, args ...string) *serverProcess {
-	t.Helper()
-	p := &serverProcess{stderr: new(faultBuffer), done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-jwt-secret", testSecret}, args...)...)
-	p.cmd.Stderr = p.stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		p.done <- p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			t.Errorf("the server did not stop within 10s of SIGTERM")
-		}
-	})
-	select {
-	case a := <-addr:
-		p.base = "http://" + a
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no listening line within 30s; stderr:\n%s", p.stderr)
-	}
-	return p
-}
 
 // faultReply is one request of the load.
 type faultReply struct {
@@ -363,12 +255,11 @@ var warnLineRE = regexp.MustCompile(`(?m)^.*level=WARN.*$`)
 // on go-redis's own timeouts), and are counted in the log.
 func TestFaultServerRedisKillStop(t *testing.T) {
 	srv := redistest.StartServer(t)
-	bin := buildServer(t)
 	cfgFile := filepath.Join(t.TempDir(), "fault.yaml")
 	if err := os.WriteFile(cfgFile, []byte(faultConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startServerProcess(t, bin, "-redis", "redis://"+srv.Addr()+"/0", "-config", cfgFile)
+	p := startServerProcess(t, 0, "-redis", "redis://"+srv.Addr()+"/0", "-config", cfgFile)
 	client := &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: faultWorkers + 1},
 		Timeout:   10 * time.Second, // a hung request shows as a slow one
@@ -407,7 +298,6 @@ func TestFaultServerRedisKillStop(t *testing.T) {
 	if stderr == "" {
 		lines = nil
 	}
-	t.Logf("server built with -race: %v", raceEnabled())
 	t.Logf("before the kill: %v", before)
 	t.Logf("SIGKILL → restart → 0.5s after counting resumed: %v; counting resumed %v after the restart", kill, backAfterRestart.Round(time.Millisecond))
 	t.Logf("SIGSTOP → SIGCONT → 0.5s after counting resumed: %v; counting resumed %v after SIGCONT", stop, backAfterCont.Round(time.Millisecond))
