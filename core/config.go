@@ -151,6 +151,10 @@ type Config struct {
 	exempt     []pattern
 	headers    HeaderStyle
 	failClosed bool // false, the zero value, is fail-open
+	// upper: a rule or weight pattern holds an ASCII upper-case letter, so
+	// that a route's answer (worked out case by case) may differ from
+	// matching without regard to case.
+	upper bool
 
 	routes routes // answers per (method, route); see route.go
 }
@@ -197,7 +201,7 @@ func (c *Config) Exempt(p Path) bool {
 		return false
 	}
 	var buf [maxSpellings]string
-	return c.exemptAll(spellings(p, false, &buf))
+	return c.exemptAll(spellings(p, &buf))
 }
 
 // exemptAll reports whether every spelling in sp, with and without its
@@ -239,19 +243,32 @@ func (c *Config) Match(method string, p Path) (*Rule, int64) {
 		return nil, 1
 	}
 	var buf [maxSpellings]string
-	return c.matchAll(method, spellings(p, false, &buf))
+	return c.matchAll(method, spellings(p, &buf), false)
 }
 
-// matchAll is Match for the spellings in sp.
-func (c *Config) matchAll(method string, sp []string) (*Rule, int64) {
+// MatchFoldCase is Match for a router that matches paths without regard
+// to ASCII case (Fiber's default; see Flow.FoldCase): rules and weights
+// match every spelling without regard to ASCII case. Exempt needs no such
+// variant: exempt paths match exactly either way.
+func (c *Config) MatchFoldCase(method string, p Path) (*Rule, int64) {
+	if c == nil {
+		return nil, 1
+	}
+	var buf [maxSpellings]string
+	return c.matchAll(method, spellings(p, &buf), true)
+}
+
+// matchAll is Match for the spellings in sp, with fold without regard to
+// ASCII case.
+func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) {
 	for _, r := range c.rules {
 		if !r.allows(method) {
 			continue
 		}
 		var cost int64
 		for _, s := range sp {
-			if s = trimSlash(s); r.covers(s) {
-				cost = max(cost, r.cost(s))
+			if s = trimSlash(s); r.covers(s, fold) {
+				cost = max(cost, r.cost(s, fold))
 			}
 		}
 		if cost > 0 {
@@ -387,6 +404,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	for i, rs := range spec.Rules {
 		if r := cc.rule(i, rs, defAlgo, seen, &taken, exempt); r != nil {
 			c.rules = append(c.rules, r)
+			c.upper = c.upper || r.hasUpper()
 		}
 	}
 
@@ -549,9 +567,9 @@ func (cc *compiler) shadowed(p *pathClaim, exempt, earlier, own []pathClaim, j i
 	for k := range exempt {
 		if e := &exempt[k]; e.pat.covers(&p.pat) {
 			if e.key == "" {
-				return fmt.Sprintf("exempt by %q of the default exempt_paths: no request on this path would ever be counted (list your own exempt_paths to change that)", e.pat.raw)
+				return fmt.Sprintf("exempt by %q of the default exempt_paths: a request for this path is never counted (the rule would count only other spellings of it, such as with a trailing slash) (list your own exempt_paths to change that)", e.pat.raw)
 			}
-			return fmt.Sprintf("exempt by exempt_paths %q%s: no request on this path would ever be counted", e.pat.raw, paren(cc.lineOf(e.key)))
+			return fmt.Sprintf("exempt by exempt_paths %q%s: a request for this path is never counted (the rule would count only other spellings of it, such as with a trailing slash)", e.pat.raw, paren(cc.lineOf(e.key)))
 		}
 	}
 	for k := range own {

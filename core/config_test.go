@@ -216,7 +216,7 @@ func TestConfigMethods(t *testing.T) {
 		{"GET", "search-read"},
 		{"DELETE", "search"},
 		{"HEAD", "search-read"}, // GET covers HEAD
-		{"post", "search"}, // methods compare exactly
+		{"post", "search"},      // methods compare exactly
 	}
 	for _, tt := range tests {
 		if r, _ := c.Match(tt.method, "/api/search"); r.Name != tt.rule {
@@ -1209,7 +1209,7 @@ func TestConfigMethodsMayShareAPath(t *testing.T) {
 func TestConfigShadowedPaths(t *testing.T) {
 	const (
 		redundant = `a path of the same rule: this path is redundant`
-		never     = `no request on this path would ever be counted`
+		never     = `a request for this path is never counted (the rule would count only other spellings of it, such as with a trailing slash)`
 		comeFirst = `which come first: this path would never apply here`
 	)
 	tests := []struct {

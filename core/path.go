@@ -36,10 +36,11 @@ import (
 // is; "%00" is the byte 0, a character like any other. Paths are
 // case-sensitive, except behind a router that matches them without regard
 // to ASCII case (Fiber's default, CaseSensitive false): its adapter sets
-// Flow.FoldCase, and each spelling above is then also taken in ASCII lower
-// case, so "/API/search" counts under a rule for "/api/search" and
-// "/HEALTH" is not exempt. No other spelling is considered: '+', ';' and
-// '\' are ordinary characters.
+// Flow.FoldCase, and rules and weights then match every spelling without
+// regard to ASCII case, so "/API/search" counts under a rule for
+// "/api/search" (and "/api/users" under one for "/api/Users"), while
+// exempt paths still match exactly: "/HEALTH" is not exempt. No other
+// spelling is considered: '+', ';' and '\' are ordinary characters.
 //
 // A request is exempt only when every spelling is exempt, and an exempt
 // path matches with its trailing slash counting: "/health" exempts
@@ -56,8 +57,7 @@ import (
 // slash — is its only spelling: it costs one scan and no allocation. Any
 // other costs at most two decodings and three cleanings (at most 8
 // allocations, each at most the path's length) and is matched against at
-// most six spellings; folding case adds at most six lower-case copies and
-// six spellings: work bounded by the path's length.
+// most six spellings: work bounded by the path's length.
 type Path string
 
 // URLPath returns the Path of u as net/http routers read it: u.RawPath when
@@ -76,41 +76,19 @@ func URLPath(u *url.URL) Path {
 }
 
 // maxSpellings is the number of distinct spellings a path can have: as
-// sent, segment-decoded and decoded, each also cleaned, and each of those
-// also in lower case when case is folded. Trailing-slash variants are
-// substrings, not counted here.
-const maxSpellings = 12
+// sent, segment-decoded and decoded, each also cleaned. Trailing-slash
+// variants are substrings, not counted here.
+const maxSpellings = 6
 
 // spellings returns the distinct spellings of p, in buf: as sent,
-// segment-decoded, decoded, then each of those cleaned; with fold, then
-// each of those in ASCII lower case.
-func spellings(p Path, fold bool, buf *[maxSpellings]string) []string {
+// segment-decoded, decoded, then each of those cleaned.
+func spellings(p Path, buf *[maxSpellings]string) []string {
 	s := string(p)
 	buf[0] = s
 	sp := buf[:1]
-	if single(s, fold) {
+	if clean(s) {
 		return sp
 	}
-	if !clean(s) {
-		sp = decodings(s, sp)
-	}
-	if fold {
-		for _, t := range sp {
-			sp = addSpelling(sp, lowerASCII(t))
-		}
-	}
-	return sp
-}
-
-// single reports whether p is its only spelling (see clean), and, with
-// fold, has no ASCII upper-case letter.
-func single(p string, fold bool) bool {
-	return clean(p) && (!fold || !hasUpperASCII(p))
-}
-
-// decodings appends to sp (holding s) the decoded spellings of s and the
-// cleaned form of each.
-func decodings(s string, sp []string) []string {
 	sp = addSpelling(sp, decode(s, true))
 	if hasEncodedSlash(s) {
 		sp = addSpelling(sp, decode(s, false))
@@ -132,20 +110,26 @@ func hasUpperASCII(p string) bool {
 	return false
 }
 
-// lowerASCII returns p with 'A'..'Z' mapped to 'a'..'z' (as Fiber folds
-// paths; other bytes, UTF-8 included, stay as they are), or p itself when
-// it has none.
-func lowerASCII(p string) string {
-	if !hasUpperASCII(p) {
-		return p
+// equalCase reports whether a and b are equal, or with fold equal but for
+// ASCII case (as Fiber compares paths; other bytes, UTF-8 included, must
+// be equal).
+func equalCase(a, b string, fold bool) bool {
+	if !fold || len(a) != len(b) {
+		return a == b
 	}
-	b := []byte(p)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+	for i := 0; i < len(a); i++ {
+		if x, y := a[i], b[i]; x != y && lowerByte(x) != lowerByte(y) {
+			return false
 		}
 	}
-	return string(b)
+	return true
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // hasEncodedSlash reports whether p holds "%2F" or "%2f".

@@ -70,7 +70,13 @@ func (a *routeAnswer) fits(path string) bool {
 // case (see Flow.FoldCase).
 func (c *Config) decide(method string, p Path, route string, fold bool) (*Rule, int64) {
 	var sp []string
-	if path := string(p); single(path, fold) {
+	if path := string(p); clean(path) {
+		// A route's answer is worked out case by case: without regard to
+		// case it holds only when neither the route nor a pattern has an
+		// upper-case letter (the path then fits the route only as written).
+		if fold && (c.upper || hasUpperASCII(route)) {
+			route = ""
+		}
 		if a := c.routeAnswer(method, path, route); a != nil {
 			if a.exempt {
 				return nil, 0
@@ -81,12 +87,12 @@ func (c *Config) decide(method string, p Path, route string, fold bool) (*Rule, 
 		sp = one[:]
 	} else {
 		var buf [maxSpellings]string
-		sp = spellings(p, fold, &buf)
+		sp = spellings(p, &buf)
 	}
 	if c.exemptAll(sp) {
 		return nil, 0
 	}
-	return c.matchAll(method, sp)
+	return c.matchAll(method, sp, fold)
 }
 
 // routeAnswer returns the answer of route for a request for path (a clean

@@ -64,11 +64,14 @@ func trimSlash(p string) string {
 }
 
 // match reports whether path (already passed through trimSlash) matches.
-func (p *pattern) match(path string) bool {
+func (p *pattern) match(path string) bool { return p.matchCase(path, false) }
+
+// matchCase is match, with fold without regard to ASCII case.
+func (p *pattern) matchCase(path string, fold bool) bool {
 	if p.literal {
-		return path == p.prefix
+		return equalCase(path, p.prefix, fold)
 	}
-	if !strings.HasPrefix(path, p.prefix) || path == "" || path[0] != '/' {
+	if len(path) < len(p.prefix) || !equalCase(path[:len(p.prefix)], p.prefix, fold) || path == "" || path[0] != '/' {
 		return false
 	}
 	rest := path[1:]
@@ -81,7 +84,7 @@ func (p *pattern) match(path string) bool {
 			if cur == "" {
 				return false
 			}
-		} else if cur != seg {
+		} else if !equalCase(cur, seg, fold) {
 			return false
 		}
 		if !more {
@@ -165,10 +168,10 @@ func (r *Rule) allows(method string) bool {
 }
 
 // covers reports whether one of the rule's paths matches path (already
-// passed through trimSlash).
-func (r *Rule) covers(path string) bool {
+// passed through trimSlash), with fold without regard to ASCII case.
+func (r *Rule) covers(path string, fold bool) bool {
 	for i := range r.paths {
-		if r.paths[i].match(path) {
+		if r.paths[i].matchCase(path, fold) {
 			return true
 		}
 	}
@@ -176,12 +179,28 @@ func (r *Rule) covers(path string) bool {
 }
 
 // cost is the weight of path under r: the first weight pattern that
-// matches, else 1.
-func (r *Rule) cost(path string) int64 {
+// matches (with fold without regard to ASCII case), else 1.
+func (r *Rule) cost(path string, fold bool) int64 {
 	for i := range r.weights {
-		if r.weights[i].pat.match(path) {
+		if r.weights[i].pat.matchCase(path, fold) {
 			return r.weights[i].cost
 		}
 	}
 	return 1
+}
+
+// hasUpper reports whether a path or weight pattern of r holds an ASCII
+// upper-case letter.
+func (r *Rule) hasUpper() bool {
+	for i := range r.paths {
+		if hasUpperASCII(r.paths[i].raw) {
+			return true
+		}
+	}
+	for i := range r.weights {
+		if hasUpperASCII(r.weights[i].pat.raw) {
+			return true
+		}
+	}
+	return false
 }

@@ -112,7 +112,7 @@ func TestPatternMatch(t *testing.T) {
 		}
 		got := false // some spelling matches (see Config.Match)
 		var buf [maxSpellings]string
-		for _, s := range spellings(Path(tt.path), false, &buf) {
+		for _, s := range spellings(Path(tt.path), &buf) {
 			got = got || p.match(trimSlash(s))
 		}
 		if got != tt.want {

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
@@ -182,7 +183,10 @@ func TestRouteTemplateUsed(t *testing.T) {
 // adapters.
 func TestCaseFolding(t *testing.T) {
 	for _, sensitive := range []bool{false, true} {
-		cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+		cfg := adaptertest.Config(t, strings.Replace(adaptertest.DesignConfig, "  default:", `    - name: users
+      paths: ["/api/Users"]
+      limit: "3/second"
+  default:`, 1))
 		app := fiber.New(fiber.Config{DisableStartupMessage: true, CaseSensitive: sensitive})
 		app.Use(fiberrl.New(cfg, fiberrl.WithKeyFunc(fiberrl.HeaderKey("X-User"))))
 		app.All("/*", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
@@ -192,11 +196,17 @@ func TestCaseFolding(t *testing.T) {
 			{"/API/search", `"search";q=10;w=1`},
 			{"/Api%2FSearch", `"search";q=10;w=1`},
 			{"/HEALTH", `"default";q=120;w=60`},
+			{"/api/Users", `"users";q=3;w=1`},
+			{"/api/users", `"users";q=3;w=1`},
+			{"/API/USERS", `"users";q=3;w=1`},
 			{"/health", ""},
 		} {
 			want := c.policy
 			if sensitive && want != "" {
 				want = `"default";q=120;w=60`
+			}
+			if c.path == "/api/Users" {
+				want = c.policy
 			}
 			req := httptest.NewRequest("GET", c.path, nil)
 			req.Header.Set("X-User", "alice")

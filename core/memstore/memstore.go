@@ -112,7 +112,7 @@ func expired(m uint64, now int64) bool { return now >= 0 && m&expMask <= uint64(
 // window, the weighted count of the sliding window, the token bucket's and
 // GCRA's debt): atLimit (255) when no unit is left; otherwise
 // 16×log2(capacity/remaining), on the scale of log16, from 0 (nothing, or
-// less than a sixteenth, consumed) to 254 (about 1/60,000 or less left).
+// less than about 4 %, consumed) to 254 (about 1/60,000 or less left).
 //
 // Forgetting a counter lets its owner through at most what it had consumed,
 // so eviction drops the lowest levels first. The level is relative to the
