@@ -87,7 +87,16 @@ func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
 	if l.observer != nil {
 		start = l.clock.Now()
 	}
-	d.Result, d.Err = l.store.Take(ctx, BoundKey(identity), rule.Policy, cost)
+	key := BoundKey(identity)
+	d.Result, d.Err = l.store.Take(ctx, key, rule.Policy, cost)
+	if d.Err != nil && ctx.Err() != nil {
+		// The request's context ended (net/http cancels it when the
+		// client closes its side of the connection, though it may still
+		// read the answer): the decision must not depend on that, or a
+		// client could make the store fail and pass uncounted. Ask again,
+		// bounded by the store's own timeout alone.
+		d.Result, d.Err = l.store.Take(context.WithoutCancel(ctx), key, rule.Policy, cost)
+	}
 	d.Allowed = d.Result.Allowed
 	if d.Err != nil {
 		d.Result = Result{}

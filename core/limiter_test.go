@@ -618,3 +618,38 @@ func TestLimiterConcurrent(t *testing.T) {
 		t.Errorf("%d requests allowed under 300/minute, want 300", total)
 	}
 }
+
+// ctxStore is a fakeStore that, like the Redis store, refuses a call whose
+// context has ended.
+type ctxStore struct{ *fakeStore }
+
+func (s ctxStore) Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return s.fakeStore.Take(ctx, key, p, cost)
+}
+
+// TestLimiterCancelledContext: a request whose context has ended (net/http
+// cancels it when the client closes its write side, though the client may
+// still read the answer) is counted like any other, not failed open: a
+// client cannot pass uncounted by cancelling. No warning is logged.
+func TestLimiterCancelledContext(t *testing.T) {
+	store := ctxStore{newFakeStore()}
+	var logged strings.Builder
+	l := NewLimiter(loadExample(t), store, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i, want := range []bool{true, true, false, false} {
+		d := l.Decide(ctx, "POST", "/api/kb/kb-01/reindex", "alice", false)
+		if d.Allowed != want || d.Err != nil {
+			t.Errorf("request %d with a cancelled context: Allowed, Err = %v, %v; want %v, nil", i, d.Allowed, d.Err, want)
+		}
+	}
+	if n := store.numCalls(); n != 4 {
+		t.Errorf("%d counted calls, want 4", n)
+	}
+	if logged.Len() != 0 {
+		t.Errorf("logged %q, want nothing", logged.String())
+	}
+}
