@@ -236,7 +236,8 @@ func (c *Config) exemptOne(path string) bool {
 // Match returns the rule a request for p counts under, and its cost: the
 // first rule, in order, whose methods include method and whose paths match
 // a spelling of p (see Path), at the highest cost a matching spelling has
-// under that rule; else the default rule at cost 1. A trailing slash is
+// under that rule; when spellings of p match different rules, the
+// strictest of those (see Path); else the default rule at cost 1. A trailing slash is
 // ignored. It does not look at exempt paths (see Exempt).
 func (c *Config) Match(method string, p Path) (*Rule, int64) {
 	if c == nil {
@@ -261,6 +262,8 @@ func (c *Config) MatchFoldCase(method string, p Path) (*Rule, int64) {
 // matchAll is Match for the spellings in sp, with fold without regard to
 // ASCII case.
 func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) {
+	var best *Rule
+	var bestCost int64
 	for _, r := range c.rules {
 		if !r.allows(method) {
 			continue
@@ -271,9 +274,16 @@ func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) 
 				cost = max(cost, r.cost(s, fold))
 			}
 		}
-		if cost > 0 {
-			return r, cost
+		switch {
+		case cost == 0:
+		case len(sp) == 1:
+			return r, cost // one spelling: the first rule that matches it
+		case best == nil || r.stricter(cost, best, bestCost):
+			best, bestCost = r, cost
 		}
+	}
+	if best != nil {
+		return best, bestCost
 	}
 	return c.def, 1
 }

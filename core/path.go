@@ -48,7 +48,13 @@ import (
 // "/health" are listed. A request that is not exempt counts under the
 // first rule, in rule order, that any spelling matches (a rule ignores
 // trailing slashes), at the highest weight a matching spelling has under
-// that rule. So "/api%2Fsearch" counts under a rule for "/api/search";
+// that rule. When its spellings match different rules, it counts under
+// the strictest of them (the one that admits fewest such requests per
+// second, the earliest of equals): the router may serve any of those
+// spellings, so the earliest rule could be a generous one that a client
+// picks by spelling a strict rule's path oddly ("/api/kb/k1%2F../reindex",
+// which Echo serves as "/api/kb/:id/reindex", decodes and cleans to
+// "/api/kb/reindex"). So "/api%2Fsearch" counts under a rule for "/api/search";
 // "/api/kb/a%2Fb/reindex" under one for "/api/kb/*/reindex" (a router
 // takes "a/b" as the '*' segment); "/health%2F", "/%68ealth" and
 // "/files/../health" are not exempt by "/health".

@@ -222,6 +222,45 @@ func TestExemptWithAndWithoutTrailingSlash(t *testing.T) {
 // TestFirstRuleAnySpelling: the rule is the first, in rule order, that
 // some spelling matches, whichever spelling it is; its cost is the highest
 // a matching spelling has under it.
+// TestStrictestRuleWhenSpellingsDisagree: when spellings of one request
+// match different rules, it counts under the strictest of them, so that a
+// client cannot pick an earlier, more generous rule by spelling a strict
+// rule's path oddly; among equally strict rules, the earliest.
+func TestStrictestRuleWhenSpellingsDisagree(t *testing.T) {
+	cfg := mustParse(t, "rate_limit:\n  enabled: true\n  rules:\n"+
+		"    - {name: kb_read, paths: [\"/api/kb/*\"], limit: 100/minute}\n"+
+		"    - {name: reindex, paths: [\"/api/kb/*/reindex\"], limit: 2/minute}\n"+
+		"    - name: batch\n      paths: [\"/api/b/*\", \"/api/b/*/*\"]\n      limit: 100/minute\n      weights: {\"/api/b/*/*\": 60}\n"+
+		"    - {name: other, paths: [\"/api/b\"], limit: 10/minute}\n")
+	for _, c := range []struct {
+		path Path
+		rule string
+		cost int64
+	}{
+		{"/api/kb/k1/reindex", "reindex", 1},
+		{"/api/kb/k1", "kb_read", 1},
+		// Echo and Fiber serve it as /api/kb/:id/reindex; decoded and
+		// cleaned it is /api/kb/reindex, which kb_read matches first.
+		{"/api/kb/k1%2F../reindex", "reindex", 1},
+		{"/api/kb/k1%2f%2e%2e/reindex", "reindex", 1},
+		// batch at cost 60 admits 1.67 a minute: stricter than other.
+		{"/api/b/x%2F..", "batch", 60},
+		// One spelling: the first rule that matches, whatever the others.
+		{"/api/kb/reindex", "kb_read", 1},
+	} {
+		if r, cost := cfg.Match("POST", c.path); r.Name != c.rule || cost != c.cost {
+			t.Errorf("Match(%q) = %s at %d, want %s at %d", c.path, r.Name, cost, c.rule, c.cost)
+		}
+	}
+	// Equally strict: the earliest.
+	tie := mustParse(t, "rate_limit:\n  enabled: true\n  rules:\n"+
+		"    - {name: first, paths: [\"/*\"], limit: 1/s}\n"+
+		"    - {name: second, paths: [/a/b], limit: 60/minute}\n")
+	if r, _ := tie.Match("GET", "/a%2Fb"); r.Name != "first" {
+		t.Errorf("Match(/a%%2Fb) with two equally strict rules = %s, want first", r.Name)
+	}
+}
+
 func TestFirstRuleAnySpelling(t *testing.T) {
 	decodedFirst := mustParse(t, "rate_limit:\n  enabled: true\n  rules:\n"+
 		"    - {name: two, paths: [/a/b], limit: 1/s}\n"+
@@ -383,7 +422,8 @@ func TestRouteSameAnswerAnySpelling(t *testing.T) {
 }
 
 // FuzzSpellings: any path gives at most maxSpellings distinct spellings,
-// the first the path itself; the rule is the first any of them matches;
+// the first the path itself; no spelling matches a stricter rule than the
+// one the path counts under;
 // and a route never changes the decision.
 func FuzzSpellings(f *testing.F) {
 	for _, s := range []string{
@@ -409,21 +449,15 @@ func FuzzSpellings(f *testing.F) {
 				t.Fatalf("%q folded, with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
 			}
 		}
-		idx := func(r *Rule) int {
-			if i := slices.Index(cfg.rules, r); i >= 0 {
-				return i
-			}
-			return len(cfg.rules)
-		}
-		rule, _ := cfg.Match("GET", Path(p))
+		rule, cost := cfg.Match("GET", Path(p))
 		matched := rule == cfg.def
 		for _, s := range sp {
 			matched = matched || rule.covers(trimSlash(s), false)
 			if !clean(s) {
 				continue // its own spellings would decode it again
 			}
-			if r, _ := cfg.Match("GET", Path(s)); idx(r) < idx(rule) {
-				t.Fatalf("%q counts under %s, but its spelling %q matches the earlier %s", p, rule.Name, s, r.Name)
+			if r, c := cfg.Match("GET", Path(s)); r != cfg.def && r != rule && (rule == cfg.def || r.rate(c) < rule.rate(cost)) {
+				t.Fatalf("%q counts under %s, but its spelling %q matches %s, which is stricter", p, rule.Name, s, r.Name)
 			}
 			if cfg.Exempt(Path(p)) && !cfg.Exempt(Path(s)) {
 				t.Fatalf("%q is exempt, but not its spelling %q", p, s)

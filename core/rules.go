@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -187,6 +188,23 @@ func (r *Rule) cost(path string, fold bool) int64 {
 		}
 	}
 	return 1
+}
+
+// stricter reports whether r at cost admits fewer requests per unit of
+// time than q at qcost: the lowest rate among each rule's limits, Count /
+// (cost × Period), compared; on a tie, r is not stricter.
+func (r *Rule) stricter(cost int64, q *Rule, qcost int64) bool {
+	return r.rate(cost) < q.rate(qcost)
+}
+
+// rate is the lowest rate among r's limits for requests of cost, per
+// nanosecond.
+func (r *Rule) rate(cost int64) float64 {
+	lowest := math.Inf(1)
+	for _, l := range r.Policy.Limits {
+		lowest = min(lowest, float64(l.Count)/float64(cost)/float64(l.Period))
+	}
+	return lowest
 }
 
 // hasUpper reports whether a path or weight pattern of r holds an ASCII
