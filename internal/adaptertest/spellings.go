@@ -9,8 +9,8 @@ import "testing"
 // for a slash, with a trailing slash, "//" or dot segments (plain or
 // escaped), double-escaped. Every spelling is sent as written, through the
 // framework's real server; a request is exempt only when every spelling
-// is, and counts under the first rule any spelling matches (see
-// core.Path).
+// is, and counts under the first rule any spelling matches, or the
+// strictest when spellings match different rules (see core.Path).
 func RunPathSpellings(t *testing.T, adapters ...Adapter) {
 	table := pathSpellingCases()
 	for _, a := range adapters {
@@ -160,6 +160,31 @@ rate_limit:
 				hit(get("/api/kb/k1/reindex", alice...), ok(draft("reindex", 2, 60, 0, 60)...), reindexAlice),
 				hit(get("/api/kb/k1/reindex", alice...), limited("reindex", "60", draft("reindex", 2, 60, 0, 60)...), reindexAlice),
 				hit(get("/api/kb/k%31/reindex%2F", alice...), limited("reindex", "60", draft("reindex", 2, 60, 0, 60)...), reindexAlice),
+			),
+		},
+		{
+			// An earlier generous rule cannot be picked by spelling a
+			// strict rule's path oddly: "/api/kb/k1%2F../reindex" reaches
+			// the reindex route of routers that match it as sent (Echo,
+			// Fiber), and reads "/api/kb/reindex" (kb_read's) decoded and
+			// cleaned. It counts under the stricter rule, reindex.
+			name: "SpellingsPickTheStricterRule",
+			config: `
+rate_limit:
+  enabled: true
+  rules:
+    - name: kb_read
+      paths: ["/api/kb/*"]
+      limit: "100/minute"
+    - name: reindex
+      paths: ["/api/kb/*/reindex"]
+      limit: "2/minute"
+`,
+			steps: seq(
+				hit(do("POST", "/api/kb/k1/reindex", alice...), ok(draft("reindex", 2, 60, 1, 60)...), reindexAlice),
+				hit(do("POST", "/api/kb/k1%2F../reindex", alice...), ok(draft("reindex", 2, 60, 0, 60)...), reindexAlice),
+				hit(do("POST", "/api/kb/k1%2f%2e%2e/reindex", alice...), limited("reindex", "60", draft("reindex", 2, 60, 0, 60)...), reindexAlice),
+				hit(do("POST", "/api/kb/k1", alice...), ok(draft("kb_read", 100, 60, 99, 60)...), "X-User:alice kb_read 1"),
 			),
 		},
 	}
