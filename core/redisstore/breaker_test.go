@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -76,17 +77,34 @@ func TestCounts(t *testing.T) {
 	}
 }
 
-// TestFaultPoolWait: a healthy Redis behind a pool far too small for the
-// load. Calls time out waiting for a pooled connection (the store's
-// timeout is short), and fail; but the node answered the others meanwhile,
-// so its circuit stays closed: no call fails fast with ErrCircuitOpen and
-// the breaker holds no failure.
+// slowConn is a connection to a Redis some way off: every read waits
+// a few milliseconds first.
+type slowConn struct{ net.Conn }
+
+func (c slowConn) Read(b []byte) (int, error) {
+	time.Sleep(3 * time.Millisecond)
+	return c.Conn.Read(b)
+}
+
+// TestFaultPoolWait: a healthy Redis 3 ms away behind a pool of one
+// connection, 256 callers. Calls time out waiting for the connection, and
+// fail; but the node answered others meanwhile (one every 3 ms, a hundred
+// times within the timeout, so that a loaded machine's stalls do not make
+// it look silent), so its circuit stays closed: no call fails fast with
+// ErrCircuitOpen and the breaker holds no failure.
 func TestFaultPoolWait(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 1})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := new(net.Dialer).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return slowConn{c}, nil
+		}})
 	t.Cleanup(func() { _ = rc.Close() })
 	// A long cool-down: once open, the circuit stays open to the end.
-	st, err := New(rc, WithTimeout(30*time.Millisecond), WithBreaker(DefaultBreakerFails, time.Minute), WithDenyCache(false))
+	st, err := New(rc, WithTimeout(300*time.Millisecond), WithBreaker(DefaultBreakerFails, time.Minute), WithDenyCache(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +121,7 @@ func TestFaultPoolWait(t *testing.T) {
 		ok, waits, open, other atomic.Int64
 		firstOther             atomic.Pointer[error]
 	)
-	end := time.Now().Add(time.Second)
+	end := time.Now().Add(1500 * time.Millisecond)
 	for g := range 256 {
 		wg.Go(func() {
 			key := "user" + strconv.Itoa(g)
@@ -137,5 +155,39 @@ func TestFaultPoolWait(t *testing.T) {
 	}
 	if st.nodes.single.br.tripped() {
 		t.Fatalf("breaker holds %d failures after waits alone", st.nodes.single.br.failures.Load())
+	}
+}
+
+// TestFaultDialHangs: a node whose dials hang (a host that drops the
+// connection attempts) answers no one. go-redis dials in the background
+// and its callers see only context.DeadlineExceeded at the timeout, the
+// same error as a wait for a busy pool; with no other call answered
+// meanwhile, those count, and the circuit opens after the threshold.
+func TestFaultDialHangs(t *testing.T) {
+	release := make(chan struct{})
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: time.Minute,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}})
+	t.Cleanup(func() { close(release); _ = rc.Close() })
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	st, err := New(rc, WithTimeout(50*time.Millisecond), WithBreaker(3, time.Second), WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	p := testPolicy(t, "hang", "10/second")
+	for i := range 3 {
+		if _, err := st.Take(context.Background(), "u", p, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d to a node whose dial hangs: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+	if _, err := st.Take(context.Background(), "u", p, 1); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("after 3 calls that the node answered no one: %v, want ErrCircuitOpen", err)
 	}
 }
