@@ -45,6 +45,10 @@ type node struct {
 	addr    string
 	br      breaker
 	openErr error
+	// answered counts the calls the node answered, so that a call that
+	// timed out waiting can tell whether the node answered others
+	// meanwhile.
+	answered atomic.Uint64
 }
 
 func newNode(addr string, threshold, cooldown int64) *node {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,10 +44,19 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // master, each Ring shard; a Client's server): after failures consecutive
 // failed calls to a node, the store stops calling it for cooldown and fails
 // the keys it serves at once with ErrCircuitOpen; then one call probes the
-// node, and its success closes the circuit. Every error counts, Redis
-// replying with an error included, but not one that comes after the
-// caller's own context ended. failures ≤ 0 turns the breakers off. Default:
-// 5 failures, 1s.
+// node, and its success closes the circuit. What counts is evidence
+// against the node: a failed or timed-out dial, a read or write on a
+// connection to it that failed or timed out, a connection it closed, an
+// error reply from Redis (LOADING, CLUSTERDOWN, READONLY, any other), an
+// error the store does not know. A call that only waited past the
+// timeout — for a pooled connection, a dial go-redis runs in the
+// background, a retry back-off (context.DeadlineExceeded,
+// redis.ErrPoolTimeout, redis.ErrPoolExhausted, or the store's own timeout
+// of a client that ignores deadlines) — counts only when the node answered
+// no other call of this store while it waited: a busy pool on a healthy
+// node fails its calls but opens no circuit. Nothing counts after the
+// caller's own context ended. failures ≤ 0 turns the breakers off.
+// Default: 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.nodes.threshold, s.nodes.cooldown = int64(failures), int64(cooldown) }
 }
@@ -325,6 +336,7 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 	if !ok {
 		return nil, n.openErr
 	}
+	answered := n.answered.Load()
 	var v any
 	if err == nil {
 		cctx := s.callContext(ctx)
@@ -335,15 +347,48 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		// A call that only waited (for a pooled connection, a dial, a
+		// retry back-off) while the node answered other calls says
+		// nothing against the node; neither does a caller that gave up.
+		if ctx.Err() == nil && counts(err, n.answered.Load() != answered) {
 			n.br.failure(s.clock.Now(), probe)
 		} else if probe {
-			n.br.probing.Store(false) // the caller gave up; let another call probe
+			n.br.probing.Store(false) // let another call probe
 		}
 		return nil, &NodeError{Node: n.addr, Err: err}
 	}
+	n.answered.Add(1)
 	n.br.success(probe)
 	return v, nil
+}
+
+// counts reports whether err, ending a call to a node, counts as a failure
+// of the node, given whether the node answered another call meanwhile.
+//
+// Evidence against the node counts always: an error on a connection to it
+// (a *net.OpError: a failed or timed-out dial, a read or write that failed
+// or timed out), a connection it closed (io.EOF, io.ErrUnexpectedEOF), an
+// error reply from Redis (LOADING, CLUSTERDOWN, READONLY, …), and any
+// error not known to be local. A wait that ended at the deadline counts only
+// when the node answered no call while it lasted: context.DeadlineExceeded
+// (the store's deadline or the caller's; go-redis returns it when its wait
+// for a pooled connection, for a dial running in the background, or in a
+// retry back-off ends), redis.ErrPoolTimeout, redis.ErrPoolExhausted and
+// the store's own errTimeout. For a node that answers others it is a local
+// queue (a pool too small for the load, a starved process); for a silent
+// one it is the only sign go-redis gives of a dial that hangs or is
+// refused, retried in the background past the timeout.
+func counts(err error, answered bool) bool {
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		errors.Is(err, errTimeout):
+		return !answered
+	}
+	return true
 }
 
 // errTimeout is returned when a call to a client that ignores context
