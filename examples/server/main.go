@@ -19,6 +19,12 @@
 // On start it prints tokens for a demo user and a super-admin and curl
 // commands that reach a 429.
 //
+// Its server bounds what a client connection can hold (see
+// examples/internal/demo.ServerLimits): -read-header-timeout (5s),
+// -read-timeout (30s), -write-timeout (60s), -idle-timeout (120s),
+// -max-header-bytes (16384) and -max-conns (half the open-file limit, at
+// most 10,000; at the cap a new connection closes the one idle longest).
+//
 // By default counters live in memory, in this process. With -redis or
 // -redis-cluster (not both) they live in Redis, through core/redisstore:
 //
