@@ -133,8 +133,8 @@ func cipParsePrefix(s string) (netip.Prefix, string) {
 //
 // The answer is canonical: netip form, IPv4-mapped IPv6 unmapped, zone and
 // port dropped, IPv6 masked to its /64 or to IPv6PrefixLen. A remoteAddr
-// that does not parse
-// is returned as-is, so the caller still gets a stable key. ClientIP never
+// that does not parse is returned as-is, so the caller still gets a stable
+// key. ClientIP never
 // panics and, when the answer is already canonical in the input (the common
 // case), returns a substring of it without allocating.
 func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []string) string {
