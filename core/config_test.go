@@ -992,25 +992,36 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestConfigInvalidYAML: the YAML parser's errors come with the line, in
+// the file:line form of every other error, whether the parser names it or
+// not; a tag whose %-escape is not UTF-8 is named as such.
 func TestConfigInvalidYAML(t *testing.T) {
-	for _, doc := range []string{
-		yamlLines("rate_limit:", "  enabled: true", " rules: [", "bad"),
-		yamlLines("rate_limit:", "\tenabled: true"),
-		yamlLines("rate_limit: {enabled: true"),
-		yamlLines("rate_limit:", "  default: *nowhere"),
+	for _, tt := range []struct {
+		doc  string
+		want string
+	}{
+		{yamlLines("rate_limit:", "  enabled: true", " rules: [", "bad"), "rate-limit config t.yaml:2: invalid YAML: yaml: did not find expected key"},
+		{yamlLines("rate_limit:", "\tenabled: true"), "rate-limit config t.yaml:2: invalid YAML: yaml: found character that cannot start any token"},
+		{yamlLines("rate_limit: {enabled: true"), "rate-limit config t.yaml:1: invalid YAML: yaml: did not find expected ',' or '}'"},
+		{yamlLines("rate_limit:", "  default: *nowhere"), "rate-limit config t.yaml:2: invalid YAML: yaml: unknown anchor 'nowhere' referenced"},
+		// The parser names no line for these.
+		{"!%a0", "rate-limit config t.yaml:1: " + badTag},
+		{yamlLines("rate_limit:", "  x: 1", "  y: !<%ff> x"), "rate-limit config t.yaml:3: " + badTag},
+		{yamlLines("rate_limit:", "  enabled: !!str%C3 x"), "rate-limit config t.yaml:2: " + badTag},
 	} {
-		_, err := ParseConfig([]byte(doc), "t.yaml")
+		_, err := ParseConfig([]byte(tt.doc), "t.yaml")
 		var ce *ConfigError
 		if !errors.As(err, &ce) {
-			t.Errorf("ParseConfig(%q) error = %v, want a *ConfigError", doc, err)
+			t.Errorf("ParseConfig(%q) error = %v, want a *ConfigError", tt.doc, err)
 			continue
 		}
-		// The rest of the text is the YAML parser's.
-		if prefix := "rate-limit config t.yaml: invalid YAML: yaml: "; !strings.HasPrefix(err.Error(), prefix) {
-			t.Errorf("ParseConfig(%q) error = %q, want the prefix %q", doc, err.Error(), prefix)
+		if err.Error() != tt.want {
+			t.Errorf("ParseConfig(%q) error = %q, want %q", tt.doc, err.Error(), tt.want)
 		}
 	}
 }
+
+const badTag = "invalid YAML tag: a %-escape in a tag (the text after '!') is not a UTF-8 character; a configuration needs no tags"
 
 // TestConfigAllErrors checks that every problem is reported, each at its line.
 func TestConfigAllErrors(t *testing.T) {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -25,7 +28,7 @@ func parseSpec(data []byte, file string) (Spec, lines, error) {
 		if errors.Is(err, io.EOF) {
 			return Spec{}, nil, &ConfigError{File: file, Msg: "the file is empty (want a rate_limit section)"}
 		}
-		return Spec{}, nil, &ConfigError{File: file, Msg: "invalid YAML: " + err.Error()}
+		return Spec{}, nil, yamlError(data, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -48,6 +51,56 @@ func parseSpec(data []byte, file string) (Spec, lines, error) {
 		return Spec{}, nil, errors.Join(w.errs...)
 	}
 	return spec, w.ln, nil
+}
+
+// yamlLineRE finds the line the YAML parser names in its error.
+var yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): `)
+
+// yamlError is the ConfigError of the YAML parser's error err for data. The
+// parser names the line of most errors, not all: for the others the line
+// is found by parsing ever longer prefixes of data (in a binary search),
+// the first that fails the same way ending on it. The one bad text the
+// parser finds after checkText, a tag's %-escape that decodes to bytes
+// that are not UTF-8, is named as such.
+func yamlError(data []byte, file string, err error) *ConfigError {
+	msg := err.Error()
+	ce := &ConfigError{File: file}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		ce.Line, _ = strconv.Atoi(m[1])
+		msg = "yaml: " + msg[len(m[0]):]
+	} else {
+		ce.Line = failingLine(data, msg)
+	}
+	if strings.Contains(msg, "UTF-8 octet") || strings.Contains(msg, "URI escaped octet") {
+		ce.Msg = "invalid YAML tag: a %-escape in a tag (the text after '!') is not a UTF-8 character; a configuration needs no tags"
+		return ce
+	}
+	ce.Msg = "invalid YAML: " + msg
+	return ce
+}
+
+// failingLine returns the number of the first line of data at whose end
+// parsing data fails with msg, or 0 when none does.
+func failingLine(data []byte, msg string) int {
+	ends := []int{}
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	fails := func(k int) bool {
+		var doc yaml.Node
+		err := yaml.NewDecoder(bytes.NewReader(data[:ends[k]])).Decode(&doc)
+		return err != nil && err.Error() == msg
+	}
+	k := sort.Search(len(ends), fails)
+	if k == len(ends) {
+		return 0
+	}
+	return k + 1
 }
 
 // checkText reports, with its line and column, the first character of
