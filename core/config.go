@@ -74,7 +74,12 @@ type Spec struct {
 // RuleSpec is one rule as written.
 type RuleSpec struct {
 	Name string
-	// Paths are patterns; '*' matches exactly one path segment.
+	// Paths are patterns; '*' matches exactly one path segment, and so
+	// does a whole segment ":name" or "{name}" (router syntax). ':' after
+	// a segment's first byte is a literal ("/v1/items:batchGet").
+	// Catch-alls ("*path", "{path...}", "+"), optional parameters
+	// (":id?"), "{$}", constraints and parameters in part of a segment
+	// are errors.
 	Paths []string
 	// Methods, when set, restrict the rule to these HTTP methods. GET
 	// covers HEAD too: routers (net/http's ServeMux, Fiber) serve a HEAD

@@ -6,8 +6,9 @@
 //
 // A Config (from YAML with LoadConfig/ParseConfig, or from a Spec with
 // NewConfig) holds rules tried in order: the first rule whose paths match a
-// request applies, alone; '*' in a path matches exactly one segment; a
-// request no rule matches counts against the default limit (rule
+// request applies, alone; '*' in a path matches exactly one segment, and so
+// does a whole segment ":name" or "{name}" (router syntax; catch-alls such
+// as "*path" or "{path...}" are refused); a request no rule matches counts against the default limit (rule
 // "default", 120/minute unless configured). A rule's Policy has one
 // algorithm and one to four limits that must all admit a request; a denial
 // consumes from none. Weights give some paths a higher cost. Exempt paths

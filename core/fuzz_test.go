@@ -91,9 +91,15 @@ func FuzzParseLimit(f *testing.F) {
 	})
 }
 
+// refParam matches a router parameter: ":name" or "{name}".
+var refParam = regexp.MustCompile(`^(:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})$`)
+
+// refWild reports whether a pattern segment is the one-segment wildcard.
+func refWild(seg string) bool { return seg == "*" || refParam.MatchString(seg) }
+
 // refMatch is a slow, obvious matcher: the trimmed path has as many
 // segments as the pattern, each equal to its pattern segment or, for '*',
-// non-empty.
+// ":name" or "{name}", non-empty.
 func refMatch(pattern, path string) bool {
 	split := func(p string) []string {
 		p = trimSlash(p)
@@ -110,7 +116,7 @@ func refMatch(pattern, path string) bool {
 		return false
 	}
 	for i := range ps {
-		if ps[i] == "*" && qs[i] == "" || ps[i] != "*" && ps[i] != qs[i] {
+		if refWild(ps[i]) && qs[i] == "" || !refWild(ps[i]) && ps[i] != qs[i] {
 			return false
 		}
 	}
@@ -145,6 +151,25 @@ func FuzzPattern(f *testing.F) {
 		{"/a\x00", "/a\x00"},
 		{"/\xff/*", "/\xff/\xfe"},
 		{"/" + strings.Repeat("*/", 40) + "*", "/" + strings.Repeat("x/", 40) + "x"},
+		// Router syntax: parameters, and what must be refused.
+		{"/api/items/:id", "/api/items/7"},
+		{"/api/items/:id", "/api/items/7/x"},
+		{"/api/things/{id}", "/api/things/7"},
+		{"/api/things/{id}/", "/api/things//"},
+		{"/:a/{b}/c", "/x/y/c"},
+		{"/v1/items:batchGet", "/v1/items:batchGet"},
+		{"/a/a:b", "/a/a"},
+		{"/files/*path", "/files/a/b"},
+		{"/files/{path...}", "/files/a"},
+		{"/users/:id?", "/users"},
+		{"/a/{$}", "/a/"},
+		{"/a/+", "/a/b"},
+		{"/a/:id<int>", "/a/1"},
+		{"/a/{id:[0-9]+}", "/a/1"},
+		{"/a/{id}.json", "/a/1.json"},
+		{"/f/:from-:to", "/f/a-b"},
+		{"/a/:", "/a/:"},
+		{"/a/{}", "/a/{}"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
@@ -165,6 +190,21 @@ func FuzzPattern(f *testing.F) {
 				t.Errorf("compilePattern(%q) kept segment %q", pat, s)
 			}
 		}
+		// A segment in router syntax is a parameter or refused: only a
+		// literal segment may hold ':' (after its first byte), '{', '}' or
+		// start with '+'.
+		wild := false
+		for _, s := range strings.Split(trimSlash(pat)[1:], "/") {
+			switch {
+			case refWild(s):
+				wild = true
+			case s != "" && (s[0] == ':' || s[0] == '+' && strings.Trim(s[1:], "0123456789") == "") || strings.ContainsAny(s, "{}*"):
+				t.Errorf("compilePattern(%q) accepted the segment %q", pat, s)
+			}
+		}
+		if p.literal == wild {
+			t.Errorf("compilePattern(%q).literal = %v, want %v", pat, p.literal, !wild)
+		}
 		if !p.match(trimSlash(pat)) && !strings.Contains(pat, "*") {
 			t.Errorf("compilePattern(%q) does not match its own path", pat)
 		}
@@ -172,7 +212,7 @@ func FuzzPattern(f *testing.F) {
 		if want := refMatch(pat, path); got != want {
 			t.Errorf("compilePattern(%q).match(%q) = %v, want %v", pat, path, got, want)
 		}
-		if !strings.Contains(pat, "*") {
+		if !wild {
 			if want := trimSlash(path) == trimSlash(pat); got != want {
 				t.Errorf("compilePattern(%q) (no '*').match(%q) = %v, want %v", pat, path, got, want)
 			}
@@ -189,6 +229,7 @@ func FuzzPattern(f *testing.F) {
 
 // configSeeds are realistic and hostile configurations.
 var configSeeds = []string{
+	"rate_limit:\n  enabled: true\n  exempt_paths: [\"/health/{$}\", /docs/:page]\n  rules:\n    - name: items\n      paths: [/api/items/:id, \"/api/things/{id}\", /v1/items:batchGet]\n      limit: 10/s\n      weights: {\"/api/items/{id}\": 2}\n    - name: files\n      paths: [\"/files/*path\", \"/static/{path...}\", \"/users/:id?\", /a/+, \"/b/{id:[0-9]+}\"]\n      limit: 1/s\n",
 	"rate_limit:\n  enabled: true\n",
 	"rate_limit: {}\n",
 	"rate_limit:\n  enabled: true\n  algorithm: gcra\n  headers: legacy\n  failure: closed\n  default: [10/second, 500/hour]\n  exempt_paths: []\n",

@@ -9,15 +9,23 @@ import (
 
 // A pattern is a path with '*' standing for exactly one non-empty segment:
 // "/api/kb/*/reindex" matches "/api/kb/kb-01/reindex", not
-// "/api/kb/a/b/reindex" nor "/api/kb//reindex". It is matched against
-// each spelling of a request path (see Path). In a rule a trailing slash,
-// the pattern's or the path's, is ignored; in exempt_paths it counts (see
+// "/api/kb/a/b/reindex" nor "/api/kb//reindex". A segment written in
+// router syntax, ":name" (Gin, Echo, Fiber, httprouter) or "{name}"
+// (net/http, chi, gorilla/mux), is the same one-segment wildcard, so
+// "/api/items/:id" and "/api/items/{id}" mean "/api/items/*". A name is an
+// ASCII letter or '_' followed by letters, digits and '_'. Only a whole
+// segment is a parameter: ':' inside a segment is a literal character
+// ("/v1/items/a:b", "/v1/items:batchGet"). Router forms that match any
+// number of segments, an optional one, part of one, or only some values
+// are refused (see routerSegment). It is matched against each spelling of
+// a request path (see Path). In a rule a trailing slash, the pattern's or
+// the path's, is ignored; in exempt_paths it counts (see
 // Config.exemptOne).
 type pattern struct {
-	raw     string
-	prefix  string   // literal text before the first '*' (all of it when literal), without a trailing slash
-	segs    []string // "*" is the wildcard
-	literal bool     // no '*': matching is string equality
+	raw     string   // as written
+	prefix  string   // literal text before the first wildcard (all of it when literal), without a trailing slash
+	segs    []string // "*" is the wildcard, however it was written
+	literal bool     // no wildcard: matching is string equality
 	slash   bool     // raw ends in '/' and is not "/"
 }
 
@@ -28,9 +36,6 @@ func compilePattern(p string) (pattern, error) {
 	if p[0] != '/' {
 		return pattern{}, errors.New("path must start with '/'")
 	}
-	if strings.ContainsAny(p, "?#") {
-		return pattern{}, errors.New("path must not hold a query or fragment")
-	}
 	if strings.Contains(p, "//") {
 		return pattern{}, errors.New("empty path segment ('//')")
 	}
@@ -39,21 +44,120 @@ func compilePattern(p string) (pattern, error) {
 	if body != "" {
 		pat.segs = strings.Split(body, "/")
 	}
-	for _, s := range pat.segs {
-		switch {
-		case s == "":
-			return pattern{}, errors.New("empty path segment ('//')")
-		case s != "*" && strings.Contains(s, "*"):
-			return pattern{}, fmt.Errorf("'*' must be a whole segment, not part of %q", s)
+	// Segments first, so that ":id?" is told apart from a query.
+	first := -1 // index of the first wildcard
+	for i, s := range pat.segs {
+		wild, err := routerSegment(s, pat.segs[:i])
+		if err != nil {
+			return pattern{}, err
+		}
+		if wild {
+			pat.segs[i] = "*"
+			if first < 0 {
+				first = i
+			}
 		}
 	}
-	pat.prefix = trimSlash(p)
-	if i := strings.IndexByte(pat.prefix, '*'); i >= 0 {
-		pat.prefix = pat.prefix[:i]
-	} else {
+	if strings.ContainsAny(p, "?#") {
+		return pattern{}, errors.New("path must not hold a query or fragment")
+	}
+	if first < 0 {
 		pat.literal = true
+		pat.prefix = trimSlash(p)
+	} else {
+		pat.prefix = "/" + strings.Join(pat.segs[:first], "/")
+		if first > 0 {
+			pat.prefix += "/"
+		}
 	}
 	return pat, nil
+}
+
+// oneSegment is the wildcard rule, told in every refusal of routerSegment.
+const oneSegment = "'*', ':name' or '{name}' stands for exactly one segment"
+
+// routerSegment tells whether the path segment s (non-empty), which
+// follows the segments before, is the one-segment wildcard: "*", ":name"
+// or "{name}". It refuses a segment in a router's syntax that would not
+// mean here what it means there: catch-alls ("*name", "**", "+", Fiber's
+// "*1" and "+1", "{name...}", Express's ":name*" and ":name+"), optional
+// parameters (":name?"), net/http's end anchor "{$}", constraints
+// ("{id:[0-9]+}", ":id<int>", ":id(\\d+)"), parameters in part of a
+// segment ("{id}.json", ":from-:to") and parameters without a valid name
+// (":", "{}", ":1"). Any other segment is a literal, including one with
+// ':' after its first byte ("a:b", "v1:batchGet").
+func routerSegment(s string, before []string) (bool, error) {
+	base := "/" + strings.Join(before, "/")
+	if len(before) > 0 {
+		base += "/"
+	}
+	catchAll := func() (bool, error) {
+		return false, fmt.Errorf("%q is a catch-all, which matches any number of segments, and rlkit has none: %s; list each depth you mean (%s*, %s*/*)", s, oneSegment, base, base)
+	}
+	constraint := func() (bool, error) {
+		return false, fmt.Errorf("%q constrains its value, and rlkit does not: %s of any value; write '*' to count every value", s, oneSegment)
+	}
+	part := func() (bool, error) {
+		return false, fmt.Errorf("%q holds a parameter in part of a segment, and rlkit matches whole segments only: %s; write '*' to count every value", s, oneSegment)
+	}
+	noName := func() (bool, error) {
+		return false, fmt.Errorf("%q is a parameter without a valid name (an ASCII letter or '_', then letters, digits or '_'): %s", s, oneSegment)
+	}
+	switch {
+	case s == "*":
+		return true, nil
+	case s[0] == '*' && (len(s) == 2 && s[1] == '*' || nameLen(s[1:]) == len(s)-1 || strings.Trim(s[1:], "0123456789") == ""),
+		s[0] == '+' && strings.Trim(s[1:], "0123456789") == "":
+		return catchAll()
+	case s[0] == ':':
+		n := nameLen(s[1:])
+		switch rest := s[1+n:]; {
+		case n == 0:
+			return noName()
+		case rest == "":
+			return true, nil
+		case rest == "*" || rest == "+":
+			return catchAll()
+		case rest == "?":
+			return false, fmt.Errorf("%q is an optional parameter, and rlkit has none: %s; list both depths (%s, %s*)", s, oneSegment, trimSlash(base), base)
+		case rest[0] == '<' || rest[0] == '(':
+			return constraint()
+		}
+		return part()
+	case s == "{$}":
+		return false, fmt.Errorf("%q is an end anchor, and rlkit needs none: a pattern always matches the whole path; write %q", s, base)
+	case s[0] == '{' && s[len(s)-1] == '}':
+		in := s[1 : len(s)-1]
+		n := nameLen(in)
+		switch {
+		case n > 0 && n == len(in):
+			return true, nil
+		case strings.HasSuffix(in, "..."):
+			return catchAll()
+		case n > 0 && in[n] == ':':
+			return constraint()
+		case n == 0:
+			return noName()
+		}
+		return part()
+	case strings.ContainsAny(s, "{}"):
+		return part()
+	case strings.Contains(s, "*"):
+		return false, fmt.Errorf("'*' must be a whole segment, not part of %q", s)
+	}
+	return false, nil
+}
+
+// nameLen is the length of the parameter name s starts with: an ASCII
+// letter or '_', then letters, digits and '_'; 0 when s starts with none.
+func nameLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // trimSlash drops one trailing slash, except from "/".

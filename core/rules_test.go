@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,29 @@ func TestPatternMatch(t *testing.T) {
 		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 50) + "x", true},
 		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 51) + "x", false},
 		{"/" + strings.Repeat("*/", 50) + "*", "/" + strings.Repeat("x/", 49) + "x", false},
+
+		// Router syntax: ":name" and "{name}" are '*'.
+		{"/api/items/:id", "/api/items/7", true},
+		{"/api/items/:id", "/api/items/7/", true},
+		{"/api/items/:id", "/api/items/7/x", false},
+		{"/api/items/:id", "/api/items", false},
+		{"/api/items/:id", "/api/items/", false},
+		{"/api/items/:id", "/api/items/:id", true},
+		{"/api/things/{id}", "/api/things/7", true},
+		{"/api/things/{id}", "/api/things/7/x", false},
+		{"/api/things/{id}", "/api/things", false},
+		{"/:a/{b}/*/c", "/x/y/z/c", true},
+		{"/:a/{b}/*/c", "/x/y/c", false},
+		{"/:_x9", "/anything", true},
+		{"/{Item_ID}/x", "/7/x", true},
+		{"/{Item_ID}/x", "/7/X", false},
+		// ':' after a segment's first byte is a literal.
+		{"/v1/items:batchGet", "/v1/items:batchGet", true},
+		{"/v1/items:batchGet", "/v1/items", false},
+		{"/v1/items:batchGet", "/v1/x", false},
+		{"/a/a:b", "/a/a:b", true},
+		{"/a/a:b", "/a/a", false},
+		{"/a/a:b", "/a/x:b", false},
 	}
 	for _, tt := range tests {
 		c := oneRule(t, tt.pattern)
@@ -187,8 +211,35 @@ func TestCompilePatternErrors(t *testing.T) {
 		{"/a//b", "empty path segment ('//')"},
 		{"/a//", "empty path segment ('//')"},
 		{"/a*", `'*' must be a whole segment, not part of "a*"`},
-		{"/*a/b", `'*' must be a whole segment, not part of "*a"`},
-		{"/a/**", `'*' must be a whole segment, not part of "**"`},
+		{"/a/b*c", `'*' must be a whole segment, not part of "b*c"`},
+		{"/*a-b", `'*' must be a whole segment, not part of "*a-b"`},
+
+		// Router syntax that is not one whole segment of any value.
+		{"/files/*path", `"*path" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/files/*, /files/*/*)`},
+		{"/*a/b", `"*a" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/*, /*/*)`},
+		{"/a/**", `"**" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/a/*1", `"*1" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/a/+", `"+" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/a/+2", `"+2" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/files/{path...}", `"{path...}" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/files/*, /files/*/*)`},
+		{"/a/:p*", `":p*" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/a/:p+/b", `":p+" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/users/:id?", `":id?" is an optional parameter, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list both depths (/users, /users/*)`},
+		{"/:id?", `":id?" is an optional parameter, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list both depths (/, /*)`},
+		{"/a/{$}", `"{$}" is an end anchor, and rlkit needs none: a pattern always matches the whole path; write "/a/"`},
+		{"/a/:id<int>", `":id<int>" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`},
+		{`/a/:id(\d+)`, `":id(\\d+)" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`},
+		{"/a/{id:[0-9]+}", `"{id:[0-9]+}" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`},
+		{"/a/{id}.json", `"{id}.json" holds a parameter in part of a segment, and rlkit matches whole segments only: '*', ':name' or '{name}' stands for exactly one segment; write '*' to count every value`},
+		{"/a/x{id}", `"x{id}" holds a parameter in part of a segment, and rlkit matches whole segments only: '*', ':name' or '{name}' stands for exactly one segment; write '*' to count every value`},
+		{"/f/:from-:to", `":from-:to" holds a parameter in part of a segment, and rlkit matches whole segments only: '*', ':name' or '{name}' stands for exactly one segment; write '*' to count every value`},
+		{"/v1/{name}:cancel", `"{name}:cancel" holds a parameter in part of a segment, and rlkit matches whole segments only: '*', ':name' or '{name}' stands for exactly one segment; write '*' to count every value`},
+		{"/a/:", `":" is a parameter without a valid name (an ASCII letter or '_', then letters, digits or '_'): '*', ':name' or '{name}' stands for exactly one segment`},
+		{"/a/:1", `":1" is a parameter without a valid name (an ASCII letter or '_', then letters, digits or '_'): '*', ':name' or '{name}' stands for exactly one segment`},
+		{"/a/{}", `"{}" is a parameter without a valid name (an ASCII letter or '_', then letters, digits or '_'): '*', ':name' or '{name}' stands for exactly one segment`},
+		{"/a/{-x}", `"{-x}" is a parameter without a valid name (an ASCII letter or '_', then letters, digits or '_'): '*', ':name' or '{name}' stands for exactly one segment`},
+		// The segment is judged before the query: "?" there is optional.
+		{"/a/:id?x", `":id?x" holds a parameter in part of a segment, and rlkit matches whole segments only: '*', ':name' or '{name}' stands for exactly one segment; write '*' to count every value`},
 	}
 	for _, tt := range tests {
 		_, err := compilePattern(tt.in)
@@ -262,4 +313,41 @@ rate_limit:
 	// /api/kb/a/b/reindex default 1
 	// /api/kb/a%2Fb/reindex reindex 1
 	// /api%2Fkb/k1/reindex/ reindex 1
+}
+
+// TestRouterSyntaxIsStar pins that ":name" and "{name}" compile to the
+// pattern '*' gives, keeping the text as written, and that the route cache
+// decides a route for such a rule as for '*'.
+func TestRouterSyntaxIsStar(t *testing.T) {
+	for _, tt := range []struct{ router, star string }{
+		{"/api/items/:id", "/api/items/*"},
+		{"/api/things/{id}", "/api/things/*"},
+		{"/:a/{b}/x/", "/*/*/x/"},
+		{"/v1/:name/a:b", "/v1/*/a:b"},
+	} {
+		p, err := compilePattern(tt.router)
+		if err != nil {
+			t.Fatalf("compilePattern(%q): %v", tt.router, err)
+		}
+		q, _ := compilePattern(tt.star)
+		if p.raw != tt.router || p.prefix != q.prefix || !slices.Equal(p.segs, q.segs) || p.literal != q.literal || p.slash != q.slash {
+			t.Errorf("compilePattern(%q) = %+v, want %+v but raw %q", tt.router, p, q, tt.router)
+		}
+		if !p.covers(&q) || !q.covers(&p) {
+			t.Errorf("%q and %q do not cover each other", tt.router, tt.star)
+		}
+	}
+	c := oneRule(t, "/api/items/:id")
+	if got := c.Rules()[0].Paths(); !slices.Equal(got, []string{"/api/items/:id"}) {
+		t.Errorf("Paths() = %q, want the text as written", got)
+	}
+	for _, route := range []string{"/api/items/:id", "/api/items/{id}"} {
+		a := c.routeAnswer("GET", "/api/items/7", route)
+		if a == nil || a.rule == nil || a.rule.Name != "r" || a.cost != 1 {
+			t.Errorf("routeAnswer(GET, /api/items/7, %q) = %+v, want rule r at cost 1", route, a)
+		}
+	}
+	if a := c.routeAnswer("GET", "/api/items/7/x", "/api/items/:id/x"); a == nil || a.rule == nil || a.rule.Name != DefaultRuleName {
+		t.Errorf("routeAnswer(GET, /api/items/7/x) = %+v, want the default rule", a)
+	}
 }
