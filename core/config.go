@@ -29,7 +29,11 @@ const (
 	// HeadersDraft writes the IETF httpapi draft headers:
 	//   RateLimit-Policy: "<rule>";q=<count>;w=<window seconds>
 	//   RateLimit: "<rule>";r=<remaining>;t=<seconds to reset>
-	// with one list item per limit of the rule. It is the default.
+	// with one list item per limit of the rule. A rule with one limit
+	// names its item after the rule; a rule with several names each
+	// "<rule>-<window>", the window in the largest of the units s, m, h
+	// and d that divides it ("api-1s", "api-5m", "api-1h"), so no name
+	// repeats. It is the default.
 	HeadersDraft HeaderStyle = iota
 	// HeadersLegacy writes X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until reset) for the deciding limit.

@@ -27,16 +27,21 @@ var (
 	oneSecond         = []string{"1"}
 )
 
-// prepare renders what never changes for a rule: the RateLimit-Policy and
-// X-RateLimit-Limit values and the 429 body.
+// prepare renders what never changes for a rule: the name of each limit in
+// the draft headers, the RateLimit-Policy and X-RateLimit-Limit values and
+// the 429 body.
 func (r *Rule) prepare() {
+	r.limitNames = r.limitNames[:0]
+	r.limitValue = r.limitValue[:0]
 	var b []byte
 	for i, l := range r.Policy.Limits {
+		name := limitName(r.Name, r.Policy.Limits, i)
+		r.limitNames = append(r.limitNames, name)
 		if i > 0 {
 			b = append(b, ", "...)
 		}
 		b = append(b, '"')
-		b = append(b, r.Name...)
+		b = append(b, name...)
 		b = append(b, `";q=`...)
 		b = strconv.AppendInt(b, l.Count, 10)
 		b = append(b, ";w="...)
@@ -48,6 +53,41 @@ func (r *Rule) prepare() {
 	msg, _ := json.Marshal("Rate limit exceeded for '" + r.Name + "' requests")
 	r.body = append(append([]byte(`{"detail": `), msg...), '}')
 	r.bodyLength = []string{strconv.Itoa(len(r.body))}[:1:1]
+}
+
+// limitName is the name of limits[i] of the rule named rule in the draft
+// RateLimit-Policy and RateLimit headers, whose list items are told apart
+// by name: the rule's name when it has one limit ("search"), and
+// "<rule>-<window>" when it has several, the window in the largest unit
+// that divides it exactly ("api-1s", "api-90s", "api-5m", "api-1h",
+// "api-2d"). The limits of one rule have distinct periods, so their names
+// are distinct.
+func limitName(rule string, limits []Limit, i int) string {
+	if len(limits) == 1 {
+		return rule
+	}
+	return string(appendWindow(append([]byte(rule), '-'), limits[i].Period))
+}
+
+// windowUnits are the units of a window's name, largest first.
+var windowUnits = [...]struct {
+	d      time.Duration
+	suffix string
+}{
+	{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"},
+	{time.Millisecond, "ms"}, {time.Microsecond, "us"}, {time.Nanosecond, "ns"},
+}
+
+// appendWindow appends d as a count of the largest unit that divides it
+// exactly: 1s, 90s, 5m, 1h, 2d. Distinct positive durations get distinct
+// names.
+func appendWindow(b []byte, d time.Duration) []byte {
+	for _, u := range windowUnits {
+		if d%u.d == 0 {
+			return append(strconv.AppendInt(b, int64(d/u.d), 10), u.suffix...)
+		}
+	}
+	return b // unreachable: every duration is a whole number of ns
 }
 
 // ceilSeconds rounds d up to whole seconds.
@@ -70,7 +110,7 @@ func (d *Decision) appendRateLimit(b []byte) []byte {
 			b = append(b, ", "...)
 		}
 		b = append(b, '"')
-		b = append(b, d.Rule.Name...)
+		b = append(b, d.Rule.limitNames[i]...)
 		b = append(b, `";r=`...)
 		b = strconv.AppendInt(b, d.Result.Limits[i].Remaining, 10)
 		b = append(b, ";t="...)
@@ -96,16 +136,34 @@ type smallValue struct {
 	b [32]byte
 }
 
+// largeValue is a smallValue for up to 112 bytes (the 128-byte size class):
+// the RateLimit value of a rule with several limits, such as
+// "api-1s";r=9;t=1, "api-1m";r=99;t=60, "api-1h";r=999;t=3600, "api-1d";r=9999;t=86400.
+type largeValue struct {
+	v [1]string
+	b [112]byte
+}
+
 // headerValue returns b as a header value in memory of its own: a slice of
-// capacity 1, so a handler that Adds to the header appends to a copy.
+// capacity 1, so a handler that Adds to the header appends to a copy. A
+// value of up to 112 bytes costs one allocation.
 func headerValue(b []byte) []string {
-	if len(b) > len(smallValue{}.b) {
-		return []string{string(b)} // a long policy's RateLimit: rare
+	switch {
+	case len(b) <= len(smallValue{}.b):
+		v := new(smallValue)
+		return fillValue(&v.v, v.b[:], b)
+	case len(b) <= len(largeValue{}.b):
+		v := new(largeValue)
+		return fillValue(&v.v, v.b[:], b)
 	}
-	v := new(smallValue)
-	n := copy(v.b[:], b)
-	v.v[0] = unsafe.String(&v.b[0], n)
-	return v.v[:1:1]
+	return []string{string(b)} // long rule names and counts: rare
+}
+
+// fillValue copies b into mem and makes v[0] the string over it.
+func fillValue(v *[1]string, mem, b []byte) []string {
+	n := copy(mem, b)
+	v[0] = unsafe.String(&mem[0], n)
+	return v[:1:1]
 }
 
 // hasHeaders reports whether rate-limit headers go on the response.
@@ -132,7 +190,7 @@ func (d *Decision) SetHeaders(h http.Header) {
 		h[hdrReset] = headerValue(strconv.AppendInt(tmp[:0], ceilSeconds(d.Result.ResetAfter), 10))
 		return
 	}
-	var tmp [104]byte
+	var tmp [len(largeValue{}.b)]byte
 	h[hdrPolicy] = d.Rule.policyValue
 	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }

@@ -27,7 +27,8 @@ func checkHeaders(t *testing.T, name string, h http.Header, want map[string]stri
 	}
 }
 
-// headersConfig has a one-limit rule "search" and a two-limit rule "api".
+// headersConfig has one-limit rules "search" and "slow", a two-limit rule
+// "api" and a four-limit rule "tiers".
 func headersConfig(t testing.TB) *Config {
 	return mustParse(t, yamlLines(
 		"rate_limit:",
@@ -42,6 +43,9 @@ func headersConfig(t testing.TB) *Config {
 		"    - name: slow",
 		"      paths: [/slow]",
 		"      limit: 100/5min",
+		"    - name: tiers",
+		"      paths: [/tiers]",
+		`      limit: ["10/second", "100/minute", "1000/hour", "10000/day"]`,
 	))
 }
 
@@ -59,7 +63,7 @@ func rule(t testing.TB, c *Config, name string) *Rule {
 // for the given header style.
 func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 	c := headersConfig(t)
-	search, api, slow := rule(t, c, "search"), rule(t, c, "api"), rule(t, c, "slow")
+	search, api, slow, tiers := rule(t, c, "search"), rule(t, c, "api"), rule(t, c, "slow"), rule(t, c, "tiers")
 	sec, hour := Limit{Count: 10, Period: time.Second}, Limit{Count: 500, Period: time.Hour}
 	d := map[string]Decision{
 		"allowed": {Allowed: true, Rule: search, Cost: 1, style: style, Result: Result{
@@ -82,6 +86,20 @@ func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 			Allowed: false, Limit: hour, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
 			Limits: [MaxLimits]LimitState{{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 0, ResetAfter: 1800 * time.Second}},
 		}},
+		"allowed four limits": {Allowed: true, Rule: tiers, Cost: 1, style: style, Result: Result{
+			Allowed: true, Limit: sec, Remaining: 9, ResetAfter: 400 * time.Millisecond,
+			Limits: [MaxLimits]LimitState{
+				{Remaining: 9, ResetAfter: 400 * time.Millisecond}, {Remaining: 99, ResetAfter: 59 * time.Second},
+				{Remaining: 999, ResetAfter: 3599 * time.Second}, {Remaining: 9999, ResetAfter: 86399 * time.Second},
+			},
+		}},
+		"denied four limits": {Allowed: false, Rule: tiers, Cost: 1, style: style, Result: Result{
+			Allowed: false, Limit: Limit{Count: 1000, Period: time.Hour}, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
+			Limits: [MaxLimits]LimitState{
+				{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 50, ResetAfter: 30 * time.Second},
+				{Remaining: 0, ResetAfter: 1800 * time.Second}, {Remaining: 9000, ResetAfter: 43200 * time.Second},
+			},
+		}},
 		"failed open":   {Allowed: true, Rule: search, Cost: 1, style: style, Err: errStoreDown},
 		"failed closed": {Allowed: false, Rule: search, Cost: 1, style: style, Err: errStoreDown},
 	}
@@ -98,9 +116,14 @@ func TestHeadersAllowed(t *testing.T) {
 			"Ratelimit-Policy": `"search";q=10;w=1`,
 			"Ratelimit":        `"search";r=9;t=1`,
 		}},
+		// Each limit of a rule with several has a name of its own.
 		{HeadersDraft, "allowed two limits", map[string]string{
-			"Ratelimit-Policy": `"api";q=10;w=1, "api";q=500;w=3600`,
-			"Ratelimit":        `"api";r=9;t=1, "api";r=3;t=3599`,
+			"Ratelimit-Policy": `"api-1s";q=10;w=1, "api-1h";q=500;w=3600`,
+			"Ratelimit":        `"api-1s";r=9;t=1, "api-1h";r=3;t=3599`,
+		}},
+		{HeadersDraft, "allowed four limits", map[string]string{
+			"Ratelimit-Policy": `"tiers-1s";q=10;w=1, "tiers-1m";q=100;w=60, "tiers-1h";q=1000;w=3600, "tiers-1d";q=10000;w=86400`,
+			"Ratelimit":        `"tiers-1s";r=9;t=1, "tiers-1m";r=99;t=59, "tiers-1h";r=999;t=3599, "tiers-1d";r=9999;t=86399`,
 		}},
 		{HeadersDraft, "allowed 5min", map[string]string{
 			"Ratelimit-Policy": `"slow";q=100;w=300`,
@@ -115,6 +138,11 @@ func TestHeadersAllowed(t *testing.T) {
 			"X-Ratelimit-Limit":     "500",
 			"X-Ratelimit-Remaining": "3",
 			"X-Ratelimit-Reset":     "3599",
+		}},
+		{HeadersLegacy, "allowed four limits", map[string]string{
+			"X-Ratelimit-Limit":     "10",
+			"X-Ratelimit-Remaining": "9",
+			"X-Ratelimit-Reset":     "1",
 		}},
 		{HeadersLegacy, "allowed 5min", map[string]string{
 			"X-Ratelimit-Limit":     "100",
@@ -152,10 +180,15 @@ func TestHeadersDenied(t *testing.T) {
 			"Retry-After":      "2",
 		}, `{"detail": "Rate limit exceeded for 'search' requests"}`},
 		{HeadersDraft, "denied two limits", map[string]string{
-			"Ratelimit-Policy": `"api";q=10;w=1, "api";q=500;w=3600`,
-			"Ratelimit":        `"api";r=4;t=1, "api";r=0;t=1800`,
+			"Ratelimit-Policy": `"api-1s";q=10;w=1, "api-1h";q=500;w=3600`,
+			"Ratelimit":        `"api-1s";r=4;t=1, "api-1h";r=0;t=1800`,
 			"Retry-After":      "1800",
 		}, `{"detail": "Rate limit exceeded for 'api' requests"}`},
+		{HeadersDraft, "denied four limits", map[string]string{
+			"Ratelimit-Policy": `"tiers-1s";q=10;w=1, "tiers-1m";q=100;w=60, "tiers-1h";q=1000;w=3600, "tiers-1d";q=10000;w=86400`,
+			"Ratelimit":        `"tiers-1s";r=4;t=1, "tiers-1m";r=50;t=30, "tiers-1h";r=0;t=1800, "tiers-1d";r=9000;t=43200`,
+			"Retry-After":      "1800",
+		}, `{"detail": "Rate limit exceeded for 'tiers' requests"}`},
 		{HeadersLegacy, "denied", map[string]string{
 			"X-Ratelimit-Limit":     "10",
 			"X-Ratelimit-Remaining": "0",
@@ -168,6 +201,12 @@ func TestHeadersDenied(t *testing.T) {
 			"X-Ratelimit-Reset":     "1800",
 			"Retry-After":           "1800",
 		}, `{"detail": "Rate limit exceeded for 'api' requests"}`},
+		{HeadersLegacy, "denied four limits", map[string]string{
+			"X-Ratelimit-Limit":     "1000",
+			"X-Ratelimit-Remaining": "0",
+			"X-Ratelimit-Reset":     "1800",
+			"Retry-After":           "1800",
+		}, `{"detail": "Rate limit exceeded for 'tiers' requests"}`},
 		{HeadersNone, "denied", map[string]string{
 			"Retry-After": "2",
 		}, `{"detail": "Rate limit exceeded for 'search' requests"}`},
@@ -289,7 +328,7 @@ func TestHeaderMatchesSetHeaders(t *testing.T) {
 
 func TestHeaderUsesBuffer(t *testing.T) {
 	for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy} {
-		d := decisions(t, style)["denied two limits"]
+		d := decisions(t, style)["denied four limits"]
 		var buf [128]byte
 		for i := 0; ; i++ {
 			name, value, ok := d.Header(i, buf[:0])
@@ -324,7 +363,7 @@ func TestSetHeadersAllocs(t *testing.T) {
 		if style == HeadersLegacy {
 			want = 2 // Remaining and Reset
 		}
-		for _, name := range []string{"allowed", "allowed two limits"} {
+		for _, name := range []string{"allowed", "allowed two limits", "allowed four limits"} {
 			d := decisions(t, style)[name]
 			h := http.Header{}
 			allocs := testing.AllocsPerRun(100, func() { d.SetHeaders(h) })
@@ -355,9 +394,11 @@ func TestHeaderValuesOwnMemory(t *testing.T) {
 	if got := hs[1]["V"]; len(got) != 1 || got[0] != "v=1" {
 		t.Errorf("after Add on another response: %q, want [\"v=1\"]", got)
 	}
-	long := strings.Repeat("x", 33)
-	if got := headerValue([]byte(long)); len(got) != 1 || got[0] != long {
-		t.Errorf("headerValue of 33 bytes: %q, want [%q]", got, long)
+	for _, n := range []int{0, 32, 33, 112, 113, 500} {
+		long := strings.Repeat("x", n)
+		if got := headerValue([]byte(long)); len(got) != 1 || got[0] != long || cap(got) != 1 {
+			t.Errorf("headerValue of %d bytes: %q (cap %d), want [%q] (cap 1)", n, got, cap(got), long)
+		}
 	}
 }
 
@@ -407,5 +448,50 @@ func TestDeniedThroughLimiter(t *testing.T) {
 	}
 	if d.Err != nil {
 		t.Errorf("Err = %v, want nil", d.Err)
+	}
+}
+
+// TestLimitNames: one limit keeps the rule's name; several are named
+// "<rule>-<window>", the window in the largest unit that divides it.
+func TestLimitNames(t *testing.T) {
+	c := mustParse(t, yamlLines(
+		"rate_limit:",
+		"  enabled: true",
+		"  rules:",
+		"    - name: search",
+		"      paths: [/search]",
+		"      limit: 10/minute",
+		"    - name: odd.rule_2",
+		"      paths: [/odd]",
+		`      limit: ["1/90s", "2/5min", "3/25hours", "4/2days"]`,
+		`  default: ["5/second", "100/minute"]`,
+	))
+	tests := []struct {
+		rule string
+		want []string
+	}{
+		{"search", []string{"search"}},
+		{"odd.rule_2", []string{"odd.rule_2-90s", "odd.rule_2-5m", "odd.rule_2-25h", "odd.rule_2-2d"}},
+		{DefaultRuleName, []string{"default-1s", "default-1m"}},
+	}
+	for _, tt := range tests {
+		r := c.def
+		if tt.rule != DefaultRuleName {
+			r = rule(t, c, tt.rule)
+		}
+		if !slices.Equal(r.limitNames, tt.want) {
+			t.Errorf("rule %q: limit names %q, want %q", tt.rule, r.limitNames, tt.want)
+		}
+	}
+	if got, want := rule(t, c, "odd.rule_2").policyValue[0],
+		`"odd.rule_2-90s";q=1;w=90, "odd.rule_2-5m";q=2;w=300, "odd.rule_2-25h";q=3;w=90000, "odd.rule_2-2d";q=4;w=172800`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	// Periods a configuration cannot spell still get distinct names.
+	lims := []Limit{{Count: 1, Period: 1500 * time.Millisecond}, {Count: 1, Period: 2 * time.Microsecond}, {Count: 1, Period: 7}}
+	for i, want := range []string{"x-1500ms", "x-2us", "x-7ns"} {
+		if got := limitName("x", lims, i); got != want {
+			t.Errorf("limitName(%v) = %q, want %q", lims[i].Period, got, want)
+		}
 	}
 }

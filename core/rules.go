@@ -244,6 +244,7 @@ type Rule struct {
 	weights []weight
 
 	// Precomputed responses and header values; see headers.go.
+	limitNames  []string // each limit's item name in the draft headers
 	policyValue []string // RateLimit-Policy
 	limitValue  []string // X-RateLimit-Limit
 	body        []byte   // the 429 body

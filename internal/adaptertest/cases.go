@@ -222,20 +222,20 @@ rate_limit:
 			steps: seq(
 				times(5, func(i int) step {
 					return hit(get("/api/other/"+strconv.Itoa(i)), ok(
-						hPolicy, `"default";q=5;w=1, "default";q=100;w=60`,
-						hRateLimit, fmt.Sprintf(`"default";r=%d;t=1, "default";r=%d;t=60`, 4-i, 99-i),
+						hPolicy, `"default-1s";q=5;w=1, "default-1m";q=100;w=60`,
+						hRateLimit, fmt.Sprintf(`"default-1s";r=%d;t=1, "default-1m";r=%d;t=60`, 4-i, 99-i),
 					), "127.0.0.1 default 1")
 				}),
 				hit(get("/"), limited("default", "1",
-					hPolicy, `"default";q=5;w=1, "default";q=100;w=60`,
-					hRateLimit, `"default";r=0;t=1, "default";r=95;t=60`,
+					hPolicy, `"default-1s";q=5;w=1, "default-1m";q=100;w=60`,
+					hRateLimit, `"default-1s";r=0;t=1, "default-1m";r=95;t=60`,
 				), "127.0.0.1 default 1"),
 				// A rule's own counter is untouched by the default's.
 				hit(get("/api/search"), ok(draft("search", 10, 1, 9, 1)...), "127.0.0.1 search 1"),
 				advance(time.Second),
 				hit(get("/x"), ok(
-					hPolicy, `"default";q=5;w=1, "default";q=100;w=60`,
-					hRateLimit, `"default";r=4;t=1, "default";r=94;t=59`,
+					hPolicy, `"default-1s";q=5;w=1, "default-1m";q=100;w=60`,
+					hRateLimit, `"default-1s";r=4;t=1, "default-1m";r=94;t=59`,
 				), "127.0.0.1 default 1"),
 			),
 		},
@@ -415,6 +415,36 @@ rate_limit:
 				}),
 				hit(get("/api/search", alice...), limited("search", "1", legacy(10, 0, 1)...), searchAlice),
 				hit(do("POST", "/api/kb/k/docs/upload/batch", alice...), ok(legacy(30, 20, 60)...), "X-User:alice upload 10"),
+			),
+		},
+		{
+			// Each limit of a rule with several is its own list item, named
+			// "<rule>-<window>".
+			name: "DraftHeadersSeveralLimits",
+			config: `
+rate_limit:
+  enabled: true
+  rules:
+    - name: burst
+      paths: ["/b"]
+      limit: ["3/second", "5/minute"]
+`,
+			steps: seq(
+				times(3, func(i int) step {
+					return hit(get("/b", alice...), ok(
+						hPolicy, `"burst-1s";q=3;w=1, "burst-1m";q=5;w=60`,
+						hRateLimit, fmt.Sprintf(`"burst-1s";r=%d;t=1, "burst-1m";r=%d;t=60`, 2-i, 4-i),
+					), "X-User:alice burst 1")
+				}),
+				hit(get("/b", alice...), limited("burst", "1",
+					hPolicy, `"burst-1s";q=3;w=1, "burst-1m";q=5;w=60`,
+					hRateLimit, `"burst-1s";r=0;t=1, "burst-1m";r=2;t=60`,
+				), "X-User:alice burst 1"),
+				advance(time.Second),
+				hit(get("/b", alice...), ok(
+					hPolicy, `"burst-1s";q=3;w=1, "burst-1m";q=5;w=60`,
+					hRateLimit, `"burst-1s";r=2;t=1, "burst-1m";r=1;t=59`,
+				), "X-User:alice burst 1"),
 			),
 		},
 		{
