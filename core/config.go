@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"slices"
@@ -323,12 +324,25 @@ func LoadConfig(file string) (*Config, error) {
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
+//
+// A file that has rules but no enabled field loads with limiting off, as
+// the field's default says; since that is seldom what its author meant,
+// ParseConfig logs a warning naming the file (through slog.Default).
 func ParseConfig(data []byte, file string) (*Config, error) {
 	spec, lines, err := parseSpec(data, file)
 	if err != nil {
 		return nil, err
 	}
-	return compile(spec, file, lines)
+	c, err := compile(spec, file, lines)
+	if err == nil && len(spec.Rules) > 0 && lines["enabled"] == 0 {
+		name := file
+		if name == "" {
+			name = "(unnamed)"
+		}
+		slog.Default().Warn("rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)",
+			slog.String("file", name), slog.Int("rules", len(spec.Rules)))
+	}
+	return c, err
 }
 
 // NewConfig checks and compiles a Spec built in code.

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1600,5 +1602,42 @@ func TestGetCoversHead(t *testing.T) {
 	}})
 	if err == nil || !strings.Contains(err.Error(), `rule "head": field "paths": value "/doc": already matched by rule "read"`) {
 		t.Errorf("a HEAD rule after a GET rule for the same path: err = %v, want it refused as already matched", err)
+	}
+}
+
+// TestConfigWarnsWithoutEnabled: a file with rules but no enabled field
+// loads with limiting off, and a warning names the file; a file that says
+// enabled: false, or has no rules, loads without one. Not parallel: it
+// sets the default logger.
+func TestConfigWarnsWithoutEnabled(t *testing.T) {
+	var logged bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})))
+	defer slog.SetDefault(old)
+	for _, tt := range []struct {
+		doc, want string
+	}{
+		{yamlLines("rate_limit:", "  rules:", "    - {name: a, paths: [/a], limit: 1/s}"),
+			`level=WARN msg="rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)" file=w.yaml rules=1` + "\n"},
+		{yamlLines("rate_limit:", "  enabled: false", "  rules:", "    - {name: a, paths: [/a], limit: 1/s}"), ""},
+		{yamlLines("rate_limit:", "  enabled: true", "  rules:", "    - {name: a, paths: [/a], limit: 1/s}"), ""},
+		{yamlLines("rate_limit:", "  default: 10/s"), ""},
+	} {
+		logged.Reset()
+		c, err := ParseConfig([]byte(tt.doc), "w.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := logged.String(); got != tt.want {
+			t.Errorf("ParseConfig(%q) logged %q, want %q", tt.doc, got, tt.want)
+		}
+		if tt.want != "" && c.Enabled() {
+			t.Errorf("ParseConfig(%q): Enabled() = true, want false", tt.doc)
+		}
 	}
 }
