@@ -37,8 +37,9 @@ type Flow[R any] struct {
 
 // Decide runs the flow for request r. path is the request path as the
 // framework's router reads it (URLPath for a *url.URL; see Path); route is
-// the framework's route template in core's form (see the route comment in
-// route.go; "" when unknown), which lets the rule be found once per route
+// the framework's route template ("/api/kb/:id/reindex" or
+// "/api/kb/{id}/reindex": segments where ":name" or "{name}" stands for
+// one segment; "" when unknown), which lets the rule be found once per route
 // instead of once per request. The error is the key function's; the
 // Decision is then zero.
 //

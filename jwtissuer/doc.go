@@ -49,10 +49,10 @@
 // claims type it decodes into. A refresh token that fails verification
 // costs no quota.
 //
-// # Where this differs from DESIGN S2
+// # Where this differs from the usual token-bucket issuer
 //
 //   - HMAC keys must be as long as the hash (RFC 7518, section 3.2): 32
-//     bytes for HS256 as S2 says, but 48 for HS384 and 64 for HS512.
+//     bytes for HS256, but 48 for HS384 and 64 for HS512.
 //   - When a full RateLimiter evicts and the buckets idle for more than
 //     2×window free less than a tenth of the capacity, live buckets go too
 //     until a tenth is free: otherwise, with one bucket going idle per

@@ -36,7 +36,7 @@ const maxWord = 64
 // key. APIKey of a key's own method and path returns the key unchanged.
 //
 // The digit allowed at the end of a word (for "oauth2") is the one
-// departure from DESIGN's "letters and '-'": without it the token endpoint
+// departure from the rule above ("letters and '-'"): without it the token endpoint
 // would be keyed "POST /{id}/v2.0/token". A word-like id ("alice", "emp1")
 // is kept as it is; a Transport given WithTemplates keys such paths right.
 func APIKey(method, path string) string {

@@ -1,4 +1,4 @@
-// Command echo is rlkit's demo service on Echo: the DESIGN example rules
+// Command echo is rlkit's demo service on Echo: the example rules
 // (examples/internal/demo/ratelimit.yaml) in front of a few JSON endpoints,
 // with echorl as the first middleware.
 //

@@ -1,4 +1,4 @@
-// Command fiber is rlkit's demo service on Fiber: the DESIGN example rules
+// Command fiber is rlkit's demo service on Fiber: the example rules
 // (examples/internal/demo/ratelimit.yaml) in front of a few JSON endpoints,
 // with fiberrl as the first middleware.
 //

@@ -1,4 +1,4 @@
-// Command gin is rlkit's demo service on Gin: the DESIGN example rules
+// Command gin is rlkit's demo service on Gin: the example rules
 // (examples/internal/demo/ratelimit.yaml) in front of a few JSON endpoints,
 // with ginrl right after gin.Recovery.
 //

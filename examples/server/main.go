@@ -75,7 +75,7 @@ import (
 	"github.com/rlkit/rlkit/nethttp"
 )
 
-// bundledConfig is the DESIGN example configuration, shared with the
+// bundledConfig is the example configuration (ratelimit.yaml), shared with the
 // framework examples.
 var bundledConfig = demo.ConfigYAML
 

@@ -1,4 +1,4 @@
-// Package demo holds what rlkit's example services share: the DESIGN
+// Package demo holds what rlkit's example services share: the
 // example configuration, its routes, the banner with curl lines that
 // reach a limit, and the limits every example server puts on its clients'
 // connections (ServerLimits, Listener).
@@ -20,7 +20,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// ConfigYAML is the DESIGN example configuration (ratelimit.yaml).
+// ConfigYAML is the example configuration (ratelimit.yaml).
 //
 //go:embed ratelimit.yaml
 var ConfigYAML []byte
@@ -95,7 +95,7 @@ func Main(run func(ctx context.Context, args []string, stdout io.Writer) error) 
 func Setup(name string, args []string) (*core.Config, *Listener, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "`address` to listen on")
-	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled DESIGN example")
+	file := fs.String("config", "", "rate-limit `file` (YAML); default: the bundled example")
 	limits := ServerLimitFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err

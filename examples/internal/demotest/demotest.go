@@ -1,6 +1,6 @@
 // Package demotest checks an example service the same way for every
 // framework: started by its run function on a free loopback port, it must
-// answer the DESIGN rules exactly.
+// answer the example rules exactly.
 package demotest
 
 import (
