@@ -329,11 +329,22 @@ func LoadConfig(file string) (*Config, error) {
 // the field's default says; since that is seldom what its author meant,
 // ParseConfig logs a warning naming the file (through slog.Default).
 func ParseConfig(data []byte, file string) (*Config, error) {
-	spec, lines, err := parseSpec(data, file)
+	spec, lines, fieldErrs, err := parseSpec(data, file)
 	if err != nil {
 		return nil, err
 	}
 	c, err := compile(spec, file, lines)
+	if len(fieldErrs) > 0 {
+		// A rule the reader could read nothing of (an alias, not a
+		// mapping) has its error already: compile's would repeat it.
+		unread := map[string]bool{}
+		for i, rs := range spec.Rules {
+			if rs.Name == "" && len(rs.Paths) == 0 && len(rs.Methods) == 0 && len(rs.Limit) == 0 && rs.Algorithm == "" && rs.Burst == 0 && len(rs.Weights) == 0 {
+				unread["rules["+strconv.Itoa(i)+"]"] = true
+			}
+		}
+		return nil, mergeErrors(fieldErrs, err, unread)
+	}
 	if err == nil && len(spec.Rules) > 0 && lines["enabled"] == 0 {
 		name := file
 		if name == "" {
@@ -343,6 +354,43 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 			slog.String("file", name), slog.Int("rules", len(spec.Rules)))
 	}
 	return c, err
+}
+
+// mergeErrors joins the field errors of a file with the errors compile
+// found in what could be read, in line order, leaving out compile's errors
+// about a field (or a whole rule) the field errors already fault, and
+// about the rules in unread, of which nothing could be read: they would
+// only repeat the field errors.
+func mergeErrors(fieldErrs []error, compileErr error, unread map[string]bool) error {
+	type at struct{ rule, field string }
+	faulted := map[at]bool{}
+	for _, e := range fieldErrs {
+		if ce, ok := e.(*ConfigError); ok {
+			faulted[at{ce.Rule, ce.Field}] = true
+		}
+	}
+	errs := slices.Clone(fieldErrs)
+	if j, ok := compileErr.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			ce, ok := e.(*ConfigError)
+			if ok && (faulted[at{ce.Rule, ce.Field}] || ce.Rule != "" && faulted[at{ce.Rule, ""}] || unread[ce.Rule]) {
+				continue
+			}
+			errs = append(errs, e)
+		}
+	} else if compileErr != nil {
+		errs = append(errs, compileErr)
+	}
+	slices.SortStableFunc(errs, func(a, b error) int {
+		var x, y *ConfigError
+		errors.As(a, &x)
+		errors.As(b, &y)
+		if x == nil || y == nil {
+			return 0
+		}
+		return x.Line - y.Line
+	})
+	return errors.Join(errs...)
 }
 
 // NewConfig checks and compiles a Spec built in code.

@@ -542,7 +542,12 @@ func TestConfigErrors(t *testing.T) {
 				"      limit: 1/s",
 				"      weight: {/a: 1}",
 			),
-			[]string{`rate-limit config t.yaml:5: rule "rules[0]": field "weight": ` + unknownRule},
+			// The unknown field does not stop the check: the rule has no
+			// name either.
+			[]string{
+				`rate-limit config t.yaml:3: rule "rules[0]": field "name": a rule needs a name`,
+				`rate-limit config t.yaml:5: rule "rules[0]": field "weight": ` + unknownRule,
+			},
 		},
 		{
 			"bad limit string",
@@ -997,9 +1002,13 @@ func TestConfigErrors(t *testing.T) {
 				"    - <<: *base",
 				"      name: b",
 			),
+			// Rule a, of which nothing could be read, has its one error;
+			// rule b, without the merge, has no paths and no limit.
 			[]string{
 				`rate-limit config t.yaml:3: rule "a": ` + anchors,
 				`rate-limit config t.yaml:7: rule "b": field "<<": ` + unknownRule,
+				`rate-limit config t.yaml:7: rule "b": field "paths": a rule needs at least one path`,
+				`rate-limit config t.yaml:7: rule "b": field "limit": no limit given`,
 			},
 		},
 		{
@@ -1131,7 +1140,8 @@ func TestConfigAllErrors(t *testing.T) {
 	}
 
 	// Syntax problems (here three of them, in three rules) are all
-	// reported too.
+	// reported too, and do not stop the other checks: rule b, whose
+	// limit is misspelled, has none.
 	doc = yamlLines(
 		"rate_limit:",
 		"  enabled: maybe", // 2
@@ -1148,6 +1158,7 @@ func TestConfigAllErrors(t *testing.T) {
 	checkConfigError(t, err,
 		`rate-limit config t.yaml:2: field "enabled": value "maybe": want true or false`,
 		`rate-limit config t.yaml:7: rule "a": field "burst": value "ten": want an integer`,
+		`rate-limit config t.yaml:8: rule "b": field "limit": no limit given`,
 		`rate-limit config t.yaml:10: rule "b": field "limits": `+unknownRule,
 	)
 }
@@ -1640,4 +1651,28 @@ func TestConfigWarnsWithoutEnabled(t *testing.T) {
 			t.Errorf("ParseConfig(%q): Enabled() = true, want false", tt.doc)
 		}
 	}
+}
+
+// TestConfigOnePass: an unknown field does not stop the checks, so every
+// error of the file is reported in one pass, in line order.
+func TestConfigOnePass(t *testing.T) {
+	_, err := ParseConfig([]byte(yamlLines(
+		"rate_limit:",
+		"  enabeld: true", // 2: unknown
+		"  rules:",
+		"    - name: a",
+		"      paths: [/a]",
+		"      limit: 2/s",
+		"      weights: {/a: 3}", // 7: above the capacity
+		"    - name: a",          // 8: duplicate
+		"      paths: [/b]",
+		"      limit: 1/s",
+		"      burst: 5", // 11: not for a fixed window
+	)), "t.yaml")
+	checkConfigError(t, err,
+		`rate-limit config t.yaml:2: field "enabeld": unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)`,
+		`rate-limit config t.yaml:7: rule "a": field "weights": value "3": weight of "/a" exceeds the rule's capacity 2 (2/s): such a request could never pass`,
+		`rate-limit config t.yaml:8: rule "a": field "name": value "a": duplicate rule name (also rules[0])`,
+		`rate-limit config t.yaml:11: rule "a": field "burst": value "5": burst applies to token_bucket and gcra only, not fixed_window`,
+	)
 }

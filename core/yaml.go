@@ -15,8 +15,22 @@ import (
 )
 
 // parseSpec reads the YAML form of a Spec, recording the line of every
-// field so that compile can name it. It reports every problem it finds.
-func parseSpec(data []byte, file string) (Spec, lines, error) {
+// field so that compile can name it. err is a problem that stops reading
+// (bad text, bad YAML, no document); errs are the problems of fields
+// (unknown, of the wrong kind), every one found, returned with what could
+// be read of the Spec so that compile can check the rest.
+func parseSpec(data []byte, file string) (spec Spec, ln lines, errs []error, err error) {
+	spec, ln, err = readSpec(data, file)
+	if j, ok := err.(interface{ Unwrap() []error }); ok && errors.Is(err, errFields) {
+		return spec, ln, j.Unwrap()[1:], nil
+	}
+	return spec, ln, nil, err
+}
+
+// errFields heads the joined field errors readSpec returns with a Spec.
+var errFields = errors.New("field errors")
+
+func readSpec(data []byte, file string) (Spec, lines, error) {
 	data = trimBOM(data)
 	if err := checkText(data, file); err != nil {
 		return Spec{}, nil, err
@@ -48,7 +62,7 @@ func parseSpec(data []byte, file string) (Spec, lines, error) {
 		w.fail(root, "", "rate_limit", "", "missing section")
 	}
 	if len(w.errs) > 0 {
-		return Spec{}, nil, errors.Join(w.errs...)
+		return spec, w.ln, errors.Join(append([]error{errFields}, w.errs...)...)
 	}
 	return spec, w.ln, nil
 }
