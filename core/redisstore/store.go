@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -45,16 +44,16 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // failed calls to a node, the store stops calling it for cooldown and fails
 // the keys it serves at once with ErrCircuitOpen; then one call probes the
 // node, and its success closes the circuit. What counts is evidence
-// against the node: a failed or timed-out dial, a read or write on a
-// connection to it that failed or timed out, a connection it closed, an
-// error reply from Redis (LOADING, CLUSTERDOWN, READONLY, any other), an
-// error the store does not know. A call that only waited past the
-// timeout — for a pooled connection, a dial go-redis runs in the
+// against the node: a refused or reset connection, a connection it
+// closed, an error reply from Redis (LOADING, CLUSTERDOWN, READONLY, any
+// other), an error the store does not know. A call that ended at a
+// deadline — waiting for a pooled connection, a dial go-redis runs in the
 // background, a retry back-off (context.DeadlineExceeded,
 // redis.ErrPoolTimeout, redis.ErrPoolExhausted, or the store's own timeout
-// of a client that ignores deadlines) — counts only when the node answered
-// no other call of this store while it waited: a busy pool on a healthy
-// node fails its calls but opens no circuit. Nothing counts after the
+// of a client that ignores deadlines), or a dial, read or write that timed
+// out — counts only when the node answered no other call of this store
+// while it lasted: a busy pool on a healthy node fails its calls but
+// opens no circuit. Nothing counts after the
 // caller's own context ended. failures ≤ 0 turns the breakers off.
 // Default: 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
@@ -365,25 +364,26 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 // counts reports whether err, ending a call to a node, counts as a failure
 // of the node, given whether the node answered another call meanwhile.
 //
-// Evidence against the node counts always: an error on a connection to it
-// (a *net.OpError: a failed or timed-out dial, a read or write that failed
-// or timed out), a connection it closed (io.EOF, io.ErrUnexpectedEOF), an
-// error reply from Redis (LOADING, CLUSTERDOWN, READONLY, …), and any
-// error not known to be local. A wait that ended at the deadline counts only
-// when the node answered no call while it lasted: context.DeadlineExceeded
-// (the store's deadline or the caller's; go-redis returns it when its wait
-// for a pooled connection, for a dial running in the background, or in a
-// retry back-off ends), redis.ErrPoolTimeout, redis.ErrPoolExhausted and
-// the store's own errTimeout. For a node that answers others it is a local
-// queue (a pool too small for the load, a starved process); for a silent
-// one it is the only sign go-redis gives of a dial that hangs or is
-// refused, retried in the background past the timeout.
+// Evidence against the node counts always: a connection to it refused,
+// reset or closed (a *net.OpError that is not a timeout, io.EOF,
+// io.ErrUnexpectedEOF), an error reply from Redis (LOADING, CLUSTERDOWN,
+// READONLY, …), and any error not known to be a timeout. A call that
+// ended at a deadline counts only when the node answered no call while it
+// lasted: a dial, read or write that timed out (a net.Error whose Timeout
+// is true), context.DeadlineExceeded (the store's deadline or the
+// caller's; go-redis returns it when its wait for a pooled connection, for
+// a dial running in the background, or in a retry back-off ends),
+// redis.ErrPoolTimeout, redis.ErrPoolExhausted and the store's own
+// errTimeout. For a node that answers others it is a local queue: a pool
+// too small for the load, whose callers reach the connection with little
+// of their time left, or a starved process. For a silent node it is the
+// only sign go-redis gives of a node that hangs, or of a dial that hangs or
+// is refused and is retried in the background past the timeout.
 func counts(err error, answered bool) bool {
-	var op *net.OpError
+	var ne net.Error
 	switch {
-	case errors.As(err, &op), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return true
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+	case errors.As(err, &ne) && ne.Timeout(),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
 		errors.Is(err, errTimeout):
 		return !answered
