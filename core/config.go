@@ -246,7 +246,7 @@ func (c *Config) exemptOne(path string) bool {
 // Match returns the rule a request for p counts under, and its cost: the
 // first rule, in order, whose methods include method and whose paths match
 // a spelling of p (see Path), at the highest cost a matching spelling has
-// under that rule; when spellings of p match different rules, the
+// under that rule; when the first rules of p's spellings differ, the
 // strictest of those (see Path); else the default rule at cost 1. A trailing slash is
 // ignored. It does not look at exempt paths (see Exempt).
 func (c *Config) Match(method string, p Path) (*Rule, int64) {
@@ -270,32 +270,46 @@ func (c *Config) MatchFoldCase(method string, p Path) (*Rule, int64) {
 }
 
 // matchAll is Match for the spellings in sp, with fold without regard to
-// ASCII case.
+// ASCII case: each spelling's first rule (at the highest cost a spelling
+// has under it), and when they differ, the strictest of those, the
+// earliest of equals; the default rule when no spelling matches a rule.
 func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) {
-	var best *Rule
-	var bestCost int64
-	for _, r := range c.rules {
-		if !r.allows(method) {
-			continue
-		}
-		var cost int64
-		for _, s := range sp {
-			if s = trimSlash(s); r.covers(s, fold) {
-				cost = max(cost, r.cost(s, fold))
+	var (
+		firsts [maxSpellings]int // index in c.rules of each spelling's first rule
+		costs  [maxSpellings]int64
+		n      int
+	)
+	for _, s := range sp {
+		s = trimSlash(s)
+		for i, r := range c.rules {
+			if !r.allows(method) || !r.covers(s, fold) {
+				continue
 			}
-		}
-		switch {
-		case cost == 0:
-		case len(sp) == 1:
-			return r, cost // one spelling: the first rule that matches it
-		case best == nil || r.stricter(cost, best, bestCost):
-			best, bestCost = r, cost
+			if len(sp) == 1 {
+				return r, r.cost(s, fold) // one spelling: its first rule
+			}
+			cost, k := r.cost(s, fold), 0
+			for k < n && firsts[k] != i {
+				k++
+			}
+			if k == n {
+				firsts[n], n = i, n+1
+			}
+			costs[k] = max(costs[k], cost)
+			break
 		}
 	}
-	if best != nil {
-		return best, bestCost
+	if n == 0 {
+		return c.def, 1
 	}
-	return c.def, 1
+	best := 0
+	for k := 1; k < n; k++ {
+		r, b := c.rules[firsts[k]], c.rules[firsts[best]]
+		if r.stricter(costs[k], b, costs[best]) || !b.stricter(costs[best], r, costs[k]) && firsts[k] < firsts[best] {
+			best = k
+		}
+	}
+	return c.rules[firsts[best]], costs[best]
 }
 
 // withHead returns methods with HEAD added when it holds GET and not HEAD:

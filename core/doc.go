@@ -22,7 +22,7 @@
 // cleaned, with or without a trailing slash — so rules and exempt paths
 // are matched against every such spelling: a request is exempt only when
 // every spelling is exempt, and it counts under the first rule any
-// spelling matches (the strictest, when spellings match different rules). "/api%2Fsearch" counts as "/api/search"; "/health/",
+// spelling matches (the strictest, when the spellings' first rules differ). "/api%2Fsearch" counts as "/api/search"; "/health/",
 // "/health%2F" and "/x/../health" are not exempt by "/health". A program
 // that decides something else by path (authentication that exempt paths
 // skip) asks Config.Exempt and Config.Match for the limiter's own answer.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -78,6 +79,10 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	return d, nil
 }
 
+// retryTimeout bounds the second call to the store for a request that was
+// cancelled while the first one ran (see count).
+const retryTimeout = time.Second
+
 // count asks the store about one request under d.Rule at d.Cost and
 // applies the failure policy, filling d in place (a Decision is large to
 // copy).
@@ -90,13 +95,17 @@ func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
 	}
 	key := BoundKey(identity)
 	d.Result, d.Err = l.store.Take(ctx, key, rule.Policy, cost)
-	if d.Err != nil && ctx.Err() != nil {
-		// The request's context ended (net/http cancels it when the
-		// client closes its side of the connection, though it may still
-		// read the answer): the decision must not depend on that, or a
-		// client could make the store fail and pass uncounted. Ask again,
-		// bounded by the store's own timeout alone.
-		d.Result, d.Err = l.store.Take(context.WithoutCancel(ctx), key, rule.Policy, cost)
+	if d.Err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The request was cancelled (net/http cancels it when the client
+		// closes its side of the connection, though it may still read
+		// the answer): the decision must not depend on that, or a client
+		// could make the store fail and pass uncounted. Ask again without
+		// the cancellation, for at most retryTimeout. (A store that had
+		// counted the request before failing counts it twice: the safe
+		// side.)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
+		d.Result, d.Err = l.store.Take(rctx, key, rule.Policy, cost)
+		cancel()
 	}
 	d.Allowed = d.Result.Allowed
 	if d.Err != nil {

@@ -48,9 +48,9 @@ import (
 // "/health" are listed. A request that is not exempt counts under the
 // first rule, in rule order, that any spelling matches (a rule ignores
 // trailing slashes), at the highest weight a matching spelling has under
-// that rule. When its spellings match different rules, it counts under
-// the strictest of them (the one that admits fewest such requests per
-// second, the earliest of equals): the router may serve any of those
+// that rule. When the first rules of its spellings differ, it counts
+// under the strictest of them (the one that admits fewest such requests
+// per second by its steady rate, burst aside; the earliest of equals): the router may serve any of those
 // spellings, so the earliest rule could be a generous one that a client
 // picks by spelling a strict rule's path oddly ("/api/kb/k1%2F../reindex",
 // which Echo serves as "/api/kb/:id/reindex", decodes and cleans to

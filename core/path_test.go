@@ -223,7 +223,7 @@ func TestExemptWithAndWithoutTrailingSlash(t *testing.T) {
 // some spelling matches, whichever spelling it is; its cost is the highest
 // a matching spelling has under it.
 // TestStrictestRuleWhenSpellingsDisagree: when spellings of one request
-// match different rules, it counts under the strictest of them, so that a
+// first match different rules, it counts under the strictest of them, so that a
 // client cannot pick an earlier, more generous rule by spelling a strict
 // rule's path oddly; among equally strict rules, the earliest.
 func TestStrictestRuleWhenSpellingsDisagree(t *testing.T) {
@@ -250,6 +250,19 @@ func TestStrictestRuleWhenSpellingsDisagree(t *testing.T) {
 	} {
 		if r, cost := cfg.Match("POST", c.path); r.Name != c.rule || cost != c.cost {
 			t.Errorf("Match(%q) = %s at %d, want %s at %d", c.path, r.Name, cost, c.rule, c.cost)
+		}
+	}
+	// An exception before a general, stricter rule: every spelling's first
+	// rule is the exception, so a trailing slash or an escape keeps it.
+	exception := mustParse(t, "rate_limit:\n  enabled: true\n  rules:\n"+
+		"    - {name: bulk, paths: [\"/api/bulk/*\"], limit: 1000/minute}\n"+
+		"    - {name: general, paths: [\"/api/*/*\"], limit: 10/minute}\n")
+	for _, p := range []Path{"/api/bulk/x", "/api/bulk/x/", "/api/bulk/%78", "/api//bulk/x"} {
+		if r, _ := exception.Match("GET", p); r.Name != "bulk" {
+			t.Errorf("Match(%q) = %s, want bulk (the first rule of every spelling)", p, r.Name)
+		}
+		if r, _ := exception.MatchFoldCase("GET", p); r.Name != "bulk" {
+			t.Errorf("MatchFoldCase(%q) = %s, want bulk", p, r.Name)
 		}
 	}
 	// Equally strict: the earliest.

@@ -118,6 +118,9 @@ type Store interface {
 	// Take evaluates a request of the given cost for key under policy p and,
 	// when every limit admits it, consumes cost from each. A denied request
 	// consumes nothing. An error means the store failed, not a denial.
+	// ctx is the request's; when a call fails because the request was
+	// cancelled, the limiter calls again with a context that is not
+	// cancelled with the request and ends after a second.
 	Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error)
 	// Reset forgets the counters of key under policy p.
 	Reset(ctx context.Context, key string, p *Policy) error

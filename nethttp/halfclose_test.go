@@ -3,6 +3,7 @@ package nethttp_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,18 +17,17 @@ import (
 )
 
 // waitCancelStore is a memstore behind a store that, like a remote one
-// whose call outlives the request, answers a cancellable call only once
-// its context has ended, with the context's error; a call that cannot be
-// cancelled is answered at once.
+// whose call takes a while, fails a call whose context is cancelled within
+// 200ms with the context's error, and answers the others after 200ms.
 type waitCancelStore struct{ *memstore.Store }
 
 func (s waitCancelStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
+	select {
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return core.Result{}, ctx.Err()
-		case <-time.After(5 * time.Second):
 		}
+	case <-time.After(200 * time.Millisecond):
 	}
 	return s.Store.Take(ctx, key, p, cost)
 }

@@ -10,7 +10,7 @@ import "testing"
 // escaped), double-escaped. Every spelling is sent as written, through the
 // framework's real server; a request is exempt only when every spelling
 // is, and counts under the first rule any spelling matches, or the
-// strictest when spellings match different rules (see core.Path).
+// strictest when the spellings' first rules differ (see core.Path).
 func RunPathSpellings(t *testing.T, adapters ...Adapter) {
 	table := pathSpellingCases()
 	for _, a := range adapters {
