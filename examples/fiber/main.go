@@ -17,10 +17,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -89,19 +87,5 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		})
 	}
 	demo.PrintBanner(stdout, "Fiber", ln.Addr().String())
-	served := make(chan error, 1)
-	go func() { served <- app.Listener(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = app.ShutdownWithContext(shutdown)
-	<-served
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	return demo.Serve(ctx, func() error { return app.Listener(ln) }, app.ShutdownWithContext)
 }

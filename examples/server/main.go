@@ -84,9 +84,8 @@ var bundledConfig = demo.ConfigYAML
 const devSecret = "rlkit-demo-development-secret-not-for-production"
 
 const (
-	superAdmin   = "super-admin"
-	tokenTTL     = 24 * time.Hour
-	shutdownWait = 5 * time.Second
+	superAdmin = "super-admin"
+	tokenTTL   = 24 * time.Hour
 	// pingWait bounds the PING that checks Redis on start.
 	pingWait = 2 * time.Second
 
@@ -226,24 +225,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	handler := authenticate(cfg, []byte(*secret), limit(http.HandlerFunc(serve)))
 
-	srv := ln.HTTPServer(handler) // the limits' timeouts and header limit; ln caps the connections
 	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret); err != nil {
 		ln.Close()
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
+	// The limits' timeouts and header limit; ln caps the connections.
+	if err := demo.ServeHTTP(ctx, ln, handler); err != nil {
 		return err
-	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	<-served // http.ErrServerClosed
 	fmt.Fprintln(stdout, "shut down")
 	return nil
 }

@@ -112,21 +112,32 @@ func Setup(name string, args []string) (*core.Config, *Listener, error) {
 }
 
 // ServeHTTP serves h on ln, with ln's limits (Listener.HTTPServer), until
-// ctx ends, then shuts down gracefully, waiting up to 5 seconds for the
-// requests under way.
+// ctx ends, then shuts down gracefully (see Serve).
 func ServeHTTP(ctx context.Context, ln *Listener, h http.Handler) error {
 	srv := ln.HTTPServer(h)
+	return Serve(ctx, func() error { return srv.Serve(ln) }, srv.Shutdown)
+}
+
+// ShutdownWait bounds the wait for the requests under way at shutdown.
+const ShutdownWait = 5 * time.Second
+
+// Serve runs serve until it fails, whose error it returns, or until ctx
+// ends; then it calls shutdown, which must make serve return, waiting up
+// to ShutdownWait for the requests under way, and waits for serve to
+// return. net/http and Fiber servers both fit: (srv.Serve, srv.Shutdown),
+// (app.Listener, app.ShutdownWithContext).
+func Serve(ctx context.Context, serve func() error, shutdown func(context.Context) error) error {
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- serve() }()
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownWait)
 	defer cancel()
-	err := srv.Shutdown(shutdown)
-	<-served // http.ErrServerClosed
+	err := shutdown(sctx)
+	<-served // the server's closed error
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
