@@ -549,6 +549,22 @@ func TestFoldCase(t *testing.T) {
 			}
 		}
 	}
+	// Patterns all in lower case: a route's answer is used, unless the
+	// route itself has upper case (Fiber serves "/API/search" by it).
+	lower := mustParse(t, "rate_limit:\n  enabled: true\n  rules:\n    - {name: search, paths: [/api/search], limit: 1/s}\n")
+	for _, c := range []struct {
+		path, route string
+		fold        bool
+		rule        string
+	}{
+		{"/API/search", "/API/search", true, "search"},
+		{"/API/search", "/API/search", false, "default"},
+		{"/api/search", "/api/search", true, "search"},
+	} {
+		if r, _ := lower.decide("GET", Path(c.path), c.route, c.fold); r.Name != c.rule {
+			t.Errorf("lower-case patterns: decide(%q, route %q, fold %v) = %s, want %s", c.path, c.route, c.fold, r.Name, c.rule)
+		}
+	}
 	// A clean path costs no allocation, folded or not.
 	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", "/API/Search", "", true) }); n != 0 {
 		t.Errorf("decide(/API/Search, fold): %v allocations, want 0", n)

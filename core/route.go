@@ -32,6 +32,7 @@ type routeAnswer struct {
 	cost    int64
 	segs    []string // the route's segments, to check a path against
 	literal string   // the route itself when it has no parameter, else ""
+	upper   bool     // the route has an ASCII upper-case letter
 }
 
 // fits reports whether path (a clean one) is one of the route's paths: the same
@@ -74,10 +75,7 @@ func (c *Config) decide(method string, p Path, route string, fold bool) (*Rule, 
 		// A route's answer is worked out case by case: without regard to
 		// case it holds only when neither the route nor a pattern has an
 		// upper-case letter (the path then fits the route only as written).
-		if fold && (c.upper || hasUpperASCII(route)) {
-			route = ""
-		}
-		if a := c.routeAnswer(method, path, route); a != nil {
+		if a := c.routeAnswer(method, path, route); a != nil && !(fold && (c.upper || a.upper)) {
 			if a.exempt {
 				return nil, 0
 			}
@@ -188,7 +186,7 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 			return &routeAnswer{}
 		}
 	}
-	a := &routeAnswer{decided: true, segs: segs}
+	a := &routeAnswer{decided: true, segs: segs, upper: hasUpperASCII(route)}
 	if !slices.Contains(segs, ":") {
 		a.literal = trimSlash(route)
 	}
