@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -104,6 +105,7 @@ type Limiter struct {
 	clock     Clock
 	warnEvery int64
 
+	warnMu     sync.Mutex // serializes the start of a warning interval
 	lastWarn   atomic.Int64
 	suppressed atomic.Int64
 }
@@ -168,11 +170,23 @@ func (l *Limiter) Reset(ctx context.Context, identity, rule string) (bool, error
 // of failures it did not log since the last line.
 func (l *Limiter) warn(rule *Rule, err error) {
 	now := l.clock.Now()
-	last := l.lastWarn.Load()
-	if now-last < l.warnEvery || !l.lastWarn.CompareAndSwap(last, now) {
+	if now-l.lastWarn.Load() < l.warnEvery {
 		l.suppressed.Add(1)
 		return
 	}
+	// One failure an interval logs. The count it reports is taken before
+	// the interval starts, under warnMu, so that a failure suppressed
+	// because it saw the new interval is counted in the next line, never
+	// in this one.
+	l.warnMu.Lock()
+	if now-l.lastWarn.Load() < l.warnEvery {
+		l.warnMu.Unlock()
+		l.suppressed.Add(1)
+		return
+	}
+	suppressed := l.suppressed.Swap(0)
+	l.lastWarn.Store(now)
+	l.warnMu.Unlock()
 	policy := "open: requests pass"
 	if !l.failOpen {
 		policy = "closed: requests get 503"
@@ -181,5 +195,5 @@ func (l *Limiter) warn(rule *Rule, err error) {
 		slog.String("rule", rule.Name),
 		slog.String("error", err.Error()),
 		slog.String("failure_policy", policy),
-		slog.Int64("suppressed", l.suppressed.Swap(0)))
+		slog.Int64("suppressed", suppressed))
 }
