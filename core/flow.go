@@ -114,6 +114,13 @@ func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
 		l.warn(rule, d.Err)
 	}
 	if l.observer != nil {
-		l.observer(Event{Rule: rule.Name, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
+		o := OutcomeAllowed
+		switch {
+		case d.Err != nil:
+			o = OutcomeStoreError
+		case !d.Allowed:
+			o = OutcomeDenied
+		}
+		l.observer(Event{Rule: rule.Name, Outcome: o, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
 	}
 }

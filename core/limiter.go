@@ -50,22 +50,6 @@ type Decision struct {
 	style HeaderStyle
 }
 
-// Event describes one counted decision, for metrics.
-type Event struct {
-	Rule    string
-	Allowed bool
-	Cost    int64
-	// Err is the store's error, if it failed.
-	Err error
-	// Latency is the time the store took.
-	Latency time.Duration
-}
-
-// Observer receives an Event for every request that reaches the store. It is
-// called synchronously on the request path: it must be fast and safe for
-// concurrent use.
-type Observer func(Event)
-
 // Option configures a Limiter.
 type Option func(*Limiter)
 
