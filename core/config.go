@@ -74,6 +74,13 @@ type Spec struct {
 	// Failure is what a request gets when the store fails: open (when
 	// empty: it passes) or closed (503).
 	Failure string
+	// Mode is enforce (when empty) or shadow: the mode of every rule that
+	// names none, and of the default limit. A rule in shadow mode counts
+	// requests and reports each one it would deny (to the Observer as
+	// OutcomeShadowDenied, and in a log line per rule at most every warn
+	// interval) but denies none, and by default writes no rate-limit
+	// header: roll a limit out, watch whom it would stop, then enforce it.
+	Mode string
 }
 
 // RuleSpec is one rule as written.
@@ -99,6 +106,9 @@ type RuleSpec struct {
 	// Weights give the cost of one request on a path (default 1), first
 	// match in order.
 	Weights []WeightSpec
+	// Mode is enforce or shadow (see Spec.Mode); empty means the
+	// configuration's.
+	Mode string
 }
 
 // WeightSpec is the cost of one request on paths matching Path.
@@ -161,6 +171,7 @@ type Config struct {
 	exempt     []pattern
 	headers    HeaderStyle
 	failClosed bool // false, the zero value, is fail-open
+	shadow     bool // the file's mode is shadow
 	// upper: a rule or weight pattern holds an ASCII upper-case letter, so
 	// that a route's answer (worked out case by case) may differ from
 	// matching without regard to case.
@@ -186,6 +197,23 @@ func (c *Config) Default() *Rule {
 		return nil
 	}
 	return c.def
+}
+
+// Rule returns the rule named name ("default" for the default limit), or
+// nil when there is none.
+func (c *Config) Rule(name string) *Rule {
+	if c == nil {
+		return nil
+	}
+	if c.def != nil && c.def.Name == name {
+		return c.def
+	}
+	for _, r := range c.rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // Headers returns the configured header style.
@@ -333,8 +361,8 @@ func LoadConfig(file string) (*Config, error) {
 // ParseConfig compiles a YAML configuration; file names it in errors.
 // The document holds one top-level key, rate_limit (see Spec for its
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
-// headers, failure; and per rule: name, paths, methods, limit, algorithm,
-// burst, weights). Unknown fields are errors. data must be UTF-8 text that
+// headers, failure, mode; and per rule: name, paths, methods, limit,
+// algorithm, burst, weights, mode). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
@@ -353,7 +381,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		// mapping) has its error already: compile's would repeat it.
 		unread := map[string]bool{}
 		for i, rs := range spec.Rules {
-			if rs.Name == "" && len(rs.Paths) == 0 && len(rs.Methods) == 0 && len(rs.Limit) == 0 && rs.Algorithm == "" && rs.Burst == 0 && len(rs.Weights) == 0 {
+			if rs.Name == "" && len(rs.Paths) == 0 && len(rs.Methods) == 0 && len(rs.Limit) == 0 && rs.Algorithm == "" && rs.Burst == 0 && len(rs.Weights) == 0 && rs.Mode == "" {
 				unread["rules["+strconv.Itoa(i)+"]"] = true
 			}
 		}
@@ -395,6 +423,13 @@ func mergeErrors(fieldErrs []error, compileErr error, unread map[string]bool) er
 	} else if compileErr != nil {
 		errs = append(errs, compileErr)
 	}
+	sortByLine(errs)
+	return errors.Join(errs...)
+}
+
+// sortByLine orders errors by the line they name, keeping the order of
+// those on one line (or with no line).
+func sortByLine(errs []error) {
 	slices.SortStableFunc(errs, func(a, b error) int {
 		var x, y *ConfigError
 		errors.As(a, &x)
@@ -404,7 +439,6 @@ func mergeErrors(fieldErrs []error, compileErr error, unread map[string]bool) er
 		}
 		return x.Line - y.Line
 	})
-	return errors.Join(errs...)
 }
 
 // NewConfig checks and compiles a Spec built in code.
@@ -475,6 +509,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	default:
 		cc.fail("failure", "", "failure", spec.Failure, "want open or closed")
 	}
+	c.shadow = cc.mode("mode", "", spec.Mode, false)
 	defAlgo := FixedWindow
 	if spec.Algorithm != "" {
 		a, err := ParseAlgorithm(spec.Algorithm)
@@ -485,8 +520,8 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 
 	// Exempt paths are compiled first, for the rules' paths to be checked
-	// against them, and their problems reported last, where they are in
-	// the file.
+	// against them; their problems are reported with the others, in line
+	// order.
 	ex := &compiler{file: file, ln: ln}
 	exempt := ex.exemptPaths(spec.ExemptPaths)
 	c.exempt = make([]pattern, len(exempt))
@@ -497,7 +532,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	seen := map[string]int{DefaultRuleName: -1}
 	var taken []pathClaim // the paths of the rules so far
 	for i, rs := range spec.Rules {
-		if r := cc.rule(i, rs, defAlgo, seen, &taken, exempt); r != nil {
+		if r := cc.rule(i, rs, defAlgo, c.shadow, seen, &taken, exempt); r != nil {
 			c.rules = append(c.rules, r)
 			c.upper = c.upper || r.hasUpper()
 		}
@@ -508,11 +543,12 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		def = []string{DefaultLimit}
 	}
 	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}}
+		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
 		c.def.prepare()
 	}
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
+		sortByLine(cc.errs)
 		return nil, errors.Join(cc.errs...)
 	}
 	return c, nil
@@ -552,7 +588,7 @@ func (cc *compiler) exemptPaths(paths []string) []pathClaim {
 // rule compiles rules[i]; nil when it has a problem. seen maps the names
 // so far to their index; taken holds the paths of the rules before it and
 // gets this rule's.
-func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, seen map[string]int, taken *[]pathClaim, exempt []pathClaim) *Rule {
+func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, seen map[string]int, taken *[]pathClaim, exempt []pathClaim) *Rule {
 	key := "rules." + strconv.Itoa(i)
 	name := rs.Name
 	label := name
@@ -581,7 +617,7 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, seen map[string]
 	if rs.Burst != 0 && a != TokenBucket && a != GCRA {
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
-	r := &Rule{Name: name}
+	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, shadow)}
 	r.paths = cc.paths(key, label, rs, taken, exempt)
 	for j, m := range rs.Methods {
 		if !methodRE.MatchString(m) {
@@ -722,6 +758,20 @@ func (cc *compiler) shadowed(p *pathClaim, exempt, earlier, own []pathClaim, j i
 	}
 	b.WriteString(", which come first: this path would never apply here")
 	return b.String()
+}
+
+// mode compiles a mode field at key ("" gives def): whether it is shadow.
+func (cc *compiler) mode(key, rule, mode string, def bool) bool {
+	switch mode {
+	case "":
+		return def
+	case "enforce":
+		return false
+	case "shadow":
+		return true
+	}
+	cc.fail(key, rule, "mode", mode, "want enforce or shadow")
+	return def
 }
 
 // limits compiles a list of limits with burst; nil when one is bad.

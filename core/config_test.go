@@ -469,8 +469,8 @@ func checkConfigError(t *testing.T, err error, want ...string) {
 }
 
 const (
-	unknownSection = `unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)`
-	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, burst or weights)`
+	unknownSection = `unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure or mode)`
+	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, burst, weights or mode)`
 	unknownAlgo    = `(want fixed_window, sliding_window, token_bucket or gcra)`
 	unitsWanted    = `(want second, minute, hour or day)`
 	shadowed       = `which comes first: this path would never apply here`
@@ -780,8 +780,8 @@ func TestConfigErrors(t *testing.T) {
 				`        "/a/{id:[0-9]+}": 2`,
 			),
 			[]string{
-				`rate-limit config t.yaml:8: rule "a": field "weights": value "/a/{id:[0-9]+}": "{id:[0-9]+}" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`,
 				`rate-limit config t.yaml:2: field "exempt_paths": value "/docs/{$}": "{$}" is an end anchor, and rlkit needs none: a pattern always matches the whole path; write "/docs/"`,
+				`rate-limit config t.yaml:8: rule "a": field "weights": value "/a/{id:[0-9]+}": "{id:[0-9]+}" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`,
 			},
 		},
 		{
@@ -909,8 +909,8 @@ func TestConfigErrors(t *testing.T) {
 			"bad headers and failure together",
 			yamlLines("rate_limit:", "  failure: shut", "  headers: X-RateLimit"),
 			[]string{
-				`rate-limit config t.yaml:3: field "headers": value "X-RateLimit": want draft, legacy or none`,
 				`rate-limit config t.yaml:2: field "failure": value "shut": want open or closed`,
+				`rate-limit config t.yaml:3: field "headers": value "X-RateLimit": want draft, legacy or none`,
 			},
 		},
 		{
@@ -1670,7 +1670,7 @@ func TestConfigOnePass(t *testing.T) {
 		"      burst: 5", // 11: not for a fixed window
 	)), "t.yaml")
 	checkConfigError(t, err,
-		`rate-limit config t.yaml:2: field "enabeld": unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)`,
+		`rate-limit config t.yaml:2: field "enabeld": unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure or mode)`,
 		`rate-limit config t.yaml:7: rule "a": field "weights": value "3": weight of "/a" exceeds the rule's capacity 2 (2/s): such a request could never pass`,
 		`rate-limit config t.yaml:8: rule "a": field "name": value "a": duplicate rule name (also rules[0])`,
 		`rate-limit config t.yaml:11: rule "a": field "burst": value "5": burst applies to token_bucket and gcra only, not fixed_window`,

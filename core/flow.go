@@ -50,17 +50,20 @@ type Flow[R any] struct {
 // deny cache does). Adapters over reused memory (fasthttp) pass copies of
 // those; method and path are not kept.
 func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, route string) (d Decision, err error) {
-	cfg := f.Limiter.cfg
+	l := f.Limiter
+	cfg := l.cfg.Load() // the one configuration this request is decided under
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}, nil
 	}
 	// 1. An exempt path passes uncounted.
 	rule, cost := cfg.decide(method, path, route, f.FoldCase)
 	if rule == nil {
+		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}, nil
 	}
 	// 2. So does a bypassed caller.
 	if f.Bypass != nil && f.Bypass(r) {
+		l.observe(Event{Rule: rule.Name, Outcome: OutcomeBypassed, Allowed: true})
 		return Decision{Allowed: true}, nil
 	}
 	// 3. The key function names the caller, else the client IP.
@@ -74,8 +77,8 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 		id = f.ClientIP(r)
 	}
 	// 4. The request counts under its rule.
-	d.Rule, d.Cost = rule, cost
-	f.Limiter.count(ctx, id, &d)
+	d.Rule, d.Cost, d.Identity = rule, cost, id
+	l.count(ctx, cfg, &d)
 	return d, nil
 }
 
@@ -83,17 +86,20 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 // cancelled while the first one ran (see count).
 const retryTimeout = time.Second
 
-// count asks the store about one request under d.Rule at d.Cost and
-// applies the failure policy, filling d in place (a Decision is large to
-// copy).
-func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
+// count asks the store about one request of d.Identity under d.Rule (of
+// cfg) at d.Cost and applies the failure policy and the rule's mode,
+// filling d in place (a Decision is large to copy).
+func (l *Limiter) count(ctx context.Context, cfg *Config, d *Decision) {
 	rule, cost := d.Rule, d.Cost
-	d.style = l.style
+	d.style = l.headerStyle(cfg)
+	if rule.shadow && !l.shadowHeaders {
+		d.style = HeadersNone
+	}
 	var start int64
 	if l.observer != nil {
 		start = l.clock.Now()
 	}
-	key := BoundKey(identity)
+	key := l.Key(d.Identity)
 	d.Result, d.Err = l.store.Take(ctx, key, rule.Policy, cost)
 	if d.Err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The request was cancelled (net/http cancels it when the client
@@ -107,20 +113,20 @@ func (l *Limiter) count(ctx context.Context, identity string, d *Decision) {
 		d.Result, d.Err = l.store.Take(rctx, key, rule.Policy, cost)
 		cancel()
 	}
+	o := OutcomeAllowed
 	d.Allowed = d.Result.Allowed
-	if d.Err != nil {
-		d.Result = Result{}
-		d.Allowed = l.failOpen
-		l.warn(rule, d.Err)
+	switch {
+	case d.Err != nil:
+		// A shadow rule denies nothing, whatever the failure policy.
+		o, d.Result, d.Allowed = OutcomeStoreError, Result{}, rule.shadow || l.failsOpen(cfg)
+		l.warn(rule, d.Allowed, d.Err)
+	case !d.Allowed && rule.shadow:
+		o, d.Allowed, d.ShadowDenied = OutcomeShadowDenied, true, true
+		l.shadowDenied(rule, key, d)
+	case !d.Allowed:
+		o = OutcomeDenied
 	}
 	if l.observer != nil {
-		o := OutcomeAllowed
-		switch {
-		case d.Err != nil:
-			o = OutcomeStoreError
-		case !d.Allowed:
-			o = OutcomeDenied
-		}
-		l.observer(Event{Rule: rule.Name, Outcome: o, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
+		l.observer(Event{Rule: rule.Name, Key: key, Outcome: o, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
 	}
 }

@@ -2,9 +2,15 @@ package core
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +52,13 @@ type Decision struct {
 	// Err is the store's error. With fail-open the request is Allowed and
 	// carries no rate-limit headers; with fail-closed it is denied with 503.
 	Err error
+	// ShadowDenied reports that Rule is in shadow mode and would have
+	// denied the request: it is Allowed, and by default carries no
+	// rate-limit headers (see WithShadowHeaders).
+	ShadowDenied bool
+	// Identity is what the request was counted under: the key function's
+	// answer, else the client IP (Limiter.Reset takes it as it is).
+	Identity string
 
 	style HeaderStyle
 }
@@ -53,71 +66,118 @@ type Decision struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithHeaders overrides the configuration's header style. Default: the
-// configuration's (draft unless it says otherwise).
-func WithHeaders(s HeaderStyle) Option { return func(l *Limiter) { l.style = s } }
+// WithHeaders overrides the configuration's header style, also across
+// reloads. Default: the configuration's (draft unless it says otherwise).
+func WithHeaders(s HeaderStyle) Option {
+	return func(l *Limiter) { l.style, l.styleSet = s, true }
+}
 
-// WithFailOpen overrides the configuration's failure policy: true lets
-// requests pass when the store fails, false denies them with 503. Default:
-// the configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return func(l *Limiter) { l.failOpen = open } }
+// WithFailOpen overrides the configuration's failure policy, also across
+// reloads: true lets requests pass when the store fails, false denies them
+// with 503. Default: the configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option {
+	return func(l *Limiter) { l.failOpen, l.failOpenSet = open, true }
+}
 
-// WithObserver sets a hook that sees every counted decision. Default: none.
+// WithShadowHeaders makes requests under a rule in shadow mode carry the
+// rate-limit headers the rule would write if it were enforced. Default:
+// false (a shadow rule writes no header: clients see no change).
+func WithShadowHeaders(on bool) Option { return func(l *Limiter) { l.shadowHeaders = on } }
+
+// WithIdentityKey sets the key of the HMAC under which secret identities
+// (SecretIdentity; every adapter's HeaderKey) are stored and logged. Every
+// limiter sharing a store (the servers of one Redis) must use the same key,
+// or each counts a caller apart. Keep it secret, as a signing key: with it,
+// a reader of the store's key names can test guesses of a secret. Default:
+// DefaultIdentityKey, which is public.
+func WithIdentityKey(key []byte) Option {
+	return func(l *Limiter) { l.identityKey = slices.Clone(key) }
+}
+
+// WithObserver sets a hook that sees every decision (see Observer).
+// Default: none.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
-// WithLogger sets where store failures are reported. Default: slog.Default().
+// WithLogger sets where store failures, shadow denials and reloads are
+// reported. Default: slog.Default().
 func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }
 
 // WithClock sets the clock used for latencies and for spacing warnings; a
 // store has its own. Default: SystemClock.
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
-// WithWarnInterval sets the least time between two warnings about store
-// failures; the ones in between are counted and the count goes in the next
-// warning. Default: 10s.
+// WithWarnInterval sets the least time between two log lines about store
+// failures, and between two about one shadow rule's denials; the ones in
+// between are counted and the count goes in the next line. Default: 10s.
 func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warnEvery = int64(d) } }
 
 // Limiter turns requests into decisions: it matches the rule, asks the store,
 // and applies the failure policy. It is safe for concurrent use.
+//
+// Its configuration can be swapped while it serves (SetConfig, ReloadFile,
+// WatchConfig): each request reads the configuration once, atomically, and
+// is decided wholly under it; no lock is taken on the request path.
 type Limiter struct {
-	cfg       *Config
-	store     Store
-	style     HeaderStyle
-	failOpen  bool
-	observer  Observer
-	log       *slog.Logger
-	clock     Clock
-	warnEvery int64
+	cfg           atomic.Pointer[Config]
+	store         Store
+	style         HeaderStyle
+	styleSet      bool
+	failOpen      bool
+	failOpenSet   bool
+	shadowHeaders bool
+	observer      Observer
+	log           *slog.Logger
+	clock         Clock
+	warnEvery     int64
+	identityKey   []byte
+	hmacs         sync.Pool // of hash.Hash: HMAC-SHA256 under identityKey
 
-	warnMu     sync.Mutex // serializes the start of a warning interval
-	lastWarn   atomic.Int64
-	suppressed atomic.Int64
+	storeWarn logGate // store failures
+
+	reloadMu sync.Mutex // serializes reloads, and guards reload
+	reload   ReloadStats
 }
 
 // NewLimiter returns a Limiter for cfg counting in store. A nil or disabled
 // cfg passes every request untouched.
 func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 	l := &Limiter{
-		cfg:       cfg,
-		store:     store,
-		style:     cfg.Headers(),
-		failOpen:  cfg.FailOpen(),
-		log:       slog.Default(),
-		clock:     SystemClock,
-		warnEvery: int64(10 * time.Second),
+		store:       store,
+		log:         slog.Default(),
+		clock:       SystemClock,
+		warnEvery:   int64(10 * time.Second),
+		identityKey: []byte(DefaultIdentityKey),
 	}
 	for _, o := range opts {
 		o(l)
 	}
-	l.lastWarn.Store(-1 << 62)
+	l.cfg.Store(cfg)
+	l.storeWarn.init()
 	return l
 }
 
-// Config returns the limiter's configuration.
-func (l *Limiter) Config() *Config { return l.cfg }
+// Config returns the limiter's configuration now.
+func (l *Limiter) Config() *Config { return l.cfg.Load() }
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }
+
+// headerStyle is the header style of decisions under cfg.
+func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
+	if l.styleSet {
+		return l.style
+	}
+	return cfg.Headers()
+}
+
+// failsOpen reports whether, under cfg, a request passes when the store
+// fails.
+func (l *Limiter) failsOpen(cfg *Config) bool {
+	if l.failOpenSet {
+		return l.failOpen
+	}
+	return cfg.FailOpen()
+}
 
 // Decide decides one request. path is the request path as the router
 // reads it (see Path: a plain constant such as "/api/search" is one,
@@ -126,58 +186,152 @@ func (l *Limiter) Store() Store { return l.store }
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
 // other request counts under the rule Config.Match gives.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) (d Decision) {
-	if bypass || !l.cfg.Enabled() {
+	cfg := l.cfg.Load()
+	if !cfg.Enabled() {
 		return Decision{Allowed: true}
 	}
-	if d.Rule, d.Cost = l.cfg.decide(method, path, "", false); d.Rule == nil {
+	rule, cost := cfg.decide(method, path, "", false)
+	switch {
+	case rule == nil:
+		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
+		return Decision{Allowed: true}
+	case bypass:
+		l.observe(Event{Rule: rule.Name, Outcome: OutcomeBypassed, Allowed: true})
 		return Decision{Allowed: true}
 	}
-	l.count(ctx, identity, &d)
+	d.Rule, d.Cost, d.Identity = rule, cost, identity
+	l.count(ctx, cfg, &d)
 	return d
 }
 
-// Reset forgets identity's counters under the named rule ("default" for the
-// default limit). It reports false when no such rule exists.
-func (l *Limiter) Reset(ctx context.Context, identity, rule string) (bool, error) {
-	if l.cfg == nil || l.cfg.def == nil {
-		return false, nil
+// observe passes e to the observer, if any.
+func (l *Limiter) observe(e Event) {
+	if l.observer != nil {
+		l.observer(e)
 	}
-	for _, r := range append([]*Rule{l.cfg.def}, l.cfg.rules...) {
-		if r.Name == rule {
-			return true, l.store.Reset(ctx, BoundKey(identity), r.Policy)
-		}
+}
+
+// ErrUnknownRule is returned by Reset for a rule name the configuration
+// does not hold.
+var ErrUnknownRule = errors.New("no such rule")
+
+// Reset forgets identity's counters under the named rule ("default" for
+// the default limit) in the configuration now. identity is what the
+// request was counted under (Decision.Identity): the key function's answer,
+// such as "user:alice" from a key function of the application's,
+// HeaderIdentity(name, value) from an adapter's HeaderKey, "sub:<subject>"
+// from JWTSubject, else the client IP (for IPv6, its network under
+// ClientIPConfig.IPv6PrefixLen, e.g. "2001:db8::/64"). cleared reports
+// whether a counter existed and was removed: false means identity had
+// nothing counted under the rule (it was never counted, its counters
+// expired, or it is spelled otherwise than it was counted under). An
+// unknown rule is ErrUnknownRule.
+func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared bool, err error) {
+	cfg := l.cfg.Load()
+	r := cfg.Rule(rule)
+	if r == nil {
+		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	return false, nil
+	err = l.store.Reset(ctx, l.Key(identity), r.Policy)
+	return false, err // TODO(stores branch): the store's cleared
+}
+
+// Key returns the store key a request of identity counts under: for a
+// SecretIdentity, "<label>:hmac:<hex>", the first 128 bits of
+// HMAC-SHA256(identity key, secret) in hex (see WithIdentityKey); for any
+// other, identity bounded by BoundKey. It is the key stores hold, the
+// Observer sees and log lines name.
+func (l *Limiter) Key(identity string) string {
+	label, secret, ok := secretParts(identity)
+	if !ok {
+		return BoundKey(identity)
+	}
+	h, _ := l.hmacs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, l.identityKey)
+	}
+	h.Reset()
+	_, _ = io.WriteString(h, secret)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	l.hmacs.Put(h)
+	var buf [MaxKeyLen]byte
+	b := append(buf[:0], label...)
+	b = append(b, ":hmac:"...)
+	b = hex.AppendEncode(b, sum[:16])
+	return BoundKey(string(b))
+}
+
+// DefaultIdentityKey keys the hash of secret identities when no
+// WithIdentityKey is given. It is public: anyone who reads the store's key
+// names can test a guess of a secret against them. Set your own.
+const DefaultIdentityKey = "rlkit default identity key: set your own with core.WithIdentityKey"
+
+// logGate spaces log lines: at most one per interval, with the number of
+// events held back since the last line.
+type logGate struct {
+	mu         sync.Mutex // serializes the start of an interval
+	last       atomic.Int64
+	suppressed atomic.Int64
+}
+
+func (g *logGate) init() { g.last.Store(-1 << 62) }
+
+// pass reports whether an event at now, with lines at least every apart,
+// gets a line, and how many events the gate held back before it. The
+// count is taken before the new interval starts, under mu, so that an
+// event held back because it saw the new interval is counted in the next
+// line, never in this one.
+func (g *logGate) pass(now, every int64) (suppressed int64, ok bool) {
+	if now-g.last.Load() < every {
+		g.suppressed.Add(1)
+		return 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now-g.last.Load() < every {
+		g.suppressed.Add(1)
+		return 0, false
+	}
+	suppressed = g.suppressed.Swap(0)
+	g.last.Store(now)
+	return suppressed, true
 }
 
 // warn logs a store failure, at most once per warn interval, with the number
 // of failures it did not log since the last line.
-func (l *Limiter) warn(rule *Rule, err error) {
-	now := l.clock.Now()
-	if now-l.lastWarn.Load() < l.warnEvery {
-		l.suppressed.Add(1)
+func (l *Limiter) warn(rule *Rule, passed bool, err error) {
+	suppressed, ok := l.storeWarn.pass(l.clock.Now(), l.warnEvery)
+	if !ok {
 		return
 	}
-	// One failure an interval logs. The count it reports is taken before
-	// the interval starts, under warnMu, so that a failure suppressed
-	// because it saw the new interval is counted in the next line, never
-	// in this one.
-	l.warnMu.Lock()
-	if now-l.lastWarn.Load() < l.warnEvery {
-		l.warnMu.Unlock()
-		l.suppressed.Add(1)
-		return
-	}
-	suppressed := l.suppressed.Swap(0)
-	l.lastWarn.Store(now)
-	l.warnMu.Unlock()
 	policy := "open: requests pass"
-	if !l.failOpen {
+	switch {
+	case rule.shadow:
+		policy = "shadow rule: requests pass"
+	case !passed:
 		policy = "closed: requests get 503"
 	}
 	l.log.Warn("rlkit: rate-limit store failed",
 		slog.String("rule", rule.Name),
 		slog.String("error", err.Error()),
 		slog.String("failure_policy", policy),
+		slog.Int64("suppressed", suppressed))
+}
+
+// shadowDenied logs a shadow rule's would-be denial, at most once per warn
+// interval per rule, naming the key (never a secret: see SecretIdentity)
+// and the denials held back since the rule's last line.
+func (l *Limiter) shadowDenied(rule *Rule, key string, d *Decision) {
+	suppressed, ok := rule.shadowLog.pass(l.clock.Now(), l.warnEvery)
+	if !ok {
+		return
+	}
+	l.log.Warn("rlkit: shadow rule would deny",
+		slog.String("rule", rule.Name),
+		slog.String("key", key),
+		slog.Int64("cost", d.Cost),
+		slog.String("limit", d.Result.Limit.String()),
+		slog.Duration("retry_after", d.Result.RetryAfter),
 		slog.Int64("suppressed", suppressed))
 }

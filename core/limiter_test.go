@@ -501,10 +501,12 @@ func TestLimiterObserver(t *testing.T) {
 	l.Decide(t.Context(), "POST", "/api/kb/k/docs/upload/batch", "alice", false)
 
 	want := []Event{
-		{Rule: "reindex", Allowed: true, Cost: 1, Latency: 3 * time.Millisecond},
-		{Rule: "reindex", Allowed: true, Cost: 1, Latency: 3 * time.Millisecond},
-		{Rule: "reindex", Allowed: false, Cost: 1, Latency: 3 * time.Millisecond},
-		{Rule: "upload", Allowed: true, Cost: 10, Latency: 3 * time.Millisecond},
+		{Rule: "reindex", Key: "alice", Outcome: OutcomeAllowed, Allowed: true, Cost: 1, Latency: 3 * time.Millisecond},
+		{Rule: "reindex", Key: "alice", Outcome: OutcomeAllowed, Allowed: true, Cost: 1, Latency: 3 * time.Millisecond},
+		{Rule: "reindex", Key: "alice", Outcome: OutcomeDenied, Allowed: false, Cost: 1, Latency: 3 * time.Millisecond},
+		{Outcome: OutcomeExempt, Allowed: true},
+		{Rule: "search", Outcome: OutcomeBypassed, Allowed: true},
+		{Rule: "upload", Key: "alice", Outcome: OutcomeAllowed, Allowed: true, Cost: 10, Latency: 3 * time.Millisecond},
 	}
 	if len(events) != len(want) {
 		t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
@@ -522,7 +524,7 @@ func TestLimiterObserver(t *testing.T) {
 	if len(events) != 1 {
 		t.Fatalf("%d events, want 1", len(events))
 	}
-	if e := events[0]; e.Rule != "mcp" || !e.Allowed || e.Cost != 1 || !errors.Is(e.Err, errStoreDown) || e.Latency != 0 {
+	if e := events[0]; e.Rule != "mcp" || e.Outcome != OutcomeStoreError || !e.Allowed || e.Cost != 1 || !errors.Is(e.Err, errStoreDown) || e.Latency != 0 {
 		t.Errorf("failure event = %+v, want {mcp true 1 %v 0s}", e, errStoreDown)
 	}
 
@@ -562,18 +564,18 @@ func TestLimiterReset(t *testing.T) {
 	if ok, _ := l.Reset(t.Context(), long, "search"); !ok || store.resets[2].key != BoundKey(long) {
 		t.Errorf("Reset of a long identity used key %.20q, want BoundKey(identity)", store.resets[2].key)
 	}
-	if ok, err := l.Reset(t.Context(), "alice", "nope"); ok || err != nil {
-		t.Errorf("Reset(alice, nope) = %v, %v; want false, nil", ok, err)
+	if ok, err := l.Reset(t.Context(), "alice", "nope"); ok || !errors.Is(err, ErrUnknownRule) || err.Error() != `rate-limit reset: rule "nope": no such rule` {
+		t.Errorf("Reset(alice, nope) = %v, %v; want false, ErrUnknownRule", ok, err)
 	}
 	if len(store.resets) != 3 {
 		t.Errorf("store.Reset called %d times, want 3", len(store.resets))
 	}
-	if ok, err := NewLimiter(nil, store).Reset(t.Context(), "alice", "default"); ok || err != nil {
-		t.Errorf("nil config: Reset = %v, %v; want false, nil", ok, err)
+	if ok, err := NewLimiter(nil, store).Reset(t.Context(), "alice", "default"); ok || !errors.Is(err, ErrUnknownRule) {
+		t.Errorf("nil config: Reset = %v, %v; want false, ErrUnknownRule", ok, err)
 	}
 	fl := NewLimiter(loadExample(t), &failStore{})
-	if ok, err := fl.Reset(t.Context(), "alice", "search"); !ok || !errors.Is(err, errStoreDown) {
-		t.Errorf("failing store: Reset = %v, %v; want true, %v", ok, err, errStoreDown)
+	if ok, err := fl.Reset(t.Context(), "alice", "search"); ok || !errors.Is(err, errStoreDown) {
+		t.Errorf("failing store: Reset = %v, %v; want false, %v", ok, err, errStoreDown)
 	}
 }
 

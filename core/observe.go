@@ -52,7 +52,12 @@ func (o Outcome) String() string {
 type Event struct {
 	// Rule is the name of the rule the request fell under ("default" for
 	// the default limit); "" for an exempt path.
-	Rule    string
+	Rule string
+	// Key is the store key of a counted request (the identity, bounded by
+	// BoundKey; a secret identity as its keyed hash: see
+	// SecretIdentity); "" when nothing was counted. Never use it as a
+	// metric label: clients choose it.
+	Key     string
 	Outcome Outcome
 	// Allowed reports whether the request may proceed.
 	Allowed bool

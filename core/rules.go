@@ -242,6 +242,9 @@ type Rule struct {
 	paths   []pattern
 	methods []string
 	weights []weight
+	shadow  bool
+
+	shadowLog logGate // spaces the log lines of its would-be denials
 
 	// Precomputed responses and header values; see headers.go.
 	limitNames  []string // each limit's item name in the draft headers
@@ -250,6 +253,10 @@ type Rule struct {
 	body        []byte   // the 429 body
 	bodyLength  []string // its Content-Length
 }
+
+// Shadow reports whether the rule is in shadow mode: it counts requests
+// and reports the ones it would deny, but denies none (see Spec.Mode).
+func (r *Rule) Shadow() bool { return r.shadow }
 
 // Paths returns the rule's path patterns, in configuration order.
 func (r *Rule) Paths() []string {

@@ -258,6 +258,8 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.Headers = w.str(v, "", key)
 		case "failure":
 			s.Failure = w.str(v, "", key)
+		case "mode":
+			s.Mode = w.str(v, "", key)
 		case "default":
 			s.Default = w.strs(v, key, "", key, true)
 		case "exempt_paths":
@@ -270,7 +272,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 				s.Rules = append(s.Rules, w.rule(r, i))
 			}
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers or failure)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure or mode)")
 		}
 	})
 	return s
@@ -305,13 +307,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Algorithm = w.str(v, label, key)
 		case "burst":
 			r.Burst = w.int(v, label, key)
+		case "mode":
+			r.Mode = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst or weights)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights or mode)")
 		}
 	})
 	return r

@@ -99,7 +99,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 	test(t, app, "GET", "/", "Authorization", "Basic xyz")
 	test(t, app, "GET", "/", "Authorization", "Bearer bad")
 	test(t, app, "GET", "/")
-	want := []ids{{"X-Api-Key:k1", "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}

@@ -54,7 +54,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 		sub, err := jwt(cur)
 		seen = append(seen, ids{key, sub, err})
 	}
-	want := []ids{{"X-Api-Key:k1", "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}

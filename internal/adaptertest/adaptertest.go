@@ -369,22 +369,37 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		t.Fatalf("%s: store calls: got %q, want %q", where, takes, wantTakes)
 	}
 	if s.take == "" {
-		if len(events) != 0 {
-			t.Fatalf("%s: observer: got %d events, want none", where, len(events))
+		// Nothing counted: no event (limiting off, a key function's
+		// error) or one that says why (exempt, bypassed).
+		switch {
+		case len(events) == 0:
+		case len(events) > 1:
+			t.Fatalf("%s: observer: got %d events, want at most one", where, len(events))
+		case events[0].Outcome != core.OutcomeExempt && events[0].Outcome != core.OutcomeBypassed,
+			!events[0].Allowed, events[0].Cost != 0, events[0].Key != "", events[0].Err != nil,
+			events[0].Outcome == core.OutcomeExempt && events[0].Rule != "":
+			t.Fatalf("%s: observer: got %+v for a request not counted, want an exempt or bypassed event", where, events[0])
 		}
 		return
 	}
 	f := strings.Fields(s.take)
-	rule, cost := f[len(f)-2], f[len(f)-1]
+	key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
 	allowed := s.want.status == http.StatusOK
 	if len(events) != 1 {
 		t.Fatalf("%s: observer: got %d events, want 1", where, len(events))
 	}
 	ev := events[0]
-	if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed ||
-		(ev.Err != nil) != e.failing || ev.Latency != 0 {
-		t.Fatalf("%s: observer: got %+v, want rule %s, cost %s, allowed %v, error %v, latency 0",
-			where, ev, rule, cost, allowed, e.failing)
+	outcome := core.OutcomeAllowed
+	switch {
+	case e.failing:
+		outcome = core.OutcomeStoreError
+	case !allowed:
+		outcome = core.OutcomeDenied
+	}
+	if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed || ev.Outcome != outcome ||
+		e.rec.clear(ev.Key) != key || (ev.Err != nil) != e.failing || ev.Latency != 0 {
+		t.Fatalf("%s: observer: got %+v, want rule %s, key %s, cost %s, allowed %v, outcome %v, error %v, latency 0",
+			where, ev, rule, key, cost, allowed, outcome, e.failing)
 	}
 }
 
@@ -435,11 +450,32 @@ type recorder struct {
 	events []core.Event
 }
 
+// hashed maps the store key of "X-User:<name>" (HeaderKey's identity: a
+// keyed hash, see core.SecretIdentity) back to "X-User:<name>", for the
+// names the cases use, so that the table reads as the identities. A key
+// in clear would stay as it is and fail the cases.
+var hashed = func() map[string]string {
+	l := core.NewLimiter(nil, nil)
+	m := map[string]string{}
+	for _, name := range []string{"alice", "Alice", "bob", "böb"} {
+		m[l.Key(core.HeaderIdentity("X-User", name))] = "X-User:" + name
+	}
+	return m
+}()
+
+// clear is key with a hashed X-User identity shown as "X-User:<name>".
+func (r *recorder) clear(key string) string {
+	if c, ok := hashed[key]; ok {
+		return c
+	}
+	return key
+}
+
 var _ core.Store = (*recorder)(nil)
 
 func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
 	r.mu.Lock()
-	r.takes = append(r.takes, key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	r.takes = append(r.takes, r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	r.mu.Unlock()
 	if r.failing {
 		return core.Result{}, errStoreDown

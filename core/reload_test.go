@@ -1,0 +1,241 @@
+package core_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// Two configurations to swap: "stable" is the same in both; "probe" keeps
+// its policy but changes its mode, weights and (with the file) header
+// style; "flip" changes its limit, so it counts afresh under each.
+const (
+	reloadA = `rate_limit:
+  enabled: true
+  headers: draft
+  rules:
+    - name: stable
+      paths: ["/stable"]
+      limit: "1000000/hour"
+    - name: probe
+      paths: ["/probe"]
+      limit: "1000000/hour"
+    - name: flip
+      paths: ["/flip"]
+      limit: "1000000/hour"
+`
+	reloadB = `rate_limit:
+  enabled: true
+  headers: legacy
+  rules:
+    - name: stable
+      paths: ["/stable"]
+      limit: "1000000/hour"
+    - name: probe
+      paths: ["/probe"]
+      limit: "1000000/hour"
+      mode: shadow
+      weights:
+        "/probe": 2
+    - name: flip
+      paths: ["/flip"]
+      limit: "2000000/hour"
+`
+)
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReloadUnderLoad swaps two configurations 100 times while 8
+// goroutines decide requests: every decision is wholly under one of them
+// (its rule, cost, mode and header style agree), and the counters of the
+// rules whose policy did not change carry over exactly.
+func TestReloadUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	fa, fb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeFile(t, fa, reloadA)
+	writeFile(t, fb, reloadB)
+	cfg, err := core.LoadConfig(fa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0)) // no window ends
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	l := core.NewLimiter(cfg, store, core.WithShadowHeaders(true), core.WithLogger(slog.New(slog.DiscardHandler)))
+
+	var (
+		stop                        atomic.Bool
+		stable, probe, flipA, flipB atomic.Int64 // units admitted
+		wg                          sync.WaitGroup
+		torn                        atomic.Value
+	)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; !stop.Load() || i < 50; i++ {
+				path := []string{"/stable", "/probe", "/flip"}[(g+i)%3]
+				d := l.Decide(t.Context(), "GET", core.Path(path), "alice", false)
+				if !d.Allowed || d.Err != nil {
+					torn.Store("request denied or failed: " + path)
+					return
+				}
+				h := http.Header{}
+				d.SetHeaders(h)
+				switch path {
+				case "/stable":
+					stable.Add(d.Cost)
+				case "/probe":
+					// A: enforced, cost 1, draft headers. B: shadow,
+					// cost 2, legacy headers (WithShadowHeaders).
+					a := d.Cost == 1 && !d.Rule.Shadow() && h.Get("RateLimit") != "" && h.Get("X-RateLimit-Limit") == ""
+					b := d.Cost == 2 && d.Rule.Shadow() && h.Get("RateLimit") == "" && h.Get("X-RateLimit-Limit") != ""
+					if !a && !b {
+						torn.Store("torn decision: cost " + h.Get("X-RateLimit-Limit") + h.Get("RateLimit"))
+						return
+					}
+					probe.Add(d.Cost)
+				case "/flip":
+					if d.Rule.Policy.Limits[0].Count == 1_000_000 {
+						flipA.Add(1)
+					} else {
+						flipB.Add(1)
+					}
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		f := fb
+		if i%2 == 1 {
+			f = fa
+		}
+		if err := l.ReloadFile(f); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond) // let requests run under each
+	}
+	stop.Store(true)
+	wg.Wait()
+	if msg := torn.Load(); msg != nil {
+		t.Fatal(msg)
+	}
+	if s := l.ReloadStats(); s.Reloads != 100 || s.Failures != 0 || s.LastError != nil {
+		t.Errorf("ReloadStats = %+v, want 100 reloads, no failure", s)
+	}
+	if flipA.Load() == 0 || flipB.Load() == 0 {
+		t.Fatalf("flip counted %d under A, %d under B: want both", flipA.Load(), flipB.Load())
+	}
+	// Configuration A runs now. One more request under each rule shows
+	// what its counter holds.
+	check := func(path string, used int64, limit int64) {
+		t.Helper()
+		d := l.Decide(t.Context(), "GET", core.Path(path), "alice", false)
+		if want := limit - used - d.Cost; d.Result.Remaining != want {
+			t.Errorf("%s: remaining %d, want %d (%d used before)", path, d.Result.Remaining, want, used)
+		}
+	}
+	check("/stable", stable.Load(), 1_000_000)
+	check("/probe", probe.Load(), 1_000_000)
+	check("/flip", flipA.Load(), 1_000_000) // B's requests counted apart
+	if err := l.ReloadFile(fb); err != nil {
+		t.Fatal(err)
+	}
+	check("/flip", flipB.Load(), 2_000_000)
+}
+
+func TestReloadBadFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	writeFile(t, file, reloadA)
+	var logs bytes.Buffer
+	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))),
+		core.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	running := l.Config()
+	wantLog := `level=INFO msg="rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)" file=` + file +
+		` enabled=true rules=3 kept=[] changed=[] added="[default stable probe flip]" removed=[]` + "\n"
+	if logs.String() != wantLog {
+		t.Errorf("log:\n%s\nwant:\n%s", logs.String(), wantLog)
+	}
+
+	logs.Reset()
+	writeFile(t, file, strings.Replace(reloadB, `"2000000/hour"`, `"2000000/fortnight"`, 1))
+	err := l.ReloadFile(file)
+	var ce *core.ConfigError
+	if !errors.As(err, &ce) || ce.Line != 16 || ce.Rule != "flip" {
+		t.Fatalf("bad file: got %v, want the ConfigError of line 16, rule flip", err)
+	}
+	if l.Config() != running {
+		t.Errorf("a bad file replaced the running configuration")
+	}
+	s := l.ReloadStats()
+	if s.Reloads != 1 || s.Failures != 1 || s.LastError != err || s.LastReload != time.Unix(1_700_000_000, 0).UnixNano() {
+		t.Errorf("ReloadStats = %+v, want 1 reload, 1 failure, the error, the reload's time", s)
+	}
+	wantLog = `level=ERROR msg="rlkit: rate-limit config reload failed; the running configuration stays" file=` + file + ` error="` +
+		strings.ReplaceAll(err.Error(), `"`, `\"`) + `"` + "\n"
+	if logs.String() != wantLog {
+		t.Errorf("log:\n%s\nwant:\n%s", logs.String(), wantLog)
+	}
+
+	// A missing file is a failure too.
+	if err := l.ReloadFile(filepath.Join(dir, "nope.yaml")); !errors.Is(err, os.ErrNotExist) || l.Config() != running {
+		t.Errorf("missing file: got %v, want os.ErrNotExist and the running configuration", err)
+	}
+	// A good file swaps, names what changed, and clears LastError.
+	logs.Reset()
+	writeFile(t, file, strings.Replace(reloadB, "    - name: stable\n      paths: [\"/stable\"]\n      limit: \"1000000/hour\"\n", "", 1))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.ReloadStats(); s.Reloads != 2 || s.Failures != 2 || s.LastError != nil {
+		t.Errorf("ReloadStats = %+v, want 2 reloads, 2 failures, no last error", s)
+	}
+	if !strings.Contains(logs.String(), ` kept="[default probe]" changed=[flip] added=[] removed=[stable]`) {
+		t.Errorf("log:\n%s\nwant kept [default probe], changed [flip], removed [stable]", logs.String())
+	}
+}
+
+// TestSetConfigOff turns limiting off and on again while serving.
+func TestSetConfigOff(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(reloadA), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Rule == nil {
+		t.Fatal("not counted before SetConfig(nil)")
+	}
+	l.SetConfig(nil)
+	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Rule != nil || !d.Allowed {
+		t.Errorf("after SetConfig(nil): %+v, want allowed uncounted", d)
+	}
+	l.SetConfig(cfg)
+	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Result.Remaining != 1_000_000-2 {
+		t.Errorf("after SetConfig(cfg): remaining %d, want %d (the counter carried over)", d.Result.Remaining, 1_000_000-2)
+	}
+}
+
+func noTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Attr{}
+	}
+	return a
+}
