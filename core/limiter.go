@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -130,7 +129,7 @@ type Limiter struct {
 	clock         Clock
 	warnEvery     int64
 	identityKey   []byte
-	hmacs         sync.Pool // of hash.Hash: HMAC-SHA256 under identityKey
+	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
 	storeWarn logGate // store failures
 
@@ -246,20 +245,30 @@ func (l *Limiter) Key(identity string) string {
 	if !ok {
 		return BoundKey(identity)
 	}
-	h, _ := l.hmacs.Get().(hash.Hash)
-	if h == nil {
-		h = hmac.New(sha256.New, l.identityKey)
+	m, _ := l.hmacs.Get().(*mac)
+	if m == nil {
+		m = &mac{h: hmac.New(sha256.New, l.identityKey)}
 	}
-	h.Reset()
-	_, _ = io.WriteString(h, secret)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	l.hmacs.Put(h)
+	m.h.Reset()
+	m.in = append(m.in[:0], secret...)
+	m.h.Write(m.in)
+	sum := m.h.Sum(m.sum[:0])
 	var buf [MaxKeyLen]byte
 	b := append(buf[:0], label...)
 	b = append(b, ":hmac:"...)
 	b = hex.AppendEncode(b, sum[:16])
+	if cap(m.in) <= 4096 {
+		l.hmacs.Put(m)
+	}
 	return BoundKey(string(b))
+}
+
+// mac is an HMAC with its buffers, reused (Limiter.hmacs) so that hashing
+// a secret allocates nothing.
+type mac struct {
+	h   hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
 }
 
 // DefaultIdentityKey keys the hash of secret identities when no

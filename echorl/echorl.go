@@ -25,7 +25,18 @@ type options struct {
 	ip      core.ClientIPConfig
 	onError func(echo.Context, error) error
 	core    []core.Option
+	limiter *core.Limiter
 }
+
+// WithLimiter makes the middleware decide with l, a limiter the
+// application keeps: to swap its configuration while serving
+// (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
+// counted under (Reset), or to share one between middlewares. The
+// configuration New is given, and WithStore and the limiter's options
+// (WithHeaders, WithFailOpen, WithObserver, WithLogger,
+// WithLimiterOptions), are then not used: give them to core.NewLimiter.
+// Default: a limiter New makes.
+func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
 func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
@@ -88,11 +99,14 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	for _, fn := range opts {
 		fn(&o)
 	}
-	if o.store == nil {
-		o.store = memstore.New()
+	if o.limiter == nil {
+		if o.store == nil {
+			o.store = memstore.New()
+		}
+		o.limiter = core.NewLimiter(cfg, o.store, o.core...)
 	}
 	flow := &core.Flow[echo.Context]{
-		Limiter: core.NewLimiter(cfg, o.store, o.core...),
+		Limiter: o.limiter,
 		Key:     o.key,
 		Bypass:  o.bypass,
 		ClientIP: func(c echo.Context) string {

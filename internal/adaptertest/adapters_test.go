@@ -68,6 +68,9 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		nethttp.WithLogger(s.Logger),
 		nethttp.WithLimiterOptions(s.LimiterOptions...),
 	}
+	if s.Limiter != nil {
+		opts = append(opts, nethttp.WithLimiter(s.Limiter))
+	}
 	if s.Headers != nil {
 		opts = append(opts, nethttp.WithHeaders(*s.Headers))
 	}
@@ -121,6 +124,9 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		ginrl.WithLogger(s.Logger),
 		ginrl.WithLimiterOptions(s.LimiterOptions...),
 	}
+	if s.Limiter != nil {
+		opts = append(opts, ginrl.WithLimiter(s.Limiter))
+	}
 	if s.Headers != nil {
 		opts = append(opts, ginrl.WithHeaders(*s.Headers))
 	}
@@ -157,6 +163,9 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 		echorl.WithObserver(s.Observer),
 		echorl.WithLogger(s.Logger),
 		echorl.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Limiter != nil {
+		opts = append(opts, echorl.WithLimiter(s.Limiter))
 	}
 	if s.Headers != nil {
 		opts = append(opts, echorl.WithHeaders(*s.Headers))
@@ -195,6 +204,9 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		fiberrl.WithObserver(s.Observer),
 		fiberrl.WithLogger(s.Logger),
 		fiberrl.WithLimiterOptions(s.LimiterOptions...),
+	}
+	if s.Limiter != nil {
+		opts = append(opts, fiberrl.WithLimiter(s.Limiter))
 	}
 	if s.Headers != nil {
 		opts = append(opts, fiberrl.WithHeaders(*s.Headers))

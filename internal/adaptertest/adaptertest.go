@@ -65,6 +65,10 @@ type Setup struct {
 	Logger *slog.Logger
 	// LimiterOptions go to WithLimiterOptions (the suite's clock).
 	LimiterOptions []core.Option
+	// Limiter, when not nil, goes to WithLimiter: the adapter must then
+	// decide with it, not with a limiter of its own from Config, Store
+	// and the options above.
+	Limiter *core.Limiter
 	// Routes, when set, are route templates in ":param" form
 	// ("/api/kb/:id/reindex") that the wiring registers on the framework's
 	// router, each answering like the catch-all, so that the adapter sees
@@ -217,9 +221,10 @@ type want struct {
 }
 
 // step is a request and what it must get, or (req.method == "") a move of
-// the clock by adv.
+// the clock by adv, or (swap != "") a configuration swapped in.
 type step struct {
 	adv  time.Duration
+	swap string // YAML, for the application's limiter (testCase.limiter)
 	req  req
 	want want
 	// take is the one store call the request makes, "key rule cost", or
@@ -239,6 +244,10 @@ type testCase struct {
 	warnings int
 	// run replaces steps, for cases that are not a sequence (concurrency).
 	run func(e *env)
+	// limiter makes the case build the limiter itself, from config, and
+	// give it to the adapter with WithLimiter and a nil Config: an
+	// adapter that ignored it would count nothing.
+	limiter bool
 }
 
 // Response is one response as a client saw it.
@@ -259,6 +268,8 @@ type env struct {
 	failing bool
 	// served counts the handler's runs.
 	served *atomic.Int64
+	// limiter is the case's own limiter (testCase.limiter), or nil.
+	limiter *core.Limiter
 }
 
 // errStoreDown is the error of the failing store.
@@ -287,6 +298,11 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		Logger:         slog.New(logs),
 		LimiterOptions: []core.Option{core.WithClock(clock)},
 	}
+	var lim *core.Limiter
+	if c.limiter {
+		lim = core.NewLimiter(cfg, rec, core.WithObserver(rec.observe), core.WithLogger(slog.New(logs)), core.WithClock(clock))
+		s.Config, s.Limiter = nil, lim
+	}
 	if c.setup != nil {
 		c.setup(&s)
 	}
@@ -307,6 +323,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		logs:    logs,
 		failing: c.failing,
 		served:  served,
+		limiter: lim,
 	}
 }
 
@@ -335,6 +352,14 @@ func (e *env) send(r req) (*Response, error) {
 func (e *env) step(i int, s step) {
 	t := e.t
 	t.Helper()
+	if s.swap != "" {
+		cfg, err := core.ParseConfig([]byte(s.swap), "swap.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.limiter.SetConfig(cfg)
+		return
+	}
 	if s.req.method == "" {
 		e.clock.Advance(s.adv)
 		return
@@ -545,6 +570,11 @@ func run(t *testing.T, start Start, table []testCase) {
 				}
 			}
 			var want []string
+			for _, s := range c.steps {
+				if s.swap != "" {
+					want = append(want, "INFO rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)")
+				}
+			}
 			for range c.warnings {
 				want = append(want, "WARN rlkit: rate-limit store failed")
 			}

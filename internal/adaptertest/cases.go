@@ -88,6 +88,9 @@ func hit(r req, w want, take string) step { return step{req: r, want: w, take: t
 
 func advance(d time.Duration) step { return step{adv: d} }
 
+// swap swaps the configuration in yaml in (a case with limiter set).
+func swap(yaml string) step { return step{swap: yaml} }
+
 // times repeats a step n times; f gets the repetition's index.
 func times(n int, f func(i int) step) []step {
 	out := make([]step, n)
@@ -286,6 +289,26 @@ rate_limit:
 				hit(get("/api/search", with(alice, []string{RoleHeader, "admin"})...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 8, 1)...), searchAlice),
 				hit(get("/api/search"), ok(draft("search", 10, 1, 9, 1)...), "127.0.0.1 search 1"),
+			),
+		},
+		{
+			// The application keeps the limiter (WithLimiter) and swaps
+			// configurations while serving: a rule whose policy is the
+			// same keeps counting across swaps, in shadow mode too; a
+			// rule whose limit changed starts from zero.
+			name:    "ApplicationLimiterReloads",
+			config:  DesignConfig,
+			limiter: true,
+			steps: seq(
+				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
+				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "10/second"
+      mode: shadow`, 1)),
+				// Shadow: counted, no header.
+				hit(get("/api/search", alice...), ok(), searchAlice),
+				swap(DesignConfig),
+				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 7, 1)...), searchAlice),
+				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "3/second"`, 1)),
+				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 2, 1)...), searchAlice),
 			),
 		},
 		{

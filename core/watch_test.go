@@ -1,0 +1,144 @@
+package core_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// waitFor polls cond until it holds, failing after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// watched starts a limiter on file, watched until the test ends.
+func watched(t *testing.T, file string) *core.Limiter {
+	t.Helper()
+	cfg, err := core.LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done, err := l.WatchConfig(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the watch did not stop within 10s of its context's end")
+		}
+	})
+	return l
+}
+
+func limitOf(l *core.Limiter, rule string) string {
+	r := l.Config().Rule(rule)
+	if r == nil {
+		return "(none)"
+	}
+	return r.Policy.Limits[0].String()
+}
+
+func TestWatchConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	writeFile(t, file, reloadA)
+	l := watched(t, file)
+
+	// Written in place.
+	writeFile(t, file, reloadB)
+	waitFor(t, "the reload of B", func() bool { return l.ReloadStats().Reloads == 1 })
+	if got := limitOf(l, "flip"); got != "2000000/hour" {
+		t.Errorf("after writing B: flip's limit %s, want 2000000/hour", got)
+	}
+
+	// The same content written again reloads nothing (the watch waits
+	// 100ms for quiet: 500ms is long past it).
+	writeFile(t, file, reloadB)
+	time.Sleep(500 * time.Millisecond)
+	if s := l.ReloadStats(); s.Reloads != 1 {
+		t.Errorf("after rewriting B unchanged: %d reloads, want 1", s.Reloads)
+	}
+
+	// A bad file: reported once per content, the running configuration
+	// stays.
+	running := l.Config()
+	bad := strings.Replace(reloadA, "1000000/hour", "1000000/fortnight", 1)
+	writeFile(t, file, bad)
+	waitFor(t, "the failure", func() bool { return l.ReloadStats().Failures == 1 })
+	if l.Config() != running || l.ReloadStats().LastError == nil {
+		t.Errorf("a bad file: configuration replaced or no LastError")
+	}
+	writeFile(t, file, bad)
+	time.Sleep(500 * time.Millisecond)
+	if s := l.ReloadStats(); s.Failures != 1 || s.Reloads != 1 {
+		t.Errorf("the same bad file again: %+v, want 1 reload, 1 failure", s)
+	}
+
+	// Renamed over the file, as editors save.
+	tmp := filepath.Join(dir, ".rl.yaml.swp")
+	writeFile(t, tmp, reloadA)
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload of A", func() bool { return l.ReloadStats().Reloads == 2 })
+	if got := limitOf(l, "flip"); got != "1000000/hour" || l.ReloadStats().LastError != nil {
+		t.Errorf("after renaming A over: flip's limit %s, LastError %v; want 1000000/hour, nil", got, l.ReloadStats().LastError)
+	}
+}
+
+// TestWatchConfigSymlinks switches a mounted Kubernetes ConfigMap's way:
+// rl.yaml -> ..data/rl.yaml, ..data -> ..v1, then ..data swapped to ..v2.
+func TestWatchConfigSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	for v, data := range map[string]string{"..v1": reloadA, "..v2": reloadB} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, v, "rl.yaml"), data)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("..v1", filepath.Join(dir, "..data")))
+	must(os.Symlink(filepath.Join("..data", "rl.yaml"), filepath.Join(dir, "rl.yaml")))
+	l := watched(t, filepath.Join(dir, "rl.yaml"))
+
+	must(os.Symlink("..v2", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	waitFor(t, "the reload of ..v2", func() bool { return l.ReloadStats().Reloads == 1 })
+	if got := limitOf(l, "flip"); got != "2000000/hour" {
+		t.Errorf("after the swap: flip's limit %s, want 2000000/hour", got)
+	}
+}
+
+func TestWatchConfigErrors(t *testing.T) {
+	l := core.NewLimiter(nil, memstore.New())
+	if _, err := l.WatchConfig(t.Context(), filepath.Join(t.TempDir(), "no", "such", "rl.yaml")); err == nil ||
+		!strings.HasPrefix(err.Error(), "rate-limit config: watch ") {
+		t.Errorf("a missing directory: got %v, want the watch's error", err)
+	}
+}
