@@ -19,6 +19,15 @@
 // On start it prints tokens for a demo user and a super-admin and curl
 // commands that reach a 429.
 //
+// With -config FILE it follows the file while it serves: a change to the
+// file (written in place, renamed over, or a switched symbolic link, as a
+// Kubernetes ConfigMap is updated) is reloaded within a fraction of a
+// second (-watch=false turns that off), and SIGHUP reloads it at once.
+// The new rules take effect atomically; a rule whose name, algorithm and
+// limits did not change keeps its counters, a changed one starts from
+// zero. A file that does not load leaves the running rules in place and
+// logs why (level=ERROR, with the file, line and field at fault).
+//
 // Its server bounds what a client connection can hold (see
 // examples/internal/demo.ServerLimits): -read-header-timeout (5s),
 // -read-timeout (30s), -write-timeout (60s), -idle-timeout (120s),
@@ -127,6 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	redisURL := fs.String("redis", "", "count in the Redis server at `URL`, "+redisForm+"; default: in memory")
 	redisCluster := fs.String("redis-cluster", "", "count in a Redis Cluster: comma-separated host:port `addresses` of some of its nodes; default: in memory")
 	secret := fs.String("jwt-secret", "", "HS256 `secret` of bearer tokens; default: $RLKIT_JWT_SECRET, else a development secret")
+	watch := fs.Bool("watch", true, "reload the -config file when it changes (it is reloaded on SIGHUP either way)")
 	limits := demo.ServerLimitFlags(fs)
 	var err error
 	if err = fs.Parse(args); err != nil {
@@ -217,13 +227,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		store, storeDesc = rs, "redis "+where+" (counters shared by every server using it)"
 		checkRedis(ctx, client, where, cfg, stderr)
 	}
-	limit := nethttp.New(cfg,
-		nethttp.WithStore(store),
+	lim := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	limit := nethttp.New(nil,
+		nethttp.WithLimiter(lim),
 		nethttp.WithKeyFunc(userKey),
 		nethttp.WithBypass(isSuperAdmin),
-		nethttp.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))),
 	)
-	handler := authenticate(cfg, []byte(*secret), limit(http.HandlerFunc(serve)))
+	handler := authenticate(lim, []byte(*secret), limit(http.HandlerFunc(serve)))
+	if err := reloads(ctx, lim, *configFile, *watch, stderr); err != nil {
+		ln.Close()
+		return err
+	}
 
 	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret); err != nil {
 		ln.Close()
@@ -339,6 +353,37 @@ func checkRedis(ctx context.Context, client redis.UniversalClient, where string,
 	_, _ = io.WriteString(stderr, msg)
 }
 
+// reloads makes lim follow the configuration file while ctx lasts: it is
+// reloaded on SIGHUP and, with watch, whenever it changes. A file that does
+// not load leaves the running configuration in place; the limiter logs
+// why. The bundled configuration ("" file) has nothing to reload.
+func reloads(ctx context.Context, lim *core.Limiter, file string, watch bool, stderr io.Writer) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if file == "" {
+					fmt.Fprintln(stderr, "SIGHUP: the bundled configuration is in use (no -config): nothing to reload")
+					continue
+				}
+				_ = lim.ReloadFile(file) // logged by the limiter
+			}
+		}
+	}()
+	if file == "" || !watch {
+		return nil
+	}
+	if _, err := lim.WatchConfig(ctx, file); err != nil {
+		return fmt.Errorf("-config: %w", err)
+	}
+	return nil
+}
+
 // loadConfig reads file, or the bundled configuration when file is "".
 func loadConfig(file string) (*core.Config, string, error) {
 	if file == "" {
@@ -373,12 +418,12 @@ var invalidToken = []byte(`{"detail": "Invalid token"}`)
 // asks it), so a spelling the limiter counts ("/health/", "/health%2F")
 // needs a valid token too. A request without a bearer token passes as
 // anonymous.
-func authenticate(cfg *core.Config, secret []byte, next http.Handler) http.Handler {
+func authenticate(lim *core.Limiter, secret []byte, next http.Handler) http.Handler {
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	key := func(*jwt.Token) (any, error) { return secret, nil }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := core.BearerToken(r.Header.Get("Authorization"))
-		if !ok || cfg.Exempt(core.URLPath(r.URL)) {
+		if !ok || lim.Config().Exempt(core.URLPath(r.URL)) {
 			next.ServeHTTP(w, r)
 			return
 		}
