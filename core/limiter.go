@@ -220,7 +220,8 @@ var ErrUnknownRule = errors.New("no such rule")
 // such as "user:alice" from a key function of the application's,
 // HeaderIdentity(name, value) from an adapter's HeaderKey, "sub:<subject>"
 // from JWTSubject, else the client IP (for IPv6, its network under
-// ClientIPConfig.IPv6PrefixLen, e.g. "2001:db8::/64"). cleared reports
+// ClientIPConfig.IPv6PrefixLen, its network's first address, e.g.
+// "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). cleared reports
 // whether a counter existed and was removed: false means identity had
 // nothing counted under the rule (it was never counted, its counters
 // expired, or it is spelled otherwise than it was counted under). An
