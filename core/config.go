@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,12 +173,23 @@ type Config struct {
 	headers    HeaderStyle
 	failClosed bool // false, the zero value, is fail-open
 	shadow     bool // the file's mode is shadow
+	// The rules of each mode, in order, and the default in its own:
+	// requests are matched against each set apart (see Spec.Mode).
+	enforced, shadows []*Rule
+	enfDef, shadowDef *Rule
 	// upper: a rule or weight pattern holds an ASCII upper-case letter, so
 	// that a route's answer (worked out case by case) may differ from
 	// matching without regard to case.
 	upper bool
 
 	routes routes // answers per (method, route); see route.go
+
+	digest [sha256.Size]byte // of the file it was parsed from; zero: built in code
+}
+
+// loaded reports whether c was parsed from data (see WatchConfig).
+func (c *Config) loaded(data []byte) bool {
+	return c != nil && c.digest != [sha256.Size]byte{} && c.digest == sha256.Sum256(data)
 }
 
 // Enabled reports whether limiting is on.
@@ -302,14 +314,19 @@ func (c *Config) MatchFoldCase(method string, p Path) (*Rule, int64) {
 // has under it), and when they differ, the strictest of those, the
 // earliest of equals; the default rule when no spelling matches a rule.
 func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) {
+	return matchIn(c.enforced, c.enfDef, method, sp, fold)
+}
+
+// matchIn is matchAll over rules, with def for what none matches.
+func matchIn(rules []*Rule, def *Rule, method string, sp []string, fold bool) (*Rule, int64) {
 	var (
-		firsts [maxSpellings]int // index in c.rules of each spelling's first rule
+		firsts [maxSpellings]int // index in rules of each spelling's first rule
 		costs  [maxSpellings]int64
 		n      int
 	)
 	for _, s := range sp {
 		s = trimSlash(s)
-		for i, r := range c.rules {
+		for i, r := range rules {
 			if !r.allows(method) || !r.covers(s, fold) {
 				continue
 			}
@@ -328,16 +345,16 @@ func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) 
 		}
 	}
 	if n == 0 {
-		return c.def, 1
+		return def, 1
 	}
 	best := 0
 	for k := 1; k < n; k++ {
-		r, b := c.rules[firsts[k]], c.rules[firsts[best]]
+		r, b := rules[firsts[k]], rules[firsts[best]]
 		if r.stricter(costs[k], b, costs[best]) || !b.stricter(costs[best], r, costs[k]) && firsts[k] < firsts[best] {
 			best = k
 		}
 	}
-	return c.rules[firsts[best]], costs[best]
+	return rules[firsts[best]], costs[best]
 }
 
 // withHead returns methods with HEAD added when it holds GET and not HEAD:
@@ -376,6 +393,9 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		return nil, err
 	}
 	c, err := compile(spec, file, lines)
+	if c != nil {
+		c.digest = sha256.Sum256(data)
+	}
 	if len(fieldErrs) > 0 {
 		// A rule the reader could read nothing of (an alias, not a
 		// mapping) has its error already: compile's would repeat it.
@@ -530,10 +550,15 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 
 	seen := map[string]int{DefaultRuleName: -1}
-	var taken []pathClaim // the paths of the rules so far
+	var taken [2][]pathClaim // the paths of the rules so far, enforced [0] and shadow [1]
 	for i, rs := range spec.Rules {
 		if r := cc.rule(i, rs, defAlgo, c.shadow, seen, &taken, exempt); r != nil {
 			c.rules = append(c.rules, r)
+			if r.shadow {
+				c.shadows = append(c.shadows, r)
+			} else {
+				c.enforced = append(c.enforced, r)
+			}
 			c.upper = c.upper || r.hasUpper()
 		}
 	}
@@ -545,6 +570,11 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
 		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
 		c.def.prepare()
+		if c.shadow {
+			c.shadowDef = c.def
+		} else {
+			c.enfDef = c.def
+		}
 	}
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
@@ -588,7 +618,7 @@ func (cc *compiler) exemptPaths(paths []string) []pathClaim {
 // rule compiles rules[i]; nil when it has a problem. seen maps the names
 // so far to their index; taken holds the paths of the rules before it and
 // gets this rule's.
-func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, seen map[string]int, taken *[]pathClaim, exempt []pathClaim) *Rule {
+func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, seen map[string]int, taken *[2][]pathClaim, exempt []pathClaim) *Rule {
 	key := "rules." + strconv.Itoa(i)
 	name := rs.Name
 	label := name
@@ -618,7 +648,11 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
 	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, shadow)}
-	r.paths = cc.paths(key, label, rs, taken, exempt)
+	set := &taken[0] // a rule's paths are taken from the earlier rules of its mode
+	if r.shadow {
+		set = &taken[1]
+	}
+	r.paths = cc.paths(key, label, rs, set, exempt)
 	for j, m := range rs.Methods {
 		if !methodRE.MatchString(m) {
 			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")

@@ -56,52 +56,126 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 		return Decision{Allowed: true}, nil
 	}
 	// 1. An exempt path passes uncounted.
-	rule, cost := cfg.decide(method, path, route, f.FoldCase)
-	if rule == nil {
+	m, exempt := cfg.decide(method, path, route, f.FoldCase)
+	if exempt {
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}, nil
 	}
 	// 2. So does a bypassed caller.
 	if f.Bypass != nil && f.Bypass(r) {
-		l.observe(Event{Rule: rule.Name, Outcome: OutcomeBypassed, Allowed: true})
+		l.bypassed(&m)
 		return Decision{Allowed: true}, nil
 	}
 	// 3. The key function names the caller, else the client IP.
-	var id string
+	id, err := f.Identity(r)
+	if err != nil {
+		return Decision{}, err
+	}
+	// 4. The request counts under its rules.
+	l.count(ctx, cfg, &m, id, &d)
+	return d, nil
+}
+
+// Identity returns the identity a request counts under: the key
+// function's answer, else (when it gives "") the client IP. The error is
+// the key function's. Adapters give it to handlers that reset a caller's
+// counters (Limiter.Reset).
+func (f *Flow[R]) Identity(r R) (id string, err error) {
 	if f.Key != nil {
 		if id, err = f.Key(r); err != nil {
-			return Decision{}, err
+			return "", err
 		}
 	}
 	if id == "" && f.ClientIP != nil {
 		id = f.ClientIP(r)
 	}
-	// 4. The request counts under its rule.
-	d.Rule, d.Cost, d.Identity = rule, cost, id
-	l.count(ctx, cfg, &d)
-	return d, nil
+	return id, nil
 }
 
 // retryTimeout bounds the second call to the store for a request that was
-// cancelled while the first one ran (see count).
+// cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count asks the store about one request of d.Identity under d.Rule (of
-// cfg) at d.Cost and applies the failure policy and the rule's mode,
-// filling d in place (a Decision is large to copy).
-func (l *Limiter) count(ctx context.Context, cfg *Config, d *Decision) {
-	rule, cost := d.Rule, d.Cost
+// count counts one request of identity under the rules of m (from cfg)
+// and fills d in place (a Decision is large to copy): the enforced rule
+// decides, with the failure policy; the rule in shadow mode, if any, is
+// counted too and only reported.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity string, d *Decision) {
+	key := l.Key(identity)
+	d.Key = key
 	d.style = l.headerStyle(cfg)
-	if rule.shadow && !l.shadowHeaders {
-		d.style = HeadersNone
+	d.Allowed = true
+	if m.rule != nil {
+		d.Rule, d.Cost = m.rule, m.cost
+		o, lat := l.take(ctx, key, m.rule, m.cost, &d.Result, &d.Err)
+		d.Allowed = d.Result.Allowed
+		if o == OutcomeStoreError {
+			d.Result, d.Allowed = Result{}, l.failsOpen(cfg)
+			l.warn(m.rule, d.Allowed, d.Err)
+		}
+		l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
 	}
+	if m.shadow == nil {
+		return
+	}
+	// The rule in shadow mode: its answer is the Decision's when no rule
+	// is enforced (its headers written only WithShadowHeaders), else it
+	// is only reported.
+	var (
+		res  Result
+		err  error
+		into = &res
+		errp = &err
+	)
+	if m.rule == nil {
+		d.Rule, d.Cost = m.shadow, m.shadowCost
+		into, errp = &d.Result, &d.Err
+		if !l.shadowHeaders {
+			d.style = HeadersNone
+		}
+	}
+	o, lat := l.take(ctx, key, m.shadow, m.shadowCost, into, errp)
+	switch o {
+	case OutcomeStoreError:
+		*into = Result{}
+		l.warn(m.shadow, true, *errp)
+	case OutcomeDenied:
+		o, d.ShadowDenied = OutcomeShadowDenied, true
+		l.shadowDenied(m.shadow, key, m.shadowCost, into)
+	}
+	l.report(m.shadow, key, o, true, m.shadowCost, *errp, lat)
+}
+
+// report passes the event of one rule's count to the observer, if any.
+func (l *Limiter) report(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
+	if l.observer != nil {
+		l.observer(Event{Rule: rule.Name, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
+	}
+}
+
+// bypassed reports a bypassed request, under each rule it would count
+// under.
+func (l *Limiter) bypassed(m *match) {
+	if l.observer == nil {
+		return
+	}
+	if m.rule != nil {
+		l.observer(Event{Rule: m.rule.Name, Outcome: OutcomeBypassed, Allowed: true})
+	}
+	if m.shadow != nil {
+		l.observer(Event{Rule: m.shadow.Name, Outcome: OutcomeBypassed, Allowed: true})
+	}
+}
+
+// take asks the store about one request of key under rule at cost, into
+// *res and *err, and tells the outcome: allowed, denied or store error.
+func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, res *Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
 	if l.observer != nil {
 		start = l.clock.Now()
 	}
-	key := l.Key(d.Identity)
-	d.Result, d.Err = l.store.Take(ctx, key, rule.Policy, cost)
-	if d.Err != nil && errors.Is(ctx.Err(), context.Canceled) {
+	*res, *err = l.store.Take(ctx, key, rule.Policy, cost)
+	if *err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The request was cancelled (net/http cancels it when the client
 		// closes its side of the connection, though it may still read
 		// the answer): the decision must not depend on that, or a client
@@ -110,23 +184,17 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, d *Decision) {
 		// counted the request before failing counts it twice: the safe
 		// side.)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
-		d.Result, d.Err = l.store.Take(rctx, key, rule.Policy, cost)
+		*res, *err = l.store.Take(rctx, key, rule.Policy, cost)
 		cancel()
 	}
-	o := OutcomeAllowed
-	d.Allowed = d.Result.Allowed
-	switch {
-	case d.Err != nil:
-		// A shadow rule denies nothing, whatever the failure policy.
-		o, d.Result, d.Allowed = OutcomeStoreError, Result{}, rule.shadow || l.failsOpen(cfg)
-		l.warn(rule, d.Allowed, d.Err)
-	case !d.Allowed && rule.shadow:
-		o, d.Allowed, d.ShadowDenied = OutcomeShadowDenied, true, true
-		l.shadowDenied(rule, key, d)
-	case !d.Allowed:
-		o = OutcomeDenied
-	}
 	if l.observer != nil {
-		l.observer(Event{Rule: rule.Name, Key: key, Outcome: o, Allowed: d.Allowed, Cost: cost, Err: d.Err, Latency: time.Duration(l.clock.Now() - start)})
+		latency = time.Duration(l.clock.Now() - start)
 	}
+	switch {
+	case *err != nil:
+		return OutcomeStoreError, latency
+	case !res.Allowed:
+		return OutcomeDenied, latency
+	}
+	return OutcomeAllowed, latency
 }

@@ -31,7 +31,6 @@ var (
 // the draft headers, the RateLimit-Policy and X-RateLimit-Limit values and
 // the 429 body.
 func (r *Rule) prepare() {
-	r.shadowLog.init()
 	r.limitNames = r.limitNames[:0]
 	r.limitValue = r.limitValue[:0]
 	var b []byte

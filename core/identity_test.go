@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -68,8 +69,11 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 	id := HeaderIdentity("X-Api-Key", secret)
 	for range 3 {
 		d := l.Decide(t.Context(), "GET", "/api/search", id, false)
-		if d.Identity != id {
-			t.Fatalf("Decision.Identity = %q, want the identity", d.Identity)
+		if want := l.Key(id); d.Key != want {
+			t.Fatalf("Decision.Key = %q, want %q", d.Key, want)
+		}
+		if s := fmt.Sprintf("%+v", d); strings.Contains(s, secret) {
+			t.Fatalf("the Decision holds the secret: %s", s)
 		}
 	}
 	fl := NewLimiter(cfg, &failStore{}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))

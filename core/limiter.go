@@ -22,14 +22,19 @@ import (
 const MaxKeyLen = 128
 
 // BoundKey returns key, or "sha256:<hex digest>" when key is longer than
-// MaxKeyLen or itself starts with "sha256:". Distinct keys stay distinct.
+// MaxKeyLen, starts with "sha256:" or holds ":hmac:" (the mark of a
+// secret identity's key, see Limiter.Key). Distinct keys stay distinct,
+// and no key a caller can choose spells one of those.
 func BoundKey(key string) string {
-	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) && !strings.Contains(key, hmacMark) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
 	return digestPrefix + hex.EncodeToString(sum[:])
 }
+
+// hmacMark follows the label of a secret identity's key.
+const hmacMark = ":hmac:"
 
 // digestPrefix starts every digest BoundKey makes. A short key that starts
 // with it is hashed too, so that no caller can name another's digest.
@@ -41,7 +46,9 @@ const digestPrefix = "sha256:"
 type Decision struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool
-	// Rule is the rule the request counted against; nil when nothing was
+	// Rule is the rule the request counted against: the enforced rule
+	// that applies, else (when only a rule in shadow mode applies) that
+	// rule, whose denials let the request through; nil when nothing was
 	// counted (limiting off, exempt path, bypass).
 	Rule *Rule
 	// Cost is what the request weighed under Rule.
@@ -51,13 +58,14 @@ type Decision struct {
 	// Err is the store's error. With fail-open the request is Allowed and
 	// carries no rate-limit headers; with fail-closed it is denied with 503.
 	Err error
-	// ShadowDenied reports that Rule is in shadow mode and would have
-	// denied the request: it is Allowed, and by default carries no
-	// rate-limit headers (see WithShadowHeaders).
+	// ShadowDenied reports that a rule in shadow mode would have denied
+	// the request (see Spec.Mode). It says nothing of Allowed, which the
+	// enforced rule decides.
 	ShadowDenied bool
-	// Identity is what the request was counted under: the key function's
-	// answer, else the client IP (Limiter.Reset takes it as it is).
-	Identity string
+	// Key is the store key the request counted under (see Limiter.Key):
+	// never a secret, so it may be logged; Limiter.ResetKey takes it.
+	// "" when nothing was counted.
+	Key string
 
 	style HeaderStyle
 }
@@ -131,9 +139,11 @@ type Limiter struct {
 	identityKey   []byte
 	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
-	storeWarn logGate // store failures
+	storeWarn  logGate  // store failures
+	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
 
-	reloadMu sync.Mutex // serializes reloads, and guards reload
+	loadMu   sync.Mutex // held by each reload, from reading to swapping
+	reloadMu sync.Mutex // guards reload
 	reload   ReloadStats
 }
 
@@ -189,17 +199,16 @@ func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}
 	}
-	rule, cost := cfg.decide(method, path, "", false)
+	m, exempt := cfg.decide(method, path, "", false)
 	switch {
-	case rule == nil:
+	case exempt:
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}
 	case bypass:
-		l.observe(Event{Rule: rule.Name, Outcome: OutcomeBypassed, Allowed: true})
+		l.bypassed(&m)
 		return Decision{Allowed: true}
 	}
-	d.Rule, d.Cost, d.Identity = rule, cost, identity
-	l.count(ctx, cfg, &d)
+	l.count(ctx, cfg, &m, identity, &d)
 	return d
 }
 
@@ -215,24 +224,29 @@ func (l *Limiter) observe(e Event) {
 var ErrUnknownRule = errors.New("no such rule")
 
 // Reset forgets identity's counters under the named rule ("default" for
-// the default limit) in the configuration now. identity is what the
-// request was counted under (Decision.Identity): the key function's answer,
-// such as "user:alice" from a key function of the application's,
-// HeaderIdentity(name, value) from an adapter's HeaderKey, "sub:<subject>"
-// from JWTSubject, else the client IP (for IPv6, its network under
-// ClientIPConfig.IPv6PrefixLen, its network's first address, e.g.
-// "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). cleared reports
-// whether a counter existed and was removed: false means identity had
-// nothing counted under the rule (it was never counted, its counters
-// expired, or it is spelled otherwise than it was counted under). An
-// unknown rule is ErrUnknownRule.
+// the default limit) in the configuration now, and reports whether a
+// counter existed and was removed: false means identity had nothing
+// counted under the rule (never counted, its counters expired, or spelled
+// otherwise than it was counted under). identity is what the request
+// was counted under, as the adapter's Identity function gives it for a
+// request: the key function's answer (HeaderIdentity(name, value) for an
+// adapter's HeaderKey, "sub:<subject>" for JWTSubject, what the
+// application's own returns), else the client IP (for IPv6, its network's
+// first address under ClientIPConfig.IPv6PrefixLen, e.g.
+// "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). An unknown rule
+// is ErrUnknownRule.
 func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared bool, err error) {
-	cfg := l.cfg.Load()
-	r := cfg.Rule(rule)
+	return l.ResetKey(ctx, l.Key(identity), rule)
+}
+
+// ResetKey is Reset by store key: the key a log line, an Event or
+// Decision.Key names (see Key).
+func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool, err error) {
+	r := l.cfg.Load().Rule(rule)
 	if r == nil {
 		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	err = l.store.Reset(ctx, l.Key(identity), r.Policy)
+	err = l.store.Reset(ctx, key, r.Policy)
 	return false, err // TODO(stores branch): the store's cleared
 }
 
@@ -253,15 +267,19 @@ func (l *Limiter) Key(identity string) string {
 	m.h.Reset()
 	m.in = append(m.in[:0], secret...)
 	m.h.Write(m.in)
+	clear(m.in) // keep no secret in pooled memory
 	sum := m.h.Sum(m.sum[:0])
 	var buf [MaxKeyLen]byte
 	b := append(buf[:0], label...)
-	b = append(b, ":hmac:"...)
+	b = append(b, hmacMark...)
 	b = hex.AppendEncode(b, sum[:16])
 	if cap(m.in) <= 4096 {
 		l.hmacs.Put(m)
 	}
-	return BoundKey(string(b))
+	if len(b) > MaxKeyLen {
+		return BoundKey(string(b))
+	}
+	return string(b)
 }
 
 // mac is an HMAC with its buffers, reused (Limiter.hmacs) so that hashing
@@ -329,19 +347,26 @@ func (l *Limiter) warn(rule *Rule, passed bool, err error) {
 		slog.Int64("suppressed", suppressed))
 }
 
-// shadowDenied logs a shadow rule's would-be denial, at most once per warn
-// interval per rule, naming the key (never a secret: see SecretIdentity)
+// shadowDenied logs a shadow rule's would-be denial of a request of key
+// at cost, whose answer is res: at most once per warn interval per rule
+// (of this limiter), naming the key (never a secret: see SecretIdentity)
 // and the denials held back since the rule's last line.
-func (l *Limiter) shadowDenied(rule *Rule, key string, d *Decision) {
-	suppressed, ok := rule.shadowLog.pass(l.clock.Now(), l.warnEvery)
+func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *Result) {
+	g, ok := l.shadowLogs.Load(rule.Name)
+	if !ok {
+		fresh := new(logGate)
+		fresh.init()
+		g, _ = l.shadowLogs.LoadOrStore(rule.Name, fresh)
+	}
+	suppressed, ok := g.(*logGate).pass(l.clock.Now(), l.warnEvery)
 	if !ok {
 		return
 	}
 	l.log.Warn("rlkit: shadow rule would deny",
 		slog.String("rule", rule.Name),
 		slog.String("key", key),
-		slog.Int64("cost", d.Cost),
-		slog.String("limit", d.Result.Limit.String()),
-		slog.Duration("retry_after", d.Result.RetryAfter),
+		slog.Int64("cost", cost),
+		slog.String("limit", res.Limit.String()),
+		slog.Duration("retry_after", res.RetryAfter),
 		slog.Int64("suppressed", suppressed))
 }

@@ -181,7 +181,7 @@ func TestExemptAndMatchBySpellings(t *testing.T) {
 			wantRule = "<exempt>"
 		}
 		gotRule := "<exempt>"
-		if r, cost := cfg.decide("GET", c.path, "", false); r != nil {
+		if r, cost := cfg.decideRule("GET", c.path, "", false); r != nil {
 			gotRule = r.Name
 			if cost != c.cost {
 				t.Errorf("decide(%q): cost %d, want %d", c.path, cost, c.cost)
@@ -368,7 +368,7 @@ func TestSpellingAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []Path{"/api/search", "/api/kb/kb-01/docs/upload/batch", "/health", "/other/", "/api/kb/a/b/reindex"} {
-		if n := testing.AllocsPerRun(100, func() { cfg.decide("POST", p, "", false) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { cfg.decideRule("POST", p, "", false) }); n != 0 {
 			t.Errorf("decide(%q): %v allocations, want 0", p, n)
 		}
 	}
@@ -376,7 +376,7 @@ func TestSpellingAllocs(t *testing.T) {
 		seg := "a%2F..%2F%2e%2e//./x/"
 		long := Path("/" + strings.Repeat(seg, n) + "api/search")
 		allocs := testing.AllocsPerRun(10, func() {
-			if r, _ := cfg.decide("GET", long, "", false); r == nil || r.Name != "default" {
+			if r, _ := cfg.decideRule("GET", long, "", false); r == nil || r.Name != "default" {
 				t.Fatalf("decide(%d segments) = %v, want default", n, r)
 			}
 		})
@@ -419,8 +419,8 @@ func TestRouteSameAnswerAnySpelling(t *testing.T) {
 		for _, p := range paths {
 			for _, v := range variants(p) {
 				for _, method := range []string{"GET", "POST"} {
-					r1, c1 := cfg.decide(method, Path(v), route, false)
-					r2, c2 := cfg.decide(method, Path(v), "", false)
+					r1, c1 := cfg.decideRule(method, Path(v), route, false)
+					r2, c2 := cfg.decideRule(method, Path(v), "", false)
 					if r1 != r2 || c1 != c2 {
 						t.Errorf("%s %q with route %q: %v %d; without: %v %d", method, v, route, r1, c1, r2, c2)
 					}
@@ -456,8 +456,8 @@ func FuzzSpellings(f *testing.F) {
 			t.Fatalf("spellings(%q) = %q", p, sp)
 		}
 		for _, route := range []string{"/:a", "/api/search", "/api/kb/:id/reindex"} {
-			r1, c1 := cfg.decide("GET", Path(p), route, true)
-			r2, c2 := cfg.decide("GET", Path(p), "", true)
+			r1, c1 := cfg.decideRule("GET", Path(p), route, true)
+			r2, c2 := cfg.decideRule("GET", Path(p), "", true)
 			if r1 != r2 || c1 != c2 {
 				t.Fatalf("%q folded, with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
 			}
@@ -480,8 +480,8 @@ func FuzzSpellings(f *testing.F) {
 			t.Fatalf("%q counts under %s, which none of its spellings %q matches", p, rule.Name, sp)
 		}
 		for _, route := range []string{"/:a", "/:a/:b", "/api/kb/:id/reindex", "/static/:f", "/health"} {
-			r1, c1 := cfg.decide("GET", Path(p), route, false)
-			r2, c2 := cfg.decide("GET", Path(p), "", false)
+			r1, c1 := cfg.decideRule("GET", Path(p), route, false)
+			r2, c2 := cfg.decideRule("GET", Path(p), "", false)
 			if r1 != r2 || c1 != c2 {
 				t.Fatalf("%q with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
 			}
@@ -531,7 +531,7 @@ func TestFoldCase(t *testing.T) {
 		{"/Health", "", false, "default", 1},
 		{"/caf%C3%A9", "", true, "default", 1}, // "é" is no ASCII letter
 	} {
-		rule, cost := cfg.decide("GET", c.path, c.route, c.fold)
+		rule, cost := cfg.decideRule("GET", c.path, c.route, c.fold)
 		name := ""
 		if rule != nil {
 			name = rule.Name
@@ -561,12 +561,12 @@ func TestFoldCase(t *testing.T) {
 		{"/API/search", "/API/search", false, "default"},
 		{"/api/search", "/api/search", true, "search"},
 	} {
-		if r, _ := lower.decide("GET", Path(c.path), c.route, c.fold); r.Name != c.rule {
+		if r, _ := lower.decideRule("GET", Path(c.path), c.route, c.fold); r.Name != c.rule {
 			t.Errorf("lower-case patterns: decide(%q, route %q, fold %v) = %s, want %s", c.path, c.route, c.fold, r.Name, c.rule)
 		}
 	}
 	// A clean path costs no allocation, folded or not.
-	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", "/API/Search", "", true) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { cfg.decideRule("GET", "/API/Search", "", true) }); n != 0 {
 		t.Errorf("decide(/API/Search, fold): %v allocations, want 0", n)
 	}
 }
@@ -591,4 +591,13 @@ rate_limit:
 	// /%68ealth      exempt=false rule=default
 	// /api%2Fsearch  exempt=false rule=search
 	// /api//search/  exempt=false rule=search
+}
+
+// decideRule is decide's enforced rule and cost, nil when exempt.
+func (c *Config) decideRule(method string, p Path, route string, fold bool) (*Rule, int64) {
+	m, exempt := c.decide(method, p, route, fold)
+	if exempt {
+		return nil, 0
+	}
+	return m.rule, m.cost
 }

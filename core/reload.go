@@ -40,12 +40,18 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // paths, methods, weights and mode may change); a rule whose policy
 // changed, or that is new or renamed, starts from zero. The swap is logged
 // with the rules in each case.
-func (l *Limiter) SetConfig(cfg *Config) { l.swap(cfg, "") }
+func (l *Limiter) SetConfig(cfg *Config) {
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	l.swap(cfg, "")
+}
 
 // ReloadFile loads the configuration in file (LoadConfig) and swaps it in
 // (see SetConfig). When the file does not load, the running configuration
 // stays: the error is returned, logged, and counted in ReloadStats.
 func (l *Limiter) ReloadFile(file string) error {
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
 	data, err := os.ReadFile(file)
 	if err != nil {
 		err = fmt.Errorf("rate-limit config: %w", err)
@@ -54,7 +60,7 @@ func (l *Limiter) ReloadFile(file string) error {
 }
 
 // reloadData swaps in the configuration in data, read from file, or
-// reports the error of reading or compiling it.
+// reports the error of reading or compiling it. l.loadMu is held.
 func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	var cfg *Config
 	if err == nil {

@@ -18,8 +18,9 @@ import (
 )
 
 // Two configurations to swap: "stable" is the same in both; "probe" keeps
-// its policy but changes its mode, weights and (with the file) header
-// style; "flip" changes its limit, so it counts afresh under each.
+// its policy but changes its weights and (with the file) header style;
+// "flip" changes its limit, so it counts afresh under each; B adds a rule
+// in shadow mode on /probe.
 const (
 	reloadA = `rate_limit:
   enabled: true
@@ -42,10 +43,13 @@ const (
     - name: stable
       paths: ["/stable"]
       limit: "1000000/hour"
+    - name: watch
+      paths: ["/probe"]
+      limit: "1/hour"
+      mode: shadow
     - name: probe
       paths: ["/probe"]
       limit: "1000000/hour"
-      mode: shadow
       weights:
         "/probe": 2
     - name: flip
@@ -77,19 +81,27 @@ func TestReloadUnderLoad(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0)) // no window ends
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
-	l := core.NewLimiter(cfg, store, core.WithShadowHeaders(true), core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
+	// Half the goroutines decide through a Flow, as adapters do.
+	flow := &core.Flow[string]{Limiter: l, ClientIP: func(string) string { return "alice" }}
 
 	var (
 		stop                        atomic.Bool
 		stable, probe, flipA, flipB atomic.Int64 // units admitted
 		wg                          sync.WaitGroup
 		torn                        atomic.Value
+		shadowed                    atomic.Int64
 	)
 	for g := range 8 {
 		wg.Go(func() {
 			for i := 0; !stop.Load() || i < 50; i++ {
 				path := []string{"/stable", "/probe", "/flip"}[(g+i)%3]
-				d := l.Decide(t.Context(), "GET", core.Path(path), "alice", false)
+				var d core.Decision
+				if g%2 == 0 {
+					d = l.Decide(t.Context(), "GET", core.Path(path), "alice", false)
+				} else {
+					d, _ = flow.Decide(t.Context(), "", "GET", core.Path(path), "")
+				}
 				if !d.Allowed || d.Err != nil {
 					torn.Store("request denied or failed: " + path)
 					return
@@ -100,13 +112,21 @@ func TestReloadUnderLoad(t *testing.T) {
 				case "/stable":
 					stable.Add(d.Cost)
 				case "/probe":
-					// A: enforced, cost 1, draft headers. B: shadow,
-					// cost 2, legacy headers (WithShadowHeaders).
-					a := d.Cost == 1 && !d.Rule.Shadow() && h.Get("RateLimit") != "" && h.Get("X-RateLimit-Limit") == ""
-					b := d.Cost == 2 && d.Rule.Shadow() && h.Get("RateLimit") == "" && h.Get("X-RateLimit-Limit") != ""
+					// A: cost 1, draft headers, no shadow rule. B: cost
+					// 2, legacy headers, the shadow rule denying all but
+					// its first request.
+					a := d.Cost == 1 && h.Get("RateLimit") != "" && h.Get("X-RateLimit-Limit") == ""
+					b := d.Cost == 2 && h.Get("RateLimit") == "" && h.Get("X-RateLimit-Limit") != ""
 					if !a && !b {
 						torn.Store("torn decision: cost " + h.Get("X-RateLimit-Limit") + h.Get("RateLimit"))
 						return
+					}
+					if d.ShadowDenied {
+						if !b {
+							torn.Store("a shadow denial under A")
+							return
+						}
+						shadowed.Add(1)
 					}
 					probe.Add(d.Cost)
 				case "/flip":
@@ -136,6 +156,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if s := l.ReloadStats(); s.Reloads != 100 || s.Failures != 0 || s.LastError != nil {
 		t.Errorf("ReloadStats = %+v, want 100 reloads, no failure", s)
+	}
+	if shadowed.Load() == 0 {
+		t.Errorf("the shadow rule of B denied nothing")
 	}
 	if flipA.Load() == 0 || flipB.Load() == 0 {
 		t.Fatalf("flip counted %d under A, %d under B: want both", flipA.Load(), flipB.Load())
@@ -179,8 +202,8 @@ func TestReloadBadFile(t *testing.T) {
 	writeFile(t, file, strings.Replace(reloadB, `"2000000/hour"`, `"2000000/fortnight"`, 1))
 	err := l.ReloadFile(file)
 	var ce *core.ConfigError
-	if !errors.As(err, &ce) || ce.Line != 16 || ce.Rule != "flip" {
-		t.Fatalf("bad file: got %v, want the ConfigError of line 16, rule flip", err)
+	if !errors.As(err, &ce) || ce.Line != 19 || ce.Rule != "flip" {
+		t.Fatalf("bad file: got %v, want the ConfigError of line 19, rule flip", err)
 	}
 	if l.Config() != running {
 		t.Errorf("a bad file replaced the running configuration")
@@ -208,7 +231,7 @@ func TestReloadBadFile(t *testing.T) {
 	if s := l.ReloadStats(); s.Reloads != 2 || s.Failures != 2 || s.LastError != nil {
 		t.Errorf("ReloadStats = %+v, want 2 reloads, 2 failures, no last error", s)
 	}
-	if !strings.Contains(logs.String(), ` kept="[default probe]" changed=[flip] added=[] removed=[stable]`) {
+	if !strings.Contains(logs.String(), ` kept="[default probe]" changed=[flip] added=[watch] removed=[stable]`) {
 		t.Errorf("log:\n%s\nwant kept [default probe], changed [flip], removed [stable]", logs.String())
 	}
 }

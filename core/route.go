@@ -64,33 +64,53 @@ func (a *routeAnswer) fits(path string) bool {
 	return false
 }
 
-// decide returns the rule a request for p counts under and its cost, or a
-// nil rule when it is exempt: from the route's answer when one applies,
-// else from the spellings of p (Exempt, then Match). route is the
+// match is what a request counts under: its enforced rule and its rule
+// in shadow mode (see Spec.Mode), each with the request's cost under it;
+// either may be nil.
+type match struct {
+	rule, shadow     *Rule
+	cost, shadowCost int64
+}
+
+// decide returns what a request for p counts under, or exempt: from the
+// route's answer when one applies, else from the spellings of p (Exempt,
+// then Match; and the rules in shadow mode apart). route is the
 // framework's template, or ""; fold says whether the router ignores ASCII
 // case (see Flow.FoldCase).
-func (c *Config) decide(method string, p Path, route string, fold bool) (*Rule, int64) {
-	var sp []string
+func (c *Config) decide(method string, p Path, route string, fold bool) (m match, exempt bool) {
+	var (
+		sp  []string
+		one [1]string
+	)
 	if path := string(p); clean(path) {
+		one[0] = path
+		sp = one[:]
 		// A route's answer is worked out case by case: without regard to
 		// case it holds only when neither the route nor a pattern has an
 		// upper-case letter (the path then fits the route only as written).
 		if a := c.routeAnswer(method, path, route); a != nil && !(fold && (c.upper || a.upper)) {
 			if a.exempt {
-				return nil, 0
+				return match{}, true
 			}
-			return a.rule, a.cost
+			m.rule, m.cost = a.rule, a.cost
+		} else {
+			if c.exemptAll(sp) {
+				return match{}, true
+			}
+			m.rule, m.cost = c.matchAll(method, sp, fold)
 		}
-		one := [1]string{path}
-		sp = one[:]
 	} else {
 		var buf [maxSpellings]string
 		sp = spellings(p, &buf)
+		if c.exemptAll(sp) {
+			return match{}, true
+		}
+		m.rule, m.cost = c.matchAll(method, sp, fold)
 	}
-	if c.exemptAll(sp) {
-		return nil, 0
+	if c.shadows != nil || c.shadowDef != nil {
+		m.shadow, m.shadowCost = matchIn(c.shadows, c.shadowDef, method, sp, fold)
 	}
-	return c.matchAll(method, sp, fold)
+	return m, false
 }
 
 // routeAnswer returns the answer of route for a request for path (a clean
@@ -201,7 +221,7 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 			a.exempt = true
 		}
 	}
-	for _, r := range c.rules {
+	for _, r := range c.enforced {
 		if !r.allows(method) {
 			continue
 		}
@@ -229,7 +249,7 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 		}
 		return a
 	}
-	a.rule, a.cost = c.def, 1
+	a.rule, a.cost = c.enfDef, 1
 	return a
 }
 

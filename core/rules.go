@@ -244,8 +244,6 @@ type Rule struct {
 	weights []weight
 	shadow  bool
 
-	shadowLog logGate // spaces the log lines of its would-be denials
-
 	// Precomputed responses and header values; see headers.go.
 	limitNames  []string // each limit's item name in the draft headers
 	policyValue []string // RateLimit-Policy

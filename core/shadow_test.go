@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,8 +64,19 @@ func TestShadowConfig(t *testing.T) {
 	}
 }
 
+// outcomesOf lists the rule and outcome of each event.
+func outcomesOf(events []Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Rule+":"+e.Outcome.String())
+	}
+	return out
+}
+
 func TestShadowDecisions(t *testing.T) {
-	cfg, err := ParseConfig([]byte(shadowYAML), "s.yaml")
+	// search is in shadow mode; the default limit (enforced) still counts
+	// its requests, as it did before search was added.
+	cfg, err := ParseConfig([]byte(strings.Replace(shadowYAML, `default: "2/minute"`, `default: "100/minute"`, 1)), "s.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,25 +89,24 @@ func TestShadowDecisions(t *testing.T) {
 
 	for i := range 5 {
 		d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
-		if !d.Allowed || d.ShadowDenied != (i >= 2) || d.Rule.Name != "search" {
-			t.Fatalf("request %d: Allowed %v, ShadowDenied %v; want true, %v", i, d.Allowed, d.ShadowDenied, i >= 2)
+		if !d.Allowed || d.ShadowDenied != (i >= 2) || d.Rule.Name != "default" || d.Key != "alice" {
+			t.Fatalf("request %d: Allowed %v, ShadowDenied %v, rule %s, key %q; want true, %v, default, alice", i, d.Allowed, d.ShadowDenied, d.Rule.Name, d.Key, i >= 2)
 		}
 		h := http.Header{}
 		d.SetHeaders(h)
-		if len(h) != 0 {
-			t.Errorf("request %d: a shadow rule wrote headers %v, want none", i, h)
-		}
-		if i >= 2 && (d.Result.Allowed || d.Result.RetryAfter != time.Minute) {
-			t.Errorf("request %d: Result %+v, want the store's denial", i, d.Result)
+		if got, want := h.Get("RateLimit"), `"default";r=`+strconv.Itoa(99-i)+`;t=60`; got != want || len(h) != 2 {
+			t.Errorf("request %d: headers %v, want the default's only (RateLimit %s)", i, h, want)
 		}
 	}
-	var outcomes []Outcome
-	for _, e := range events {
-		outcomes = append(outcomes, e.Outcome)
+	want := []string{"default:allowed", "search:allowed", "default:allowed", "search:allowed"}
+	for range 3 {
+		want = append(want, "default:allowed", "search:shadow_denied")
 	}
-	want := []Outcome{OutcomeAllowed, OutcomeAllowed, OutcomeShadowDenied, OutcomeShadowDenied, OutcomeShadowDenied}
-	if !equalOutcomes(outcomes, want) {
-		t.Errorf("outcomes %v, want %v", outcomes, want)
+	if got := outcomesOf(events); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if e := events[len(events)-1]; e.Cost != 1 || !e.Allowed || e.Key != "alice" || e.Err != nil {
+		t.Errorf("shadow denial event %+v, want cost 1, allowed, key alice", e)
 	}
 	// One line per rule per interval, with the count held back.
 	wantLog := `level=WARN msg="rlkit: shadow rule would deny" rule=search key=alice cost=1 limit=2/minute retry_after=1m0s suppressed=0` + "\n"
@@ -114,14 +126,119 @@ func TestShadowDecisions(t *testing.T) {
 	if d := l.Decide(t.Context(), "GET", "/api/upload", "alice", false); d.Allowed || d.ShadowDenied {
 		t.Errorf("enforced rule over its limit: Allowed %v, ShadowDenied %v; want false, false", d.Allowed, d.ShadowDenied)
 	}
+}
 
-	// WithShadowHeaders writes the headers the rule would write.
+// TestShadowBeforeEnforced tries a stricter limit on a path an enforced
+// rule already counts: the shadow rule comes first, the enforced rule
+// still applies (no "already matched" error), and both count.
+func TestShadowBeforeEnforced(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`rate_limit:
+  enabled: true
+  rules:
+    - name: search-new
+      paths: ["/api/search"]
+      limit: "1/minute"
+      mode: shadow
+    - name: search
+      paths: ["/api/search"]
+      limit: "2/minute"
+    - name: search-newer
+      paths: ["/api/*"]
+      limit: "1/hour"
+      mode: shadow
+`), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	l := NewLimiter(cfg, newFakeStore(), WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
+	var got []string
+	for range 3 {
+		d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
+		got = append(got, d.Rule.Name+" "+strconv.FormatBool(d.Allowed)+" "+strconv.FormatBool(d.ShadowDenied))
+	}
+	if want := []string{"search true false", "search true true", "search false true"}; !slices.Equal(got, want) {
+		t.Errorf("decisions %v, want %v", got, want)
+	}
+	// The first shadow rule of the request's spellings counts it, alone.
+	want := []string{"search:allowed", "search-new:allowed", "search:allowed", "search-new:shadow_denied", "search:denied", "search-new:shadow_denied"}
+	if got := outcomesOf(events); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	// A shadow rule is still refused behind an earlier shadow rule.
+	_, err = ParseConfig([]byte(`rate_limit:
+  enabled: true
+  rules:
+    - name: a
+      paths: ["/api/*"]
+      limit: "1/minute"
+      mode: shadow
+    - name: b
+      paths: ["/api/search"]
+      limit: "2/minute"
+      mode: shadow
+`), "s.yaml")
+	if err == nil || !strings.Contains(err.Error(), `rule "b": field "paths": value "/api/search": already matched by rule "a"`) {
+		t.Errorf("a shadow rule behind a shadow rule: got %v", err)
+	}
+}
+
+// TestShadowFile puts the whole file in shadow mode: nothing is enforced,
+// no header is written unless WithShadowHeaders.
+func TestShadowFile(t *testing.T) {
+	cfg, err := ParseConfig([]byte(strings.Replace(shadowYAML, "  enabled: true\n", "  enabled: true\n  mode: shadow\n  failure: closed\n", 1)), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimiter(cfg, newFakeStore(), WithLogger(discard))
+	for i := range 4 {
+		for _, path := range []Path{"/api/search", "/api/upload", "/other"} {
+			d := l.Decide(t.Context(), "GET", path, "alice", false)
+			h := http.Header{}
+			d.SetHeaders(h)
+			if !d.Allowed || d.ShadowDenied != (i >= 2) || !d.Rule.Shadow() || len(h) != 0 {
+				t.Fatalf("%s, request %d: Allowed %v, ShadowDenied %v, rule %s, headers %v; want true, %v, a shadow rule, none",
+					path, i, d.Allowed, d.ShadowDenied, d.Rule.Name, h, i >= 2)
+			}
+		}
+	}
 	l = NewLimiter(cfg, newFakeStore(), WithShadowHeaders(true), WithLogger(discard))
 	d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
 	h := http.Header{}
 	d.SetHeaders(h)
 	if got := h.Get("RateLimit"); got != `"search";r=1;t=60` {
 		t.Errorf("WithShadowHeaders: RateLimit %q, want %q", got, `"search";r=1;t=60`)
+	}
+	// A store failure denies nothing in shadow mode, even fail-closed.
+	fl := NewLimiter(cfg, &failStore{}, WithLogger(discard))
+	if d := fl.Decide(t.Context(), "GET", "/api/search", "alice", false); !d.Allowed || !errors.Is(d.Err, errStoreDown) {
+		t.Errorf("shadow file, store down, fail closed: Allowed %v, Err %v; want true, %v", d.Allowed, d.Err, errStoreDown)
+	}
+}
+
+// TestShadowLogPerRule: each shadow rule has its own log interval, and
+// each limiter its own (two limiters may share a Config).
+func TestShadowLogPerRule(t *testing.T) {
+	cfg, err := ParseConfig([]byte(strings.Replace(shadowYAML, `limit: "2/minute"
+  default`, `limit: "2/minute"
+      mode: shadow
+  default`, 1)), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(l *Limiter) {
+		for range 3 {
+			l.Decide(t.Context(), "GET", "/api/search", "alice", false)
+			l.Decide(t.Context(), "GET", "/api/upload", "bob", false)
+		}
+	}
+	var a, b syncBuffer
+	count(NewLimiter(cfg, newFakeStore(), WithLogger(slog.New(slog.NewTextHandler(&a, nil)))))
+	count(NewLimiter(cfg, newFakeStore(), WithLogger(slog.New(slog.NewTextHandler(&b, nil)))))
+	for name, logs := range map[string]string{"first": a.String(), "second": b.String()} {
+		if strings.Count(logs, "shadow rule would deny") != 2 || !strings.Contains(logs, "rule=search key=alice") || !strings.Contains(logs, "rule=upload key=bob") {
+			t.Errorf("%s limiter's log:\n%s\nwant one line for search and one for upload", name, logs)
+		}
 	}
 }
 
@@ -132,28 +249,14 @@ func TestShadowStoreFailure(t *testing.T) {
 	}
 	var events []Event
 	l := NewLimiter(cfg, &failStore{}, WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
-	// Fail-closed denies an enforced rule's request, never a shadow rule's.
-	if d := l.Decide(t.Context(), "GET", "/api/search", "alice", false); !d.Allowed || !errors.Is(d.Err, errStoreDown) || d.ShadowDenied {
-		t.Errorf("shadow rule, store down, fail closed: Allowed %v, Err %v, ShadowDenied %v; want true, %v, false", d.Allowed, d.Err, d.ShadowDenied, errStoreDown)
+	// Fail-closed denies by the enforced rule (default here); the shadow
+	// rule's failure is only reported.
+	if d := l.Decide(t.Context(), "GET", "/api/search", "alice", false); d.Allowed || !errors.Is(d.Err, errStoreDown) || d.ShadowDenied || d.Rule.Name != "default" {
+		t.Errorf("store down, fail closed: Allowed %v, Err %v, ShadowDenied %v, rule %s; want false, %v, false, default", d.Allowed, d.Err, d.ShadowDenied, d.Rule.Name, errStoreDown)
 	}
-	if d := l.Decide(t.Context(), "GET", "/api/upload", "alice", false); d.Allowed {
-		t.Errorf("enforced rule, store down, fail closed: Allowed true, want false")
+	if got, want := outcomesOf(events), []string{"default:store_error", "search:store_error"}; !slices.Equal(got, want) || events[0].Allowed || !events[1].Allowed {
+		t.Errorf("events %+v, want the default's store error (denied) and search's (allowed)", events)
 	}
-	if len(events) != 2 || events[0].Outcome != OutcomeStoreError || !events[0].Allowed || events[1].Outcome != OutcomeStoreError || events[1].Allowed {
-		t.Errorf("events %+v, want two store errors, allowed then denied", events)
-	}
-}
-
-func equalOutcomes(a, b []Outcome) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func dropTime(groups []string, a slog.Attr) slog.Attr {

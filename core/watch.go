@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,81 +13,165 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// watchSettle is how long a watched file must stay unchanged before it is
-// read: editors and deploy tools write a file in several steps.
-const watchSettle = 100 * time.Millisecond
+const (
+	// watchSettle is how long a watched directory must stay quiet before
+	// the file is read: editors and deploy tools write in several steps.
+	watchSettle = 100 * time.Millisecond
+	// watchMaxWait bounds the wait for quiet: a directory that never
+	// stays quiet (a log written beside the file) delays a read by at
+	// most this much.
+	watchMaxWait = time.Second
+)
 
 // WatchConfig reloads l from file whenever the file's content changes,
 // until ctx is done. It returns once the watch is set up, or with the
 // error that prevents it (the file's directory cannot be watched); done
 // is closed when the watch has stopped.
 //
-// It watches the file's directory (and, when file is a symbolic link, the
-// directory of its target) rather than the file, so that every way of
-// replacing it is seen: written in place, renamed over it (as editors
-// save), or a symbolic link switched (as Kubernetes updates a mounted
-// ConfigMap). A change is read once the directory has been quiet for
-// 100ms, and reloaded only when the content differs from the last one
-// read (at first, the content when the watch started): a new
-// configuration is swapped in as SetConfig does; a file that does not
+// It first brings l up to the file: when l does not run the file's
+// content as it is now (it changed since it was loaded, or l's
+// configuration came from elsewhere), the file is reloaded at once. Then
+// it watches the file's directory (and, when file is a symbolic link, the
+// directory of its target, followed when the link changes) rather than
+// the file, so that every way of replacing it is seen: written in place,
+// renamed over it (as editors save), or a symbolic link switched (as
+// Kubernetes updates a mounted ConfigMap). A change is read once the
+// directory has been quiet for 100ms (at most 1s after the first change),
+// and reloaded only when the content differs from the last one read: a
+// new configuration is swapped in as SetConfig does; a file that does not
 // load is reported once per content (logged and counted in ReloadStats,
 // as ReloadFile does) and the running configuration stays. A file that
-// disappears is reported the same way when it is read.
+// disappears is reported the same way when it is read. Reloads, from the
+// watch, ReloadFile or SetConfig, never overlap: each reads, checks and
+// swaps in turn.
 func (l *Limiter) WatchConfig(ctx context.Context, file string) (done <-chan struct{}, err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("rate-limit config: watch %s: %w", file, err)
 	}
-	dirs := []string{filepath.Dir(file)}
-	if target, err := filepath.EvalSymlinks(file); err == nil && filepath.Dir(target) != dirs[0] {
-		dirs = append(dirs, filepath.Dir(target))
+	wf := &watchedFile{l: l, w: w, file: file, dir: filepath.Dir(file)}
+	if err := w.Add(wf.dir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("rate-limit config: watch %s: %w", file, err)
 	}
-	for _, d := range dirs {
-		if err := w.Add(d); err != nil {
-			w.Close()
-			return nil, fmt.Errorf("rate-limit config: watch %s: %w", file, err)
-		}
-	}
-	// What the limiter is assumed to run: the file as it is now.
-	last, err := os.ReadFile(file)
-	readable := err == nil
+	wf.follow()
+	wf.start()
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
 		defer w.Close()
-		settle := time.NewTimer(watchSettle)
-		settle.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				settle.Stop()
-				return
-			case _, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				settle.Reset(watchSettle)
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				l.log.Warn("rlkit: rate-limit config watch", slog.String("file", file), slog.String("error", err.Error()))
-			case <-settle.C:
-				data, err := os.ReadFile(file)
-				switch {
-				case err != nil && !readable:
-					continue // still unreadable: reported already
-				case err != nil:
-					readable = false
-					err = fmt.Errorf("rate-limit config: %w", err)
-				case readable && bytes.Equal(data, last):
-					continue
-				default:
-					readable, last = true, data
-				}
-				_ = l.reloadData(data, err, file)
-			}
-		}
+		wf.run(ctx)
 	}()
 	return ch, nil
+}
+
+// watchedFile is the state of one WatchConfig.
+type watchedFile struct {
+	l      *Limiter
+	w      *fsnotify.Watcher
+	file   string
+	dir    string // the file's directory, always watched
+	target string // the directory of the link's target, when watched too
+
+	last     []byte // the content last read
+	readable bool   // the last read succeeded
+}
+
+// follow watches the directory of file's target when file is a symbolic
+// link into another directory, and stops watching the one it pointed
+// into before.
+func (wf *watchedFile) follow() {
+	var dir string
+	if t, err := filepath.EvalSymlinks(wf.file); err == nil && filepath.Dir(t) != wf.dir {
+		dir = filepath.Dir(t)
+	}
+	if dir == wf.target {
+		return
+	}
+	if wf.target != "" {
+		_ = wf.w.Remove(wf.target)
+	}
+	wf.target = ""
+	if dir != "" && wf.w.Add(dir) == nil {
+		wf.target = dir
+	}
+}
+
+// start reads the file and reloads it unless l runs its content already.
+func (wf *watchedFile) start() {
+	l := wf.l
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	data, err := os.ReadFile(wf.file)
+	wf.last, wf.readable = data, err == nil
+	if err == nil && l.cfg.Load().loaded(data) {
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("rate-limit config: %w", err)
+	}
+	_ = l.reloadData(data, err, wf.file)
+}
+
+// run handles the watcher's events until ctx is done.
+func (wf *watchedFile) run(ctx context.Context) {
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	var first time.Time // of the first change not read yet; zero: none
+	changed := func() {
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		settle.Reset(min(watchSettle, first.Add(watchMaxWait).Sub(now)))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			settle.Stop()
+			return
+		case ev, ok := <-wf.w.Events:
+			if !ok {
+				return
+			}
+			if ev.Name == wf.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				wf.l.log.Error("rlkit: rate-limit config watch: the directory was removed; changes are no longer seen",
+					slog.String("file", wf.file), slog.String("dir", wf.dir))
+			}
+			changed()
+		case err, ok := <-wf.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				changed() // events were dropped: read the file anyway
+				continue
+			}
+			wf.l.log.Warn("rlkit: rate-limit config watch", slog.String("file", wf.file), slog.String("error", err.Error()))
+		case <-settle.C:
+			first = time.Time{}
+			wf.read()
+			wf.follow()
+		}
+	}
+}
+
+// read reads the file and reloads it when its content changed.
+func (wf *watchedFile) read() {
+	l := wf.l
+	l.loadMu.Lock()
+	defer l.loadMu.Unlock()
+	data, err := os.ReadFile(wf.file)
+	switch {
+	case err != nil && !wf.readable:
+		return // still unreadable: reported already
+	case err != nil:
+		wf.readable = false
+		err = fmt.Errorf("rate-limit config: %w", err)
+	case wf.readable && bytes.Equal(data, wf.last):
+		return
+	default:
+		wf.readable, wf.last = true, data
+	}
+	_ = l.reloadData(data, err, wf.file)
 }

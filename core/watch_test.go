@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,5 +141,124 @@ func TestWatchConfigErrors(t *testing.T) {
 	if _, err := l.WatchConfig(t.Context(), filepath.Join(t.TempDir(), "no", "such", "rl.yaml")); err == nil ||
 		!strings.HasPrefix(err.Error(), "rate-limit config: watch ") {
 		t.Errorf("a missing directory: got %v, want the watch's error", err)
+	}
+}
+
+// TestWatchConfigBusyDirectory writes a log beside the file every 20ms:
+// the directory is never quiet, yet a change is read within the bound.
+func TestWatchConfigBusyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	writeFile(t, file, reloadA)
+	l := watched(t, file)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				_ = os.WriteFile(filepath.Join(dir, "app.log"), []byte(strings.Repeat("x", i%100)), 0o644)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	writeFile(t, file, reloadB)
+	waitFor(t, "the reload of B", func() bool { return l.ReloadStats().Reloads == 1 })
+}
+
+// TestWatchConfigRepointedLink: rl.yaml links into v1/, then into v2/;
+// an edit of v2/rl.yaml in place is seen.
+func TestWatchConfigRepointedLink(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"etc", "v1", "v2"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(root, "v1", "rl.yaml"), reloadA)
+	writeFile(t, filepath.Join(root, "v2", "rl.yaml"), reloadB)
+	link := filepath.Join(root, "etc", "rl.yaml")
+	if err := os.Symlink(filepath.Join(root, "v1", "rl.yaml"), link); err != nil {
+		t.Fatal(err)
+	}
+	l := watched(t, link)
+	tmp := filepath.Join(root, "etc", "rl.yaml.new")
+	if err := os.Symlink(filepath.Join(root, "v2", "rl.yaml"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload of v2", func() bool { return l.ReloadStats().Reloads == 1 })
+	writeFile(t, filepath.Join(root, "v2", "rl.yaml"), strings.Replace(reloadB, "2000000/hour", "3000000/hour", 1))
+	waitFor(t, "the reload of v2 edited", func() bool { return l.ReloadStats().Reloads == 2 })
+	if got := limitOf(l, "flip"); got != "3000000/hour" {
+		t.Errorf("after editing v2: flip's limit %s, want 3000000/hour", got)
+	}
+}
+
+// TestWatchConfigStart: a file changed between its load and the watch's
+// start is reloaded when the watch starts; an unchanged one is not.
+func TestWatchConfigStart(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	writeFile(t, file, reloadA)
+	cfg, err := core.LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, changed := range []bool{false, true} {
+		if changed {
+			writeFile(t, file, reloadB)
+		}
+		l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+		ctx, cancel := context.WithCancel(t.Context())
+		done, err := l.WatchConfig(ctx, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		if changed {
+			want = 1
+		}
+		if s := l.ReloadStats(); s.Reloads != want {
+			t.Errorf("file changed %v: %d reloads when the watch started, want %d", changed, s.Reloads, want)
+		}
+		cancel()
+		<-done
+	}
+}
+
+// TestReloadsDoNotOverlap: a slow reload of an old file never swaps in
+// after a later one of the new content.
+func TestReloadsDoNotOverlap(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	var big strings.Builder
+	big.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&big, "    - name: r%d\n      paths: [\"/r/%d\"]\n      limit: \"10/second\"\n", i, i)
+	}
+	writeFile(t, file, big.String())
+	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	first := make(chan error, 1)
+	go func() { first <- l.ReloadFile(file) }()
+	time.Sleep(time.Millisecond) // let it start reading
+	tmp := file + ".tmp"
+	writeFile(t, tmp, reloadA)
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(l.Config().Rules()); n != 3 {
+		t.Errorf("the limiter runs %d rules, want the 3 of the file as it is now", n)
 	}
 }
