@@ -93,3 +93,43 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 		t.Errorf("the shadow denial's log line does not name the hashed key:\n%s", logs.String())
 	}
 }
+
+// TestPlainKeysCannotSpellSecrets: a plain identity shaped like a secret
+// identity's key (a client's own header value, say) is digested, so it
+// never counts against that secret's counter.
+func TestPlainKeysCannotSpellSecrets(t *testing.T) {
+	l := NewLimiter(nil, nil)
+	victim := l.Key(HeaderIdentity("X-Api-Key", "alice-api-key"))
+	if got := l.Key(victim); got == victim || !strings.HasPrefix(got, "sha256:") {
+		t.Errorf("Key(%q) = %q, want a digest", victim, got)
+	}
+}
+
+func TestAdapterLimiter(t *testing.T) {
+	store := newFakeStore()
+	given := NewLimiter(nil, store)
+	if l := AdapterLimiter("x", given, nil, nil, nil, nil); l != given {
+		t.Errorf("a given limiter alone: not used")
+	}
+	cfg := loadExample(t)
+	if l := AdapterLimiter("x", nil, cfg, store, nil, []Option{WithFailOpen(false)}); l.Config() != cfg || l.Store() != store || l.failsOpen(cfg) {
+		t.Errorf("no limiter given: got one with config %p, store %v, fail-open %v", l.Config(), l.Store(), l.failsOpen(cfg))
+	}
+	if l := AdapterLimiter("x", nil, cfg, nil, func() Store { return store }, nil); l.Store() != store {
+		t.Errorf("no store: newStore not used")
+	}
+	for name, call := range map[string]func(){
+		"cfg":     func() { AdapterLimiter("ginrl", given, cfg, nil, nil, nil) },
+		"store":   func() { AdapterLimiter("ginrl", given, nil, store, nil, nil) },
+		"options": func() { AdapterLimiter("ginrl", given, nil, nil, nil, []Option{WithFailOpen(false)}) },
+	} {
+		func() {
+			defer func() {
+				if r, _ := recover().(string); !strings.HasPrefix(r, "ginrl.New: WithLimiter with a configuration, WithStore or a limiter option") {
+					t.Errorf("a given limiter with %s: recovered %q, want the panic naming ginrl.New", name, r)
+				}
+			}()
+			call()
+		}()
+	}
+}

@@ -91,6 +91,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		wg                          sync.WaitGroup
 		torn                        atomic.Value
 		shadowed                    atomic.Int64
+		decided                     atomic.Int64 // requests decided so far
 	)
 	for g := range 8 {
 		wg.Go(func() {
@@ -108,6 +109,7 @@ func TestReloadUnderLoad(t *testing.T) {
 				}
 				h := http.Header{}
 				d.SetHeaders(h)
+				decided.Add(1)
 				switch path {
 				case "/stable":
 					stable.Add(d.Cost)
@@ -147,7 +149,10 @@ func TestReloadUnderLoad(t *testing.T) {
 		if err := l.ReloadFile(f); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Microsecond) // let requests run under each
+		// Let requests run under each configuration.
+		for n := decided.Load() + 16; decided.Load() < n && torn.Load() == nil; {
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 	stop.Store(true)
 	wg.Wait()

@@ -31,10 +31,11 @@ type options struct {
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
 // (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
-// counted under (Reset), or to share one between middlewares. The
-// configuration New is given, and WithStore and the limiter's options
-// (WithHeaders, WithFailOpen, WithObserver, WithLogger,
-// WithLimiterOptions), are then not used: give them to core.NewLimiter.
+// counted under (Reset, with Identity), or to share one between
+// middlewares. New's configuration must then be nil, and WithStore and
+// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
+// WithLogger, WithLimiterOptions) not given: they belong to
+// core.NewLimiter, and New panics when it gets them with a limiter.
 // Default: a limiter New makes.
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
@@ -93,27 +94,13 @@ func defaultOnError(c echo.Context, _ error) error {
 }
 
 // New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched.
+// request untouched. With WithLimiter, cfg must be nil: the limiter
+// decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
-	o := options{onError: defaultOnError}
-	for _, fn := range opts {
-		fn(&o)
-	}
-	if o.limiter == nil {
-		if o.store == nil {
-			o.store = memstore.New()
-		}
-		o.limiter = core.NewLimiter(cfg, o.store, o.core...)
-	}
-	flow := &core.Flow[echo.Context]{
-		Limiter: o.limiter,
-		Key:     o.key,
-		Bypass:  o.bypass,
-		ClientIP: func(c echo.Context) string {
-			r := c.Request()
-			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
-		},
-	}
+	o := newOptions(opts)
+	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	flow := o.flow()
+	flow.Limiter = lim
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -131,9 +118,11 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	}
 }
 
-// HeaderKey counts requests by the value of a request header (an API key),
-// as "<Canonical-Name>:<value>"; requests without it count under their
-// client IP.
+// HeaderKey counts requests by the value of a request header (an API key)
+// under the identity core.HeaderIdentity(canonical name, value), which the
+// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
+// see core.WithIdentityKey); requests without it count under their client
+// IP.
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(c echo.Context) (string, error) {
@@ -150,4 +139,35 @@ func JWTSubject(verify func(c echo.Context, token string) (subject string, err e
 	return func(c echo.Context) (string, error) {
 		return core.SubjectIdentity(c.Request().Header.Get("Authorization"), func(tok string) (string, error) { return verify(c, tok) })
 	}
+}
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(o)
+	}
+	return o
+}
+
+// flow is the flow of o, without its limiter.
+func (o *options) flow() *core.Flow[echo.Context] {
+	flow := &core.Flow[echo.Context]{
+		Key:    o.key,
+		Bypass: o.bypass,
+		ClientIP: func(c echo.Context) string {
+			r := c.Request()
+			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
+		},
+	}
+	return flow
+}
+
+// Identity returns the identity a middleware that New builds with opts
+// counts a request under (Decision.Key hashes it): its key function's
+// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
+// handler resets the caller's counters with it (core.Limiter.Reset; see
+// WithLimiter). The error is the key function's.
+func Identity(c echo.Context, opts ...Option) (string, error) {
+	return newOptions(opts).flow().Identity(c)
 }

@@ -39,10 +39,11 @@ type options struct {
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
 // (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
-// counted under (Reset), or to share one between middlewares. The
-// configuration New is given, and WithStore and the limiter's options
-// (WithHeaders, WithFailOpen, WithObserver, WithLogger,
-// WithLimiterOptions), are then not used: give them to core.NewLimiter.
+// counted under (Reset, with Identity), or to share one between
+// middlewares. New's configuration must then be nil, and WithStore and
+// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
+// WithLogger, WithLimiterOptions) not given: they belong to
+// core.NewLimiter, and New panics when it gets them with a limiter.
 // Default: a limiter New makes.
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
@@ -100,33 +101,13 @@ func defaultOnError(c *fiber.Ctx, _ error) error {
 }
 
 // New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched.
+// request untouched. With WithLimiter, cfg must be nil: the limiter
+// decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) fiber.Handler {
-	o := options{onError: defaultOnError}
-	for _, fn := range opts {
-		fn(&o)
-	}
-	if o.limiter == nil {
-		if o.store == nil {
-			o.store = memstore.New()
-		}
-		o.limiter = core.NewLimiter(cfg, o.store, o.core...)
-	}
-	flow := &core.Flow[*fiber.Ctx]{
-		Limiter:  o.limiter,
-		Bypass:   o.bypass,
-		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
-	}
-	if len(o.ip.TrustedProxies) == 0 {
-		// No header is believed: the client IP is the TCP peer's.
-		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip) }
-	}
-	if key := o.key; key != nil {
-		flow.Key = func(c *fiber.Ctx) (string, error) {
-			id, err := key(c)
-			return strings.Clone(id), err // the store may keep it
-		}
-	}
+	o := newOptions(opts)
+	lim := core.AdapterLimiter("fiberrl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	flow := o.flow()
+	flow.Limiter = lim
 	// Fiber matches paths without regard to case unless the app sets
 	// CaseSensitive; then the rules see each spelling in lower case too.
 	folded := *flow
@@ -279,9 +260,11 @@ func method(m string) string {
 	return strings.Clone(m)
 }
 
-// HeaderKey counts requests by the value of a request header (an API key),
-// as "<Canonical-Name>:<value>"; requests without it count under their
-// client IP.
+// HeaderKey counts requests by the value of a request header (an API key)
+// under the identity core.HeaderIdentity(canonical name, value), which the
+// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
+// see core.WithIdentityKey); requests without it count under their client
+// IP.
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(c *fiber.Ctx) (string, error) { return core.HeaderIdentity(canonical, c.Get(canonical)), nil }
@@ -297,4 +280,41 @@ func JWTSubject(verify func(c *fiber.Ctx, token string) (subject string, err err
 	return func(c *fiber.Ctx) (string, error) {
 		return core.SubjectIdentity(c.Get(fiber.HeaderAuthorization), func(tok string) (string, error) { return verify(c, strings.Clone(tok)) })
 	}
+}
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(o)
+	}
+	return o
+}
+
+// flow is the flow of o, without its limiter.
+func (o *options) flow() *core.Flow[*fiber.Ctx] {
+	flow := &core.Flow[*fiber.Ctx]{
+		Bypass:   o.bypass,
+		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
+	}
+	if len(o.ip.TrustedProxies) == 0 {
+		// No header is believed: the client IP is the TCP peer's.
+		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip) }
+	}
+	if key := o.key; key != nil {
+		flow.Key = func(c *fiber.Ctx) (string, error) {
+			id, err := key(c)
+			return strings.Clone(id), err // the store may keep it
+		}
+	}
+	return flow
+}
+
+// Identity returns the identity a middleware that New builds with opts
+// counts a request under (Decision.Key hashes it): its key function's
+// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
+// handler resets the caller's counters with it (core.Limiter.Reset; see
+// WithLimiter). The error is the key function's.
+func Identity(c *fiber.Ctx, opts ...Option) (string, error) {
+	return newOptions(opts).flow().Identity(c)
 }

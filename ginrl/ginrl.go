@@ -31,10 +31,11 @@ type options struct {
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
 // (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
-// counted under (Reset), or to share one between middlewares. The
-// configuration New is given, and WithStore and the limiter's options
-// (WithHeaders, WithFailOpen, WithObserver, WithLogger,
-// WithLimiterOptions), are then not used: give them to core.NewLimiter.
+// counted under (Reset, with Identity), or to share one between
+// middlewares. New's configuration must then be nil, and WithStore and
+// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
+// WithLogger, WithLimiterOptions) not given: they belong to
+// core.NewLimiter, and New panics when it gets them with a limiter.
 // Default: a limiter New makes.
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
@@ -91,24 +92,13 @@ func defaultOnError(c *gin.Context, _ error) {
 }
 
 // New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched.
+// request untouched. With WithLimiter, cfg must be nil: the limiter
+// decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
-	o := options{onError: defaultOnError}
-	for _, fn := range opts {
-		fn(&o)
-	}
-	if o.limiter == nil {
-		if o.store == nil {
-			o.store = memstore.New()
-		}
-		o.limiter = core.NewLimiter(cfg, o.store, o.core...)
-	}
-	flow := &core.Flow[*gin.Context]{
-		Limiter:  o.limiter,
-		Key:      o.key,
-		Bypass:   o.bypass,
-		ClientIP: func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
-	}
+	o := newOptions(opts)
+	lim := core.AdapterLimiter("ginrl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	flow := o.flow()
+	flow.Limiter = lim
 	return func(c *gin.Context) {
 		r := c.Request
 		d, err := flow.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.FullPath())
@@ -126,9 +116,11 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 	}
 }
 
-// HeaderKey counts requests by the value of a request header (an API key),
-// as "<Canonical-Name>:<value>"; requests without it count under their
-// client IP.
+// HeaderKey counts requests by the value of a request header (an API key)
+// under the identity core.HeaderIdentity(canonical name, value), which the
+// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
+// see core.WithIdentityKey); requests without it count under their client
+// IP.
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(c *gin.Context) (string, error) {
@@ -145,4 +137,32 @@ func JWTSubject(verify func(c *gin.Context, token string) (subject string, err e
 	return func(c *gin.Context) (string, error) {
 		return core.SubjectIdentity(c.Request.Header.Get("Authorization"), func(tok string) (string, error) { return verify(c, tok) })
 	}
+}
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(o)
+	}
+	return o
+}
+
+// flow is the flow of o, without its limiter.
+func (o *options) flow() *core.Flow[*gin.Context] {
+	flow := &core.Flow[*gin.Context]{
+		Key:      o.key,
+		Bypass:   o.bypass,
+		ClientIP: func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
+	}
+	return flow
+}
+
+// Identity returns the identity a middleware that New builds with opts
+// counts a request under (Decision.Key hashes it): its key function's
+// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
+// handler resets the caller's counters with it (core.Limiter.Reset; see
+// WithLimiter). The error is the key function's.
+func Identity(c *gin.Context, opts ...Option) (string, error) {
+	return newOptions(opts).flow().Identity(c)
 }

@@ -43,10 +43,11 @@ type options struct {
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
 // (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
-// counted under (Reset), or to share one between middlewares. The
-// configuration New is given, and WithStore and the limiter's options
-// (WithHeaders, WithFailOpen, WithObserver, WithLogger,
-// WithLimiterOptions), are then not used: give them to core.NewLimiter.
+// counted under (Reset, with Identity), or to share one between
+// middlewares. New's configuration must then be nil, and WithStore and
+// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
+// WithLogger, WithLimiterOptions) not given: they belong to
+// core.NewLimiter, and New panics when it gets them with a limiter.
 // Default: a limiter New makes.
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
@@ -102,24 +103,13 @@ func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
 }
 
 // New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched.
+// request untouched. With WithLimiter, cfg must be nil: the limiter
+// decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
-	o := options{onError: defaultOnError}
-	for _, fn := range opts {
-		fn(&o)
-	}
-	if o.limiter == nil {
-		if o.store == nil {
-			o.store = memstore.New()
-		}
-		o.limiter = core.NewLimiter(cfg, o.store, o.core...)
-	}
-	flow := &core.Flow[*http.Request]{
-		Limiter:  o.limiter,
-		Key:      o.key,
-		Bypass:   o.bypass,
-		ClientIP: func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
-	}
+	o := newOptions(opts)
+	lim := core.AdapterLimiter("nethttp", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	flow := o.flow()
+	flow.Limiter = lim
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d, err := flow.Decide(r.Context(), r, r.Method, core.URLPath(r.URL), route(r.Pattern))
@@ -149,8 +139,11 @@ func route(pattern string) string {
 	return ""
 }
 
-// HeaderKey counts requests by the value of a request header (an API key),
-// as "<name>:<value>"; requests without it count under their client IP.
+// HeaderKey counts requests by the value of a request header (an API key)
+// under the identity core.HeaderIdentity(canonical name, value), which the
+// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
+// see core.WithIdentityKey); requests without it count under their client
+// IP.
 func HeaderKey(name string) KeyFunc {
 	canonical := http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, error) {
@@ -167,4 +160,32 @@ func JWTSubject(verify func(r *http.Request, token string) (subject string, err 
 	return func(r *http.Request) (string, error) {
 		return core.SubjectIdentity(r.Header.Get("Authorization"), func(tok string) (string, error) { return verify(r, tok) })
 	}
+}
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{onError: defaultOnError}
+	for _, fn := range opts {
+		fn(o)
+	}
+	return o
+}
+
+// flow is the flow of o, without its limiter.
+func (o *options) flow() *core.Flow[*http.Request] {
+	flow := &core.Flow[*http.Request]{
+		Key:      o.key,
+		Bypass:   o.bypass,
+		ClientIP: func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
+	}
+	return flow
+}
+
+// Identity returns the identity a middleware that New builds with opts
+// counts a request under (Decision.Key hashes it): its key function's
+// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
+// handler resets the caller's counters with it (core.Limiter.Reset; see
+// WithLimiter). The error is the key function's.
+func Identity(r *http.Request, opts ...Option) (string, error) {
+	return newOptions(opts).flow().Identity(r)
 }

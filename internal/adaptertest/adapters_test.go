@@ -53,7 +53,6 @@ func TestFaultPathSpellings(t *testing.T) { adaptertest.RunPathSpellings(t, adap
 func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 	key := nethttp.HeaderKey(adaptertest.UserHeader)
 	opts := []nethttp.Option{
-		nethttp.WithStore(s.Store),
 		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
 			if r.Header.Get(adaptertest.UserHeader) == adaptertest.BadUser {
 				return "", adaptertest.ErrBadUser
@@ -64,22 +63,21 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 			return r.Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		nethttp.WithClientIP(s.ClientIP),
-		nethttp.WithObserver(s.Observer),
-		nethttp.WithLogger(s.Logger),
-		nethttp.WithLimiterOptions(s.LimiterOptions...),
 	}
 	if s.Limiter != nil {
 		opts = append(opts, nethttp.WithLimiter(s.Limiter))
-	}
-	if s.Headers != nil {
-		opts = append(opts, nethttp.WithHeaders(*s.Headers))
-	}
-	if s.FailOpen != nil {
-		opts = append(opts, nethttp.WithFailOpen(*s.FailOpen))
+	} else {
+		opts = append(opts, nethttp.WithStore(s.Store), nethttp.WithObserver(s.Observer), nethttp.WithLogger(s.Logger), nethttp.WithLimiterOptions(s.LimiterOptions...))
+		if s.Headers != nil {
+			opts = append(opts, nethttp.WithHeaders(*s.Headers))
+		}
+		if s.FailOpen != nil {
+			opts = append(opts, nethttp.WithFailOpen(*s.FailOpen))
+		}
 	}
 	mw := nethttp.New(s.Config, opts...)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		s.Served()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.Served(nethttp.Identity(r, opts...))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(adaptertest.OKBody))
 	})
@@ -109,7 +107,6 @@ func bracePattern(route string) string {
 func startGin(t *testing.T, s adaptertest.Setup) string {
 	key := ginrl.HeaderKey(adaptertest.UserHeader)
 	opts := []ginrl.Option{
-		ginrl.WithStore(s.Store),
 		ginrl.WithKeyFunc(func(c *gin.Context) (string, error) {
 			if c.GetHeader(adaptertest.UserHeader) == adaptertest.BadUser {
 				return "", adaptertest.ErrBadUser
@@ -120,23 +117,22 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 			return c.GetHeader(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		ginrl.WithClientIP(s.ClientIP),
-		ginrl.WithObserver(s.Observer),
-		ginrl.WithLogger(s.Logger),
-		ginrl.WithLimiterOptions(s.LimiterOptions...),
 	}
 	if s.Limiter != nil {
 		opts = append(opts, ginrl.WithLimiter(s.Limiter))
-	}
-	if s.Headers != nil {
-		opts = append(opts, ginrl.WithHeaders(*s.Headers))
-	}
-	if s.FailOpen != nil {
-		opts = append(opts, ginrl.WithFailOpen(*s.FailOpen))
+	} else {
+		opts = append(opts, ginrl.WithStore(s.Store), ginrl.WithObserver(s.Observer), ginrl.WithLogger(s.Logger), ginrl.WithLimiterOptions(s.LimiterOptions...))
+		if s.Headers != nil {
+			opts = append(opts, ginrl.WithHeaders(*s.Headers))
+		}
+		if s.FailOpen != nil {
+			opts = append(opts, ginrl.WithFailOpen(*s.FailOpen))
+		}
 	}
 	r := gin.New()
 	r.Use(ginrl.New(s.Config, opts...))
 	ok := func(c *gin.Context) {
-		s.Served()
+		s.Served(ginrl.Identity(c, opts...))
 		c.Data(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
 	}
 	for _, route := range s.Routes {
@@ -149,7 +145,6 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 func startEcho(t *testing.T, s adaptertest.Setup) string {
 	key := echorl.HeaderKey(adaptertest.UserHeader)
 	opts := []echorl.Option{
-		echorl.WithStore(s.Store),
 		echorl.WithKeyFunc(func(c echo.Context) (string, error) {
 			if c.Request().Header.Get(adaptertest.UserHeader) == adaptertest.BadUser {
 				return "", adaptertest.ErrBadUser
@@ -160,24 +155,23 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 			return c.Request().Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		echorl.WithClientIP(s.ClientIP),
-		echorl.WithObserver(s.Observer),
-		echorl.WithLogger(s.Logger),
-		echorl.WithLimiterOptions(s.LimiterOptions...),
 	}
 	if s.Limiter != nil {
 		opts = append(opts, echorl.WithLimiter(s.Limiter))
-	}
-	if s.Headers != nil {
-		opts = append(opts, echorl.WithHeaders(*s.Headers))
-	}
-	if s.FailOpen != nil {
-		opts = append(opts, echorl.WithFailOpen(*s.FailOpen))
+	} else {
+		opts = append(opts, echorl.WithStore(s.Store), echorl.WithObserver(s.Observer), echorl.WithLogger(s.Logger), echorl.WithLimiterOptions(s.LimiterOptions...))
+		if s.Headers != nil {
+			opts = append(opts, echorl.WithHeaders(*s.Headers))
+		}
+		if s.FailOpen != nil {
+			opts = append(opts, echorl.WithFailOpen(*s.FailOpen))
+		}
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Use(echorl.New(s.Config, opts...))
 	ok := func(c echo.Context) error {
-		s.Served()
+		s.Served(echorl.Identity(c, opts...))
 		return c.Blob(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
 	}
 	for _, route := range s.Routes {
@@ -190,7 +184,6 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 func startFiber(t *testing.T, s adaptertest.Setup) string {
 	key := fiberrl.HeaderKey(adaptertest.UserHeader)
 	opts := []fiberrl.Option{
-		fiberrl.WithStore(s.Store),
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
 			if c.Get(adaptertest.UserHeader) == adaptertest.BadUser {
 				return "", adaptertest.ErrBadUser
@@ -201,22 +194,21 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 			return c.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		fiberrl.WithClientIP(s.ClientIP),
-		fiberrl.WithObserver(s.Observer),
-		fiberrl.WithLogger(s.Logger),
-		fiberrl.WithLimiterOptions(s.LimiterOptions...),
 	}
 	if s.Limiter != nil {
 		opts = append(opts, fiberrl.WithLimiter(s.Limiter))
-	}
-	if s.Headers != nil {
-		opts = append(opts, fiberrl.WithHeaders(*s.Headers))
-	}
-	if s.FailOpen != nil {
-		opts = append(opts, fiberrl.WithFailOpen(*s.FailOpen))
+	} else {
+		opts = append(opts, fiberrl.WithStore(s.Store), fiberrl.WithObserver(s.Observer), fiberrl.WithLogger(s.Logger), fiberrl.WithLimiterOptions(s.LimiterOptions...))
+		if s.Headers != nil {
+			opts = append(opts, fiberrl.WithHeaders(*s.Headers))
+		}
+		if s.FailOpen != nil {
+			opts = append(opts, fiberrl.WithFailOpen(*s.FailOpen))
+		}
 	}
 	mw := fiberrl.New(s.Config, opts...)
 	ok := func(c *fiber.Ctx) error {
-		s.Served()
+		s.Served(fiberrl.Identity(c, opts...))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.SendString(adaptertest.OKBody)
 	}

@@ -2,6 +2,9 @@ package adaptertest
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -47,8 +50,10 @@ const OKBody = `{"ok":true}`
 // when set.
 type Setup struct {
 	// Served must be called by the handler behind the adapter each time
-	// it runs, so that the suite knows whether a request reached it.
-	Served func()
+	// it runs, so that the suite knows whether a request reached it, with
+	// what the adapter's Identity function gives for the request and the
+	// options the adapter was built with.
+	Served func(identity string, err error)
 	// Config is the configuration (nil in one case: nil passes everything).
 	Config *core.Config
 	// Store goes to WithStore.
@@ -65,9 +70,10 @@ type Setup struct {
 	Logger *slog.Logger
 	// LimiterOptions go to WithLimiterOptions (the suite's clock).
 	LimiterOptions []core.Option
-	// Limiter, when not nil, goes to WithLimiter: the adapter must then
-	// decide with it, not with a limiter of its own from Config, Store
-	// and the options above.
+	// Limiter, when not nil, goes to WithLimiter, and Config is nil: the
+	// adapter must then decide with it. The wiring then gives none of
+	// Store, FailOpen, Headers, Observer, Logger and LimiterOptions (they
+	// are the limiter's), only the key function, bypass and ClientIP.
 	Limiter *core.Limiter
 	// Routes, when set, are route templates in ":param" form
 	// ("/api/kb/:id/reindex") that the wiring registers on the framework's
@@ -227,9 +233,13 @@ type step struct {
 	swap string // YAML, for the application's limiter (testCase.limiter)
 	req  req
 	want want
-	// take is the one store call the request makes, "key rule cost", or
-	// "" for none (exempt, bypass, disabled, key error).
+	// take is the store calls the request makes, "key rule cost", or ""
+	// for none (exempt, bypass, disabled, key error): one, or with a rule
+	// in shadow mode beside the enforced one, two joined by "; " (the
+	// enforced rule's first).
 	take string
+	// shadowDenied: the last call's rule, in shadow mode, would deny.
+	shadowDenied bool
 }
 
 // testCase is one row of the table.
@@ -244,6 +254,9 @@ type testCase struct {
 	warnings int
 	// run replaces steps, for cases that are not a sequence (concurrency).
 	run func(e *env)
+	// logs are the lines logged besides the swaps' and the store
+	// warnings, after the swaps'.
+	logs []string
 	// limiter makes the case build the limiter itself, from config, and
 	// give it to the adapter with WithLimiter and a nil Config: an
 	// adapter that ignored it would count nothing.
@@ -270,6 +283,14 @@ type env struct {
 	served *atomic.Int64
 	// limiter is the case's own limiter (testCase.limiter), or nil.
 	limiter *core.Limiter
+	// identified is what the handler's last run got from Identity.
+	identified *atomic.Pointer[identity]
+}
+
+// identity is what the adapter's Identity function returned.
+type identity struct {
+	id  string
+	err error
 }
 
 // errStoreDown is the error of the failing store.
@@ -290,8 +311,12 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 	rec := &recorder{store: mem, failing: c.failing}
 	logs := &logRecorder{}
 	served := new(atomic.Int64)
+	identified := new(atomic.Pointer[identity])
 	s := Setup{
-		Served:         func() { served.Add(1) },
+		Served: func(id string, err error) {
+			served.Add(1)
+			identified.Store(&identity{id, err})
+		},
 		Config:         cfg,
 		Store:          rec,
 		Observer:       rec.observe,
@@ -315,15 +340,16 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 	// server shuts down with no idle connection left open.
 	t.Cleanup(tr.CloseIdleConnections)
 	return &env{
-		t:       t,
-		base:    base,
-		client:  &http.Client{Transport: tr, Timeout: 10 * time.Second},
-		clock:   clock,
-		rec:     rec,
-		logs:    logs,
-		failing: c.failing,
-		served:  served,
-		limiter: lim,
+		t:          t,
+		base:       base,
+		client:     &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		clock:      clock,
+		rec:        rec,
+		logs:       logs,
+		failing:    c.failing,
+		served:     served,
+		identified: identified,
+		limiter:    lim,
 	}
 }
 
@@ -380,6 +406,16 @@ func (e *env) step(i int, s step) {
 	}
 	takes, events := e.rec.drain()
 	e.checkCounted(where, s, takes, events)
+	// The handler's Identity names the key the request counted under.
+	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing {
+		key := strings.Fields(s.take)[0] // every call's key is the same
+		switch {
+		case got == nil:
+			t.Fatalf("%s: the handler did not report its Identity", where)
+		case got.err != nil || e.rec.clear(keyer.Key(got.id)) != key:
+			t.Fatalf("%s: Identity = %q, %v; its key is %q, want the key counted, %q", where, got.id, got.err, e.rec.clear(keyer.Key(got.id)), key)
+		}
+	}
 }
 
 // checkCounted checks the store calls and observer events of one step.
@@ -388,7 +424,7 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 	t.Helper()
 	var wantTakes []string
 	if s.take != "" {
-		wantTakes = []string{s.take}
+		wantTakes = strings.Split(s.take, "; ")
 	}
 	if !slices.Equal(takes, wantTakes) {
 		t.Fatalf("%s: store calls: got %q, want %q", where, takes, wantTakes)
@@ -407,24 +443,31 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		}
 		return
 	}
-	f := strings.Fields(s.take)
-	key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
-	allowed := s.want.status == http.StatusOK
-	if len(events) != 1 {
-		t.Fatalf("%s: observer: got %d events, want 1", where, len(events))
+	if len(events) != len(wantTakes) {
+		t.Fatalf("%s: observer: got %d events, want %d", where, len(events), len(wantTakes))
 	}
-	ev := events[0]
-	outcome := core.OutcomeAllowed
-	switch {
-	case e.failing:
-		outcome = core.OutcomeStoreError
-	case !allowed:
-		outcome = core.OutcomeDenied
-	}
-	if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed || ev.Outcome != outcome ||
-		e.rec.clear(ev.Key) != key || (ev.Err != nil) != e.failing || ev.Latency != 0 {
-		t.Fatalf("%s: observer: got %+v, want rule %s, key %s, cost %s, allowed %v, outcome %v, error %v, latency 0",
-			where, ev, rule, key, cost, allowed, outcome, e.failing)
+	for i, take := range wantTakes {
+		f := strings.Fields(take)
+		key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
+		// A shadow rule's call is the second, or the only one of a
+		// request it alone counts (marked shadowDenied).
+		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
+		allowed := shadow || s.want.status == http.StatusOK
+		outcome := core.OutcomeAllowed
+		switch {
+		case e.failing:
+			outcome = core.OutcomeStoreError
+		case shadow && s.shadowDenied:
+			outcome = core.OutcomeShadowDenied
+		case !allowed:
+			outcome = core.OutcomeDenied
+		}
+		ev := events[i]
+		if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed || ev.Outcome != outcome ||
+			e.rec.clear(ev.Key) != key || (ev.Err != nil) != e.failing || ev.Latency != 0 {
+			t.Fatalf("%s: observer: event %d: got %+v, want rule %s, key %s, cost %s, allowed %v, outcome %v, error %v, latency 0",
+				where, i, ev, rule, key, cost, allowed, outcome, e.failing)
+		}
 	}
 }
 
@@ -475,23 +518,32 @@ type recorder struct {
 	events []core.Event
 }
 
+// keyer gives store keys as every limiter of the suite does.
+var keyer = core.NewLimiter(nil, nil)
+
 // hashed maps the store key of "X-User:<name>" (HeaderKey's identity: a
 // keyed hash, see core.SecretIdentity) back to "X-User:<name>", for the
-// names the cases use, so that the table reads as the identities. A key
-// in clear would stay as it is and fail the cases.
+// names the cases use, so that the table reads as the identities.
 var hashed = func() map[string]string {
-	l := core.NewLimiter(nil, nil)
 	m := map[string]string{}
 	for _, name := range []string{"alice", "Alice", "bob", "böb"} {
-		m[l.Key(core.HeaderIdentity("X-User", name))] = "X-User:" + name
+		// Worked out here, not by core: a limiter that stored the
+		// identity in clear must fail.
+		h := hmac.New(sha256.New, []byte(core.DefaultIdentityKey))
+		h.Write([]byte(name))
+		m["X-User:hmac:"+hex.EncodeToString(h.Sum(nil)[:16])] = "X-User:" + name
 	}
 	return m
 }()
 
-// clear is key with a hashed X-User identity shown as "X-User:<name>".
+// clear is key with a hashed X-User identity shown as "X-User:<name>"; a
+// key in clear is marked so, to fail the cases.
 func (r *recorder) clear(key string) string {
 	if c, ok := hashed[key]; ok {
 		return c
+	}
+	if strings.HasPrefix(key, "X-User:") && !strings.HasPrefix(key, "X-User:hmac:") {
+		return "in-clear!" + key
 	}
 	return key
 }
@@ -575,6 +627,7 @@ func run(t *testing.T, start Start, table []testCase) {
 					want = append(want, "INFO rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)")
 				}
 			}
+			want = append(want, c.logs...)
 			for range c.warnings {
 				want = append(want, "WARN rlkit: rate-limit store failed")
 			}

@@ -88,6 +88,9 @@ func hit(r req, w want, take string) step { return step{req: r, want: w, take: t
 
 func advance(d time.Duration) step { return step{adv: d} }
 
+// shadowDenied marks the last store call of s as a shadow rule's denial.
+func shadowDenied(s step) step { s.shadowDenied = true; return s }
+
 // swap swaps the configuration in yaml in (a case with limiter set).
 func swap(yaml string) step { return step{swap: yaml} }
 
@@ -294,21 +297,35 @@ rate_limit:
 		{
 			// The application keeps the limiter (WithLimiter) and swaps
 			// configurations while serving: a rule whose policy is the
-			// same keeps counting across swaps, in shadow mode too; a
-			// rule whose limit changed starts from zero.
+			// same keeps counting across swaps; a rule whose limit
+			// changed starts from zero. A rule in shadow mode counts
+			// beside the enforced rule (the default when none other
+			// matches), writes no header and denies nothing.
 			name:    "ApplicationLimiterReloads",
 			config:  DesignConfig,
 			limiter: true,
+			logs:    []string{"WARN rlkit: shadow rule would deny"}, // once: the clock stands still
 			steps: seq(
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
 				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "10/second"
       mode: shadow`, 1)),
-				// Shadow: counted, no header.
-				hit(get("/api/search", alice...), ok(), searchAlice),
+				hit(get("/api/search", alice...), ok(draft("default", 120, 60, 119, 60)...), "X-User:alice default 1; "+searchAlice),
 				swap(DesignConfig),
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 7, 1)...), searchAlice),
 				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "3/second"`, 1)),
 				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 2, 1)...), searchAlice),
+				swap(strings.Replace(DesignConfig, `    - name: search
+      paths: ["/api/search"]
+      limit: "10/second"`, `    - name: strict
+      paths: ["/api/search"]
+      limit: "1/second"
+      mode: shadow
+    - name: search
+      paths: ["/api/search"]
+      limit: "3/second"`, 1)),
+				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 1, 1)...), searchAlice+"; X-User:alice strict 1"),
+				shadowDenied(hit(get("/api/search", alice...), ok(draft("search", 3, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
+				shadowDenied(hit(get("/api/search", alice...), limited("search", "1", draft("search", 3, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
 			),
 		},
 		{
