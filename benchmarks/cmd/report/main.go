@@ -191,6 +191,7 @@ func run(o options, args []string) error {
 		renderScenario(&b, res, sc, versions)
 	}
 	renderOverAdmission(&b, res, versions)
+	renderMetrics(&b, res)
 	writePeers(&b, versions)
 	if err := os.WriteFile(abs(o.out), []byte(b.String()), 0o644); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -152,5 +153,76 @@ func TestRender(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q\n%s", want, out)
 		}
+	}
+}
+
+// TestRenderMetrics renders the metrics table from three runs' rows: the
+// times of the separate rows, what each observer adds from the
+// interleaved row.
+func TestRenderMetrics(t *testing.T) {
+	var in strings.Builder
+	for _, run := range []struct {
+		rows  [5]float64 // none, noop, prom, otel, observe-prom
+		added [3]float64 // noop, prom, otel
+	}{
+		{[5]float64{200, 215, 230, 900, 20}, [3]float64{80, 120, 700}},
+		{[5]float64{300, 320, 340, 1000, 22}, [3]float64{90, 150, 800}},
+		{[5]float64{210, 240, 300, 950, 21}, [3]float64{85, 125, 750}},
+	} {
+		for i, name := range []string{"decide-none", "decide-noop", "decide-prom", "decide-otel", "observe-prom"} {
+			fmt.Fprintf(&in, "BenchmarkMetrics/%s-2 \t 1000000\t %.1f ns/op\t 0 B/op\t 0 allocs/op\n", name, run.rows[i])
+		}
+		fmt.Fprintf(&in, "BenchmarkMetrics/interleaved-2 \t 500000\t 2000 ns/op\t %.1f noop-added-ns\t %.1f otel-added-ns\t %.1f prom-added-ns\t 0 B/op\t 0 allocs/op\n",
+			run.added[0], run.added[2], run.added[1])
+	}
+	r := newResults()
+	if err := r.parse(strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderMetrics(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"| decision, no observer (baseline) | 210 ns | 200–300 ns | 0 | — |  |",
+		"| decision, an observer that does nothing (core times the store call) | 240 ns | 215–320 ns | 0 | +85 ns | +80 ns to +90 ns |",
+		"| decision, **`metrics/prom`** observer | 300 ns | 230–340 ns | 0 | +125 ns | +120 ns to +150 ns |",
+		"| decision, `metrics/otel` observer (OpenTelemetry SDK) | 950 ns | 900 ns–1 µs | 0 | +750 ns | +700 ns to +800 ns |",
+		"| `metrics/prom` `Observe` alone | 21 ns | 20–22 ns | 0 |  |  |",
+		"3 samples per row",
+		// prom's own part per run: 40, 60, 40.
+		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** the bar. Of that, core's timing of the store call (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics table lacks %q\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "`metrics/otel` `Observe` alone") {
+		t.Errorf("a row that did not run is in the table\n%s", out)
+	}
+
+	// Within the bar; over it by an allocation whatever the time.
+	for _, tc := range []struct{ in, want string }{
+		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 0 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op 50 prom-added-ns 0 allocs/op\n",
+			"Here it adds +50 ns (median over the runs) and 0 allocs/op (the most of any run): within the bar."},
+		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 1 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op 10 prom-added-ns 0 allocs/op\n",
+			"Here it adds +10 ns (median over the runs) and 1 allocs/op (the most of any run): **over** the bar."},
+		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 0 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op -5 prom-added-ns 2 allocs/op\n",
+			"Here it adds −5 ns (median over the runs) and 2 allocs/op (the most of any run): **over** the bar."},
+	} {
+		r = newResults()
+		if err := r.parse(strings.NewReader(tc.in)); err != nil {
+			t.Fatal(err)
+		}
+		b.Reset()
+		renderMetrics(&b, r)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("metrics table lacks %q\n%s", tc.want, b.String())
+		}
+	}
+	// Nothing ran.
+	b.Reset()
+	renderMetrics(&b, newResults())
+	if !strings.Contains(b.String(), "_No rows: this scenario did not run") {
+		t.Errorf("empty metrics table = %q", b.String())
 	}
 }
