@@ -171,7 +171,8 @@ func (l *Limiter) bypassed(m *match) {
 // *res and *err, and tells the outcome: allowed, denied or store error.
 func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, res *Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
-	if l.observer != nil {
+	timed := l.observer != nil && !l.local
+	if timed {
 		start = l.clock.Now()
 	}
 	*res, *err = l.store.Take(ctx, key, rule.Policy, cost)
@@ -187,7 +188,7 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 		*res, *err = l.store.Take(rctx, key, rule.Policy, cost)
 		cancel()
 	}
-	if l.observer != nil {
+	if timed {
 		latency = time.Duration(l.clock.Now() - start)
 	}
 	switch {

@@ -137,6 +137,7 @@ type Limiter struct {
 	clock         Clock
 	warnEvery     int64
 	identityKey   []byte
+	local         bool      // the store is a LocalStore: its calls are not timed
 	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
 	storeWarn  logGate  // store failures
@@ -162,6 +163,9 @@ func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 	}
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
+	if ls, ok := store.(LocalStore); ok && ls.Local() {
+		l.local = true
+	}
 	return l
 }
 

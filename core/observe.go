@@ -65,7 +65,8 @@ type Event struct {
 	Cost int64
 	// Err is the store's error, if it failed.
 	Err error
-	// Latency is the time the store took; 0 when the store was not asked.
+	// Latency is the time the store took; 0 when the store was not asked,
+	// or keeps its counters in this process (see LocalStore).
 	Latency time.Duration
 }
 
@@ -151,4 +152,14 @@ func (s BreakerState) String() string {
 type StatsStore interface {
 	Store
 	Stats() StoreStats
+}
+
+// LocalStore is a Store that keeps its counters in this process (package
+// memstore): a call takes tens of nanoseconds, less than reading the clock
+// twice to time it would, so the limiter does not time its calls:
+// Event.Latency is 0 for them.
+type LocalStore interface {
+	Store
+	// Local reports whether the store is in this process.
+	Local() bool
 }

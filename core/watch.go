@@ -150,8 +150,8 @@ func (wf *watchedFile) run(ctx context.Context) {
 			wf.l.log.Warn("rlkit: rate-limit config watch", slog.String("file", wf.file), slog.String("error", err.Error()))
 		case <-settle.C:
 			first = time.Time{}
+			wf.follow() // first: a change after the read is then seen
 			wf.read()
-			wf.follow()
 		}
 	}
 }

@@ -1,0 +1,9 @@
+package memstore
+
+import "github.com/rlkit/rlkit/core"
+
+var _ core.LocalStore = (*Store)(nil)
+
+// Local reports true: the store keeps its counters in this process, so the
+// limiter does not time its calls (see core.LocalStore).
+func (*Store) Local() bool { return true }
