@@ -144,7 +144,8 @@ func (l *Limiter) Reset(ctx context.Context, identity, rule string) (bool, error
 	}
 	for _, r := range append([]*Rule{l.cfg.def}, l.cfg.rules...) {
 		if r.Name == rule {
-			return true, l.store.Reset(ctx, BoundKey(identity), r.Policy)
+			_, err := l.store.Reset(ctx, BoundKey(identity), r.Policy)
+			return true, err
 		}
 	}
 	return false, nil

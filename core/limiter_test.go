@@ -69,12 +69,13 @@ func (s *fakeStore) Take(_ context.Context, key string, p *Policy, cost int64) (
 	return r, nil
 }
 
-func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) error {
+func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resets = append(s.resets, takeCall{key: key, policy: p})
+	cleared := s.used[key+"\x00"+p.Name] > 0
 	delete(s.used, key+"\x00"+p.Name)
-	return nil
+	return cleared, nil
 }
 
 func (s *fakeStore) numCalls() int {
@@ -109,7 +110,9 @@ func (s *failStore) Take(context.Context, string, *Policy, int64) (Result, error
 	return Result{Allowed: true, Remaining: 42}, errStoreDown
 }
 
-func (s *failStore) Reset(context.Context, string, *Policy) error { return errStoreDown }
+func (s *failStore) Reset(context.Context, string, *Policy) (bool, error) {
+	return false, errStoreDown
+}
 
 // discard is a logger that drops everything.
 var discard = slog.New(slog.DiscardHandler)
