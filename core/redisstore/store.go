@@ -79,8 +79,8 @@ func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } 
 // server's clock). Default: core.SystemClock.
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 
-// WithIncrExpireKeys(true) makes every policy of one fixed-window limit
-// count where, and as, a limiter built on INCR and EXPIRE counts: the key
+// WithIncrExpireKeys, when on, makes every policy of one fixed-window
+// limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
 // of window w is prefix + "{" + user + "}:" + rule + ":" + w, where rule is
 // the policy's name alone (no fingerprint) and w = floor(server time /
 // period), the window's value is the count as a plain integer, and the
