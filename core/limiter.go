@@ -250,8 +250,7 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 	if r == nil {
 		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	err = l.store.Reset(ctx, key, r.Policy)
-	return false, err // TODO(stores branch): the store's cleared
+	return l.store.Reset(ctx, key, r.Policy)
 }
 
 // Key returns the store key a request of identity counts under: for a

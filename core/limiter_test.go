@@ -69,12 +69,13 @@ func (s *fakeStore) Take(_ context.Context, key string, p *Policy, cost int64) (
 	return r, nil
 }
 
-func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) error {
+func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resets = append(s.resets, takeCall{key: key, policy: p})
+	cleared := s.used[key+"\x00"+p.Name] > 0
 	delete(s.used, key+"\x00"+p.Name)
-	return nil
+	return cleared, nil
 }
 
 func (s *fakeStore) numCalls() int {
@@ -109,7 +110,9 @@ func (s *failStore) Take(context.Context, string, *Policy, int64) (Result, error
 	return Result{Allowed: true, Remaining: 42}, errStoreDown
 }
 
-func (s *failStore) Reset(context.Context, string, *Policy) error { return errStoreDown }
+func (s *failStore) Reset(context.Context, string, *Policy) (bool, error) {
+	return false, errStoreDown
+}
 
 // discard is a logger that drops everything.
 var discard = slog.New(slog.DiscardHandler)
@@ -556,13 +559,15 @@ func TestLimiterReset(t *testing.T) {
 		t.Errorf("after Reset: Allowed = false, want true")
 	}
 
+	// Nothing counted under default: nothing cleared, and it says so.
 	ok, err = l.Reset(t.Context(), "alice", "default")
-	if !ok || err != nil || store.resets[1].policy != l.Config().Default().Policy {
-		t.Errorf("Reset(alice, default) = %v, %v; want true, nil on the default policy", ok, err)
+	if ok || err != nil || store.resets[1].policy != l.Config().Default().Policy {
+		t.Errorf("Reset(alice, default) with nothing counted = %v, %v; want false, nil on the default policy", ok, err)
 	}
 	long := strings.Repeat("z", 300)
+	l.Decide(t.Context(), "GET", "/api/search", long, false)
 	if ok, _ := l.Reset(t.Context(), long, "search"); !ok || store.resets[2].key != BoundKey(long) {
-		t.Errorf("Reset of a long identity used key %.20q, want BoundKey(identity)", store.resets[2].key)
+		t.Errorf("Reset of a long identity = %v, used key %.20q; want true, BoundKey(identity)", ok, store.resets[2].key)
 	}
 	if ok, err := l.Reset(t.Context(), "alice", "nope"); ok || !errors.Is(err, ErrUnknownRule) || err.Error() != `rate-limit reset: rule "nope": no such rule` {
 		t.Errorf("Reset(alice, nope) = %v, %v; want false, ErrUnknownRule", ok, err)

@@ -122,8 +122,16 @@ type Store interface {
 	// cancelled, the limiter calls again with a context that is not
 	// cancelled with the request and ends after a second.
 	Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error)
-	// Reset forgets the counters of key under policy p.
-	Reset(ctx context.Context, key string, p *Policy) error
+	// Reset forgets the counters of key under policy p. cleared reports
+	// whether any of them was live: it held the cost of an admitted
+	// request that time had not yet given back (a fixed window that has
+	// not ended, a sliding window's counts that still weigh, a token
+	// bucket or GCRA not yet refilled). It is false for a key never
+	// counted (or asked only at cost 0, or only denied), already reset,
+	// or whose counters time has brought back to their initial state:
+	// a Take after a Reset finds the full quota either way. With an
+	// error, cleared is false and the counters may or may not be gone.
+	Reset(ctx context.Context, key string, p *Policy) (cleared bool, err error)
 }
 
 // SetOutcome makes r the Result of a one-limit policy whose limit l gave

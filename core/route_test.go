@@ -243,7 +243,7 @@ func (s *countingStore) Take(_ context.Context, key string, p *Policy, cost int6
 	s.key = key
 	return Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
 }
-func (s *countingStore) Reset(context.Context, string, *Policy) error { return nil }
+func (s *countingStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }
 
 // TestDotSegments: a path with dot segments is exempt only when it is
 // exempt as written and cleaned, and counts under the first rule that

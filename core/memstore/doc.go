@@ -40,6 +40,14 @@
 // no background work unless WithSweepInterval asks for a sweeper, which
 // Close stops.
 //
+// # Reset and Stats
+//
+// Reset removes a key's counters under a policy and reports whether any
+// had not expired. Stats (core.StatsStore) reports the counters held
+// (expired ones not yet dropped included), the bound, and how many live
+// counters eviction has dropped; it locks each shard in turn, so its cost
+// grows with the shards, not the keys. Neither adds work to a decision.
+//
 // # Time
 //
 // Take reads the store's clock (core.SystemClock unless WithClock says

@@ -60,7 +60,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.StatsStore = (*Store)(nil)
 
 // slot is one counter: 32 bytes, so that memory per key stays the same
 // whatever the key.
@@ -142,7 +142,9 @@ type shard struct {
 	slots []slot
 	n     int
 	cap   int
-	_     [64 - 8 - 24 - 16]byte // keep shards on separate cache lines
+	// evictions counts the live counters eviction dropped (under mu).
+	evictions uint64
+	_         [64 - 8 - 24 - 24]byte // keep shards on separate cache lines
 }
 
 // New returns an empty Store.
@@ -197,21 +199,27 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) 
 	return r, nil
 }
 
-// Reset implements core.Store.
-func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
+// Reset implements core.Store: it removes the counters of key under p and
+// reports whether any of them had not expired at the store's clock's now
+// (an expired one is removed too, and reported as not cleared). It never
+// fails.
+func (s *Store) Reset(_ context.Context, key string, p *core.Policy) (cleared bool, _ error) {
+	now := s.clock.Now()
 	h0 := s.hash(key, p)
 	sh := s.shard(h0)
 	sh.mu.Lock()
 	for i := range p.Limits {
 		if j := sh.find(limitHash(h0, i)); j >= 0 {
+			cleared = cleared || !expired(sh.slots[j].meta, now)
 			sh.remove(j)
 		}
 	}
 	sh.mu.Unlock()
-	return nil
+	return cleared, nil
 }
 
-// Len returns the number of counters held.
+// Len returns the number of counters held, expired ones not yet dropped
+// included.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -221,6 +229,27 @@ func (s *Store) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// Stats implements core.StatsStore. Keys is Len: the counters held,
+// counting expired ones that no eviction pass or sweep has dropped yet;
+// MaxKeys is the bound the shards enforce together (WithMaxKeys rounded
+// down to a multiple of the number of shards); Evictions counts the
+// counters that eviction dropped before they expired. It takes each
+// shard's lock in turn, briefly, and reads two words under it: its cost
+// grows with the number of shards (64 by default), never with the number
+// of keys.
+func (s *Store) Stats() core.StoreStats {
+	st := core.StoreStats{Store: "memory"}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += int64(sh.n)
+		st.Evictions += sh.evictions
+		sh.mu.Unlock()
+		st.MaxKeys += int64(sh.cap)
+	}
+	return st
 }
 
 // TakeAt is Take at the instant now (Unix nanoseconds), for callers that
@@ -487,7 +516,8 @@ func (sh *shard) drop(now int64, lv, cut uint64, budget, eligible int) {
 			continue
 		}
 		l := m >> levelShift
-		gone := expired(m, now) || l < lv
+		dead := expired(m, now)
+		gone := dead || l < lv
 		if !gone && l == lv && m <= cut && budget > 0 {
 			if acc += share; acc >= eligible {
 				acc -= eligible
@@ -497,6 +527,9 @@ func (sh *shard) drop(now int64, lv, cut uint64, budget, eligible int) {
 		}
 		switch {
 		case gone:
+			if !dead {
+				sh.evictions++
+			}
 			sh.slots[j] = slot{}
 			sh.n--
 			removed = true

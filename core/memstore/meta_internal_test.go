@@ -17,6 +17,13 @@ func TestSlotSize(t *testing.T) {
 	}
 }
 
+// TestShardSize pins a shard at one 64-byte cache line.
+func TestShardSize(t *testing.T) {
+	if got := unsafe.Sizeof(shard{}); got != 64 {
+		t.Fatalf("shard is %d bytes, want 64", got)
+	}
+}
+
 func TestLevel(t *testing.T) {
 	for _, tt := range []struct {
 		capacity, remaining int64

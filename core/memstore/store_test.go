@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -107,7 +108,9 @@ func TestResetAndSweep(t *testing.T) {
 	if got := s.Len(); got != 100 {
 		t.Fatalf("Len = %d, want 100 (two limits per key)", got)
 	}
-	_ = s.Reset(ctx, "k0", p)
+	if cleared, err := s.Reset(ctx, "k0", p); !cleared || err != nil {
+		t.Fatalf("Reset of a counted key = %v, %v; want true", cleared, err)
+	}
 	if got := s.Len(); got != 98 {
 		t.Fatalf("Len after Reset = %d, want 98", got)
 	}
@@ -172,5 +175,88 @@ func TestBadPolicies(t *testing.T) {
 		if res.Allowed {
 			t.Errorf("policy %q: TakeAt admitted", p.Name)
 		}
+	}
+}
+
+// TestResetCleared: Reset reports whether a counter was live, at the
+// store's clock, and removes a counter that had expired without reporting
+// it.
+func TestResetCleared(t *testing.T) {
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+		s := memstore.New(memstore.WithClock(clock))
+		p := pol("rc", a, "1/second", "10/hour")
+		r, _ := s.Take(ctx, "k", p, 1)
+		// The hour limit's counter outlives the second's: the key is live
+		// until the last of them expires.
+		clock.Advance(r.Limits[0].ResetAfter)
+		if cleared, _ := s.Reset(ctx, "k", p); !cleared {
+			t.Fatalf("%v: Reset with the hour counter live = false, want true", a)
+		}
+		if s.Len() != 0 {
+			t.Fatalf("%v: %d counters after Reset, want 0", a, s.Len())
+		}
+		one := pol("rc1", a, "2/second")
+		r, _ = s.Take(ctx, "k", one, 1)
+		clock.Advance(r.ResetAfter)
+		if cleared, _ := s.Reset(ctx, "k", one); cleared {
+			t.Fatalf("%v: Reset %v after the take (its ResetAfter) = true, want false: the counter had expired", a, r.ResetAfter)
+		}
+		if s.Len() != 0 {
+			t.Fatalf("%v: the expired counter was not removed: %d held", a, s.Len())
+		}
+	}
+}
+
+// TestStats: Keys counts the counters held (expired ones until they are
+// dropped), MaxKeys the bound, Evictions only the live counters eviction
+// dropped, not the expired ones.
+func TestStats(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
+	want := core.StoreStats{Store: "memory", MaxKeys: 100}
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("empty store: %+v, want %+v", got, want)
+	}
+	short, long := pol("short", core.FixedWindow, "1/second"), pol("long", core.FixedWindow, "1/hour")
+	for i := range 30 {
+		_, _ = s.Take(ctx, "s"+strconv.Itoa(i), short, 1)
+	}
+	for i := range 70 {
+		_, _ = s.Take(ctx, "l"+strconv.Itoa(i), long, 1)
+	}
+	want.Keys = 100
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("full store: %+v, want %+v", got, want)
+	}
+	// The 30 short counters expire: the next insert drops them, a tenth
+	// of the shard or more, and evicts nothing live.
+	clock.Advance(time.Second)
+	_, _ = s.Take(ctx, "x", long, 1)
+	want.Keys = 71
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after dropping expired counters: %+v, want %+v", got, want)
+	}
+	// Full of live counters: an insert evicts a tenth, 10 live ones.
+	for i := range 29 {
+		_, _ = s.Take(ctx, "y"+strconv.Itoa(i), long, 1)
+	}
+	_, _ = s.Take(ctx, "z", long, 1)
+	want.Keys, want.Evictions = 91, 10
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after an eviction: %+v, want %+v", got, want)
+	}
+	// A sweep drops expired counters: no eviction.
+	clock.Advance(time.Hour)
+	s.Sweep()
+	want.Keys = 0
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a sweep: %+v, want %+v", got, want)
+	}
+	// Several shards: MaxKeys is the bound they enforce together (64
+	// shards asked for, 32 used so that each holds 16 keys or more, 31
+	// each).
+	if got := memstore.New(memstore.WithMaxKeys(1000), memstore.WithShards(64)).Stats().MaxKeys; got != 32*31 {
+		t.Fatalf("MaxKeys 1000 over 64 shards: Stats().MaxKeys = %d, want %d", got, 32*31)
 	}
 }

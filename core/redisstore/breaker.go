@@ -1,15 +1,16 @@
 package redisstore
 
 import (
-	"errors"
 	"sync/atomic"
+
+	"github.com/rlkit/rlkit/core"
 )
 
 // ErrCircuitOpen is returned (wrapped in a NodeError naming the node),
 // without calling Redis, while a node's circuit is open: the node failed
 // several times in a row and the cool-down has not ended (or another call
-// is probing it).
-var ErrCircuitOpen = errors.New("redisstore: circuit open after consecutive Redis failures")
+// is probing it). Its StoreErrorKind is "circuit_open".
+var ErrCircuitOpen error = &kindError{"redisstore: circuit open after consecutive Redis failures", "circuit_open"}
 
 // breaker opens after threshold consecutive failures, for cooldown; then
 // one call probes, and its outcome closes or reopens it. Each node has its
@@ -63,4 +64,17 @@ func (b *breaker) open(now int64) bool {
 // failure since the last success, or an open circuit.
 func (b *breaker) tripped() bool {
 	return b.failures.Load() != 0 || b.openUntil.Load() != 0
+}
+
+// state returns the breaker's state at instant now: closed, open until
+// the cool-down ends, then half-open (the next call probes) until a probe
+// closes or reopens it.
+func (b *breaker) state(now int64) core.BreakerState {
+	switch until := b.openUntil.Load(); {
+	case until == 0:
+		return core.BreakerClosed
+	case now < until:
+		return core.BreakerOpen
+	}
+	return core.BreakerHalfOpen
 }

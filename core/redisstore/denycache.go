@@ -32,8 +32,9 @@ type denial struct {
 }
 
 type denyShard struct {
-	mu sync.Mutex
-	m  map[denyKey]*denial
+	mu   sync.Mutex
+	m    map[denyKey]*denial
+	hits uint64 // denials answered from the shard (under mu)
 }
 
 func newDenyCache(maxEntries int) *denyCache {
@@ -74,6 +75,7 @@ func (c *denyCache) get(k denyKey, cost, now int64, r *core.Result) bool {
 	}
 	*r = d.result
 	elapsed := time.Duration(now - d.at)
+	sh.hits++
 	sh.mu.Unlock()
 	r.RetryAfter -= elapsed
 	r.ResetAfter = max(r.ResetAfter-elapsed, 0)
@@ -138,4 +140,16 @@ func (c *denyCache) drop(k denyKey) {
 		c.size.Add(-1)
 	}
 	sh.mu.Unlock()
+}
+
+// hitCount returns how many denials the cache has answered.
+func (c *denyCache) hitCount() uint64 {
+	var n uint64
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		n += sh.hits
+		sh.mu.Unlock()
+	}
+	return n
 }

@@ -51,6 +51,15 @@
 // and its SHA-256 in base64url. No input can leave its braces or collide
 // with another.
 //
+// WithIncrExpireKeys(true) counts every policy of one fixed-window limit
+// where a limiter built on INCR and EXPIRE counts: prefix + "{" + user +
+// "}:" + name + ":" + window (rl:{alice}:search:1764604800 for a limit
+// per second; the policy's name without a fingerprint, an '@' in it
+// written %40), the count a plain integer, the TTL one period from the
+// window's first request. Such a limiter and this store then share their
+// counters (a rolling migration from one to the other); policies with
+// several limits or another algorithm keep the default layout.
+//
 // # Failures
 //
 // Every call is bounded by a timeout (WithTimeout, 100ms, plus at most one
@@ -73,7 +82,20 @@
 // keys it serves fail at once with ErrCircuitOpen without touching Redis;
 // then one call probes it. Other nodes' keys are not affected: they are
 // counted as before. Every error of a call is a *NodeError naming the node
-// (its address), so the limiter's warning names it too. Nodes come from
+// (its address), so the limiter's warning names it too. go-redis dials on
+// a goroutine of its own and retries there, so a call to a node that
+// refuses connections ends at its deadline with only
+// context.DeadlineExceeded; the store records the outcome of every dial
+// (a hook on the client) and, when a call times out while the node's
+// dials fail, keeps the last dial's error in the NodeError (LastDial;
+// errors.Is finds the deadline, errors.As the *net.OpError):
+//
+//	redisstore: node 10.0.0.7:6379: context deadline exceeded: last dial error: dial tcp 10.0.0.7:6379: connect: connection refused
+//
+// NodeError, ErrClosed and ErrCircuitOpen classify themselves for metrics
+// (core.StoreErrorKind): circuit_open, closed, timeout, pool_timeout,
+// canceled, connection_refused, connection, redis (an error reply) or
+// other. Nodes come from
 // the client's view of the servers, never from keys: a flood of keys adds
 // no breaker, and the store keeps at most 1,024.
 //
@@ -99,6 +121,16 @@
 //   - The local process: until a node's circuit opens, each call to it
 //     holds its caller for the timeout; the deny cache keeps denying, at no
 //     cost, keys already over their limit, whatever their node's state.
+//
+// # Reset and Stats
+//
+// Reset deletes a key's counters under a policy in one script and reports
+// whether any was live at the server's time (a fixed window's counter of
+// the current window; for the other algorithms, a state not yet back to
+// its initial one: their keys outlive that by up to a period, and such a
+// key is deleted without being reported). Stats (core.StatsStore) reports
+// the deny cache's hits and each node's breaker (closed, open,
+// half-open); Keys is -1, as counting keys would cost Redis a scan.
 //
 // # Local deny cache
 //

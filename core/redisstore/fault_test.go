@@ -264,8 +264,8 @@ func TestCloseWaits(t *testing.T) {
 		if _, err := st.Take(context.Background(), "u", p, 1); !errors.Is(err, redisstore.ErrClosed) {
 			t.Fatalf("Take after Close: %v, want ErrClosed", err)
 		}
-		if err := st.Reset(context.Background(), "u", p); !errors.Is(err, redisstore.ErrClosed) {
-			t.Fatalf("Reset after Close: %v, want ErrClosed", err)
+		if cleared, err := st.Reset(context.Background(), "u", p); cleared || !errors.Is(err, redisstore.ErrClosed) {
+			t.Fatalf("Reset after Close: %v, %v; want false, ErrClosed", cleared, err)
 		}
 		_ = rc.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"strconv"
+	"strings"
 )
 
 // maxPart is the longest escaped user or rule name kept as it is in a key;
@@ -69,6 +70,13 @@ func ruleID(name string, fingerprint uint64) string {
 		id += "0"
 	}
 	return id + f
+}
+
+// plainRule names a policy's counters in the INCR+EXPIRE layout: the
+// escaped policy name, with '@' escaped too (%40), so that no such name
+// is ever a ruleID, which always holds an '@'.
+func plainRule(name string) string {
+	return strings.ReplaceAll(part(name), "@", "%40")
 }
 
 // redisKey returns the key of limit 1 of a policy for one user:

@@ -53,6 +53,26 @@ func FuzzPart(f *testing.F) {
 	})
 }
 
+// TestPlainRule: a rule's name in the INCR+EXPIRE layout is the name as
+// part writes it, '@' escaped too, so that it never equals a ruleID of
+// the default layout (which always holds an '@').
+func TestPlainRule(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"search", "search"},
+		{"a@b", "a%40b"},
+		{"api@00000000deadbeef", "api%4000000000deadbeef"},
+		{"a:b", "a%3Ab"},
+		{"", "~"},
+	} {
+		if got := plainRule(c.in); got != c.want {
+			t.Errorf("plainRule(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if id := ruleID("api", 0xdeadbeef); plainRule("api@00000000deadbeef") == id || !strings.Contains(id, "@") {
+		t.Fatalf("ruleID %q meets the plain rule of the same text", id)
+	}
+}
+
 func TestUnitFor(t *testing.T) {
 	for _, c := range []struct {
 		a     core.Algorithm

@@ -259,7 +259,7 @@ func TestBreakerNodesBounded(t *testing.T) {
 	}
 
 	ns := &nodes{threshold: 1, cooldown: int64(time.Second)}
-	ns.init(f.client)
+	ns.init(f.client, core.SystemClock)
 	tripped := ns.get("tripped:1")
 	tripped.br.failure(0, false)
 	for i := range 5 * maxNodes {
@@ -283,6 +283,14 @@ func TestNodeError(t *testing.T) {
 	if !errors.Is(err, cause) {
 		t.Fatal("NodeError does not unwrap to its cause")
 	}
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	err = &NodeError{Node: "10.0.0.7:6379", Err: context.DeadlineExceeded, LastDial: dial}
+	if got, want := err.Error(), "redisstore: node 10.0.0.7:6379: context deadline exceeded: last dial error: dial tcp: connect: connection refused"; got != want {
+		t.Fatalf("Error() = %q, want %q", got, want)
+	}
+	if op, ok := errors.AsType[*net.OpError](err); !ok || op != dial || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("NodeError with LastDial: errors.As finds %v, errors.Is(DeadlineExceeded) %v; want both", op, errors.Is(err, context.DeadlineExceeded))
+	}
 	open := newNode("10.0.0.7:6379", 5, int64(time.Second)).openErr
 	if got, want := open.Error(), "redisstore: node 10.0.0.7:6379: circuit open after consecutive Redis failures"; got != want || !errors.Is(open, ErrCircuitOpen) {
 		t.Fatalf("open circuit: %q (Is ErrCircuitOpen: %v), want %q", got, errors.Is(open, ErrCircuitOpen), want)
@@ -300,7 +308,7 @@ func TestLocateAllocs(t *testing.T) {
 	t.Cleanup(func() { _ = single.Close() })
 	for name, c := range map[string]redis.UniversalClient{"cluster": f.client, "ring": ring, "client": single} {
 		ns := &nodes{threshold: 5, cooldown: int64(time.Second)}
-		ns.init(c)
+		ns.init(c, core.SystemClock)
 		if ns.cluster != nil {
 			ns.mapped.Store(true)
 			if _, err := f.client.MasterForKey(ctx, "warm"); err != nil { // loads the slot map
@@ -354,7 +362,7 @@ func BenchmarkLocate(b *testing.B) {
 		client redis.UniversalClient
 	}{{"cluster", cluster}, {"ring", ring}, {"client", single}} {
 		ns := &nodes{threshold: 5, cooldown: int64(time.Second)}
-		ns.init(c.client)
+		ns.init(c.client, core.SystemClock)
 		if _, err := cluster.MasterForKey(ctx, key); err != nil {
 			b.Fatal(err)
 		}

@@ -16,10 +16,11 @@ type plan struct {
 	algorithm core.Algorithm
 	rule      string
 	// tail is the script's ARGV after the cost: for a fixed window, count
-	// and period (µs) per limit; otherwise n, then count, period (in
+	// and period (µs) per limit (and, in the INCR+EXPIRE layout, a 1 that
+	// asks for a TTL of one period); otherwise n, then count, period (in
 	// units), capacity and unit (µs) per limit.
 	tail []any
-	// resetArgs is the reset script's ARGV.
+	// resetArgs is the reset script's ARGV: tail without the layout's 1.
 	resetArgs []any
 }
 
@@ -46,22 +47,27 @@ func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
 	return 0, fmt.Errorf("limit %v: too many units per period for exact arithmetic in Redis ((2×capacity + count + 1) × period must stay below 2^52 in some time unit from 1µs to 1s that divides the period)", l)
 }
 
-func newPlan(p *core.Policy) (*plan, error) {
+// newPlan precomputes p; incrExpire asks for the INCR+EXPIRE layout
+// (WithIncrExpireKeys), which only a one-limit fixed window takes.
+func newPlan(p *core.Policy, incrExpire bool) (*plan, error) {
 	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
 		return nil, fmt.Errorf("redisstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %v: %w", err, core.ErrBadPolicy)
 	}
-	pl := &plan{algorithm: p.Algorithm, rule: ruleID(p.Name, p.Fingerprint())}
 	fixed := int64(0)
 	if p.Algorithm == core.FixedWindow {
 		fixed = 1
 	}
+	incrExpire = incrExpire && fixed == 1 && len(p.Limits) == 1
+	pl := &plan{algorithm: p.Algorithm, rule: ruleID(p.Name, p.Fingerprint())}
+	if incrExpire {
+		pl.rule = plainRule(p.Name)
+	}
 	if fixed == 0 {
 		pl.tail = append(pl.tail, int64(len(p.Limits)))
 	}
-	pl.resetArgs = append(pl.resetArgs, fixed, int64(len(p.Limits)))
 	for _, l := range p.Limits {
 		u := int64(1) // a fixed window forms no products: always microseconds
 		if fixed == 0 {
@@ -78,7 +84,10 @@ func newPlan(p *core.Policy) (*plan, error) {
 		} else {
 			pl.tail = append(pl.tail, l.Count, period, l.Capacity(p.Algorithm), u)
 		}
-		pl.resetArgs = append(pl.resetArgs, period, u)
+	}
+	pl.resetArgs = pl.tail[:len(pl.tail):len(pl.tail)]
+	if incrExpire {
+		pl.tail = append(pl.tail, int64(1))
 	}
 	return pl, nil
 }

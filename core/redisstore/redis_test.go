@@ -214,8 +214,8 @@ func oneRoundTrip(t *testing.T, rc *redis.Client) {
 			if r, err := s.Take(ctx, "cold", p, 1); err != nil || !r.Allowed {
 				t.Fatalf("%v: another key: %+v, %v", a, r, err)
 			}
-			if err := s.Reset(ctx, "hot", p); err != nil {
-				t.Fatal(err)
+			if cleared, err := s.Reset(ctx, "hot", p); !cleared || err != nil {
+				t.Fatalf("%v: Reset of a key over its limit: %v, %v; want true", a, cleared, err)
 			}
 			if r, err := s.Take(ctx, "hot", p, 1); err != nil || !r.Allowed || r.Remaining != 1 {
 				t.Fatalf("%v: after Reset: %+v, %v", a, r, err)

@@ -23,6 +23,8 @@ var (
 	gcraLua string
 	//go:embed lua/reset.lua
 	resetLua string
+	//go:embed lua/reset_driver.lua
+	resetDriver string
 )
 
 // script is one Lua script, run with EVALSHA and, when the server does not
@@ -48,4 +50,12 @@ var decision = [...]*script{
 	core.GCRA:          newScript(prelude + gcraLua + driver),
 }
 
-var reset = newScript(resetLua)
+// resets holds the reset script of each algorithm: the fixed window's
+// stands alone; the others are the prelude, the algorithm's load/take and
+// the reset driver, which asks take whether a counter is live.
+var resets = [...]*script{
+	core.FixedWindow:   newScript(resetLua),
+	core.SlidingWindow: newScript(prelude + slidingLua + resetDriver),
+	core.TokenBucket:   newScript(prelude + bucketLua + resetDriver),
+	core.GCRA:          newScript(prelude + gcraLua + resetDriver),
+}

@@ -74,10 +74,32 @@ func WithDenyCache(on bool) Option { return func(s *Store) { s.denyOn = on } }
 // Default: 100,000.
 func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } }
 
-// WithClock sets the local clock of the deny cache and the breakers (the
-// counters themselves always use the Redis server's clock). Default:
-// core.SystemClock.
+// WithClock sets the local clock of the deny cache, the breakers and the
+// record of failed dials (the counters themselves always use the Redis
+// server's clock). Default: core.SystemClock.
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithIncrExpireKeys, when on, makes every policy of one fixed-window
+// limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
+// of window w is prefix + "{" + user + "}:" + rule + ":" + w, where rule is
+// the policy's name alone (no fingerprint) and w = floor(server time /
+// period), the window's value is the count as a plain integer, and the
+// first request of a window sets its TTL to one period (INCR, then EXPIRE
+// when the count is new, in the same script). A service that counts in
+// rl:{<user>}:<rule>:<window> that way and this store, under the same
+// rule names, periods and user ids (and the default prefix, "rl:"), then
+// share their counters, for a rolling migration between them. user and
+// rule are escaped as in the default layout ('@' in a rule name is
+// escaped too, as %40, so that these keys never meet the default
+// layout's); a user id or rule name of letters, digits and -._+=/,! is
+// written as it is. What differs from such a limiter: a request this
+// store denies is not counted (its cost is given back), while one that
+// INCRs before comparing counts its denied requests, and those count here
+// too; and since the key holds no fingerprint, a rule whose limit changes
+// keeps its window's count. Policies with several limits or another
+// algorithm keep the default layout. Default: false (the default layout,
+// described in the package documentation).
+func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire = on } }
 
 // Store is a core.Store in Redis. Every decision is one Lua script (one
 // round trip, EVALSHA with an EVAL fallback) that reads the server's clock
@@ -101,6 +123,8 @@ type Store struct {
 	denyOn   bool
 	denySize int
 	deny     *denyCache
+	// incrExpire: one-limit fixed windows use the INCR+EXPIRE layout.
+	incrExpire bool
 
 	plans  sync.Map // policy fingerprint → *plan
 	nplans atomic.Int64
@@ -118,13 +142,18 @@ type Store struct {
 	inflight sync.WaitGroup
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.StatsStore = (*Store)(nil)
 
 // New returns a Store that counts in client. It does not contact Redis.
 // The client should have ContextTimeoutEnabled set, so that go-redis bounds
 // its socket reads and writes by the store's timeout; with a client that
 // does not, the store runs each call on its own goroutine and stops waiting
 // at the timeout (a few hundred nanoseconds more per call).
+//
+// New adds a hook to the client (and, for a ClusterClient or a Ring, to
+// each node's client as the store meets it) that records the outcome of
+// every dial, so that a call that times out while dials to its node fail
+// can name the cause (NodeError.LastDial). It touches no command.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -155,7 +184,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.deny = newDenyCache(s.denySize)
 	}
 	s.grain = min(max(s.timeout/20, time.Millisecond), 10*time.Millisecond)
-	s.nodes.init(client)
+	s.nodes.init(client, s.clock)
 	switch c := client.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -181,8 +210,15 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ErrClosed is returned by a Store after Close.
-var ErrClosed = errors.New("redisstore: store closed")
+// ErrClosed is returned by a Store after Close. Its StoreErrorKind is
+// "closed".
+var ErrClosed error = &kindError{"redisstore: store closed", "closed"}
+
+// kindError is a sentinel error with a kind, for core.StoreErrorKind.
+type kindError struct{ msg, kind string }
+
+func (e *kindError) Error() string          { return e.msg }
+func (e *kindError) StoreErrorKind() string { return e.kind }
 
 var (
 	evalshaCmd any = "evalsha"
@@ -229,25 +265,58 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	return r, nil
 }
 
-// Reset implements core.Store: it deletes key's counters under p (for a
-// fixed window, the current window's) and its deny-cache entry.
-func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
+// Reset implements core.Store: one script deletes key's counters under p
+// (for a fixed window, those of the window holding the server's time and
+// of its two neighbours) and reports whether any was live at the server's
+// time: for a fixed window, a counter of the current window (or of the
+// next, after the server's clock went back); for the other algorithms, a
+// state not yet back to its initial one (their keys outlive that by up to
+// a period: such a key is deleted and not reported). It also drops key's
+// deny-cache entry. It fails as Take does.
+func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) (cleared bool, _ error) {
 	pl, err := s.plan(p)
 	if err != nil {
-		return err
+		return false, err
 	}
+	sc := resets[pl.algorithm]
 	args := make([]any, 0, 4+len(pl.resetArgs))
 	k := redisKey(s.prefix, key, pl.rule)
-	args = append(args, evalshaCmd, reset.sha, oneKey, k)
+	args = append(args, evalshaCmd, sc.sha, oneKey, k)
 	args = append(args, pl.resetArgs...)
-	_, err = s.call(ctx, k, reset, args)
+	v, err := s.call(ctx, k, sc, args)
 	if s.deny != nil {
 		// After the reset: a Take running meanwhile that read a denial
 		// sees the count of resets change and does not cache it.
 		s.resets.Add(1)
 		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
 	}
-	return err
+	if err != nil {
+		return false, err
+	}
+	live, ok := v.(int64)
+	if !ok {
+		return false, fmt.Errorf("redisstore: unexpected reply %T to a reset", v)
+	}
+	return live > 0, nil
+}
+
+// Stats implements core.StatsStore: Store "redis", Keys -1 (counting keys
+// would cost Redis a scan), the deny cache's hits, and one entry per node
+// the store knows, with its breaker's state: the server of a Client; a
+// ClusterClient's masters and a Ring's shards once a call has gone to
+// them, sorted by address, and the whole cluster (or ring), named as in
+// NodeError, while a ClusterClient has not loaded its slot map or while
+// that entry's own breaker holds a failure. Half-open is a circuit whose
+// cool-down has ended: its next call probes. It locks each of the deny
+// cache's 16 shards briefly and copies the node list: its cost does not
+// grow with the keys.
+func (s *Store) Stats() core.StoreStats {
+	st := core.StoreStats{Store: "redis", Keys: -1}
+	if s.deny != nil {
+		st.DenyCacheHits = s.deny.hitCount()
+	}
+	st.Nodes = s.nodes.stats(s.clock.Now())
+	return st
 }
 
 // plan returns the precomputed form of p.
@@ -256,7 +325,7 @@ func (s *Store) plan(p *core.Policy) (*plan, error) {
 	if v, ok := s.plans.Load(f); ok {
 		return v.(*plan), nil
 	}
-	pl, err := newPlan(p)
+	pl, err := newPlan(p, s.incrExpire)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +423,14 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 		} else if probe {
 			n.br.probing.Store(false) // let another call probe
 		}
-		return nil, &NodeError{Node: n.addr, Err: err}
+		ne := &NodeError{Node: n.addr, Err: err}
+		if waited(err) {
+			// go-redis dials in the background and its caller sees only
+			// the deadline: name what the dials met, if they failed
+			// since shortly before the call.
+			ne.LastDial = s.nodes.lastDial(n, now-int64(s.timeout))
+		}
+		return nil, ne
 	}
 	n.answered.Add(1)
 	n.br.success(probe)
@@ -389,6 +465,18 @@ func counts(err error, answered bool) bool {
 		return !answered
 	}
 	return true
+}
+
+// waited reports whether err ended a call that waited past a deadline
+// (for a pooled connection, a dial running in the background, a retry
+// back-off) without a network error of its own: the calls whose cause
+// a failed dial may be.
+func waited(err error) bool {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errTimeout) && !errors.Is(err, redis.ErrPoolTimeout) {
+		return false
+	}
+	_, op := errors.AsType[*net.OpError](err)
+	return !op
 }
 
 // errTimeout is returned when a call to a client that ignores context

@@ -12,6 +12,17 @@
 // every duration exactly. Without it (a store that reads a server's clock)
 // the suite waits in real time at the few points where time must pass and
 // checks durations within bounds; counts are exact in both modes.
+//
+// What it requires of a store, besides exact counts for every algorithm
+// and one or several limits: a denied request consumes nothing; keys and
+// policies never share counters; concurrent Takes on one key admit
+// exactly the limit; and Reset reports true exactly when a counter of
+// the key under the policy was live, holding the cost of an admitted
+// request that time had not yet given back: false for a key never
+// counted, one asked only at cost 0 or only denied, one already reset,
+// and one whose ResetAfter (as its last admitted Take reported it) has
+// passed; after a Reset the key counts afresh under every limit, and the
+// same key's counters under other policies are untouched.
 package storetest
 
 import (
@@ -65,6 +76,7 @@ func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
 		test("Rollover/"+a.String(), func(e *env) { rollover(e, a) })
 		test("SeveralLimits/"+a.String(), func(e *env) { severalLimits(e, a) })
 		test("Reset/"+a.String(), func(e *env) { reset(e, a) })
+		test("ResetExpired/"+a.String(), func(e *env) { resetExpired(e, a) })
 		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
 		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
@@ -244,6 +256,11 @@ func severalLimits(e *env, a core.Algorithm) {
 	}
 }
 
+// reset: Reset of a counted key reports true and the key counts afresh
+// under every limit of the policy, while another policy's counters of the
+// same key stay; a second Reset finds nothing to clear. A key never
+// counted, one asked only at cost 0 and one only denied hold nothing:
+// Reset reports false.
 func reset(e *env, a core.Algorithm) {
 	p := e.policy("reset", a, "2/hour", "3/day")
 	other := e.policy("reset-other", a, "2/hour")
@@ -252,13 +269,52 @@ func reset(e *env, a core.Algorithm) {
 	e.expect(k, p, 2, true, 0)
 	e.expect(k, other, 2, true, 0)
 	e.expect(k, p, 1, false, 0)
-	if err := e.st.Reset(context.Background(), k, p); err != nil {
-		e.Fatal(err)
+	e.reset(k, p, true)
+	if r := e.expect(k, p, 2, true, 0); r.Limits[1].Remaining != 1 {
+		e.Fatalf("after Reset, 2 taken: the day limit has %d left, want 1 (its counter was not reset)", r.Limits[1].Remaining)
 	}
-	e.expect(k, p, 2, true, 0)
 	e.expect(k, other, 1, false, 0) // another policy's counters are untouched
-	if err := e.st.Reset(context.Background(), e.key("never-seen"), p); err != nil {
-		e.Fatalf("Reset of an unknown key: %v", err)
+	e.reset(k, p, true)
+	e.reset(k, p, false) // already reset
+	e.expect(k, p, 1, true, 1)
+	e.reset(e.key("never-seen"), p, false)
+	peek := e.key("peek")
+	e.expect(peek, p, 0, true, 2) // cost 0 only reads
+	e.reset(peek, p, false)
+	over := e.key("over")
+	e.expect(over, p, 3, false, 2) // above the hour's capacity: denied, nothing taken
+	e.reset(over, p, false)
+}
+
+// resetExpired: once time has given back everything a key consumed (its
+// ResetAfter has passed), Reset reports false; just before, true. The
+// period is short (200ms), for stores on a real clock.
+func resetExpired(e *env, a core.Algorithm) {
+	p := &core.Policy{Name: e.prefix + "expiry", Algorithm: a, Limits: []core.Limit{{Count: 2, Period: 200 * time.Millisecond}}}
+	e.align(p.Limits[0].Period)
+	early, late := e.key("early"), e.key("late")
+	r := e.expect(early, p, 1, true, 1)
+	e.expect(late, p, 1, true, 1)
+	if e.virtual() {
+		e.sleep(r.ResetAfter - time.Microsecond)
+		e.reset(early, p, true)
+		e.sleep(2 * time.Microsecond)
+	} else {
+		// The store's clock (a server's) and its key expiry (whole
+		// milliseconds) may lag the suite's.
+		e.sleep(r.ResetAfter + 20*time.Millisecond)
+		e.reset(early, p, false)
+	}
+	e.reset(late, p, false)
+	e.expect(late, p, 2, true, 0)
+}
+
+// reset calls Reset and checks what it reports.
+func (e *env) reset(key string, p *core.Policy, want bool) {
+	e.Helper()
+	got, err := e.st.Reset(context.Background(), key, p)
+	if err != nil || got != want {
+		e.Fatalf("Reset(%q, %s) = %v, %v; want %v", key, p.Name, got, err, want)
 	}
 }
 
@@ -277,12 +333,10 @@ func isolation(e *env, a core.Algorithm) {
 		e.expect(k, p, 1, false, 0)
 		e.expect(k, q, 1, true, 1) // same key, other rule: its own counter
 	}
-	if err := e.st.Reset(context.Background(), "", p); err != nil {
-		e.Fatal(err)
-	}
-	if err := e.st.Reset(context.Background(), "", q); err != nil {
-		e.Fatal(err)
-	}
+	e.reset("", p, true)
+	e.reset("", q, true)
+	e.expect("", p, 2, true, 0)
+	e.expect(e.key("a"), p, 1, false, 0) // only "" was reset
 }
 
 // concurrency hammers one key from GOMAXPROCS×8 goroutines; the first

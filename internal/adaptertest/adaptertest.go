@@ -560,9 +560,9 @@ func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost in
 	return r.store.Take(ctx, key, p, cost)
 }
 
-func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) error {
+func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {
 	if r.failing {
-		return errStoreDown
+		return false, errStoreDown
 	}
 	return r.store.Reset(ctx, key, p)
 }

@@ -181,7 +181,7 @@ func (l *RateLimiter) ResetContext(ctx context.Context, key string) error {
 	if l.closed.Load() {
 		return jwtissuer.ErrClosed
 	}
-	err := l.store.Reset(ctx, key, &l.policy)
+	_, err := l.store.Reset(ctx, key, &l.policy)
 	if err != nil && l.hook != nil {
 		l.hook(key, err)
 	}

@@ -5,6 +5,9 @@
 -- KEYS[1]  the key of the policy's first limit; limit i > 1 uses KEYS[1]..'.'..i
 -- ARGV[1]  cost (an integer >= 0)
 -- then per limit: count, period (us)
+-- ARGV[4]  one limit only, optional: present, a new window's key lives one
+--          period from its first request (as INCR then EXPIRE would leave
+--          it); absent, until its window ends
 --
 -- The count of window idx = floor(now / period) lives at key..':'..idx.
 -- INCRBY reads and writes in one call, so an admitted request costs TIME and
@@ -21,7 +24,7 @@ local cost = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 
-if #ARGV == 3 then -- one limit: the common case, kept lean
+if #ARGV <= 4 then -- one limit: the common case, kept lean
   local r, p = tonumber(ARGV[2]), tonumber(ARGV[3])
   local idx = math.floor(now / p)
   if idx * p > now then idx = idx - 1 end
@@ -30,7 +33,9 @@ if #ARGV == 3 then -- one limit: the common case, kept lean
   if cost > 0 and cost <= r then
     local count = redis.call('INCRBY', key, ARGV[1]) -- the string as given: no conversion
     if count == cost then
-      redis.call('PEXPIRE', key, math.ceil(reset / 1000))
+      local ttl = reset
+      if ARGV[4] then ttl = p end
+      redis.call('PEXPIRE', key, math.ceil(ttl / 1000))
     elseif count > r then
       redis.call('DECRBY', key, cost)
     end

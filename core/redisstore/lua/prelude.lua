@@ -1,5 +1,6 @@
--- rlkit: the prelude of every decision script; the algorithm's file and
--- driver.lua follow it. Lua numbers are doubles: every value here is an
+-- rlkit: the prelude of every decision script and of the reset scripts
+-- but the fixed window's; the algorithm's file and driver.lua (a decision)
+-- or reset_driver.lua (a reset) follow it. Lua numbers are doubles: every value here is an
 -- integer below 2^53, which the Go side guarantees by choosing, per limit, a
 -- time unit U (microseconds per unit) that keeps all products in range.
 --
@@ -16,7 +17,7 @@
 --       -> ok, remaining, reset, retry, expire, at, a, b, x
 --      (at: the instant the durations count from; a, b, x: the next state)
 --   encode(a, b, x, D) -> the value to store
--- and never writes; the driver does.
+-- and never writes; the drivers do.
 
 -- The scripts read TIME and then write, and keep TTLs with SET KEEPTTL:
 -- they need Redis 6.0 or newer.
