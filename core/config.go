@@ -187,8 +187,10 @@ type Config struct {
 	digest [sha256.Size]byte // of the file it was parsed from; zero: built in code
 }
 
-// loaded reports whether c was parsed from data (see WatchConfig).
-func (c *Config) loaded(data []byte) bool {
+// Loaded reports whether c was parsed (ParseConfig, LoadConfig) from data:
+// a watcher of the file (package reload) tells with it whether the
+// limiter runs the file as it is.
+func (c *Config) Loaded(data []byte) bool {
 	return c != nil && c.digest != [sha256.Size]byte{} && c.digest == sha256.Sum256(data)
 }
 

@@ -122,7 +122,7 @@ func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warn
 // and applies the failure policy. It is safe for concurrent use.
 //
 // Its configuration can be swapped while it serves (SetConfig, ReloadFile,
-// WatchConfig): each request reads the configuration once, atomically, and
+// or package reload's Watch): each request reads the configuration once, atomically, and
 // is decided wholly under it; no lock is taken on the request path.
 type Limiter struct {
 	cfg           atomic.Pointer[Config]
@@ -171,6 +171,9 @@ func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 
 // Config returns the limiter's configuration now.
 func (l *Limiter) Config() *Config { return l.cfg.Load() }
+
+// Logger returns where the limiter reports (see WithLogger).
+func (l *Limiter) Logger() *slog.Logger { return l.log }
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }

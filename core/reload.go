@@ -10,7 +10,7 @@ import (
 // ReloadStats counts a Limiter's configuration reloads.
 type ReloadStats struct {
 	// Reloads counts the configurations swapped in (SetConfig,
-	// ReloadFile, WatchConfig).
+	// ReloadFile).
 	Reloads uint64
 	// Failures counts the reloads refused (a file that does not load);
 	// the running configuration stayed.

@@ -3,6 +3,7 @@ package core_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -266,4 +267,35 @@ func noTime(groups []string, a slog.Attr) slog.Attr {
 		return slog.Attr{}
 	}
 	return a
+}
+
+// TestReloadsDoNotOverlap: a slow reload of an old file never swaps in
+// after a later one of the new content.
+func TestReloadsDoNotOverlap(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rl.yaml")
+	var big strings.Builder
+	big.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&big, "    - name: r%d\n      paths: [\"/r/%d\"]\n      limit: \"10/second\"\n", i, i)
+	}
+	writeFile(t, file, big.String())
+	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	first := make(chan error, 1)
+	go func() { first <- l.ReloadFile(file) }()
+	time.Sleep(time.Millisecond) // let it start reading
+	tmp := file + ".tmp"
+	writeFile(t, tmp, reloadA)
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(l.Config().Rules()); n != 3 {
+		t.Errorf("the limiter runs %d rules, want the 3 of the file as it is now", n)
+	}
 }

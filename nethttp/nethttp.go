@@ -42,7 +42,7 @@ type options struct {
 
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
-// (SetConfig, ReloadFile, WatchConfig), to reset what a caller was
+// (SetConfig, ReloadFile, reload.Watch), to reset what a caller was
 // counted under (Reset, with Identity), or to share one between
 // middlewares. New's configuration must then be nil, and WithStore and
 // the limiter's options (WithHeaders, WithFailOpen, WithObserver,

@@ -80,6 +80,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/reload"
 	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -378,7 +379,7 @@ func reloads(ctx context.Context, lim *core.Limiter, file string, watch bool, st
 	if file == "" || !watch {
 		return nil
 	}
-	if _, err := lim.WatchConfig(ctx, file); err != nil {
+	if _, err := reload.Watch(ctx, lim, file); err != nil {
 		return fmt.Errorf("-config: %w", err)
 	}
 	return nil

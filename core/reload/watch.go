@@ -1,4 +1,8 @@
-package core
+// Package reload keeps a core.Limiter's configuration in step with its
+// file: Watch reloads the file whenever its content changes. It is a
+// package of its own so that only programs that watch a file compile its
+// file-notification dependency (github.com/fsnotify/fsnotify).
+package reload
 
 import (
 	"bytes"
@@ -11,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/rlkit/rlkit/core"
 )
 
 const (
@@ -23,7 +29,7 @@ const (
 	watchMaxWait = time.Second
 )
 
-// WatchConfig reloads l from file whenever the file's content changes,
+// Watch reloads l from file whenever the file's content changes,
 // until ctx is done. It returns once the watch is set up, or with the
 // error that prevents it (the file's directory cannot be watched); done
 // is closed when the watch has stopped.
@@ -38,13 +44,15 @@ const (
 // Kubernetes updates a mounted ConfigMap). A change is read once the
 // directory has been quiet for 100ms (at most 1s after the first change),
 // and reloaded only when the content differs from the last one read: a
-// new configuration is swapped in as SetConfig does; a file that does not
-// load is reported once per content (logged and counted in ReloadStats,
-// as ReloadFile does) and the running configuration stays. A file that
-// disappears is reported the same way when it is read. Reloads, from the
-// watch, ReloadFile or SetConfig, never overlap: each reads, checks and
-// swaps in turn.
-func (l *Limiter) WatchConfig(ctx context.Context, file string) (done <-chan struct{}, err error) {
+// new configuration is swapped in by l.ReloadFile, which reads the file
+// again (so what is swapped in is never older than what was read); a file
+// that does not load is reported once per content (logged and counted in
+// l.ReloadStats, as ReloadFile does) and the running configuration stays.
+// A file that disappears is reported the same way when it is read.
+// Reloads, from the watch, ReloadFile or SetConfig, never overlap. Events
+// that are not about the file itself (a log written beside it) cost one
+// read of the file, at most once a second.
+func Watch(ctx context.Context, l *core.Limiter, file string) (done <-chan struct{}, err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("rate-limit config: watch %s: %w", file, err)
@@ -65,9 +73,9 @@ func (l *Limiter) WatchConfig(ctx context.Context, file string) (done <-chan str
 	return ch, nil
 }
 
-// watchedFile is the state of one WatchConfig.
+// watchedFile is the state of one Watch.
 type watchedFile struct {
-	l      *Limiter
+	l      *core.Limiter
 	w      *fsnotify.Watcher
 	file   string
 	dir    string // the file's directory, always watched
@@ -99,18 +107,12 @@ func (wf *watchedFile) follow() {
 
 // start reads the file and reloads it unless l runs its content already.
 func (wf *watchedFile) start() {
-	l := wf.l
-	l.loadMu.Lock()
-	defer l.loadMu.Unlock()
 	data, err := os.ReadFile(wf.file)
 	wf.last, wf.readable = data, err == nil
-	if err == nil && l.cfg.Load().loaded(data) {
+	if err == nil && wf.l.Config().Loaded(data) {
 		return
 	}
-	if err != nil {
-		err = fmt.Errorf("rate-limit config: %w", err)
-	}
-	_ = l.reloadData(data, err, wf.file)
+	_ = wf.l.ReloadFile(wf.file)
 }
 
 // run handles the watcher's events until ctx is done.
@@ -135,7 +137,7 @@ func (wf *watchedFile) run(ctx context.Context) {
 				return
 			}
 			if ev.Name == wf.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				wf.l.log.Error("rlkit: rate-limit config watch: the directory was removed; changes are no longer seen",
+				wf.l.Logger().Error("rlkit: rate-limit config watch: the directory was removed; changes are no longer seen",
 					slog.String("file", wf.file), slog.String("dir", wf.dir))
 			}
 			changed()
@@ -147,7 +149,7 @@ func (wf *watchedFile) run(ctx context.Context) {
 				changed() // events were dropped: read the file anyway
 				continue
 			}
-			wf.l.log.Warn("rlkit: rate-limit config watch", slog.String("file", wf.file), slog.String("error", err.Error()))
+			wf.l.Logger().Warn("rlkit: rate-limit config watch", slog.String("file", wf.file), slog.String("error", err.Error()))
 		case <-settle.C:
 			first = time.Time{}
 			wf.follow() // first: a change after the read is then seen
@@ -158,20 +160,16 @@ func (wf *watchedFile) run(ctx context.Context) {
 
 // read reads the file and reloads it when its content changed.
 func (wf *watchedFile) read() {
-	l := wf.l
-	l.loadMu.Lock()
-	defer l.loadMu.Unlock()
 	data, err := os.ReadFile(wf.file)
 	switch {
 	case err != nil && !wf.readable:
 		return // still unreadable: reported already
 	case err != nil:
 		wf.readable = false
-		err = fmt.Errorf("rate-limit config: %w", err)
 	case wf.readable && bytes.Equal(data, wf.last):
 		return
 	default:
 		wf.readable, wf.last = true, data
 	}
-	_ = l.reloadData(data, err, wf.file)
+	_ = wf.l.ReloadFile(wf.file)
 }

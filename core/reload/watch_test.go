@@ -1,8 +1,7 @@
-package core_test
+package reload_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/reload"
 )
 
 // waitFor polls cond until it holds, failing after 10s.
@@ -37,7 +37,7 @@ func watched(t *testing.T, file string) *core.Limiter {
 	t.Cleanup(func() { store.Close() })
 	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx, cancel := context.WithCancel(context.Background())
-	done, err := l.WatchConfig(ctx, file)
+	done, err := reload.Watch(ctx, l, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func limitOf(l *core.Limiter, rule string) string {
 	return r.Policy.Limits[0].String()
 }
 
-func TestWatchConfig(t *testing.T) {
+func TestWatch(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "rl.yaml")
 	writeFile(t, file, reloadA)
@@ -108,9 +108,9 @@ func TestWatchConfig(t *testing.T) {
 	}
 }
 
-// TestWatchConfigSymlinks switches a mounted Kubernetes ConfigMap's way:
+// TestWatchSymlinks switches a mounted Kubernetes ConfigMap's way:
 // rl.yaml -> ..data/rl.yaml, ..data -> ..v1, then ..data swapped to ..v2.
-func TestWatchConfigSymlinks(t *testing.T) {
+func TestWatchSymlinks(t *testing.T) {
 	dir := t.TempDir()
 	for v, data := range map[string]string{"..v1": reloadA, "..v2": reloadB} {
 		if err := os.Mkdir(filepath.Join(dir, v), 0o755); err != nil {
@@ -136,17 +136,17 @@ func TestWatchConfigSymlinks(t *testing.T) {
 	}
 }
 
-func TestWatchConfigErrors(t *testing.T) {
+func TestWatchErrors(t *testing.T) {
 	l := core.NewLimiter(nil, memstore.New())
-	if _, err := l.WatchConfig(t.Context(), filepath.Join(t.TempDir(), "no", "such", "rl.yaml")); err == nil ||
+	if _, err := reload.Watch(t.Context(), l, filepath.Join(t.TempDir(), "no", "such", "rl.yaml")); err == nil ||
 		!strings.HasPrefix(err.Error(), "rate-limit config: watch ") {
 		t.Errorf("a missing directory: got %v, want the watch's error", err)
 	}
 }
 
-// TestWatchConfigBusyDirectory writes a log beside the file every 20ms:
+// TestWatchBusyDirectory writes a log beside the file every 20ms:
 // the directory is never quiet, yet a change is read within the bound.
-func TestWatchConfigBusyDirectory(t *testing.T) {
+func TestWatchBusyDirectory(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "rl.yaml")
 	writeFile(t, file, reloadA)
@@ -169,9 +169,9 @@ func TestWatchConfigBusyDirectory(t *testing.T) {
 	waitFor(t, "the reload of B", func() bool { return l.ReloadStats().Reloads == 1 })
 }
 
-// TestWatchConfigRepointedLink: rl.yaml links into v1/, then into v2/;
+// TestWatchRepointedLink: rl.yaml links into v1/, then into v2/;
 // an edit of v2/rl.yaml in place is seen.
-func TestWatchConfigRepointedLink(t *testing.T) {
+func TestWatchRepointedLink(t *testing.T) {
 	root := t.TempDir()
 	for _, d := range []string{"etc", "v1", "v2"} {
 		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
@@ -200,9 +200,9 @@ func TestWatchConfigRepointedLink(t *testing.T) {
 	}
 }
 
-// TestWatchConfigStart: a file changed between its load and the watch's
+// TestWatchStart: a file changed between its load and the watch's
 // start is reloaded when the watch starts; an unchanged one is not.
-func TestWatchConfigStart(t *testing.T) {
+func TestWatchStart(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "rl.yaml")
 	writeFile(t, file, reloadA)
@@ -216,7 +216,7 @@ func TestWatchConfigStart(t *testing.T) {
 		}
 		l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
 		ctx, cancel := context.WithCancel(t.Context())
-		done, err := l.WatchConfig(ctx, file)
+		done, err := reload.Watch(ctx, l, file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,33 +232,26 @@ func TestWatchConfigStart(t *testing.T) {
 	}
 }
 
-// TestReloadsDoNotOverlap: a slow reload of an old file never swaps in
-// after a later one of the new content.
-func TestReloadsDoNotOverlap(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "rl.yaml")
-	var big strings.Builder
-	big.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
-	for i := range 3000 {
-		fmt.Fprintf(&big, "    - name: r%d\n      paths: [\"/r/%d\"]\n      limit: \"10/second\"\n", i, i)
-	}
-	writeFile(t, file, big.String())
-	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
-	first := make(chan error, 1)
-	go func() { first <- l.ReloadFile(file) }()
-	time.Sleep(time.Millisecond) // let it start reading
-	tmp := file + ".tmp"
-	writeFile(t, tmp, reloadA)
-	if err := os.Rename(tmp, file); err != nil {
+const (
+	reloadA = `rate_limit:
+  enabled: true
+  rules:
+    - name: flip
+      paths: ["/flip"]
+      limit: "1000000/hour"
+`
+	reloadB = `rate_limit:
+  enabled: true
+  rules:
+    - name: flip
+      paths: ["/flip"]
+      limit: "2000000/hour"
+`
+)
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	if err := l.ReloadFile(file); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	if n := len(l.Config().Rules()); n != 3 {
-		t.Errorf("the limiter runs %d rules, want the 3 of the file as it is now", n)
 	}
 }
