@@ -17,7 +17,7 @@ import (
 // printBanner prints where the server listens, what it limits, where it
 // counts (store), tokens for a demo user and a super-admin, and curl commands
 // to try, in one Write.
-func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, secret string) error {
+func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, secret, metricsURL string) error {
 	now := time.Now()
 	user, err := sign(secret, claims{RegisteredClaims: registered("demo-user", now)})
 	if err != nil {
@@ -45,6 +45,9 @@ func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, se
 		fmt.Fprintln(w, "          rate limiting is OFF (enabled: false): every request passes")
 	}
 	fmt.Fprintf(w, "store:    %s\n", store)
+	if metricsURL != "" {
+		fmt.Fprintf(w, "metrics:  %s (Prometheus text)\n", metricsURL)
+	}
 	fmt.Fprintf(w, `identity: "Authorization: Bearer <HS256 JWT>" counts as user:<sub>; role %q is never limited;
           no token counts by client IP; an invalid token gets 401
 

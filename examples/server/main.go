@@ -34,6 +34,11 @@
 // -max-header-bytes (16384) and -max-conns (half the open-file limit, at
 // most 10,000; at the cap a new connection closes the one idle longest).
 //
+// With -metrics ADDR it serves Prometheus metrics (package metrics/prom)
+// at http://ADDR/metrics, on a listener of its own: decisions by rule and
+// outcome, store errors and call durations, the store's keys and
+// evictions, and the configuration's reloads.
+//
 // By default counters live in memory, in this process. With -redis or
 // -redis-cluster (not both) they live in Redis, through core/redisstore:
 //
@@ -74,6 +79,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 
@@ -82,6 +89,7 @@ import (
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/reload"
 	"github.com/rlkit/rlkit/examples/internal/demo"
+	"github.com/rlkit/rlkit/metrics/prom"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
@@ -137,6 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	redisURL := fs.String("redis", "", "count in the Redis server at `URL`, "+redisForm+"; default: in memory")
 	redisCluster := fs.String("redis-cluster", "", "count in a Redis Cluster: comma-separated host:port `addresses` of some of its nodes; default: in memory")
 	secret := fs.String("jwt-secret", "", "HS256 `secret` of bearer tokens; default: $RLKIT_JWT_SECRET, else a development secret")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`address`/metrics, on a listener of their own; default: none")
 	watch := fs.Bool("watch", true, "reload the -config file when it changes (it is reloaded on SIGHUP either way)")
 	limits := demo.ServerLimitFlags(fs)
 	var err error
@@ -196,6 +205,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-addr: %w", err)
 	}
+	var mln *demo.Listener
+	if *metricsAddr != "" {
+		if mln, err = limits.Listen(*metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("-metrics: %w", err)
+		}
+	}
 	var (
 		store     core.Store
 		storeDesc string
@@ -228,7 +244,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		store, storeDesc = rs, "redis "+where+" (counters shared by every server using it)"
 		checkRedis(ctx, client, where, cfg, stderr)
 	}
-	lim := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	limOpts := []core.Option{core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	var metrics *prom.Metrics
+	reg := prometheus.NewRegistry()
+	if mln != nil {
+		if metrics, err = prom.New(prom.WithRegisterer(reg)); err != nil {
+			ln.Close()
+			mln.Close()
+			return err
+		}
+		limOpts = append(limOpts, core.WithObserver(metrics.Observe))
+	}
+	lim := core.NewLimiter(cfg, store, limOpts...)
 	limit := nethttp.New(nil,
 		nethttp.WithLimiter(lim),
 		nethttp.WithKeyFunc(userKey),
@@ -240,12 +267,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret); err != nil {
+	metricsURL := ""
+	if mln != nil {
+		metricsURL = "http://" + clientAddr(mln.Addr().String()) + "/metrics"
+	}
+	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret, metricsURL); err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	}
+	metricsDone := make(chan error, 1)
+	if mln != nil {
+		metrics.Watch(lim)
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		go func() { metricsDone <- demo.ServeHTTP(ctx, mln, mux) }()
+	} else {
+		metricsDone <- nil
+	}
 	// The limits' timeouts and header limit; ln caps the connections.
-	if err := demo.ServeHTTP(ctx, ln, handler); err != nil {
+	err = demo.ServeHTTP(ctx, ln, handler)
+	if err != nil && mln != nil {
+		mln.Close() // the metrics server stops at once
+	}
+	if merr := <-metricsDone; err == nil && merr != nil {
+		err = fmt.Errorf("-metrics: %w", merr)
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "shut down")

@@ -42,6 +42,7 @@ type serverProcess struct {
 	addr   string // host:port
 	base   string // "http://" + addr
 	stderr *syncBuffer
+	stdout *syncBuffer // its lines, as read
 	done   chan error
 }
 
@@ -72,7 +73,7 @@ func (l *syncBuffer) String() string {
 // ends (and shows its stderr if the test failed).
 func startServerProcess(t *testing.T, nofile int, args ...string) *serverProcess {
 	t.Helper()
-	p := &serverProcess{stderr: new(syncBuffer), done: make(chan error, 1)}
+	p := &serverProcess{stderr: new(syncBuffer), stdout: new(syncBuffer), done: make(chan error, 1)}
 	p.cmd, _ = mainProcess(t, append([]string{"-addr", "127.0.0.1:0", "-jwt-secret", testSecret}, args...)...)
 	p.cmd.Stderr = p.stderr
 	if nofile > 0 {
@@ -89,6 +90,7 @@ func startServerProcess(t *testing.T, nofile int, args ...string) *serverProcess
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = p.stdout.Write(append(sc.Bytes(), '\n'))
 			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
 			}
