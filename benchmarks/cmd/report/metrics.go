@@ -13,7 +13,7 @@ const metricsPrefix = "BenchmarkMetrics/"
 // rows get the difference to decide-none.
 var metricsRows = []struct{ name, label string }{
 	{"decide-none", "decision, no observer (baseline)"},
-	{"decide-noop", "decision, an observer that does nothing (core times the store call)"},
+	{"decide-noop", "decision, an observer that does nothing (what core adds for any observer)"},
 	{"decide-prom", "decision, **`metrics/prom`** observer"},
 	{"decide-otel", "decision, `metrics/otel` observer (OpenTelemetry SDK)"},
 	{"observe-prom", "`metrics/prom` `Observe` alone"},
@@ -84,7 +84,7 @@ func renderMetrics(b *strings.Builder, r *results) {
 				own = append(own, sample{metrics: map[string]float64{"ns": p - n}})
 			}
 		}
-		fmt.Fprintf(b, " Of that, core's timing of the store call (the observer that does nothing) is %s, `metrics/prom` itself %s.", signedNs(noop.median), signedNs(summarize(own, "ns").median))
+		fmt.Fprintf(b, " Of that, core's part (the observer that does nothing) is %s, `metrics/prom` itself %s.", signedNs(noop.median), signedNs(summarize(own, "ns").median))
 	}
 	b.WriteString("\n\n")
 }

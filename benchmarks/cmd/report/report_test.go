@@ -184,13 +184,13 @@ func TestRenderMetrics(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| decision, no observer (baseline) | 210 ns | 200–300 ns | 0 | — |  |",
-		"| decision, an observer that does nothing (core times the store call) | 240 ns | 215–320 ns | 0 | +85 ns | +80 ns to +90 ns |",
+		"| decision, an observer that does nothing (what core adds for any observer) | 240 ns | 215–320 ns | 0 | +85 ns | +80 ns to +90 ns |",
 		"| decision, **`metrics/prom`** observer | 300 ns | 230–340 ns | 0 | +125 ns | +120 ns to +150 ns |",
 		"| decision, `metrics/otel` observer (OpenTelemetry SDK) | 950 ns | 900 ns–1 µs | 0 | +750 ns | +700 ns to +800 ns |",
 		"| `metrics/prom` `Observe` alone | 21 ns | 20–22 ns | 0 |  |  |",
 		"3 samples per row",
 		// prom's own part per run: 40, 60, 40.
-		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** the bar. Of that, core's timing of the store call (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
+		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** the bar. Of that, core's part (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics table lacks %q\n%s", want, out)
