@@ -39,6 +39,20 @@
 // fails the Limiter fails open (the request passes, a warning is logged at
 // most once per interval) unless configured to fail closed (503).
 //
+// A rule in shadow mode (Spec.Mode) counts beside the enforced rules and
+// reports the requests it would deny, denying none.
+//
+// # Operating
+//
+// A Limiter's configuration can be swapped while it serves (SetConfig,
+// ReloadFile; package reload watches a file): each request is decided
+// wholly under one configuration, and a rule whose policy is unchanged
+// keeps its counters. An Observer sees every decision's Outcome, for
+// metrics (packages metrics/prom and metrics/otel, which core does not
+// import). Identities that are secrets (SecretIdentity; every adapter's
+// HeaderKey) are stored and logged only as a keyed hash (Limiter.Key),
+// and Limiter.Reset forgets what an identity has counted.
+//
 // Most programs use an adapter — nethttp, ginrl, echorl, fiberrl — and
 // only LoadConfig from this package. The adapters share one request flow,
 // Flow (exempt → bypass → key → client IP → count), and pass their router's

@@ -83,7 +83,8 @@ func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.Wit
 // configuration's (open unless it says closed).
 func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
 
-// WithObserver sets a hook that sees every counted decision. Default: none.
+// WithObserver sets a hook that sees every decision (see core.Observer).
+// Default: none.
 func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
 
 // WithLogger sets where store failures are reported. Default: slog.Default().
