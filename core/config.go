@@ -388,8 +388,14 @@ func LoadConfig(file string) (*Config, error) {
 //
 // A file that has rules but no enabled field loads with limiting off, as
 // the field's default says; since that is seldom what its author meant,
-// ParseConfig logs a warning naming the file (through slog.Default).
+// ParseConfig logs a warning naming the file (through slog.Default; a
+// Limiter's reload logs it through its own logger).
 func ParseConfig(data []byte, file string) (*Config, error) {
+	return parseConfig(data, file, slog.Default())
+}
+
+// parseConfig is ParseConfig, logging its warning to log.
+func parseConfig(data []byte, file string, log *slog.Logger) (*Config, error) {
 	spec, lines, fieldErrs, err := parseSpec(data, file)
 	if err != nil {
 		return nil, err
@@ -414,7 +420,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		if name == "" {
 			name = "(unnamed)"
 		}
-		slog.Default().Warn("rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)",
+		log.Warn("rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)",
 			slog.String("file", name), slog.Int("rules", len(spec.Rules)))
 	}
 	return c, err

@@ -11,8 +11,8 @@ import (
 
 // BenchmarkFlow measures the shared request flow of the adapters on an
 // allowed request, by its parts: Decide with a key, with the client IP, by
-// route, for a path with several spellings (escaped, unclean), Limiter.Decide,
-// and writing the headers.
+// route, for a path with several spellings (escaped, unclean), with a
+// secret identity (hashed), Limiter.Decide, and writing the headers.
 func BenchmarkFlow(b *testing.B) {
 	cfg, err := core.NewConfig(core.Spec{
 		Enabled: true,
@@ -43,6 +43,8 @@ func BenchmarkFlow(b *testing.B) {
 	run("Decide/ip", &req{addr: "192.0.2.1:1234"}, "/api/search", "")
 	run("Decide/key-route", &req{user: "alice"}, "/api/search", "/api/search")
 	run("Decide/key-spelled", &req{user: "alice"}, "/api/x/..//s%65arch/", "")
+	// A secret identity (HeaderKey's): its keyed hash is the store key.
+	run("Decide/key-secret", &req{user: core.HeaderIdentity("X-Api-Key", "sk_live_0123456789abcdef")}, "/api/search", "")
 	b.Run("Limiter.Decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

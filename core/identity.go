@@ -30,7 +30,7 @@ func HeaderIdentity(canonicalName, value string) string {
 // "<label>:<keyed hash of secret>", HMAC-SHA256 under the limiter's
 // identity key (WithIdentityKey), so the secret is never written to a
 // store nor to a log. label must not hold a NUL byte. The identity itself
-// holds the secret: keep it in the process (Decision.Identity, Reset).
+// holds the secret: keep it in the process (an adapter's Identity, Reset).
 func SecretIdentity(label, secret string) string {
 	return secretMark + label + secretMark + secret
 }

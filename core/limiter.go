@@ -373,6 +373,6 @@ func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *Result) 
 		slog.String("key", key),
 		slog.Int64("cost", cost),
 		slog.String("limit", res.Limit.String()),
-		slog.Duration("retry_after", res.RetryAfter),
+		slog.Duration("retry_after", res.RetryAfter.Round(time.Millisecond)),
 		slog.Int64("suppressed", suppressed))
 }

@@ -38,8 +38,9 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // Counters belong to a rule's policy: its name, algorithm and limits. A
 // rule whose policy is the same in cfg keeps counting where it was (its
 // paths, methods, weights and mode may change); a rule whose policy
-// changed, or that is new or renamed, starts from zero. The swap is logged
-// with the rules in each case.
+// changed, or that is new or renamed, starts from zero (a store may say
+// otherwise: see redisstore.WithIncrExpireKeys). The swap is logged with
+// the rules in each case.
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
@@ -64,7 +65,7 @@ func (l *Limiter) ReloadFile(file string) error {
 func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	var cfg *Config
 	if err == nil {
-		cfg, err = ParseConfig(data, file)
+		cfg, err = parseConfig(data, file, l.log)
 	}
 	if err != nil {
 		l.reloadMu.Lock()

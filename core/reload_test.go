@@ -299,3 +299,19 @@ func TestReloadsDoNotOverlap(t *testing.T) {
 		t.Errorf("the limiter runs %d rules, want the 3 of the file as it is now", n)
 	}
 }
+
+// TestReloadWarnsThroughItsLogger: a reloaded file with rules but no
+// enabled field turns limiting off, and the limiter's own logger says so.
+func TestReloadWarnsThroughItsLogger(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, file, strings.Replace(reloadA, "  enabled: true\n", "", 1))
+	var logs bytes.Buffer
+	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	want := `level=WARN msg="rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)" file=` + file + " rules=3\n"
+	if !strings.HasPrefix(logs.String(), want) || l.Config().Enabled() {
+		t.Errorf("log:\n%s\nwant first:\n%s(and limiting off)", logs.String(), want)
+	}
+}

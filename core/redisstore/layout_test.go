@@ -157,3 +157,29 @@ func TestIncrExpireKeys(t *testing.T) {
 		t.Fatalf("keys %q, %v; want 6 (alice's, carol's three, dave's, erin's)", keys, err)
 	}
 }
+
+// TestIncrExpireKeysThroughLimiter: through a core.Limiter, with a key
+// function that returns the bare user id, a request writes exactly the
+// seed layout's key.
+func TestIncrExpireKeysThroughLimiter(t *testing.T) {
+	t.Parallel()
+	rc := client(t, redistest.StartServer(t).Addr())
+	st := newStore(t, rc, redisstore.WithIncrExpireKeys(true))
+	cfg, err := core.NewConfig(core.Spec{Enabled: true, Rules: []core.RuleSpec{
+		{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"10/minute"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, st)
+	idx := window(t, rc, time.Minute, 5*time.Second)
+	for range 3 {
+		if d := lim.Decide(context.Background(), "GET", "/api/search", "alice", false); !d.Allowed || d.Err != nil {
+			t.Fatalf("Decide: allowed %v, err %v", d.Allowed, d.Err)
+		}
+	}
+	key := fmt.Sprintf("rl:{alice}:search:%d", idx)
+	if got, err := rc.Get(context.Background(), key).Result(); err != nil || got != "3" {
+		t.Errorf("GET %s = %q, %v; want 3", key, got, err)
+	}
+}

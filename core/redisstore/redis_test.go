@@ -65,6 +65,13 @@ func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, func() core.Store { return newStore(t, c) })
 }
 
+// TestConformanceIncrExpire runs the suite with the INCR+EXPIRE layout.
+func TestConformanceIncrExpire(t *testing.T) {
+	t.Parallel()
+	c := client(t, redistest.StartServer(t).Addr())
+	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithIncrExpireKeys(true)) })
+}
+
 // TestConformanceMiniredis runs the suite against miniredis, the fallback
 // of machines without redis-server.
 func TestConformanceMiniredis(t *testing.T) {

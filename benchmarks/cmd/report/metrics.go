@@ -16,6 +16,9 @@ var metricsRows = []struct{ name, label string }{
 	{"decide-noop", "decision, an observer that does nothing (what core adds for any observer)"},
 	{"decide-prom", "decision, **`metrics/prom`** observer"},
 	{"decide-otel", "decision, `metrics/otel` observer (OpenTelemetry SDK)"},
+	{"decide-none-timed", "decision on a store whose calls core times (as Redis's), no observer"},
+	{"decide-noop-timed", "the same, an observer that does nothing (core's two clock reads)"},
+	{"decide-prom-timed", "the same, **`metrics/prom`** observer"},
 	{"observe-prom", "`metrics/prom` `Observe` alone"},
 	{"observe-otel", "`metrics/otel` `Observe` alone (OpenTelemetry SDK)"},
 }
@@ -50,7 +53,7 @@ func renderMetrics(b *strings.Builder, r *results) {
 		runs = max(runs, st.n)
 		added, addedSpan := "", ""
 		if v, ok := strings.CutPrefix(row.name, "decide-"); ok {
-			if v == "none" {
+			if v == "none" || v == "none-timed" {
 				added = "—"
 			} else if a := summarize(interleaved, v+"-added-ns"); a.n > 0 {
 				added, addedSpan = signedNs(a.median), signedNs(a.min)+" to "+signedNs(a.max)
@@ -85,6 +88,17 @@ func renderMetrics(b *strings.Builder, r *results) {
 			}
 		}
 		fmt.Fprintf(b, " Of that, core's part (the observer that does nothing) is %s, `metrics/prom` itself %s.", signedNs(noop.median), signedNs(summarize(own, "ns").median))
+	}
+	if timed := summarize(interleaved, "prom-timed-added-ns"); timed.n > 0 {
+		verdict := "within"
+		if timed.median > promBarNs {
+			verdict = "**over**"
+		}
+		fmt.Fprintf(b, " On a store whose calls core times (Redis: the memory store is not timed), it adds %s: %s the bar", signedNs(timed.median), verdict)
+		if noop := summarize(interleaved, "noop-timed-added-ns"); noop.n > 0 {
+			fmt.Fprintf(b, "; of that, %s is core's timing of the call (two clock reads), paid with any observer, against a Redis round trip of tens of microseconds", signedNs(noop.median))
+		}
+		b.WriteString(".")
 	}
 	b.WriteString("\n\n")
 }
