@@ -483,6 +483,13 @@ type compiler struct {
 	file string
 	ln   lines // nil for a Spec built in code
 	errs []error
+
+	// What the rules are compiled against.
+	defAlgo Algorithm      // the file's algorithm
+	shadow  bool           // the file's mode is shadow
+	exempt  []pathClaim    // exempt_paths, compiled
+	seen    map[string]int // the rule names so far, with their index
+	taken   [2][]pathClaim // the paths of the rules so far, enforced [0] and shadow [1]
 }
 
 // line is the line of the field at key; a missing field ("rules.0.limit")
@@ -557,10 +564,10 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		c.exempt[i] = exempt[i].pat
 	}
 
-	seen := map[string]int{DefaultRuleName: -1}
-	var taken [2][]pathClaim // the paths of the rules so far, enforced [0] and shadow [1]
+	cc.defAlgo, cc.shadow, cc.exempt = defAlgo, c.shadow, exempt
+	cc.seen = map[string]int{DefaultRuleName: -1}
 	for i, rs := range spec.Rules {
-		if r := cc.rule(i, rs, defAlgo, c.shadow, seen, &taken, exempt); r != nil {
+		if r := cc.rule(i, rs); r != nil {
 			c.rules = append(c.rules, r)
 			if r.shadow {
 				c.shadows = append(c.shadows, r)
@@ -623,10 +630,9 @@ func (cc *compiler) exemptPaths(paths []string) []pathClaim {
 	return out
 }
 
-// rule compiles rules[i]; nil when it has a problem. seen maps the names
-// so far to their index; taken holds the paths of the rules before it and
-// gets this rule's.
-func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, seen map[string]int, taken *[2][]pathClaim, exempt []pathClaim) *Rule {
+// rule compiles rules[i]; nil when it has a problem. Its name goes to
+// cc.seen, its paths to cc.taken.
+func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	key := "rules." + strconv.Itoa(i)
 	name := rs.Name
 	label := name
@@ -634,7 +640,7 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 		label = "rules[" + strconv.Itoa(i) + "]"
 	}
 	n := len(cc.errs)
-	switch prev, dup := seen[name]; {
+	switch prev, dup := cc.seen[name]; {
 	case name == "":
 		cc.fail(key, label, "name", "", "a rule needs a name")
 	case !ruleNameRE.MatchString(name):
@@ -644,8 +650,8 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 	case dup:
 		cc.fail(key+".name", label, "name", name, "duplicate rule name (also rules[%d])", prev)
 	}
-	seen[name] = i
-	a := defAlgo
+	cc.seen[name] = i
+	a := cc.defAlgo
 	if rs.Algorithm != "" {
 		var err error
 		if a, err = ParseAlgorithm(rs.Algorithm); err != nil {
@@ -655,12 +661,12 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 	if rs.Burst != 0 && a != TokenBucket && a != GCRA {
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
-	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, shadow)}
-	set := &taken[0] // a rule's paths are taken from the earlier rules of its mode
+	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow)}
+	set := &cc.taken[0] // a rule's paths are taken from the earlier rules of its mode
 	if r.shadow {
-		set = &taken[1]
+		set = &cc.taken[1]
 	}
-	r.paths = cc.paths(key, label, rs, set, exempt)
+	r.paths = cc.paths(key, label, rs, set, cc.exempt)
 	for j, m := range rs.Methods {
 		if !methodRE.MatchString(m) {
 			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")
@@ -670,6 +676,18 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 	r.methods = withHead(r.methods)
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
 	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
+	r.weights = cc.weights(key, label, rs, r)
+	if len(cc.errs) > n || lims == nil {
+		return nil
+	}
+	r.prepare()
+	return r
+}
+
+// weights compiles the weights of the rule r at key, whose paths and
+// policy are compiled (its limits nil when bad).
+func (cc *compiler) weights(key, label string, rs RuleSpec, r *Rule) []weight {
+	var out []weight
 	for _, w := range rs.Weights {
 		wkey := key + ".weights." + w.Path
 		pat, err := compilePattern(w.Path)
@@ -686,16 +704,12 @@ func (cc *compiler) rule(i int, rs RuleSpec, defAlgo Algorithm, shadow bool, see
 			cc.fail(wkey, label, "weights", w.Path, "the pattern matches none of the rule's paths, so the weight could never apply")
 		case w.Cost < 1:
 			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q must be at least 1", w.Path)
-		case lims != nil && w.Cost > r.Policy.Capacity():
+		case r.Policy.Limits != nil && w.Cost > r.Policy.Capacity():
 			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q exceeds the rule's capacity %d (%s): such a request could never pass", w.Path, r.Policy.Capacity(), strings.Join(rs.Limit, ", "))
 		}
-		r.weights = append(r.weights, weight{pat: pat, cost: w.Cost})
+		out = append(out, weight{pat: pat, cost: w.Cost})
 	}
-	if len(cc.errs) > n || lims == nil {
-		return nil
-	}
-	r.prepare()
-	return r
+	return out
 }
 
 // paths compiles the paths of the rule at key and refuses each one that could

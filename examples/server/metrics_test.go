@@ -17,7 +17,11 @@ var metricsRE = regexp.MustCompile(`(?m)^metrics:  (http://\S+/metrics) \(Promet
 // requests: exact counts by rule and outcome, the store's keys, a reload.
 func TestMetricsFlag(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "rl.yaml")
-	if err := os.WriteFile(file, []byte(reloadYAML), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(reloadYAML+`    - name: export
+      paths: ["/api/export"]
+      limit: "1/minute"
+      mode: shadow
+`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startServerProcess(t, 0, "-metrics", "127.0.0.1:0", "-config", file)
@@ -29,7 +33,7 @@ func TestMetricsFlag(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // the banner's lines are read one by one
 	}
 	base, metricsURL := p.base, m[1]
-	for _, path := range []string{"/api/search", "/api/search", "/api/search", "/health", "/other"} {
+	for _, path := range []string{"/api/search", "/api/search", "/api/search", "/health", "/other", "/api/export", "/api/export"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -48,9 +52,12 @@ func TestMetricsFlag(t *testing.T) {
 	for _, want := range []string{
 		`rlkit_decisions_total{outcome="allowed",rule="search"} 2`,
 		`rlkit_decisions_total{outcome="denied",rule="search"} 1`,
-		`rlkit_decisions_total{outcome="allowed",rule="default"} 1`,
+		`rlkit_decisions_total{outcome="allowed",rule="default"} 3`,
+		`rlkit_decisions_total{outcome="allowed",rule="export"} 1`,
+		`rlkit_decisions_total{outcome="shadow_denied",rule="export"} 1`,
+		`rlkit_store_evictions_total{store="memory"} 0`,
 		`rlkit_decisions_total{outcome="exempt",rule=""} 1`,
-		`rlkit_store_keys{store="memory"} 2`,
+		`rlkit_store_keys{store="memory"} 3`,
 		`rlkit_config_reloads_total{result="failure"} 0`,
 	} {
 		if !strings.Contains(string(body), want+"\n") {
