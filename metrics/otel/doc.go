@@ -21,7 +21,7 @@
 //	rlkit.decisions                 Int64Counter {request}           rlkit.rule, rlkit.outcome
 //	rlkit.store.duration            Float64Histogram s               rlkit.rule; when the store call was timed (not a core.LocalStore)
 //	rlkit.store.errors              Int64Counter {error}             error.type (core.StoreErrorKind)
-//	rlkit.store.key.count           Int64ObservableGauge {key}       rlkit.store; not reported by Redis
+//	rlkit.store.key.count           Int64ObservableUpDownCounter {key}       rlkit.store; not reported by Redis
 //	rlkit.store.key.limit           Int64ObservableGauge {key}       rlkit.store; not reported when unbounded
 //	rlkit.store.evictions           Int64ObservableCounter {key}     rlkit.store
 //	rlkit.store.deny_cache.hits     Int64ObservableCounter {request} rlkit.store

@@ -140,7 +140,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.errors, err = meter.Int64Counter("rlkit.store.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Failed rate limiter store calls, by kind of error."))
 	check(err)
-	m.keys, err = meter.Int64ObservableGauge("rlkit.store.key.count", metric.WithUnit("{key}"),
+	m.keys, err = meter.Int64ObservableUpDownCounter("rlkit.store.key.count", metric.WithUnit("{key}"),
 		metric.WithDescription("Keys the rate limiter's store holds."))
 	check(err)
 	m.maxKeys, err = meter.Int64ObservableGauge("rlkit.store.key.limit", metric.WithUnit("{key}"),

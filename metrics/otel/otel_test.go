@@ -202,7 +202,7 @@ func TestWatch(t *testing.T) {
 	st := &statsStore{Store: memstore.New(), stats: core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3}}
 	m.Watch(storeOnly{st})
 	got := collect(t, rd)
-	assert(t, got, "rlkit.store.key.count", gauge("", "{key}", point(5, store("memory"))))
+	assert(t, got, "rlkit.store.key.count", sum("", "{key}", false, point(5, store("memory"))))
 	assert(t, got, "rlkit.store.key.limit", gauge("", "{key}", point(100, store("memory"))))
 	assert(t, got, "rlkit.store.evictions", sum("", "{key}", true, point(7, store("memory"))))
 	assert(t, got, "rlkit.store.deny_cache.hits", sum("", "{request}", true, point(3, store("memory"))))
