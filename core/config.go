@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -368,13 +369,52 @@ func withHead(methods []string) []string {
 	return methods
 }
 
-// LoadConfig reads and compiles the YAML configuration in file.
+// LoadConfig reads (ReadConfigFile) and compiles the YAML configuration
+// in file.
 func LoadConfig(file string) (*Config, error) {
-	data, err := os.ReadFile(file)
+	data, err := ReadConfigFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("rate-limit config: %w", err)
+		return nil, err
 	}
 	return ParseConfig(data, file)
+}
+
+// MaxConfigBytes bounds a configuration file: a file of ten thousand rules
+// takes about a megabyte.
+const MaxConfigBytes = 4 << 20
+
+// ReadConfigFile reads a configuration file: a regular file (a symbolic
+// link to one is followed) of at most MaxConfigBytes. Anything else (a
+// directory, a FIFO or a device such as /dev/zero, which could block or
+// never end; a larger file) is an error that says so, read no further.
+func ReadConfigFile(file string) ([]byte, error) {
+	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("rate-limit config: %w", err) }
+	fi, err := os.Stat(file)
+	if pe, ok := err.(*os.PathError); ok {
+		pe.Op = "open" // what the file could not be
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("%s is not a regular file (%v)", file, fi.Mode().Type()))
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("%s is not a regular file", file)) // replaced meanwhile
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return fail(err)
+	}
+	if len(data) > MaxConfigBytes {
+		return fail(fmt.Errorf("%s is larger than %d bytes (MaxConfigBytes)", file, MaxConfigBytes))
+	}
+	return data, nil
 }
 
 // ParseConfig compiles a YAML configuration; file names it in errors.

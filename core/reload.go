@@ -1,9 +1,7 @@
 package core
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 )
 
@@ -53,10 +51,7 @@ func (l *Limiter) SetConfig(cfg *Config) {
 func (l *Limiter) ReloadFile(file string) error {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		err = fmt.Errorf("rate-limit config: %w", err)
-	}
+	data, err := ReadConfigFile(file)
 	return l.reloadData(data, err, file)
 }
 

@@ -87,12 +87,17 @@ const oneSegment = "'*', ':name' or '{name}' stands for exactly one segment"
 // (":", "{}", ":1"). Any other segment is a literal, including one with
 // ':' after its first byte ("a:b", "v1:batchGet").
 func routerSegment(s string, before []string) (bool, error) {
-	base := "/" + strings.Join(before, "/")
-	if len(before) > 0 {
-		base += "/"
+	// base is the path up to s, for the messages: made only for one, so
+	// that a path of many segments compiles in linear time.
+	base := func() string {
+		if len(before) == 0 {
+			return "/"
+		}
+		return "/" + strings.Join(before, "/") + "/"
 	}
 	catchAll := func() (bool, error) {
-		return false, fmt.Errorf("%q is a catch-all, which matches any number of segments, and rlkit has none: %s; list each depth you mean (%s*, %s*/*)", s, oneSegment, base, base)
+		b := base()
+		return false, fmt.Errorf("%q is a catch-all, which matches any number of segments, and rlkit has none: %s; list each depth you mean (%s*, %s*/*)", s, oneSegment, b, b)
 	}
 	constraint := func() (bool, error) {
 		return false, fmt.Errorf("%q constrains its value, and rlkit does not: %s of any value; write '*' to count every value", s, oneSegment)
@@ -119,13 +124,14 @@ func routerSegment(s string, before []string) (bool, error) {
 		case rest == "*" || rest == "+":
 			return catchAll()
 		case rest == "?":
-			return false, fmt.Errorf("%q is an optional parameter, and rlkit has none: %s; list both depths (%s, %s*)", s, oneSegment, trimSlash(base), base)
+			b := base()
+			return false, fmt.Errorf("%q is an optional parameter, and rlkit has none: %s; list both depths (%s, %s*)", s, oneSegment, trimSlash(b), b)
 		case rest[0] == '<' || rest[0] == '(':
 			return constraint()
 		}
 		return part()
 	case s == "{$}":
-		return false, fmt.Errorf("%q is an end anchor, and rlkit needs none: a pattern always matches the whole path; write %q", s, base)
+		return false, fmt.Errorf("%q is an end anchor, and rlkit needs none: a pattern always matches the whole path; write %q", s, base())
 	case s[0] == '{' && s[len(s)-1] == '}':
 		in := s[1 : len(s)-1]
 		n := nameLen(in)

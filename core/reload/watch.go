@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -107,7 +106,7 @@ func (wf *watchedFile) follow() {
 
 // start reads the file and reloads it unless l runs its content already.
 func (wf *watchedFile) start() {
-	data, err := os.ReadFile(wf.file)
+	data, err := core.ReadConfigFile(wf.file)
 	wf.last, wf.readable = data, err == nil
 	if err == nil && wf.l.Config().Loaded(data) {
 		return
@@ -160,7 +159,7 @@ func (wf *watchedFile) run(ctx context.Context) {
 
 // read reads the file and reloads it when its content changed.
 func (wf *watchedFile) read() {
-	data, err := os.ReadFile(wf.file)
+	data, err := core.ReadConfigFile(wf.file)
 	switch {
 	case err != nil && !wf.readable:
 		return // still unreadable: reported already
