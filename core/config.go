@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultLimit is the limit of requests no rule matches, unless the
@@ -157,7 +158,7 @@ func (e *ConfigError) Error() string {
 		fmt.Fprintf(&b, ": field %q", e.Field)
 	}
 	if e.Value != "" {
-		fmt.Fprintf(&b, ": value %q", e.Value)
+		fmt.Fprintf(&b, ": value %q", clip(e.Value))
 	}
 	b.WriteString(": " + e.Msg)
 	return b.String()
@@ -491,7 +492,36 @@ func mergeErrors(fieldErrs []error, compileErr error, unread map[string]bool) er
 	} else if compileErr != nil {
 		errs = append(errs, compileErr)
 	}
+	return joinErrors(errs)
+}
+
+// maxValueLen bounds a value quoted in an error: the message of a file with
+// a megabyte-long value is not megabytes long.
+const maxValueLen = 64
+
+// clip is s cut to maxValueLen bytes (at a character boundary) and "…".
+func clip(s string) string {
+	if len(s) <= maxValueLen {
+		return s
+	}
+	n := maxValueLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// maxErrors bounds the problems a configuration reports: past it, the
+// count of the others.
+const maxErrors = 50
+
+// joinErrors joins the problems of a configuration, in line order, at most
+// maxErrors of them and a line that counts the rest.
+func joinErrors(errs []error) error {
 	sortByLine(errs)
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("rate-limit config: and %d more problems", len(errs)-maxErrors))
+	}
 	return errors.Join(errs...)
 }
 
@@ -633,8 +663,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
-		sortByLine(cc.errs)
-		return nil, errors.Join(cc.errs...)
+		return nil, joinErrors(cc.errs)
 	}
 	return c, nil
 }

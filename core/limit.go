@@ -43,7 +43,7 @@ var units = map[string]time.Duration{
 // The error names the whole value and what is wrong with it.
 func ParseLimit(s string) (Limit, error) {
 	bad := func(format string, args ...any) (Limit, error) {
-		return Limit{}, fmt.Errorf("limit %q: %s", s, fmt.Sprintf(format, args...))
+		return Limit{}, fmt.Errorf("limit %q: %s", clip(s), fmt.Sprintf(format, args...))
 	}
 	count, per, ok := strings.Cut(s, "/")
 	if !ok {
@@ -52,7 +52,7 @@ func ParseLimit(s string) (Limit, error) {
 	count, per = strings.TrimSpace(count), strings.ToLower(strings.TrimSpace(per))
 	n, err := strconv.ParseInt(count, 10, 64)
 	if err != nil || n < 1 {
-		return bad("count %q is not a positive integer", count)
+		return bad("count %q is not a positive integer", clip(count))
 	}
 	digits := 0
 	for digits < len(per) && per[digits] >= '0' && per[digits] <= '9' {
@@ -62,16 +62,16 @@ func ParseLimit(s string) (Limit, error) {
 	if digits > 0 {
 		mult, err = strconv.ParseInt(per[:digits], 10, 64)
 		if err != nil || mult < 1 || mult > 1<<20 {
-			return bad("period multiplier %q is not an integer in [1, %d]", per[:digits], 1<<20)
+			return bad("period multiplier %q is not an integer in [1, %d]", clip(per[:digits]), 1<<20)
 		}
 	}
 	unit, ok := units[strings.TrimSpace(per[digits:])]
 	if !ok {
-		return bad("unknown unit %q (want second, minute, hour or day)", per[digits:])
+		return bad("unknown unit %q (want second, minute, hour or day)", clip(per[digits:]))
 	}
 	if mult > math.MaxInt64/int64(unit) {
 		// mult×unit would wrap around int64, possibly to a valid period.
-		return bad("period %q is too long", per)
+		return bad("period %q is too long", clip(per))
 	}
 	l := Limit{Count: n, Period: time.Duration(mult) * unit}
 	if err := l.Validate(); err != nil {

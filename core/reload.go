@@ -95,6 +95,28 @@ func (l *Limiter) swap(cfg *Config, file string) {
 		attrs = append([]any{slog.String("file", file)}, attrs...)
 	}
 	l.log.Info("rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)", attrs...)
+	// What loosens limiting is said louder.
+	if old.Enabled() && !cfg.Enabled() {
+		l.log.Warn("rlkit: rate-limit config swapped in with limiting off: every request now passes uncounted", attrs[:min(len(attrs), 2)]...)
+	}
+	if shadowed := toShadow(old, cfg); len(shadowed) > 0 && cfg.Enabled() {
+		l.log.Warn("rlkit: rate-limit config swapped in with enforced rules now in shadow mode: they deny nothing", slog.Any("rules", shadowed))
+	}
+}
+
+// toShadow lists the rules (and default) enforced in old and in shadow
+// mode in new.
+func toShadow(old, new *Config) []string {
+	var out []string
+	for _, r := range append([]*Rule{new.Default()}, new.Rules()...) {
+		if r == nil || !r.Shadow() || !old.Enabled() {
+			continue
+		}
+		if o := old.Rule(r.Name); o != nil && !o.Shadow() {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // ruleChanges sorts the rule names of two configurations by what became

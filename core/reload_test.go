@@ -332,3 +332,50 @@ func TestLongPathCompilesInLinearSpace(t *testing.T) {
 		t.Errorf("compiling a 20,000-segment path allocated %d MB, want under 64", n>>20)
 	}
 }
+
+// TestReloadLoosensLoudly: a reload that turns limiting off, or puts an
+// enforced rule in shadow mode, warns.
+func TestReloadLoosensLoudly(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, file, reloadA)
+	var logs bytes.Buffer
+	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	writeFile(t, file, strings.Replace(reloadA, "      limit: \"1000000/hour\"\n    - name: flip", "      limit: \"1000000/hour\"\n      mode: shadow\n    - name: flip", 1))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if want := `level=WARN msg="rlkit: rate-limit config swapped in with enforced rules now in shadow mode: they deny nothing" rules=[probe]` + "\n"; !strings.HasSuffix(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant last:\n%s", logs.String(), want)
+	}
+	logs.Reset()
+	writeFile(t, file, strings.Replace(reloadA, "enabled: true", "enabled: false", 1))
+	if err := l.ReloadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if want := `level=WARN msg="rlkit: rate-limit config swapped in with limiting off: every request now passes uncounted" file=` + file + " enabled=false\n"; !strings.HasSuffix(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant last:\n%s", logs.String(), want)
+	}
+}
+
+// TestConfigErrorsBounded: a huge value is quoted clipped, and a file of
+// thousands of bad rules reports fifty and counts the rest.
+func TestConfigErrorsBounded(t *testing.T) {
+	_, err := core.ParseConfig([]byte("rate_limit:\n  enabled: true\n  default: \""+strings.Repeat("9", 1<<20)+"/s\"\n"), "big.yaml")
+	if err == nil || len(err.Error()) > 400 || !strings.Contains(err.Error(), `value "`+strings.Repeat("9", 64)+`…"`) {
+		t.Errorf("a 1 MB value: %d bytes of error, want under 400 with the value clipped: %.300s", len(err.Error()), err)
+	}
+	var b strings.Builder
+	b.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
+	for i := range 2000 {
+		fmt.Fprintf(&b, "    - name: r%d\n      paths: [\"/r/%d\"]\n      limit: \"1/fortnight\"\n", i, i)
+	}
+	_, err = core.ParseConfig([]byte(b.String()), "many.yaml")
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 51 || lines[50] != "rate-limit config: and 1950 more problems" {
+		t.Errorf("2,000 bad rules: %d lines, last %q; want 51, the count of the 1,950 more", len(lines), lines[len(lines)-1])
+	}
+}

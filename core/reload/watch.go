@@ -170,5 +170,9 @@ func (wf *watchedFile) read() {
 	default:
 		wf.readable, wf.last = true, data
 	}
-	_ = wf.l.ReloadFile(wf.file)
+	if err := wf.l.ReloadFile(wf.file); err != nil && !errors.As(err, new(*core.ConfigError)) {
+		// Not the content's fault (the second read failed: out of
+		// file descriptors, say): the next change reads it again.
+		wf.readable = false
+	}
 }

@@ -35,7 +35,8 @@
 // most 10,000; at the cap a new connection closes the one idle longest).
 //
 // With -metrics ADDR it serves Prometheus metrics (package metrics/prom)
-// at http://ADDR/metrics, on a listener of its own: decisions by rule and
+// at http://ADDR/metrics, on a listener of its own (at most 16
+// connections, the longest idle closed for a new one): decisions by rule and
 // outcome, store errors and call durations, the store's keys and
 // evictions, and the configuration's reloads.
 //
@@ -104,6 +105,8 @@ const devSecret = "rlkit-demo-development-secret-not-for-production"
 const (
 	superAdmin = "super-admin"
 	tokenTTL   = 24 * time.Hour
+	// metricsMaxConns caps the connections of the -metrics listener.
+	metricsMaxConns = 16
 	// pingWait bounds the PING that checks Redis on start.
 	pingWait = 2 * time.Second
 
@@ -207,7 +210,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var mln *demo.Listener
 	if *metricsAddr != "" {
-		if mln, err = limits.Listen(*metricsAddr); err != nil {
+		// Scrapers are few: a small cap of its own, so that the metrics
+		// listener never takes the file descriptors the service needs.
+		ml := *limits
+		ml.MaxConns = min(ml.MaxConns, metricsMaxConns)
+		if mln, err = ml.Listen(*metricsAddr); err != nil {
 			ln.Close()
 			return fmt.Errorf("-metrics: %w", err)
 		}
@@ -311,6 +318,11 @@ func redisOptions(raw string) (*redis.Options, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		if strings.Contains(raw, "@") {
+			// The parser's text may quote part of the password (a '/'
+			// in it ends the host early: `invalid port ":pa"`).
+			return nil, errors.New("malformed URL (in a password, '/', '?', '#' and '@' must be percent-encoded)")
+		}
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // url.Error's text quotes the whole URL
 		}
@@ -345,16 +357,15 @@ func redact(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
 		return u.Redacted()
 	}
-	// Unparsable: hide what follows "scheme://user:" up to the authority's last '@'.
+	// Unparsable: hide what follows "scheme://user:" up to the last '@'
+	// (a password may hold '/', '?' or '#' unescaped: the authority's end
+	// cannot be told).
 	i := strings.Index(raw, "://")
 	if i < 0 {
 		return raw
 	}
 	start := i + len("://")
 	auth := raw[start:]
-	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
-		auth = auth[:end]
-	}
 	at := strings.LastIndex(auth, "@")
 	if at < 0 {
 		return raw

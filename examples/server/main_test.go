@@ -632,7 +632,7 @@ var storeFlagErrors = []struct {
 	{"password redacted", []string{"-redis", "https://user:hunter2-secret@127.0.0.1:6379/0"},
 		`-redis "https://user:xxxxx@127.0.0.1:6379/0": unsupported scheme "https"; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
 	{"unparsable", []string{"-redis", "redis://user:hunter2-secret@127.0.0.1:63%79/0"},
-		`-redis "redis://user:xxxxx@127.0.0.1:63%79/0": invalid port ":63%79" after host; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+		`-redis "redis://user:xxxxx@127.0.0.1:63%79/0": malformed URL (in a password, '/', '?', '#' and '@' must be percent-encoded); want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
 	{"both", []string{"-redis", "redis://127.0.0.1:6379", "-redis-cluster", "127.0.0.1:7000,127.0.0.1:7001"},
 		`-redis and -redis-cluster are mutually exclusive: give one or the other`},
 	{"both, cluster first", []string{"-redis-cluster", "127.0.0.1:7000", "-redis", "redis://127.0.0.1:6379"},
@@ -643,6 +643,12 @@ var storeFlagErrors = []struct {
 		`-redis-cluster "127.0.0.1:7000,127.0.0.1": "127.0.0.1" is not host:port; want host:port,host:port,... (addresses of cluster nodes)`},
 	{"cluster URL", []string{"-redis-cluster", "redis://127.0.0.1:7000"},
 		`-redis-cluster "redis://127.0.0.1:7000": "redis://127.0.0.1:7000" is not host:port; want host:port,host:port,... (addresses of cluster nodes)`},
+	{"unparsable, no password", []string{"-redis", "redis://127.0.0.1:63%79/0"},
+		`-redis "redis://127.0.0.1:63%79/0": invalid port ":63%79" after host; want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
+	// A '/' in the password ends the host early for the URL parser: no
+	// part of the password shows, in the URL or in the parser's message.
+	{"password with a slash", []string{"-redis", "redis://u:PW/SECRET3@127.0.0.1:1/0"},
+		`-redis "redis://u:xxxxx@127.0.0.1:1/0": malformed URL (in a password, '/', '?', '#' and '@' must be percent-encoded); want redis://[user:pass@]host:port/db or rediss://[user:pass@]host:port/db`},
 }
 
 func TestStoreFlagErrors(t *testing.T) {
