@@ -24,8 +24,8 @@ import (
 //     time the memory store's calls, a core.LocalStore).
 //   - decide-none-timed, decide-noop-timed, decide-prom-timed: the same on
 //     the memory store behind a wrapper that is not a core.LocalStore, so
-//     that core times each call (two clock reads), as it does a Redis
-//     store's.
+//     that core times its calls (two clock reads, one call in 16 by
+//     default), as it does a Redis store's.
 //   - decide-prom: metrics/prom's Observe (a Prometheus registry of its
 //     own; nothing scrapes it during the run).
 //   - decide-otel: metrics/otel's Observe, recording into the

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -171,7 +172,7 @@ func (l *Limiter) bypassed(m *match) {
 // *res and *err, and tells the outcome: allowed, denied or store error.
 func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, res *Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
-	timed := l.observer != nil && !l.local
+	timed := l.observer != nil && !l.local && (l.sampleEvery <= 1 || rand.Uint32()%l.sampleEvery == 0)
 	if timed {
 		start = l.clock.Now()
 	}

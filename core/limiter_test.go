@@ -494,7 +494,7 @@ func TestLimiterObserver(t *testing.T) {
 	store.clock, store.latency = clock, 3*time.Millisecond
 	var events []Event
 	obs := func(e Event) { events = append(events, e) }
-	l := NewLimiter(loadExample(t), store, WithObserver(obs), WithClock(clock))
+	l := NewLimiter(loadExample(t), store, WithObserver(obs), WithClock(clock), WithLatencySampling(1))
 
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
@@ -536,6 +536,35 @@ func TestLimiterObserver(t *testing.T) {
 	NewLimiter(nil, store, WithObserver(obs)).Decide(t.Context(), "GET", "/api/search", "alice", false)
 	if len(events) != 0 {
 		t.Errorf("disabled: %d events, want 0", len(events))
+	}
+}
+
+// TestLatencySampling: by default one store call in 16, at random, is
+// timed; WithLatencySampling(1) times each.
+func TestLatencySampling(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	cfg := mustParse(t, "rate_limit:\n  enabled: true\n  default: \"1000000/hour\"\n")
+	for _, tc := range []struct {
+		opts     []Option
+		min, max int
+	}{
+		{nil, 700, 1300}, // 16,000 calls / 16, binomial: 1,000 ± 9 sd
+		{[]Option{WithLatencySampling(1)}, 16_000, 16_000},
+	} {
+		store := newFakeStore()
+		store.clock, store.latency = clock, time.Microsecond
+		timed := 0
+		l := NewLimiter(cfg, store, append(tc.opts, WithClock(clock), WithObserver(func(e Event) {
+			if e.Latency > 0 {
+				timed++
+			}
+		}))...)
+		for range 16_000 {
+			l.Decide(t.Context(), "GET", "/x", "alice", false)
+		}
+		if timed < tc.min || timed > tc.max {
+			t.Errorf("%d options: %d of 16,000 calls timed, want %d to %d", len(tc.opts), timed, tc.min, tc.max)
+		}
 	}
 }
 

@@ -65,8 +65,10 @@ type Event struct {
 	Cost int64
 	// Err is the store's error, if it failed.
 	Err error
-	// Latency is the time the store took; 0 when the store was not asked,
-	// or keeps its counters in this process (see LocalStore).
+	// Latency is the time the store took, for one call in 16 taken at
+	// random (WithLatencySampling); 0 for the others, when the store was
+	// not asked, or when it keeps its counters in this process (see
+	// LocalStore).
 	Latency time.Duration
 }
 

@@ -19,7 +19,7 @@
 // semantic conventions' own; the others are namespaced rlkit.*):
 //
 //	rlkit.decisions                 Int64Counter {request}           rlkit.rule, rlkit.outcome
-//	rlkit.store.duration            Float64Histogram s               rlkit.rule; when the store call was timed (not a core.LocalStore)
+//	rlkit.store.duration            Float64Histogram s               rlkit.rule; when the store call was timed (one in 16 by default; never a core.LocalStore's)
 //	rlkit.store.errors              Int64Counter {error}             error.type (core.StoreErrorKind)
 //	rlkit.store.key.count           Int64ObservableUpDownCounter {key}       rlkit.store; not reported by Redis
 //	rlkit.store.key.limit           Int64ObservableGauge {key}       rlkit.store; not reported when unbounded

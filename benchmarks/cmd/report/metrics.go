@@ -16,8 +16,8 @@ var metricsRows = []struct{ name, label string }{
 	{"decide-noop", "decision, an observer that does nothing (what core adds for any observer)"},
 	{"decide-prom", "decision, **`metrics/prom`** observer"},
 	{"decide-otel", "decision, `metrics/otel` observer (OpenTelemetry SDK)"},
-	{"decide-none-timed", "decision on a store whose calls core times (as Redis's), no observer"},
-	{"decide-noop-timed", "the same, an observer that does nothing (core's two clock reads)"},
+	{"decide-none-timed", "decision on a store whose calls core times (as Redis's: one call in 16, the default), no observer"},
+	{"decide-noop-timed", "the same, an observer that does nothing (core's two clock reads, one call in 16)"},
 	{"decide-prom-timed", "the same, **`metrics/prom`** observer"},
 	{"observe-prom", "`metrics/prom` `Observe` alone"},
 	{"observe-otel", "`metrics/otel` `Observe` alone (OpenTelemetry SDK)"},
@@ -94,9 +94,9 @@ func renderMetrics(b *strings.Builder, r *results) {
 		if timed.median > promBarNs {
 			verdict = "**over**"
 		}
-		fmt.Fprintf(b, " On a store whose calls core times (Redis: the memory store is not timed), it adds %s: %s the bar", signedNs(timed.median), verdict)
+		fmt.Fprintf(b, " On a store whose calls core times (Redis; one call in 16 by default, `core.WithLatencySampling`; the memory store's are not timed), it adds %s: %s the bar", signedNs(timed.median), verdict)
 		if noop := summarize(interleaved, "noop-timed-added-ns"); noop.n > 0 {
-			fmt.Fprintf(b, "; of that, %s is core's timing of the call (two clock reads), paid with any observer, against a Redis round trip of tens of microseconds", signedNs(noop.median))
+			fmt.Fprintf(b, "; of that, %s is core's timing of the sampled calls (two clock reads each), paid with any observer", signedNs(noop.median))
 		}
 		b.WriteString(".")
 	}
