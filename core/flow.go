@@ -3,8 +3,8 @@ package core
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
+	_ "unsafe" // for go:linkname
 )
 
 // Flow is the request flow every adapter shares, over the framework's own
@@ -93,6 +93,13 @@ func (f *Flow[R]) Identity(r R) (id string, err error) {
 	return id, nil
 }
 
+// cheaprand is the runtime's per-thread random number generator: a
+// nanosecond, no lock, not for security (it picks the store calls that are
+// timed).
+//
+//go:linkname cheaprand runtime.cheaprand
+func cheaprand() uint32
+
 // retryTimeout bounds the second call to the store for a request that was
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
@@ -172,7 +179,7 @@ func (l *Limiter) bypassed(m *match) {
 // *res and *err, and tells the outcome: allowed, denied or store error.
 func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, res *Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
-	timed := l.observer != nil && !l.local && (l.sampleEvery <= 1 || rand.Uint32()%l.sampleEvery == 0)
+	timed := l.observer != nil && !l.local && cheaprand()&l.sampleMask == 0
 	if timed {
 		start = l.clock.Now()
 	}

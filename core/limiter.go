@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -108,11 +109,13 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // WithLatencySampling sets how many store calls there are for each one
 // timed for the Observer (Event.Latency), at random: timing a call reads
 // the clock twice, which costs tens of nanoseconds on some machines, while
-// a latency distribution needs only a sample. 1 times every call. The
-// calls of an in-process store (a LocalStore) are never timed. Default:
-// 16.
+// a latency distribution needs only a sample. n is rounded up to a power
+// of two (at most 2^20); 1 times every call. The calls of an in-process
+// store (a LocalStore) are never timed. Default: 16.
 func WithLatencySampling(n int) Option {
-	return func(l *Limiter) { l.sampleEvery = uint32(max(n, 1)) }
+	return func(l *Limiter) {
+		l.sampleMask = uint32(1)<<bits.Len(uint(min(max(n, 1), 1<<20)-1)) - 1
+	}
 }
 
 // WithLogger sets where store failures, shadow denials and reloads are
@@ -148,7 +151,7 @@ type Limiter struct {
 	warnEvery     int64
 	identityKey   []byte
 	local         bool      // the store is a LocalStore: its calls are not timed
-	sampleEvery   uint32    // one store call in sampleEvery is timed
+	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
 	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
 	storeWarn  logGate  // store failures
@@ -168,7 +171,7 @@ func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 		clock:       SystemClock,
 		warnEvery:   int64(10 * time.Second),
 		identityKey: []byte(DefaultIdentityKey),
-		sampleEvery: 16,
+		sampleMask:  15, // one call in 16
 	}
 	for _, o := range opts {
 		o(l)

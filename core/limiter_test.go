@@ -550,6 +550,7 @@ func TestLatencySampling(t *testing.T) {
 	}{
 		{nil, 700, 1300}, // 16,000 calls / 16, binomial: 1,000 ± 9 sd
 		{[]Option{WithLatencySampling(1)}, 16_000, 16_000},
+		{[]Option{WithLatencySampling(3)}, 3_600, 4_400}, // rounded up to 4: 4,000 ± 55 sd
 	} {
 		store := newFakeStore()
 		store.clock, store.latency = clock, time.Microsecond
