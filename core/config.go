@@ -292,7 +292,10 @@ func (c *Config) exemptOne(path string) bool {
 // a spelling of p (see Path), at the highest cost a matching spelling has
 // under that rule; when the first rules of p's spellings differ, the
 // strictest of those (see Path); else the default rule at cost 1. A trailing slash is
-// ignored. It does not look at exempt paths (see Exempt).
+// ignored. It does not look at exempt paths (see Exempt). Only enforced
+// rules are matched: rules in shadow mode count beside them (see
+// Spec.Mode), and when the default limit is in shadow mode, a request no
+// enforced rule matches gives nil.
 func (c *Config) Match(method string, p Path) (*Rule, int64) {
 	if c == nil {
 		return nil, 1
