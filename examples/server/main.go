@@ -479,7 +479,10 @@ var invalidToken = []byte(`{"detail": "Invalid token"}`)
 // the limiter's own answer (core.Config.Exempt of core.URLPath, as nethttp
 // asks it), so a spelling the limiter counts ("/health/", "/health%2F")
 // needs a valid token too. A request without a bearer token passes as
-// anonymous.
+// anonymous. (The limiter reads its configuration again: a request
+// decided while a reload changes exempt_paths may skip the token check
+// under the old list and count under the new one, as anonymous: it gains
+// nothing a request without a token would not.)
 func authenticate(lim *core.Limiter, secret []byte, next http.Handler) http.Handler {
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	key := func(*jwt.Token) (any, error) { return secret, nil }
