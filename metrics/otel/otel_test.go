@@ -20,6 +20,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	rlotel "github.com/rlkit/rlkit/metrics/otel"
+	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 )
 
 // newMetrics returns Metrics on an SDK MeterProvider read by a
@@ -161,46 +162,10 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-// statsStore is a core.StatsStore whose Stats are set by the test.
-type statsStore struct {
-	core.Store
-	mu    sync.Mutex
-	stats core.StoreStats
-}
-
-func (s *statsStore) Stats() core.StoreStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
-}
-
-func (s *statsStore) set(st core.StoreStats) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stats = st
-}
-
-// source is an rlotel.Source with reload counts.
-type source struct {
-	store  core.Store
-	reload core.ReloadStats
-}
-
-func (s *source) Store() core.Store             { return s.store }
-func (s *source) ReloadStats() core.ReloadStats { return s.reload }
-
-// storeOnly is an rlotel.Source without reload counts.
-type storeOnly struct{ store core.Store }
-
-func (s storeOnly) Store() core.Store { return s.store }
-
-// noStats hides any Stats method of its store.
-type noStats struct{ core.Store }
-
 func TestWatch(t *testing.T) {
 	m, rd := newMetrics(t)
-	st := &statsStore{Store: memstore.New(), stats: core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3}}
-	m.Watch(storeOnly{st})
+	st := rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
+	m.Watch(rlmetricstest.StoreOnly{S: st})
 	got := collect(t, rd)
 	assert(t, got, "rlkit.store.key.count", sum("", "{key}", false, point(5, store("memory"))))
 	assert(t, got, "rlkit.store.key.limit", gauge("", "{key}", point(100, store("memory"))))
@@ -210,12 +175,12 @@ func TestWatch(t *testing.T) {
 		t.Error("reloads reported for a source that counts none")
 	}
 
-	st.set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: math.MaxUint64, Nodes: []core.NodeStats{
+	st.Set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: math.MaxUint64, Nodes: []core.NodeStats{
 		{Node: "10.0.0.1:6379", Breaker: core.BreakerClosed},
 		{Node: "10.0.0.2:6379", Breaker: core.BreakerOpen},
 		{Node: "10.0.0.3:6379", Breaker: core.BreakerHalfOpen},
 	}})
-	src := &source{store: st}
+	src := &rlmetricstest.Source{S: st}
 	m.Watch(src)
 	got = collect(t, rd)
 	if _, ok := got["rlkit.store.key.count"]; ok {
@@ -242,7 +207,7 @@ func TestWatch(t *testing.T) {
 		t.Error("reload timestamp reported before any reload")
 	}
 
-	src.reload = core.ReloadStats{Reloads: 3, Failures: 2, LastError: errors.New("ratelimit.yaml:3: bad"), LastReload: 1_700_000_000_500_000_000}
+	src.R = core.ReloadStats{Reloads: 3, Failures: 2, LastError: errors.New("ratelimit.yaml:3: bad"), LastReload: 1_700_000_000_500_000_000}
 	got = collect(t, rd)
 	assert(t, got, "rlkit.config.reloads", sum("", "{reload}", true, point(3, result("success")), point(2, result("failure"))))
 	assert(t, got, "rlkit.config.last_reload.success", gauge("", "1", point(0)))
@@ -251,7 +216,7 @@ func TestWatch(t *testing.T) {
 	}})
 
 	// A store that reports nothing; nothing watched; the callback gone.
-	m.Watch(storeOnly{noStats{memstore.New()}})
+	m.Watch(rlmetricstest.StoreOnly{S: rlmetricstest.NoStats{Store: memstore.New()}})
 	if got = collect(t, rd); got["rlkit.store.evictions"].Data != nil && len(got["rlkit.store.evictions"].Data.(metricdata.Sum[int64]).DataPoints) > 0 {
 		t.Errorf("evictions reported for a store without stats: %+v", got["rlkit.store.evictions"])
 	}
@@ -274,7 +239,7 @@ func TestWatch(t *testing.T) {
 func TestWithAttributes(t *testing.T) {
 	m, rd := newMetrics(t, rlotel.WithAttributes(attribute.String("limiter", "api")), rlotel.WithBuckets([]float64{0.001, 0.01}))
 	m.Observe(core.Event{Rule: "a", Outcome: core.OutcomeDenied, Latency: 2 * time.Millisecond})
-	m.Watch(&source{store: noStats{memstore.New()}})
+	m.Watch(&rlmetricstest.Source{S: rlmetricstest.NoStats{Store: memstore.New()}})
 	got := collect(t, rd)
 	lim := attribute.String("limiter", "api")
 	assert(t, got, "rlkit.decisions", sum("", "{request}", true, point(1, lim, rule("a"), outcome("denied"))))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 )
 
 // dashboardFile is the Grafana dashboard for these metrics.
@@ -39,7 +40,7 @@ func exported(t *testing.T) (map[string]map[string]map[string]bool, map[string]b
 			}
 			m.Observe(ev)
 		}
-		m.Watch(&source{store: &statsStore{Store: memstore.New(), stats: st}, reload: core.ReloadStats{Reloads: 1, LastReload: 1}})
+		m.Watch(&rlmetricstest.Source{S: rlmetricstest.NewStatsStore(memstore.New(), st), R: core.ReloadStats{Reloads: 1, LastReload: 1}})
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

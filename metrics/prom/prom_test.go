@@ -21,6 +21,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/metrics/prom"
+	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 )
 
 // newMetrics returns Metrics registered in a registry of their own.
@@ -282,45 +283,12 @@ func TestErrorKindsBounded(t *testing.T) {
 	}
 }
 
-// statsStore is a core.StatsStore whose Stats are set by the test.
-type statsStore struct {
-	core.Store
-	mu    sync.Mutex
-	stats core.StoreStats
-}
-
-func (s *statsStore) Stats() core.StoreStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
-}
-
-func (s *statsStore) set(st core.StoreStats) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stats = st
-}
-
-// source is a prom.Source with reload counts.
-type source struct {
-	store  core.Store
-	reload core.ReloadStats
-}
-
-func (s *source) Store() core.Store             { return s.store }
-func (s *source) ReloadStats() core.ReloadStats { return s.reload }
-
-// storeOnly is a prom.Source without reload counts.
-type storeOnly struct{ store core.Store }
-
-func (s storeOnly) Store() core.Store { return s.store }
-
 func TestWatchStore(t *testing.T) {
 	m, reg := newMetrics(t)
-	st := &statsStore{Store: memstore.New(), stats: core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3}}
+	st := rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
 	names := []string{"rlkit_store_keys", "rlkit_store_max_keys", "rlkit_store_evictions_total", "rlkit_store_deny_cache_hits_total", "rlkit_store_breaker_state"}
 	compare(t, reg, "", names...) // nothing watched: nothing reported
-	m.Watch(storeOnly{st})
+	m.Watch(rlmetricstest.StoreOnly{S: st})
 	compare(t, reg, `
 rlkit_store_keys{store="memory"} 5
 rlkit_store_max_keys{store="memory"} 100
@@ -329,7 +297,7 @@ rlkit_store_deny_cache_hits_total{store="memory"} 3
 `, names...)
 
 	// Read at each scrape.
-	st.set(core.StoreStats{Store: "memory", Keys: 6, MaxKeys: 100, Evictions: 9})
+	st.Set(core.StoreStats{Store: "memory", Keys: 6, MaxKeys: 100, Evictions: 9})
 	compare(t, reg, `
 rlkit_store_keys{store="memory"} 6
 rlkit_store_max_keys{store="memory"} 100
@@ -338,7 +306,7 @@ rlkit_store_deny_cache_hits_total{store="memory"} 0
 `, names...)
 
 	// Redis: keys unknown (-1), unbounded (0), one gauge per node and state.
-	st.set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: 11, Nodes: []core.NodeStats{
+	st.Set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: 11, Nodes: []core.NodeStats{
 		{Node: "10.0.0.1:6379", Breaker: core.BreakerClosed},
 		{Node: "10.0.0.2:6379", Breaker: core.BreakerOpen},
 		{Node: "10.0.0.3:6379", Breaker: core.BreakerHalfOpen},
@@ -358,9 +326,9 @@ rlkit_store_breaker_state{node="10.0.0.3:6379",state="half_open",store="redis"} 
 `, names...)
 
 	// A store that reports nothing; then nothing watched.
-	m.Watch(storeOnly{memstoreWithoutStats{memstore.New()}})
+	m.Watch(rlmetricstest.StoreOnly{S: memstoreWithoutStats{memstore.New()}})
 	compare(t, reg, "", names...)
-	m.Watch(storeOnly{st})
+	m.Watch(rlmetricstest.StoreOnly{S: st})
 	m.Watch(nil)
 	compare(t, reg, "", names...)
 }
@@ -370,8 +338,8 @@ rlkit_store_breaker_state{node="10.0.0.3:6379",state="half_open",store="redis"} 
 // failed scrape or a panic.
 func TestStoreLabelsUTF8(t *testing.T) {
 	m, reg := newMetrics(t)
-	m.Watch(storeOnly{&statsStore{Store: memstore.New(), stats: core.StoreStats{Store: "re\xffdis", Keys: -1,
-		Nodes: []core.NodeStats{{Node: "10.0.0.1:\xff", Breaker: core.BreakerOpen}}}}})
+	m.Watch(rlmetricstest.StoreOnly{S: rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "re\xffdis", Keys: -1,
+		Nodes: []core.NodeStats{{Node: "10.0.0.1:\xff", Breaker: core.BreakerOpen}}})})
 	if got, ok := value(t, reg, "rlkit_store_breaker_state", map[string]string{"store": "re\uFFFDdis", "node": "10.0.0.1:\uFFFD", "state": "open"}); !ok || got != 1 {
 		t.Errorf("breaker_state{store=re\uFFFDdis, node=10.0.0.1:\uFFFD, state=open} = %v, %v; want 1", got, ok)
 	}
@@ -383,7 +351,7 @@ type memstoreWithoutStats struct{ core.Store }
 func TestWatchReloads(t *testing.T) {
 	m, reg := newMetrics(t)
 	names := []string{"rlkit_config_reloads_total", "rlkit_config_last_reload_success", "rlkit_config_last_reload_success_timestamp_seconds"}
-	src := &source{store: memstoreWithoutStats{memstore.New()}}
+	src := &rlmetricstest.Source{S: memstoreWithoutStats{memstore.New()}}
 	m.Watch(src)
 	// Before any reload: none counted, the running configuration is good,
 	// no timestamp.
@@ -392,14 +360,14 @@ rlkit_config_reloads_total{result="success"} 0
 rlkit_config_reloads_total{result="failure"} 0
 rlkit_config_last_reload_success 1
 `, names...)
-	src.reload = core.ReloadStats{Reloads: 3, Failures: 2, LastError: errors.New("ratelimit.yaml:3: bad"), LastReload: 1_700_000_000_500_000_000}
+	src.R = core.ReloadStats{Reloads: 3, Failures: 2, LastError: errors.New("ratelimit.yaml:3: bad"), LastReload: 1_700_000_000_500_000_000}
 	compare(t, reg, `
 rlkit_config_reloads_total{result="success"} 3
 rlkit_config_reloads_total{result="failure"} 2
 rlkit_config_last_reload_success 0
 rlkit_config_last_reload_success_timestamp_seconds 1.7000000005e+09
 `, names...)
-	src.reload.LastError = nil
+	src.R.LastError = nil
 	if got, _ := value(t, reg, "rlkit_config_last_reload_success", nil); got != 1 {
 		t.Errorf("last_reload_success = %v after a success, want 1", got)
 	}
