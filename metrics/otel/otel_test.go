@@ -19,8 +19,8 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
-	rlotel "github.com/rlkit/rlkit/metrics/otel"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
+	rlotel "github.com/rlkit/rlkit/metrics/otel"
 )
 
 // newMetrics returns Metrics on an SDK MeterProvider read by a

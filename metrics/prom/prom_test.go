@@ -20,8 +20,8 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/metrics/prom"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
+	"github.com/rlkit/rlkit/metrics/prom"
 )
 
 // newMetrics returns Metrics registered in a registry of their own.
