@@ -133,8 +133,8 @@ func (i *Issuer) now() time.Time { return time.Unix(0, i.s.clock.Now()) }
 // name none; "nbf" is left as given. Other claims types are signed as
 // they are and must carry their own "exp".
 //
-// Create fails with ErrRateLimitExceeded when the key is over its limit
-// (nothing is signed), with an error wrapping ErrRateLimitUnavailable when
+// Create fails with a *RateLimitError (errors.Is ErrRateLimitExceeded)
+// when the key is over its limit (nothing is signed), with an error wrapping ErrRateLimitUnavailable when
 // the limiter's backend failed, and with ErrClosed after Close. An
 // issuance counted and then failing (claims that do not encode as JSON)
 // is not given back.
@@ -246,8 +246,8 @@ func (i *Issuer) refresh(caller, token string, e editable) (string, error) {
 
 // Validate verifies an access token (signature, algorithm, "typ":
 // "at+jwt", "exp" required and not past, "nbf", issuer and audience when
-// configured) and returns its claims. It is never rate limited, and keeps
-// working after Close. A refresh token gives ErrTokenType.
+// configured) and returns its claims. It is never rate limited (Caller's
+// Validate is, under the failure limit), and keeps working after Close. A refresh token gives ErrTokenType.
 func (i *Issuer) Validate(token string) (*Claims, error) {
 	return i.validate("", token)
 }

@@ -18,7 +18,9 @@
 // jwtissuer.RateLimiter), counted by core/redisstore. A decision is one Lua
 // script, one round trip, atomic, reading the time with TIME on the Redis
 // server, so replicas with skewed clocks agree. A denied request takes
-// nothing. The store's key for a user is prefix + "{" + key + "}:" + name
+// nothing, and the script says how long until it would be admitted, which
+// an Issuer's *jwtissuer.RateLimitError carries as RetryAfter (see
+// AllowRetryAfter). The store's key for a user is prefix + "{" + key + "}:" + name
 // + "@" + fingerprint (see redisstore); the name is "jwt" unless WithName
 // says otherwise.
 //
