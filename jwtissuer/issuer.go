@@ -327,7 +327,8 @@ func (c Caller) RefreshInto(refreshToken string, claims jwt.Claims) (string, err
 // Close stops issuance: Create, CreateRefresh, Refresh and RefreshInto
 // return ErrClosed afterwards, while Validate and ValidateInto keep
 // working. It closes the built-in RateLimiter, but not a
-// Config.RateLimiter, which belongs to the caller. Closing twice is a
+// Config.RateLimiter, which belongs to the caller. The failure limit stays,
+// as Caller's Validate and ValidateInto keep working under it. Closing twice is a
 // no-op.
 func (i *Issuer) Close() error {
 	if i.closed.Swap(true) {
