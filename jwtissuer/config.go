@@ -24,6 +24,8 @@ const (
 	DefaultRefreshTTL      = 7 * 24 * time.Hour
 	DefaultRateLimitRate   = 100
 	DefaultRateLimitWindow = time.Minute
+	// DefaultFailureLimitWindow is the window of Config.FailureLimitRate.
+	DefaultFailureLimitWindow = time.Minute
 )
 
 // MinRSABits is the smallest RSA key New accepts.
@@ -80,6 +82,25 @@ type Config struct {
 	// used.
 	// Default: nil, the built-in RateLimiter.
 	RateLimiter RateLimitProvider
+
+	// FailureLimitRate, when above 0, turns on the failure limit: the
+	// verifications that fail (a malformed token, a bad signature, a wrong
+	// "typ", an expired token, ... any error of verification) through
+	// Issuer.Caller(key).Validate, ValidateInto, Refresh or RefreshInto
+	// count against key, FailureLimitRate per FailureLimitWindow, in an
+	// in-memory token bucket per key like the built-in RateLimiter (bursts
+	// of up to FailureLimitRate, at most 10,000 keys). While key's bucket
+	// is empty, every call through Caller(key), with a valid token or not,
+	// fails with a *RateLimitError (Failures true) before the token is
+	// parsed or its signature checked. Successful calls, errors of the
+	// caller's own making (nil claims) and the issuance limit's refusals
+	// do not count; Validate, ValidateInto, Refresh and RefreshInto called
+	// on the Issuer itself are neither counted nor refused. It is
+	// independent of EnableRateLimit. 1 to 2,147,483,647. Default: 0, off.
+	FailureLimitRate int
+	// FailureLimitWindow is the window of FailureLimitRate; it must be
+	// left 0 when FailureLimitRate is. Default: 1 minute.
+	FailureLimitWindow time.Duration
 
 	// Clock tells the time of "iat", "exp", their checks and the built-in
 	// RateLimiter: for tests (core.ManualClock). Default: core.SystemClock.
@@ -242,8 +263,10 @@ type settings struct {
 	leeway                time.Duration
 	clock                 core.Clock
 	limiter               RateLimitProvider
-	fallible              FallibleRateLimitProvider // limiter, when it is one
-	ownLimiter            bool                      // limiter is ours to close
+	fallible              FallibleRateLimitProvider   // limiter, when it is one
+	retry                 RetryAfterRateLimitProvider // limiter, when it is one
+	ownLimiter            bool                        // limiter is ours to close
+	failures              *RateLimiter                // the failure limit, or nil
 }
 
 // check validates c and fills in its defaults. It builds no limiter.
@@ -289,6 +312,18 @@ func (c *Config) check() (settings, error) {
 		s.clock = core.SystemClock
 	}
 
+	switch rate, window := c.FailureLimitRate, c.FailureLimitWindow; {
+	case rate < 0 || rate > math.MaxInt32:
+		return s, fmt.Errorf("jwtissuer: FailureLimitRate is %d, want 1 to %d (or 0 for no failure limit)", rate, math.MaxInt32)
+	case rate == 0 && window != 0:
+		return s, fmt.Errorf("jwtissuer: FailureLimitWindow is %v but FailureLimitRate is 0 (no failure limit): set FailureLimitRate too", window)
+	case rate > 0:
+		if window, err = checkWindow("FailureLimitWindow", window, DefaultFailureLimitWindow); err != nil {
+			return s, err
+		}
+		s.failures = newRateLimiter(rate, window, s.clock, maxBuckets)
+	}
+
 	custom := c.RateLimiter != nil
 	if custom && isNil(c.RateLimiter) {
 		return s, fmt.Errorf("jwtissuer: RateLimiter is a nil %T", c.RateLimiter)
@@ -299,23 +334,34 @@ func (c *Config) check() (settings, error) {
 	if custom {
 		s.limiter = c.RateLimiter
 		s.fallible, _ = c.RateLimiter.(FallibleRateLimitProvider)
+		s.retry, _ = c.RateLimiter.(RetryAfterRateLimitProvider)
 		return s, nil
 	}
-	rate, window := c.RateLimitRate, c.RateLimitWindow
+	rate := c.RateLimitRate
 	switch {
 	case rate < 0 || rate > math.MaxInt32:
 		return s, fmt.Errorf("jwtissuer: RateLimitRate is %d, want 1 to %d (or 0 for the default, %d)", rate, math.MaxInt32, DefaultRateLimitRate)
 	case rate == 0:
 		rate = DefaultRateLimitRate
 	}
+	window, err := checkWindow("RateLimitWindow", c.RateLimitWindow, DefaultRateLimitWindow)
+	if err != nil {
+		return s, err
+	}
+	rl := newRateLimiter(rate, window, s.clock, maxBuckets)
+	s.limiter, s.retry, s.ownLimiter = rl, rl, true
+	return s, nil
+}
+
+// checkWindow returns the window of a limit, field name, or def for 0.
+func checkWindow(name string, window, def time.Duration) (time.Duration, error) {
 	switch {
 	case window < 0:
-		return s, fmt.Errorf("jwtissuer: RateLimitWindow is %v, want a positive duration (or 0 for the default, %v)", window, DefaultRateLimitWindow)
+		return 0, fmt.Errorf("jwtissuer: %s is %v, want a positive duration (or 0 for the default, %v)", name, window, def)
 	case window == 0:
-		window = DefaultRateLimitWindow
+		return def, nil
 	}
-	s.limiter, s.ownLimiter = newRateLimiter(rate, window, s.clock, maxBuckets), true
-	return s, nil
+	return window, nil
 }
 
 // isNil reports whether v is an interface holding a nil pointer, map,

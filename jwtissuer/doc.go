@@ -1,6 +1,7 @@
 // Package jwtissuer issues and verifies JSON Web Tokens on
-// github.com/golang-jwt/jwt/v5, and limits how many tokens each user can be
-// issued: the token endpoint is where credentials are brute-forced.
+// github.com/golang-jwt/jwt/v5, limits how many tokens each user can be
+// issued, and, optionally, how many failed verifications each caller can
+// make.
 //
 //	cfg := jwtissuer.DefaultConfig()
 //	cfg.SecretKey = os.Getenv("JWT_SECRET") // at least 32 bytes for HS256
@@ -10,8 +11,9 @@
 //	defer iss.Close()
 //
 //	access, err := iss.Create(&jwtissuer.Claims{UserID: "u-123"})
-//	if errors.Is(err, jwtissuer.ErrRateLimitExceeded) {
-//		// 429 Too Many Requests
+//	var limited *jwtissuer.RateLimitError // errors.Is(err, jwtissuer.ErrRateLimitExceeded) too
+//	if errors.As(err, &limited) {
+//		// 429 Too Many Requests, Retry-After: limited.RetryAfter in whole seconds, rounded up
 //	}
 //	claims, err := iss.Validate(access) // never limited
 //
@@ -35,8 +37,12 @@
 //
 // With EnableRateLimit, every issuance — Create, CreateRefresh, Refresh and
 // RefreshInto — takes one token from the bucket of the claims' key, and
-// fails with ErrRateLimitExceeded when the bucket is empty. Validate and
-// ValidateInto are never limited. The key is, in order:
+// fails with a *RateLimitError when the bucket is empty: it matches
+// ErrRateLimitExceeded (errors.Is), and its RetryAfter says how long until
+// the key is admitted again, exactly for the built-in RateLimiter and for
+// jwtissuer/redislimiter (any RetryAfterRateLimitProvider), 0 for a
+// provider that cannot tell. It names neither the key nor the token.
+// Validate and ValidateInto are never limited by it. The key is, in order:
 //
 //  1. the "sub" claim (RegisteredClaims.Subject), when not empty;
 //  2. the built-in Claims' UserID (also when Claims is embedded), when not empty;
@@ -48,6 +54,33 @@
 // header "rlk", so that a refresh counts in the same bucket whatever
 // claims type it decodes into. A refresh token that fails verification
 // costs no quota.
+//
+// This limit counts tokens issued, after the caller has checked the
+// credentials: it does not count failed logins, and so does not stop a
+// password from being guessed. Limit the login route itself for that (by
+// client IP, or counting only failed attempts).
+//
+// # Failure limit
+//
+// With Config.FailureLimitRate, the verifications that fail through
+// Issuer.Caller(key) — Validate, ValidateInto, Refresh and RefreshInto on
+// behalf of one caller — count against key (FailureLimitRate per
+// FailureLimitWindow, a token bucket per key like the RateLimiter, in this
+// process). Once key's bucket is empty, every call through Caller(key)
+// fails with a *RateLimitError whose Failures is true, before the token
+// is parsed or its signature checked, until RetryAfter has passed. The key
+// is the caller's, not the token's: the client's IP address or network, or
+// an authenticated client ID. A token's claims cannot key it, as whoever
+// forges a token writes them. So one address that presents forged,
+// guessed or stolen-and-expired tokens gets at most FailureLimitRate
+// verifications per window (plus the calls in flight at once when the
+// limit is reached, each of which checks its token), and makes the service
+// check no more signatures than that; an attacker with many addresses gets
+// that many per address, and each replica counts on its own. Guessing an
+// HMAC key of 32 bytes or more, or forging an RSA, ECDSA or EdDSA
+// signature, is out of reach anyway: what the limit bounds is the work a
+// caller causes and how long it can probe. The Issuer's own Validate,
+// ValidateInto, Refresh and RefreshInto are not counted.
 //
 // # Where this differs from the usual token-bucket issuer
 //

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -211,41 +213,112 @@ func ExampleIssuer_RefreshInto() {
 	fmt.Println(got.Email, got.ID == fresh.ID)
 
 	_, err = iss.RefreshInto(refresh, &MyClaims{})
-	fmt.Println(err)
+	fmt.Println(errors.Is(err, jwtissuer.ErrRateLimitExceeded))
 	// Output:
 	// ann@example.com true
-	// jwtissuer: rate limit exceeded
+	// true
 }
 
-// Handling ErrRateLimitExceeded at a token endpoint.
+// A token endpoint answers 429 with Retry-After when the user is over the
+// issuance limit: the *RateLimitError says how long to wait, which the
+// header gives in whole seconds, rounded up (RFC 9110, section 10.2.3).
 func Example_rateLimitExceeded() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = "hmac-key-that-has-at-least-32-bytes!"
 	cfg.EnableRateLimit = true
-	cfg.RateLimitRate = 3
+	cfg.RateLimitRate = 3 // per minute: one token every 20s
 	cfg.RateLimitWindow = time.Minute
+	cfg.Clock = clock // for the example; leave it nil in a service
 	iss, err := jwtissuer.New(cfg)
 	if err != nil {
 		panic(err)
 	}
 	defer iss.Close()
 
-	for range 4 {
-		_, err := iss.Create(&jwtissuer.Claims{UserID: "u-123"})
+	token := func(w http.ResponseWriter, r *http.Request) {
+		// ... the user's credentials are checked first ...
+		access, err := iss.Create(&jwtissuer.Claims{UserID: r.FormValue("user")})
+		var limited *jwtissuer.RateLimitError
 		switch {
-		case errors.Is(err, jwtissuer.ErrRateLimitExceeded):
-			fmt.Println(http.StatusTooManyRequests, http.StatusText(http.StatusTooManyRequests))
+		case errors.As(err, &limited):
+			if limited.RetryAfter > 0 {
+				secs := (limited.RetryAfter + time.Second - 1) / time.Second
+				w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
+			}
+			http.Error(w, "too many tokens", http.StatusTooManyRequests)
 		case err != nil:
-			fmt.Println(http.StatusInternalServerError, err)
+			http.Error(w, "cannot issue a token", http.StatusInternalServerError)
 		default:
-			fmt.Println(http.StatusOK, "token issued")
+			fmt.Fprint(w, access)
 		}
 	}
+	post := func() {
+		w := httptest.NewRecorder()
+		token(w, httptest.NewRequest(http.MethodPost, "/token?user=u-123", nil))
+		if ra := w.Header().Get("Retry-After"); ra != "" {
+			fmt.Println(w.Code, "Retry-After:", ra)
+			return
+		}
+		fmt.Println(w.Code)
+	}
+	for range 4 {
+		post()
+	}
+	clock.Advance(19500 * time.Millisecond)
+	post() // 0.5s to go: Retry-After 1
+	clock.Advance(500 * time.Millisecond)
+	post()
 	// Output:
-	// 200 token issued
-	// 200 token issued
-	// 200 token issued
-	// 429 Too Many Requests
+	// 200
+	// 200
+	// 200
+	// 429 Retry-After: 20
+	// 429 Retry-After: 1
+	// 200
+}
+
+// The failure limit: a client that presents bad tokens is refused, before
+// any signature check, once it has failed 3 times in a minute; Caller
+// takes the key it is counted under, here the client's address.
+func ExampleIssuer_Caller() {
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	cfg := jwtissuer.DefaultConfig()
+	cfg.SecretKey = "hmac-key-that-has-at-least-32-bytes!"
+	cfg.FailureLimitRate = 3 // failures per minute per caller
+	cfg.Clock = clock
+	iss, err := jwtissuer.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer iss.Close()
+	good, err := iss.Create(&jwtissuer.Claims{UserID: "u-123"})
+	if err != nil {
+		panic(err)
+	}
+
+	client := iss.Caller("203.0.113.7")
+	for _, token := range []string{"forged.1.x", "forged.2.x", "forged.3.x", good} {
+		_, err := client.Validate(token)
+		var limited *jwtissuer.RateLimitError
+		if errors.As(err, &limited) {
+			fmt.Println("refused, retry after", limited.RetryAfter)
+		} else {
+			fmt.Println("verified:", err == nil)
+		}
+	}
+	_, err = iss.Caller("198.51.100.1").Validate(good) // another client
+	fmt.Println("other client verified:", err == nil)
+	clock.Advance(20 * time.Second)
+	_, err = client.Validate(good)
+	fmt.Println("20s later verified:", err == nil)
+	// Output:
+	// verified: false
+	// verified: false
+	// verified: false
+	// refused, retry after 20s
+	// other client verified: true
+	// 20s later verified: true
 }
 
 // AllowN takes several tokens at once, all or none.

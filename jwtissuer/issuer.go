@@ -17,8 +17,11 @@ import (
 // example jwt.ErrTokenExpired, jwt.ErrTokenSignatureInvalid), so errors.Is
 // finds them too.
 var (
-	// ErrRateLimitExceeded is returned by Create, CreateRefresh, Refresh
-	// and RefreshInto when the key of the claims is over its limit.
+	// ErrRateLimitExceeded is matched (errors.Is) by the *RateLimitError
+	// that Create, CreateRefresh, Refresh and RefreshInto return when the
+	// key of the claims is over its limit, and that a Caller's methods
+	// return when the caller is over the failure limit. The Issuer never
+	// returns it bare: errors.As gives the *RateLimitError and its wait.
 	ErrRateLimitExceeded = errors.New("jwtissuer: rate limit exceeded")
 	// ErrRateLimitUnavailable is wrapped, together with the cause, by the
 	// error of an issuance that was refused because the rate limiter's
@@ -31,6 +34,44 @@ var (
 	// ErrClosed is returned by issuance after Close.
 	ErrClosed = errors.New("jwtissuer: issuer closed")
 )
+
+// A RateLimitError is the error of a call refused by a limit: the
+// issuance limit (Config.EnableRateLimit) or the failure limit
+// (Config.FailureLimitRate). errors.Is(err, ErrRateLimitExceeded) holds for
+// it. It names neither the key nor the token: the key may be a user's
+// e-mail address or a client's IP, which an error that gets logged should
+// not spread.
+type RateLimitError struct {
+	// RetryAfter is how long until the same call would be admitted (for a
+	// Retry-After header, in whole seconds rounded up): exact for the
+	// built-in RateLimiter (to the nanosecond, on its clock) and for
+	// jwtissuer/redislimiter (to the microsecond, on the Redis server's
+	// clock, as of the decision), and 0 when the limiter does not say (a
+	// RateLimitProvider that does not implement
+	// RetryAfterRateLimitProvider).
+	RetryAfter time.Duration
+	// Failures is true when the failure limit refused the call (too many
+	// failed verifications from the caller), false when the issuance limit
+	// did.
+	Failures bool
+}
+
+// Error returns "jwtissuer: rate limit exceeded", followed by ": too many
+// failed verifications" for the failure limit and by "; retry after " and
+// the wait when it is known.
+func (e *RateLimitError) Error() string {
+	msg := ErrRateLimitExceeded.Error()
+	if e.Failures {
+		msg += ": too many failed verifications"
+	}
+	if e.RetryAfter > 0 {
+		msg += "; retry after " + e.RetryAfter.String()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrRateLimitExceeded.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimitExceeded }
 
 // The "typ" header values of the two kinds of token: RFC 9068's for access
 // tokens, and its counterpart for refresh tokens.
@@ -92,8 +133,8 @@ func (i *Issuer) now() time.Time { return time.Unix(0, i.s.clock.Now()) }
 // name none; "nbf" is left as given. Other claims types are signed as
 // they are and must carry their own "exp".
 //
-// Create fails with ErrRateLimitExceeded when the key is over its limit
-// (nothing is signed), with an error wrapping ErrRateLimitUnavailable when
+// Create fails with a *RateLimitError (errors.Is ErrRateLimitExceeded)
+// when the key is over its limit (nothing is signed), with an error wrapping ErrRateLimitUnavailable when
 // the limiter's backend failed, and with ErrClosed after Close. An
 // issuance counted and then failing (claims that do not encode as JSON)
 // is not given back.
@@ -152,8 +193,12 @@ func (i *Issuer) create(claims jwt.Claims, typ string, ttl time.Duration) (strin
 // A refresh token that fails verification is rejected before the limiter
 // is asked: it costs no quota. An access token gives ErrTokenType.
 func (i *Issuer) Refresh(refreshToken string) (string, error) {
+	return i.refreshClaims("", refreshToken)
+}
+
+func (i *Issuer) refreshClaims(caller, refreshToken string) (string, error) {
 	c := new(Claims)
-	return i.refresh(refreshToken, editable{claims: c, rc: &c.RegisteredClaims})
+	return i.refresh(caller, refreshToken, editable{claims: c, rc: &c.RegisteredClaims})
 }
 
 // RefreshInto is Refresh for custom claims: it decodes refreshToken into
@@ -163,18 +208,23 @@ func (i *Issuer) Refresh(refreshToken string) (string, error) {
 // token: those of the refresh token with a fresh "iat", "exp" and "jti",
 // and no "nbf". On failure their content is unspecified.
 func (i *Issuer) RefreshInto(refreshToken string, claims jwt.Claims) (string, error) {
+	return i.refreshInto("", refreshToken, claims)
+}
+
+func (i *Issuer) refreshInto(caller, refreshToken string, claims jwt.Claims) (string, error) {
 	e, err := inPlace(claims)
 	if err != nil {
 		return "", err
 	}
-	return i.refresh(refreshToken, e)
+	return i.refresh(caller, refreshToken, e)
 }
 
-func (i *Issuer) refresh(token string, e editable) (string, error) {
+// refresh is Refresh and RefreshInto, with the failure limit on caller.
+func (i *Issuer) refresh(caller, token string, e editable) (string, error) {
 	if i.closed.Load() {
 		return "", ErrClosed
 	}
-	header, err := i.parse(token, e.claims, TypeRefresh)
+	header, err := i.parse(caller, token, e.claims, TypeRefresh)
 	if err != nil {
 		return "", err
 	}
@@ -196,11 +246,15 @@ func (i *Issuer) refresh(token string, e editable) (string, error) {
 
 // Validate verifies an access token (signature, algorithm, "typ":
 // "at+jwt", "exp" required and not past, "nbf", issuer and audience when
-// configured) and returns its claims. It is never rate limited, and keeps
-// working after Close. A refresh token gives ErrTokenType.
+// configured) and returns its claims. It is never rate limited (Caller's
+// Validate is, under the failure limit), and keeps working after Close. A refresh token gives ErrTokenType.
 func (i *Issuer) Validate(token string) (*Claims, error) {
+	return i.validate("", token)
+}
+
+func (i *Issuer) validate(caller, token string) (*Claims, error) {
 	c := new(Claims)
-	if _, err := i.parse(token, c, TypeAccess); err != nil {
+	if _, err := i.parse(caller, token, c, TypeAccess); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -210,20 +264,71 @@ func (i *Issuer) Validate(token string) (*Claims, error) {
 // its claims into claims, a non-nil pointer (or jwt.MapClaims). Claims that
 // implement jwt's ClaimsValidator are checked with it too.
 func (i *Issuer) ValidateInto(token string, claims jwt.Claims) error {
+	return i.validateInto("", token, claims)
+}
+
+func (i *Issuer) validateInto(caller, token string, claims jwt.Claims) error {
 	if claims == nil || isNil(claims) {
 		return errors.New("jwtissuer: nil claims")
 	}
 	if _, isMap := claims.(jwt.MapClaims); !isMap && reflect.ValueOf(claims).Kind() != reflect.Pointer {
 		return fmt.Errorf("jwtissuer: claims are a %T, want a pointer (or jwt.MapClaims) to decode into", claims)
 	}
-	_, err := i.parse(token, claims, TypeAccess)
+	_, err := i.parse(caller, token, claims, TypeAccess)
 	return err
+}
+
+// A Caller is an Issuer's verification on behalf of one caller, for the
+// failure limit (Config.FailureLimitRate): its Validate, ValidateInto,
+// Refresh and RefreshInto are the Issuer's, except that each one that fails
+// verification counts against the caller's key, and that while the key is
+// over the limit they fail at once with a *RateLimitError (Failures true,
+// RetryAfter the wait), before the token is parsed or its signature
+// checked. Without a failure limit, or with an empty key, they are exactly
+// the Issuer's. A Caller is a small value: make one per request.
+type Caller struct {
+	iss *Issuer
+	key string
+}
+
+// Caller returns the verification of the Issuer on behalf of key, the
+// identity of whoever presents the tokens, which the failure limit counts
+// under. It must be one the presenter cannot choose freely: typically the
+// client's IP address (or its network, such as its /64 for IPv6) as the
+// service's proxy reports it, or an API client's authenticated ID. Never
+// use a claim of the token itself: an attacker writes whatever claims it
+// likes into a forged token, so keying on them would let it spread its
+// guesses over fresh keys, and lock out the user it names. Keys longer than
+// 128 bytes are kept as their SHA-256 digest.
+func (i *Issuer) Caller(key string) Caller { return Caller{iss: i, key: key} }
+
+// Validate is Issuer.Validate under the failure limit (see Caller).
+func (c Caller) Validate(token string) (*Claims, error) { return c.iss.validate(c.key, token) }
+
+// ValidateInto is Issuer.ValidateInto under the failure limit (see Caller).
+func (c Caller) ValidateInto(token string, claims jwt.Claims) error {
+	return c.iss.validateInto(c.key, token, claims)
+}
+
+// Refresh is Issuer.Refresh under the failure limit (see Caller): a
+// refresh token that fails verification counts against the caller; the
+// issuance that follows a verified one is limited as Issuer.Refresh's is,
+// and its refusal (a *RateLimitError with Failures false) does not count.
+func (c Caller) Refresh(refreshToken string) (string, error) {
+	return c.iss.refreshClaims(c.key, refreshToken)
+}
+
+// RefreshInto is Issuer.RefreshInto under the failure limit (see Caller
+// and Caller.Refresh).
+func (c Caller) RefreshInto(refreshToken string, claims jwt.Claims) (string, error) {
+	return c.iss.refreshInto(c.key, refreshToken, claims)
 }
 
 // Close stops issuance: Create, CreateRefresh, Refresh and RefreshInto
 // return ErrClosed afterwards, while Validate and ValidateInto keep
 // working. It closes the built-in RateLimiter, but not a
-// Config.RateLimiter, which belongs to the caller. Closing twice is a
+// Config.RateLimiter, which belongs to the caller. The failure limit stays,
+// as Caller's Validate and ValidateInto keep working under it. Closing twice is a
 // no-op.
 func (i *Issuer) Close() error {
 	if i.closed.Swap(true) {
@@ -240,22 +345,28 @@ func (i *Issuer) admit(key string) error {
 	if i.s.limiter == nil || key == "" {
 		return nil
 	}
-	var ok bool
-	if f := i.s.fallible; f != nil {
-		var err error
-		if ok, err = f.AllowErr(key); err != nil && !ok {
-			return fmt.Errorf("%w: %w", ErrRateLimitUnavailable, err)
-		}
-	} else {
+	var (
+		ok   bool
+		wait time.Duration
+		err  error
+	)
+	switch {
+	case i.s.retry != nil:
+		ok, wait, err = i.s.retry.AllowRetryAfter(key)
+	case i.s.fallible != nil:
+		ok, err = i.s.fallible.AllowErr(key)
+	default:
 		ok = i.s.limiter.Allow(key)
 	}
 	switch {
 	case ok:
 		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrRateLimitUnavailable, err)
 	case i.closed.Load():
 		return ErrClosed // the built-in limiter was closed under us
 	}
-	return ErrRateLimitExceeded
+	return &RateLimitError{RetryAfter: wait}
 }
 
 // stamp sets the registered claims the Issuer controls. fresh (a refresh)
@@ -324,8 +435,24 @@ func (i *Issuer) sign(claims jwt.Claims, typ, rateKey string) (string, error) {
 }
 
 // parse verifies token into claims, checks that its type is want, and
-// returns its header.
-func (i *Issuer) parse(token string, claims jwt.Claims, want string) (map[string]any, error) {
+// returns its header. With a failure limit and a caller key, it refuses a
+// caller over the limit before anything else, and counts a failure.
+func (i *Issuer) parse(caller, token string, claims jwt.Claims, want string) (map[string]any, error) {
+	if i.s.failures == nil || caller == "" {
+		return i.verify(token, claims, want)
+	}
+	if wait := i.s.failures.wait(caller); wait > 0 {
+		return nil, &RateLimitError{RetryAfter: wait, Failures: true}
+	}
+	header, err := i.verify(token, claims, want)
+	if err != nil {
+		i.s.failures.Allow(caller)
+	}
+	return header, err
+}
+
+// verify is parse without the failure limit.
+func (i *Issuer) verify(token string, claims jwt.Claims, want string) (map[string]any, error) {
 	if len(token) > maxTokenLen {
 		return nil, fmt.Errorf("jwtissuer: %w: %d bytes, more than %d", jwt.ErrTokenMalformed, len(token), maxTokenLen)
 	}

@@ -40,6 +40,21 @@ type FallibleRateLimitProvider interface {
 	AllowErr(key string) (allowed bool, err error)
 }
 
+// RetryAfterRateLimitProvider is an optional interface of a
+// RateLimitProvider that can tell how long a denied key must wait. The
+// Issuer uses AllowRetryAfter, when the provider has it, in place of
+// AllowErr and Allow, and puts the wait in the RateLimitError it returns.
+//
+// AllowRetryAfter is AllowErr that also returns, when it denies without
+// error, how long until the same request would be admitted: 0 when the
+// provider cannot tell (for example, one that never admits the key). err
+// has AllowErr's meaning; a provider whose backend cannot fail returns nil.
+// Both RateLimiter and jwtissuer/redislimiter's RateLimiter implement it.
+type RetryAfterRateLimitProvider interface {
+	RateLimitProvider
+	AllowRetryAfter(key string) (allowed bool, retryAfter time.Duration, err error)
+}
+
 // maxBuckets is the most keys a RateLimiter tracks. An insert into a full
 // limiter evicts first (see RateLimiter).
 const maxBuckets = 10_000
@@ -120,7 +135,7 @@ type bucket struct {
 	tokens int64
 }
 
-var _ RateLimitProvider = (*RateLimiter)(nil)
+var _ RetryAfterRateLimitProvider = (*RateLimiter)(nil)
 
 // NewRateLimiter returns a RateLimiter that admits rate tokens per window
 // for each key, with bursts of up to rate. A rate below 1, or a window
@@ -173,28 +188,87 @@ func (rl *RateLimiter) AllowN(key string, n int) bool {
 	key = core.BoundKey(key)
 	now := rl.clock.Now()
 	rl.mu.Lock()
-	ok := rl.allowAt(key, int64(n), now)
+	ok, _ := rl.allowAt(key, int64(n), now)
 	rl.mu.Unlock()
 	return ok
 }
 
+// AllowRetryAfter is Allow that also reports, when it denies, how long
+// until key's bucket holds a token again: exactly, to the nanosecond, on
+// the limiter's clock (a call that much later is admitted, one a
+// nanosecond earlier is not, unless the clock goes back). The wait is 0
+// when the call is admitted, and when no wait would admit it: an empty
+// key, a limiter that admits nothing, and after Close. err is always nil
+// (the limiter cannot fail); it implements RetryAfterRateLimitProvider.
+func (rl *RateLimiter) AllowRetryAfter(key string) (allowed bool, retryAfter time.Duration, err error) {
+	if rl.rate < 1 || key == "" {
+		return false, 0, nil
+	}
+	key = core.BoundKey(key)
+	now := rl.clock.Now()
+	rl.mu.Lock()
+	ok, wait := rl.allowAt(key, 1, now)
+	rl.mu.Unlock()
+	return ok, time.Duration(wait), nil
+}
+
 // allowAt is AllowN at instant now, for 1 ≤ n ≤ rate, with rl.mu held.
-func (rl *RateLimiter) allowAt(key string, n, now int64) bool {
+// When it denies an open limiter, wait is how long until n tokens are
+// there (see waitFor); otherwise wait is 0.
+func (rl *RateLimiter) allowAt(key string, n, now int64) (ok bool, wait int64) {
 	if rl.closed {
-		return false
+		return false, 0
 	}
 	i, ok := rl.index[key]
 	if !ok {
 		rl.insert(key, now).tokens -= n // a new bucket is full, and n ≤ rate
-		return true
+		return true, 0
 	}
 	b := &rl.buckets[i]
 	rl.refill(b, now)
 	if b.tokens < n {
-		return false
+		return false, rl.waitFor(b, n)
 	}
 	b.tokens -= n
-	return true
+	return true, 0
+}
+
+// waitFor returns how long after b's last refill b holds n tokens, for
+// b.tokens < n ≤ rate: the least elapsed time, in ns, for which refill's
+// arithmetic adds n − tokens, that is rate×elapsed + credit ≥
+// (n − tokens)×window, so ⌈((n − tokens)×window − credit) / rate⌉ (at most
+// window, which refills a bucket completely). 128-bit, as refill is.
+func (rl *RateLimiter) waitFor(b *bucket, n int64) int64 {
+	hi, lo := bits.Mul64(uint64(n-b.tokens), uint64(rl.window))
+	lo, borrow := bits.Sub64(lo, uint64(b.credit), 0) // credit < window ≤ the product
+	hi -= borrow
+	lo, carry := bits.Add64(lo, uint64(rl.rate-1), 0)
+	hi += carry
+	q, _ := bits.Div64(hi, lo, uint64(rl.rate)) // q ≤ window + 1 < 2^64: hi < rate
+	return int64(min(q, uint64(rl.window)))
+}
+
+// wait returns how long until key's bucket holds a token, without taking
+// one or making a bucket: 0 when it holds one now, when key has no bucket,
+// and after Close.
+func (rl *RateLimiter) wait(key string) time.Duration {
+	if rl.rate < 1 || key == "" {
+		return 0
+	}
+	key = core.BoundKey(key)
+	now := rl.clock.Now()
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	i, ok := rl.index[key]
+	if !ok {
+		return 0
+	}
+	b := rl.buckets[i] // a copy: peeking changes nothing
+	rl.refill(&b, now)
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration(rl.waitFor(&b, 1))
 }
 
 // refill adds to b the tokens accrued up to now.

@@ -18,7 +18,9 @@
 // jwtissuer.RateLimiter), counted by core/redisstore. A decision is one Lua
 // script, one round trip, atomic, reading the time with TIME on the Redis
 // server, so replicas with skewed clocks agree. A denied request takes
-// nothing. The store's key for a user is prefix + "{" + key + "}:" + name
+// nothing, and the script says how long until it would be admitted, which
+// an Issuer's *jwtissuer.RateLimitError carries as RetryAfter (see
+// AllowRetryAfter). The store's key for a user is prefix + "{" + key + "}:" + name
 // + "@" + fingerprint (see redisstore); the name is "jwt" unless WithName
 // says otherwise.
 //
@@ -82,7 +84,10 @@ type RateLimiter struct {
 	closed   atomic.Bool
 }
 
-var _ jwtissuer.FallibleRateLimitProvider = (*RateLimiter)(nil)
+var (
+	_ jwtissuer.FallibleRateLimitProvider   = (*RateLimiter)(nil)
+	_ jwtissuer.RetryAfterRateLimitProvider = (*RateLimiter)(nil)
+)
 
 // New returns a RateLimiter that admits rate tokens per window for each
 // key, with bursts of up to rate, counted in store. It does not contact
@@ -149,26 +154,43 @@ func (l *RateLimiter) AllowErr(key string) (bool, error) {
 // returns the failure policy's answer and the error, after calling the
 // error hook. After Close it returns false and jwtissuer.ErrClosed.
 func (l *RateLimiter) AllowNContext(ctx context.Context, key string, n int) (bool, error) {
+	ok, _, err := l.take(ctx, key, n)
+	return ok, err
+}
+
+// AllowRetryAfter is AllowErr that also returns, when Redis denies, how
+// long until the same request would be admitted: the store's RetryAfter,
+// computed by the decision's script from the bucket's state at the Redis
+// server's time, in whole microseconds (rounded up). It is 0 when allowed,
+// when the store failed, and for an empty key. It implements
+// jwtissuer.RetryAfterRateLimitProvider, so that an Issuer's
+// *jwtissuer.RateLimitError carries the wait.
+func (l *RateLimiter) AllowRetryAfter(key string) (bool, time.Duration, error) {
+	return l.take(context.Background(), key, 1)
+}
+
+// take is AllowNContext with the wait of a denial.
+func (l *RateLimiter) take(ctx context.Context, key string, n int) (bool, time.Duration, error) {
 	switch {
 	case n < 0:
-		return false, nil
+		return false, 0, nil
 	case n == 0:
-		return true, nil
+		return true, 0, nil
 	case int64(n) > l.rate:
-		return false, nil
+		return false, 0, nil
 	case key == "":
-		return false, nil
+		return false, 0, nil
 	case l.closed.Load():
-		return false, jwtissuer.ErrClosed
+		return false, 0, jwtissuer.ErrClosed
 	}
 	r, err := l.store.Take(ctx, key, &l.policy, int64(n))
 	if err != nil {
 		if l.hook != nil {
 			l.hook(key, err)
 		}
-		return l.failOpen, err
+		return l.failOpen, 0, err
 	}
-	return r.Allowed, nil
+	return r.Allowed, r.RetryAfter, nil
 }
 
 // Reset forgets key's bucket. A failure goes to the error hook; use

@@ -323,3 +323,51 @@ func TestContextAndClose(t *testing.T) {
 		t.Fatal("the store stopped working with the limiter's Close")
 	}
 }
+
+// TestRetryAfter: a denial carries the wait the store computed from the
+// bucket at the Redis server's time (Redis's clock runs, so the bound is
+// the time the test took), in whole microseconds, and an Issuer's
+// RateLimitError passes it on; an admitted request and a failed one carry
+// none.
+func TestRetryAfter(t *testing.T) {
+	addr := serverAddr(t)
+	const period = 20 * time.Minute // 3 per hour
+	start := time.Now()
+	l := newLimiter(t, newStore(t, client(t, addr)), 3, time.Hour)
+	for i := range 3 {
+		if ok, wait, err := l.AllowRetryAfter("u"); !ok || wait != 0 || err != nil {
+			t.Fatalf("token %d: %v, %v, %v", i+1, ok, wait, err)
+		}
+	}
+	ok, wait, err := l.AllowRetryAfter("u")
+	took := time.Since(start)
+	if ok || err != nil || wait > period || wait < period-took-time.Microsecond || wait%time.Microsecond != 0 {
+		t.Fatalf("4th token after %v: %v, %v, %v; want false, a wait within (%v, %v] in whole µs", took, ok, wait, err, period-took, period)
+	}
+
+	start = time.Now()
+	cfg := jwtissuer.DefaultConfig()
+	cfg.SecretKey = secret
+	cfg.EnableRateLimit = true
+	cfg.RateLimiter = newLimiter(t, newStore(t, client(t, addr)), 1, time.Hour, redislimiter.WithName("issue"))
+	iss, err := jwtissuer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iss.Close()
+	if _, err := iss.Create(&jwtissuer.Claims{UserID: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = iss.Create(&jwtissuer.Claims{UserID: "ann"})
+	took = time.Since(start)
+	var rle *jwtissuer.RateLimitError
+	if !errors.As(err, &rle) || !errors.Is(err, jwtissuer.ErrRateLimitExceeded) || rle.Failures ||
+		rle.RetryAfter > time.Hour || rle.RetryAfter < time.Hour-took-time.Microsecond {
+		t.Fatalf("Issuer over the Redis limit after %v: %v (%+v), want a wait within (%v, 1h]", took, err, rle, time.Hour-took)
+	}
+
+	l.Close()
+	if ok, wait, err := l.AllowRetryAfter("u"); ok || wait != 0 || !errors.Is(err, jwtissuer.ErrClosed) {
+		t.Fatalf("after Close: %v, %v, %v", ok, wait, err)
+	}
+}
