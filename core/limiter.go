@@ -23,19 +23,24 @@ import (
 const MaxKeyLen = 128
 
 // BoundKey returns key, or "sha256:<hex digest>" when key is longer than
-// MaxKeyLen, starts with "sha256:" or holds ":hmac:" (the mark of a
-// secret identity's key, see Limiter.Key). Distinct keys stay distinct,
-// and no key a caller can choose spells one of those.
+// MaxKeyLen, starts with "sha256:" or ends as a secret identity's key does
+// (":hmac:" and 32 more bytes, see Limiter.Key). Distinct keys stay
+// distinct, and no key a caller can choose spells one of those.
 func BoundKey(key string) string {
-	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) && !strings.Contains(key, hmacMark) {
+	n := len(key)
+	if n <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) && !(n >= hmacTail && key[n-hmacTail:n-hmacTail+len(hmacMark)] == hmacMark) {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
 	return digestPrefix + hex.EncodeToString(sum[:])
 }
 
-// hmacMark follows the label of a secret identity's key.
-const hmacMark = ":hmac:"
+// hmacMark follows the label of a secret identity's key, and 32 hex
+// digits follow it: hmacTail bytes in all.
+const (
+	hmacMark = ":hmac:"
+	hmacTail = len(hmacMark) + 32
+)
 
 // digestPrefix starts every digest BoundKey makes. A short key that starts
 // with it is hashed too, so that no caller can name another's digest.
@@ -195,10 +200,10 @@ func (l *Limiter) Store() Store { return l.store }
 
 // headerStyle is the header style of decisions under cfg.
 func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
-	if l.styleSet {
-		return l.style
+	if l.styleSet || cfg == nil {
+		return l.style // HeadersDraft unless set
 	}
-	return cfg.Headers()
+	return cfg.headers
 }
 
 // failsOpen reports whether, under cfg, a request passes when the store

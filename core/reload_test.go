@@ -30,13 +30,13 @@ const (
   rules:
     - name: stable
       paths: ["/stable"]
-      limit: "1000000/hour"
+      limit: "1000000000/hour"
     - name: probe
       paths: ["/probe"]
-      limit: "1000000/hour"
+      limit: "1000000000/hour"
     - name: flip
       paths: ["/flip"]
-      limit: "1000000/hour"
+      limit: "1000000000/hour"
 `
 	reloadB = `rate_limit:
   enabled: true
@@ -44,19 +44,19 @@ const (
   rules:
     - name: stable
       paths: ["/stable"]
-      limit: "1000000/hour"
+      limit: "1000000000/hour"
     - name: watch
       paths: ["/probe"]
       limit: "1/hour"
       mode: shadow
     - name: probe
       paths: ["/probe"]
-      limit: "1000000/hour"
+      limit: "1000000000/hour"
       weights:
         "/probe": 2
     - name: flip
       paths: ["/flip"]
-      limit: "2000000/hour"
+      limit: "2000000000/hour"
 `
 )
 
@@ -106,7 +106,7 @@ func TestReloadUnderLoad(t *testing.T) {
 					d, _ = flow.Decide(t.Context(), "", "GET", core.Path(path), "")
 				}
 				if !d.Allowed || d.Err != nil {
-					torn.Store("request denied or failed: " + path)
+					torn.Store(fmt.Sprintf("request denied or failed: %s: rule %v, err %v, result %+v", path, d.Rule, d.Err, d.Result))
 					return
 				}
 				h := http.Header{}
@@ -134,7 +134,7 @@ func TestReloadUnderLoad(t *testing.T) {
 					}
 					probe.Add(d.Cost)
 				case "/flip":
-					if d.Rule.Policy.Limits[0].Count == 1_000_000 {
+					if d.Rule.Policy.Limits[0].Count == 1_000_000_000 {
 						flipA.Add(1)
 					} else {
 						flipB.Add(1)
@@ -179,13 +179,13 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Errorf("%s: remaining %d, want %d (%d used before)", path, d.Result.Remaining, want, used)
 		}
 	}
-	check("/stable", stable.Load(), 1_000_000)
-	check("/probe", probe.Load(), 1_000_000)
-	check("/flip", flipA.Load(), 1_000_000) // B's requests counted apart
+	check("/stable", stable.Load(), 1_000_000_000)
+	check("/probe", probe.Load(), 1_000_000_000)
+	check("/flip", flipA.Load(), 1_000_000_000) // B's requests counted apart
 	if err := l.ReloadFile(fb); err != nil {
 		t.Fatal(err)
 	}
-	check("/flip", flipB.Load(), 2_000_000)
+	check("/flip", flipB.Load(), 2_000_000_000)
 }
 
 func TestReloadBadFile(t *testing.T) {
@@ -206,7 +206,7 @@ func TestReloadBadFile(t *testing.T) {
 	}
 
 	logs.Reset()
-	writeFile(t, file, strings.Replace(reloadB, `"2000000/hour"`, `"2000000/fortnight"`, 1))
+	writeFile(t, file, strings.Replace(reloadB, `"2000000000/hour"`, `"2000000000/fortnight"`, 1))
 	err := l.ReloadFile(file)
 	var ce *core.ConfigError
 	if !errors.As(err, &ce) || ce.Line != 19 || ce.Rule != "flip" {
@@ -231,7 +231,7 @@ func TestReloadBadFile(t *testing.T) {
 	}
 	// A good file swaps, names what changed, and clears LastError.
 	logs.Reset()
-	writeFile(t, file, strings.Replace(reloadB, "    - name: stable\n      paths: [\"/stable\"]\n      limit: \"1000000/hour\"\n", "", 1))
+	writeFile(t, file, strings.Replace(reloadB, "    - name: stable\n      paths: [\"/stable\"]\n      limit: \"1000000000/hour\"\n", "", 1))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}
@@ -258,8 +258,8 @@ func TestSetConfigOff(t *testing.T) {
 		t.Errorf("after SetConfig(nil): %+v, want allowed uncounted", d)
 	}
 	l.SetConfig(cfg)
-	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Result.Remaining != 1_000_000-2 {
-		t.Errorf("after SetConfig(cfg): remaining %d, want %d (the counter carried over)", d.Result.Remaining, 1_000_000-2)
+	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Result.Remaining != 1_000_000_000-2 {
+		t.Errorf("after SetConfig(cfg): remaining %d, want %d (the counter carried over)", d.Result.Remaining, 1_000_000_000-2)
 	}
 }
 
@@ -344,7 +344,7 @@ func TestReloadLoosensLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs.Reset()
-	writeFile(t, file, strings.Replace(reloadA, "      limit: \"1000000/hour\"\n    - name: flip", "      limit: \"1000000/hour\"\n      mode: shadow\n    - name: flip", 1))
+	writeFile(t, file, strings.Replace(reloadA, "      limit: \"1000000000/hour\"\n    - name: flip", "      limit: \"1000000000/hour\"\n      mode: shadow\n    - name: flip", 1))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}
