@@ -99,60 +99,56 @@ func (l *Limiter) swap(cfg *Config, file string) {
 	if old.Enabled() && !cfg.Enabled() {
 		l.log.Warn("rlkit: rate-limit config swapped in with limiting off: every request now passes uncounted", attrs[:min(len(attrs), 2)]...)
 	}
-	if shadowed := toShadow(old, cfg); len(shadowed) > 0 && cfg.Enabled() {
-		l.log.Warn("rlkit: rate-limit config swapped in with enforced rules now in shadow mode: they deny nothing", slog.Any("rules", shadowed))
+	if len(ch.shadowed) > 0 && cfg.Enabled() {
+		l.log.Warn("rlkit: rate-limit config swapped in with enforced rules now in shadow mode: they deny nothing", slog.Any("rules", ch.shadowed))
 	}
-}
-
-// toShadow lists the rules (and default) enforced in old and in shadow
-// mode in new.
-func toShadow(old, new *Config) []string {
-	var out []string
-	for _, r := range append([]*Rule{new.Default()}, new.Rules()...) {
-		if r == nil || !r.Shadow() || !old.Enabled() {
-			continue
-		}
-		if o := old.Rule(r.Name); o != nil && !o.Shadow() {
-			out = append(out, r.Name)
-		}
-	}
-	return out
 }
 
 // ruleChanges sorts the rule names of two configurations by what became
 // of their counters.
 type ruleChanges struct {
-	kept    []string // same policy: counters carry over
-	changed []string // policy changed: counters start from zero
-	added   []string // new: counters start from zero
-	removed []string
+	kept     []string // same policy: counters carry over
+	changed  []string // policy changed: counters start from zero
+	added    []string // new: counters start from zero
+	removed  []string
+	shadowed []string // enforced before (limiting on), in shadow mode now
 }
 
 // diffRules compares the rules (with the default) of old and new by name
-// and policy fingerprint.
+// and policy fingerprint, in one pass over each.
 func diffRules(old, new *Config) ruleChanges {
-	all := func(c *Config) []*Rule {
-		if c.Default() == nil {
-			return c.Rules()
-		}
-		return append([]*Rule{c.Default()}, c.Rules()...)
+	before := map[string]*Rule{}
+	for _, r := range withDefault(old) {
+		before[r.Name] = r
 	}
 	ch := ruleChanges{kept: []string{}, changed: []string{}, added: []string{}, removed: []string{}}
-	for _, r := range all(new) {
-		switch o := old.Rule(r.Name); {
+	for _, r := range withDefault(new) {
+		o := before[r.Name]
+		delete(before, r.Name)
+		switch {
 		case o == nil:
 			ch.added = append(ch.added, r.Name)
+			continue
 		case o.Policy.Fingerprint() == r.Policy.Fingerprint():
 			ch.kept = append(ch.kept, r.Name)
 		default:
 			ch.changed = append(ch.changed, r.Name)
 		}
-	}
-	for _, r := range all(old) {
-		if new.Rule(r.Name) == nil {
-			ch.removed = append(ch.removed, r.Name)
+		if r.shadow && !o.shadow && old.Enabled() {
+			ch.shadowed = append(ch.shadowed, r.Name)
 		}
+	}
+	for name := range before {
+		ch.removed = append(ch.removed, name)
 	}
 	slices.Sort(ch.removed)
 	return ch
+}
+
+// withDefault is c's default rule, if any, then its rules.
+func withDefault(c *Config) []*Rule {
+	if c.Default() == nil {
+		return c.Rules()
+	}
+	return append([]*Rule{c.Default()}, c.Rules()...)
 }
