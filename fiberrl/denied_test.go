@@ -110,7 +110,8 @@ func TestDecisionOf(t *testing.T) {
 
 // TestAllocs pins what the middleware adds to Fiber's own allocations per
 // request: by default (and with a denied handler, which an allowed
-// request never reaches) none, as before these options.
+// request never reaches) none, as before these options;
+// WithDecisionContext(true) two (the Decision and the user context).
 func TestAllocs(t *testing.T) {
 	if adaptertest.Race {
 		t.Skip("the race detector makes Fiber's context pool drop contexts")
@@ -146,6 +147,7 @@ func TestAllocs(t *testing.T) {
 		{"default", nil, 0},
 		{"WithDecisionContext(false)", []fiberrl.Option{fiberrl.WithDecisionContext(false)}, 0},
 		{"WithDeniedHandler", []fiberrl.Option{denied}, 0},
+		{"WithDecisionContext(true)", []fiberrl.Option{fiberrl.WithDecisionContext(true)}, 2},
 	} {
 		if n := allocs(fiberrl.New(adaptertest.BenchConfig(t), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Fiber's own, want %v", tt.name, n, tt.want)

@@ -79,7 +79,9 @@ func TestDecisionOf(t *testing.T) {
 
 // TestAllocs pins what the middleware adds to Gin's own allocations per
 // request: by default (and with a denied handler, which an allowed request
-// never reaches) one, the RateLimit value, as before these options.
+// never reaches) one, the RateLimit value, as before these options;
+// WithDecisionContext(true) five more (the Decision, Gin's Keys map, the
+// context, the request's copy).
 func TestAllocs(t *testing.T) {
 	if adaptertest.Race {
 		t.Skip("the race detector makes Gin's context pool drop contexts")
@@ -107,6 +109,7 @@ func TestAllocs(t *testing.T) {
 		{"default", nil, 1},
 		{"WithDecisionContext(false)", []ginrl.Option{ginrl.WithDecisionContext(false)}, 1},
 		{"WithDeniedHandler", []ginrl.Option{denied}, 1},
+		{"WithDecisionContext(true)", []ginrl.Option{ginrl.WithDecisionContext(true)}, 6},
 	} {
 		if n := allocs(ginrl.New(adaptertest.BenchConfig(t), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Gin's own, want %v", tt.name, n, tt.want)

@@ -113,11 +113,11 @@ func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.de
 // middleware passes on into the gin.Context (c.Set(DecisionKey, d)) and
 // into the request's context (core.NewContext, read with
 // core.FromContext(c.Request.Context())), so that a handler can report the
-// remaining quota it read with DecisionOf. It costs each request a copy of
-// the Decision on the heap, Gin's Keys map (unless an earlier handler made
-// it), a context and a shallow copy of the *http.Request: about five
-// allocations. Default: false (no Decision in either context, and no
-// allocation for it).
+// remaining quota it read with DecisionOf. It costs each request five
+// allocations, about 900 bytes: a copy of the Decision on the heap, Gin's
+// Keys map (two, unless an earlier handler made it), a context and a
+// shallow copy of the *http.Request. Default: false (no Decision in either
+// context, and no allocation for it).
 func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
 
 // DecisionOf returns the Decision the middleware made for c's request,
