@@ -12,6 +12,22 @@
 // The middleware only translates: request → (method, path, identity,
 // bypass) → core decision → response. Rules, algorithms, headers and the
 // 429 body come from package core, so every rlkit adapter answers the same.
+//
+// A refused request (429 over a limit, 503 when the store fails closed)
+// gets core's JSON body unless WithDeniedHandler gives the application's
+// own (an RFC 9457 application/problem+json, say), written after the
+// middleware has set the rate-limit headers and Retry-After:
+//
+//	nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
+//		w.Header().Set("Content-Type", "application/problem+json")
+//		w.WriteHeader(d.Status())
+//		fmt.Fprintf(w, `{"title": %q, "status": %d}`, http.StatusText(d.Status()), d.Status())
+//	})
+//
+// WithDecisionContext(true) puts the Decision of every request passed on
+// into its context, where the handler finds it with DecisionOf (the rule,
+// the remaining quota d.Result.Remaining); it is off by default, since it
+// costs three allocations a request.
 package nethttp
 
 import (
