@@ -45,6 +45,9 @@ func problem429(rule string, limit, retryAfter int, rl ...string) want {
 	return want{http.StatusTooManyRequests, headers(rl, hRetry, strconv.Itoa(retryAfter), hType, problemType, hLength, strconv.Itoa(len(body))), body}
 }
 
+// headOf is w without its body: the answer to HEAD.
+func headOf(w want) want { w.body = ""; return w }
+
 // problem503 is the answer of problem to a request under rule when the
 // store failed closed: no rate-limit headers, Retry-After 1.
 func problem503(rule string) want {
@@ -114,6 +117,9 @@ func deniedCases() []testCase {
 				hit(get("/api/kb/a/reindex", alice...), problem429("reindex", 2, 60, draft("reindex", 2, 60, 0, 60)...), reindexAlice),
 				advance(15*time.Second),
 				hit(get("/api/kb/a/reindex", alice...), problem429("reindex", 2, 45, draft("reindex", 2, 60, 0, 45)...), reindexAlice),
+				// HEAD: the same status and headers (Content-Length the
+				// body's), no body.
+				hit(do("HEAD", "/api/kb/a/reindex", alice...), headOf(problem429("reindex", 2, 45, draft("reindex", 2, 60, 0, 45)...)), reindexAlice),
 				// A weighted request: the handler sees the rule it hit.
 				hit(do("POST", batch, alice...), ok(draft("upload", 30, 60, 20, 45)...), batchAlice),
 				hit(do("POST", batch, alice...), ok(draft("upload", 30, 60, 10, 45)...), batchAlice),
