@@ -122,9 +122,8 @@ func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.de
 // d)) and into its user context (core.NewContext, read with
 // core.FromContext(c.UserContext())), so that a handler can report the
 // remaining quota it read with DecisionOf. It costs each request two
-// allocations: a copy of the Decision on the heap (about 300 bytes) and a
-// context. Default: false (no Decision in either context, and no
-// allocation for it).
+// allocations: a copy of the Decision on the heap and a context. Default:
+// false (no Decision in either context, and no allocation for it).
 func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
 
 // DecisionOf returns the Decision the middleware made for c's request,
