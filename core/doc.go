@@ -39,6 +39,12 @@
 // fails the Limiter fails open (the request passes, a warning is logged at
 // most once per interval) unless configured to fail closed (503).
 //
+// An application may write the denied response itself (each adapter's
+// WithDeniedHandler): the adapter sets the same rate-limit headers and
+// Retry-After first (Decision.SetLimitHeaders, LimitHeader). An adapter
+// can put an allowed request's Decision into its context (NewContext,
+// FromContext), so that the handler reports the remaining quota.
+//
 // A rule in shadow mode (Spec.Mode) counts beside the enforced rules and
 // reports the requests it would deny, denying none.
 //

@@ -19,8 +19,10 @@ import (
 //  4. the limiter counts the request under the rule that applies.
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
-// Header, Status and Body) when it is not Allowed, else
-// Decision.SetHeaders (or Header) before calling the handler. A Flow
+// Header, Status and Body) when it is not Allowed, or, when the
+// application gives its own denied handler, Decision.SetLimitHeaders (or
+// LimitHeader) before calling it; else Decision.SetHeaders (or Header)
+// before calling the handler, and, when asked, NewContext. A Flow
 // is safe for concurrent use.
 type Flow[R any] struct {
 	Limiter *Limiter

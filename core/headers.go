@@ -216,36 +216,17 @@ func (d *Decision) SetHeaders(h http.Header) {
 //		// set name: value
 //	}
 func (d *Decision) Header(i int, buf []byte) (name string, value []byte, ok bool) {
-	if d.hasHeaders() {
-		if d.style == HeadersLegacy {
-			switch i {
-			case 0:
-				return hdrLimit, readOnly(d.Rule.limitValue[d.decidingIndex()]), true
-			case 1:
-				return hdrRemaining, strconv.AppendInt(buf[:0], d.Result.Remaining, 10), true
-			case 2:
-				return hdrReset, strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10), true
-			}
-			i -= 3
-		} else {
-			switch i {
-			case 0:
-				return hdrPolicy, readOnly(d.Rule.policyValue[0]), true
-			case 1:
-				return hdrRateLimit, d.appendRateLimit(buf[:0]), true
-			}
-			i -= 2
-		}
+	n := d.limitHeaders()
+	if i < n {
+		return d.LimitHeader(i, buf)
 	}
 	if d.Allowed {
 		return "", nil, false
 	}
-	switch i {
+	switch i - n {
 	case 0:
-		return hdrRetryAfter, strconv.AppendInt(buf[:0], d.retryAfter(), 10), true
-	case 1:
 		return hdrType, readOnly(jsonType[0]), true
-	case 2:
+	case 1:
 		return hdrLength, strconv.AppendInt(buf[:0], int64(len(d.Body())), 10), true
 	}
 	return "", nil, false
@@ -294,12 +275,10 @@ func (d *Decision) Body() []byte {
 // they all answer byte for byte the same.
 func (d *Decision) WriteDenied(w http.ResponseWriter) {
 	h := w.Header()
-	d.SetHeaders(h)
+	d.SetLimitHeaders(h)
 	if d.unavailable() {
-		h[hdrRetryAfter] = oneSecond
 		h[hdrLength] = unavailableLength
 	} else {
-		h[hdrRetryAfter] = []string{strconv.FormatInt(d.retryAfter(), 10)}
 		h[hdrLength] = d.Rule.bodyLength
 	}
 	h[hdrType] = jsonType

@@ -48,7 +48,8 @@ const digestPrefix = "sha256:"
 
 // Decision is the outcome of one request. Adapters write it with
 // SetHeaders and, when not Allowed, WriteDenied (or Header, Status and
-// Body).
+// Body), or SetLimitHeaders before the application's own denied handler.
+// NewContext puts it in a request's context, FromContext reads it there.
 type Decision struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool

@@ -26,7 +26,23 @@ type options struct {
 	onError func(echo.Context, error) error
 	core    []core.Option
 	limiter *core.Limiter
+	denied  DeniedHandler
+	inCtx   bool
 }
+
+// DeniedHandler writes the response to a request the limiter refuses: d
+// is its Decision (d.Status() is the status the default response has: 429
+// over a limit, 503 when the store failed and the policy is fail-closed).
+// When it is called the response already carries the rate-limit headers
+// and Retry-After (core.Decision.SetLimitHeaders); it writes the status,
+// Content-Type and body, and may change any header. The middleware returns
+// what it returns, and the handler does not run.
+type DeniedHandler func(c echo.Context, d *core.Decision) error
+
+// DecisionKey is the key under which a middleware built
+// WithDecisionContext(true) stores the request's *core.Decision in the
+// echo.Context (c.Get(DecisionKey); DecisionOf reads it).
+const DecisionKey = "rlkit.decision"
 
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
@@ -84,6 +100,35 @@ func WithLimiterOptions(opts ...core.Option) Option {
 	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
+// WithDeniedHandler sets the response to every request the limiter
+// refuses (every Decision not Allowed: over a limit, the store failed
+// closed, and any other refusal), for example an RFC 9457
+// application/problem+json body; see DeniedHandler. Default: nil, which
+// writes core.Decision.WriteDenied's response: 429 with
+// {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503 with
+// {"detail": "Rate limiter unavailable"}, as application/json.
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+
+// WithDecisionContext, when on, puts the Decision of every request the
+// middleware passes on into the echo.Context (c.Set(DecisionKey, d)) and
+// into the request's context (core.NewContext, read with
+// core.FromContext(c.Request().Context())), so that a handler can report
+// the remaining quota it read with DecisionOf. It costs each request five
+// allocations: a copy of the Decision on the heap, Echo's store map (two,
+// unless an earlier handler made it), a context and a shallow copy of the
+// *http.Request. Default: false (no Decision in either context, and no
+// allocation for it).
+func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
+
+// DecisionOf returns the Decision the middleware made for c's request,
+// which a middleware built WithDecisionContext(true) stores in c, and ok
+// false when there is none. A Decision whose Rule is nil counted nothing
+// (an exempt path, a bypassed caller, limiting off).
+func DecisionOf(c echo.Context) (*core.Decision, bool) {
+	d, ok := c.Get(DecisionKey).(*core.Decision)
+	return d, ok && d != nil
+}
+
 var unauthorized = []byte(`{"detail": "Unauthorized"}`)
 
 func defaultOnError(c echo.Context, _ error) error {
@@ -110,13 +155,33 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 			case err != nil:
 				return o.onError(c, err)
 			case !d.Allowed:
+				if o.denied != nil {
+					return o.deny(c, d)
+				}
 				d.WriteDenied(c.Response())
 				return nil
 			}
 			d.SetHeaders(c.Response().Header())
+			if o.inCtx {
+				withDecision(c, d)
+			}
 			return next(c)
 		}
 	}
+}
+
+// deny answers a denied request with the application's handler. d is a
+// copy, here and in withDecision, so that the caller's stays on its stack.
+func (o *options) deny(c echo.Context, d core.Decision) error {
+	d.SetLimitHeaders(c.Response().Header())
+	return o.denied(c, &d)
+}
+
+// withDecision puts d in c and in its request's context.
+func withDecision(c echo.Context, d core.Decision) {
+	c.Set(DecisionKey, &d)
+	r := c.Request()
+	c.SetRequest(r.WithContext(core.NewContext(r.Context(), &d)))
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)

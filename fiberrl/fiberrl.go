@@ -34,7 +34,23 @@ type options struct {
 	onError func(*fiber.Ctx, error) error
 	core    []core.Option
 	limiter *core.Limiter
+	denied  DeniedHandler
+	inCtx   bool
 }
+
+// DeniedHandler writes the response to a request the limiter refuses: d
+// is its Decision (d.Status() is the status the default response has: 429
+// over a limit, 503 when the store failed and the policy is fail-closed).
+// When it is called the response already carries the rate-limit headers
+// and Retry-After (core.Decision.LimitHeader); it writes the status,
+// Content-Type and body, and may change any header. The middleware returns
+// what it returns, and the handler does not run.
+type DeniedHandler func(c *fiber.Ctx, d *core.Decision) error
+
+// DecisionKey is the key under which a middleware built
+// WithDecisionContext(true) stores the request's *core.Decision in the
+// fiber.Ctx's locals (c.Locals(DecisionKey); DecisionOf reads it).
+const DecisionKey = "rlkit.decision"
 
 // WithLimiter makes the middleware decide with l, a limiter the
 // application keeps: to swap its configuration while serving
@@ -92,6 +108,34 @@ func WithLimiterOptions(opts ...core.Option) Option {
 	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
+// WithDeniedHandler sets the response to every request the limiter
+// refuses (every Decision not Allowed: over a limit, the store failed
+// closed, and any other refusal), for example an RFC 9457
+// application/problem+json body; see DeniedHandler. Default: nil, which
+// writes the response of core.Decision's Header, Status and Body: 429
+// with {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503
+// with {"detail": "Rate limiter unavailable"}, as application/json.
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+
+// WithDecisionContext, when on, puts the Decision of every request the
+// middleware passes on into the fiber.Ctx's locals (c.Locals(DecisionKey,
+// d)) and into its user context (core.NewContext, read with
+// core.FromContext(c.UserContext())), so that a handler can report the
+// remaining quota it read with DecisionOf. It costs each request two
+// allocations: a copy of the Decision on the heap and a context. Default:
+// false (no Decision in either context, and no allocation for it).
+func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
+
+// DecisionOf returns the Decision the middleware made for c's request,
+// which a middleware built WithDecisionContext(true) stores in c's locals,
+// and ok false when there is none. A Decision whose Rule is nil counted
+// nothing (an exempt path, a bypassed caller, limiting off). It holds no
+// memory of fasthttp's: it may be kept after the handler returns.
+func DecisionOf(c *fiber.Ctx) (*core.Decision, bool) {
+	d, ok := c.Locals(DecisionKey).(*core.Decision)
+	return d, ok && d != nil
+}
+
 var unauthorized = []byte(`{"detail": "Unauthorized"}`)
 
 func defaultOnError(c *fiber.Ctx, _ error) error {
@@ -123,22 +167,54 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if err != nil {
 			return o.onError(c, err)
 		}
-		h := &c.Response().Header
-		var buf [128]byte
-		for i := 0; ; i++ {
-			name, value, ok := d.Header(i, buf[:0])
-			if !ok {
-				break
-			}
-			h.SetCanonical(nameBytes(name), value) // both copied
+		if !d.Allowed && o.denied != nil {
+			return o.deny(c, d)
 		}
+		setHeaders(c, &d, false)
 		if !d.Allowed {
 			c.Status(d.Status())
 			c.Response().SetBody(d.Body()) // a copy: Body is shared
 			return nil
 		}
+		if o.inCtx {
+			withDecision(c, d)
+		}
 		return c.Next()
 	}
+}
+
+// setHeaders sets on c's response the headers of d: core.Decision.Header,
+// or, with limitOnly, LimitHeader (those without the default body's).
+func setHeaders(c *fiber.Ctx, d *core.Decision, limitOnly bool) {
+	h := &c.Response().Header
+	var buf [128]byte
+	for i := 0; ; i++ {
+		var name string
+		var value []byte
+		var ok bool
+		if limitOnly {
+			name, value, ok = d.LimitHeader(i, buf[:0])
+		} else {
+			name, value, ok = d.Header(i, buf[:0])
+		}
+		if !ok {
+			return
+		}
+		h.SetCanonical(nameBytes(name), value) // both copied
+	}
+}
+
+// deny answers a denied request with the application's handler. d is a
+// copy, here and in withDecision, so that the caller's stays on its stack.
+func (o *options) deny(c *fiber.Ctx, d core.Decision) error {
+	setHeaders(c, &d, true)
+	return o.denied(c, &d)
+}
+
+// withDecision puts d in c's locals and in its user context.
+func withDecision(c *fiber.Ctx, d core.Decision) {
+	c.Locals(DecisionKey, &d)
+	c.SetUserContext(core.NewContext(c.UserContext(), &d))
 }
 
 // appCase records whether an app matches paths case-insensitively.

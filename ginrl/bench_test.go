@@ -52,3 +52,32 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { run(b) })
 	b.Run("rlkit", func(b *testing.B) { run(b, ginrl.New(cfg)) })
 }
+
+// BenchmarkDecisionContext measures what WithDecisionContext(true) costs
+// an admitted request through a Gin engine: "off" is BenchmarkMiddleware's
+// rlkit, "on" the same with the Decision put in the gin.Context and the
+// request's context (its copy on the heap, Gin's Keys map, the context,
+// the request's copy), with a handler that reads it back (DecisionOf).
+func BenchmarkDecisionContext(b *testing.B) {
+	cfg := adaptertest.BenchConfig(b)
+	run := func(b *testing.B, opts ...ginrl.Option) {
+		e := gin.New()
+		e.Use(ginrl.New(cfg, opts...))
+		e.GET("/api/search", func(c *gin.Context) {
+			if d, ok := ginrl.DecisionOf(c); ok && d.Result.Remaining < 0 {
+				b.Fatal("negative remaining")
+			}
+			c.Data(http.StatusOK, "application/json", okBody)
+		})
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := &discardWriter{h: make(http.Header)}
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			e.ServeHTTP(w, r)
+		}
+	}
+	b.Run("off", func(b *testing.B) { run(b) })
+	b.Run("on", func(b *testing.B) { run(b, ginrl.WithDecisionContext(true)) })
+}

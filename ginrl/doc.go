@@ -19,6 +19,16 @@
 // router or handler may act on (core.URLPath, core.Path), never against
 // Gin's parameters.
 //
+// A refused request (429 over a limit, 503 when the store fails closed)
+// gets core's JSON body unless WithDeniedHandler gives the application's
+// own (an RFC 9457 application/problem+json, say), written after the
+// middleware has set the rate-limit headers and Retry-After; the chain is
+// aborted after it. WithDecisionContext(true) puts the Decision of every
+// request passed on into the gin.Context (DecisionOf, c.Get(DecisionKey))
+// and the request's context (core.FromContext), so that the handler can
+// report the remaining quota; it is off by default, since it costs five
+// allocations a request.
+//
 // The client IP is worked out by core.ClientIPConfig (see WithClientIP),
 // not by gin.Context.ClientIP, which believes forwarding headers from any
 // peer unless the engine's trusted proxies are set.

@@ -77,3 +77,31 @@ func BenchmarkHandlerNoRecorder(b *testing.B) {
 	b.Run("json/bare", func(b *testing.B) { run(b, jsonHandler) })
 	b.Run("json/rlkit", func(b *testing.B) { run(b, limited(b, jsonHandler)) })
 }
+
+// BenchmarkDecisionContext measures what WithDecisionContext(true) costs
+// an admitted request: "off" is the middleware by default (as
+// BenchmarkHandlerNoRecorder's json/rlkit), "on" the same with the
+// Decision put in the request's context (its copy on the heap, the
+// context, r.WithContext's copy of the request), with a handler that
+// reads it back (DecisionOf).
+func BenchmarkDecisionContext(b *testing.B) {
+	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, ok := nethttp.DecisionOf(r); ok && d.Result.Remaining < 0 {
+			b.Fatal("negative remaining")
+		}
+		jsonHandler(w, r)
+	})
+	run := func(b *testing.B, opts ...nethttp.Option) {
+		h := nethttp.New(adaptertest.BenchConfig(b), opts...)(read)
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := &discardWriter{h: make(http.Header)}
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+	}
+	b.Run("off", func(b *testing.B) { run(b) })
+	b.Run("on", func(b *testing.B) { run(b, nethttp.WithDecisionContext(true)) })
+}

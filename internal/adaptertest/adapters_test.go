@@ -1,6 +1,8 @@
 package adaptertest_test
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/goleak"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/echorl"
 	"github.com/rlkit/rlkit/fiberrl"
 	"github.com/rlkit/rlkit/ginrl"
@@ -75,11 +78,20 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 			opts = append(opts, nethttp.WithFailOpen(*s.FailOpen))
 		}
 	}
+	opts = append(opts, nethttp.WithDecisionContext(s.DecisionContext))
+	if s.Denied != nil {
+		opts = append(opts, nethttp.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, d *core.Decision) {
+			status, contentType, body := s.Denied(d)
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		}))
+	}
 	mw := nethttp.New(s.Config, opts...)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Served(nethttp.Identity(r, opts...))
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(adaptertest.OKBody))
+		_, _ = io.WriteString(w, body(s, r.Context(), decision(nethttp.DecisionOf(r))))
 	})
 	if len(s.Routes) == 0 {
 		return adaptertest.ServeHTTP(t, mw(ok))
@@ -91,6 +103,24 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 	}
 	mux.Handle("/", mw(ok))
 	return adaptertest.ServeHTTP(t, mux)
+}
+
+// body is what the handler behind the adapter answers: OKBody, or with
+// s.Report what it found in the request's context ctx and in the
+// framework's (inFramework).
+func body(s adaptertest.Setup, ctx context.Context, inFramework *core.Decision) string {
+	if s.Report == nil {
+		return adaptertest.OKBody
+	}
+	return s.Report(decision(core.FromContext(ctx)), inFramework)
+}
+
+// decision is d, or nil when not ok.
+func decision(d *core.Decision, ok bool) *core.Decision {
+	if !ok {
+		return nil
+	}
+	return d
 }
 
 // bracePattern turns "/api/kb/:id/reindex" into "/api/kb/{id}/reindex".
@@ -129,11 +159,18 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 			opts = append(opts, ginrl.WithFailOpen(*s.FailOpen))
 		}
 	}
+	opts = append(opts, ginrl.WithDecisionContext(s.DecisionContext))
+	if s.Denied != nil {
+		opts = append(opts, ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
+			status, contentType, body := s.Denied(d)
+			c.Data(status, contentType, []byte(body))
+		}))
+	}
 	r := gin.New()
 	r.Use(ginrl.New(s.Config, opts...))
 	ok := func(c *gin.Context) {
 		s.Served(ginrl.Identity(c, opts...))
-		c.Data(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
+		c.Data(http.StatusOK, "application/json", []byte(body(s, c.Request.Context(), decision(ginrl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
 		r.Any(route, ok)
@@ -167,12 +204,19 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 			opts = append(opts, echorl.WithFailOpen(*s.FailOpen))
 		}
 	}
+	opts = append(opts, echorl.WithDecisionContext(s.DecisionContext))
+	if s.Denied != nil {
+		opts = append(opts, echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+			status, contentType, body := s.Denied(d)
+			return c.Blob(status, contentType, []byte(body))
+		}))
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Use(echorl.New(s.Config, opts...))
 	ok := func(c echo.Context) error {
 		s.Served(echorl.Identity(c, opts...))
-		return c.Blob(http.StatusOK, "application/json", []byte(adaptertest.OKBody))
+		return c.Blob(http.StatusOK, "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
 		e.Any(route, ok)
@@ -206,11 +250,19 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 			opts = append(opts, fiberrl.WithFailOpen(*s.FailOpen))
 		}
 	}
+	opts = append(opts, fiberrl.WithDecisionContext(s.DecisionContext))
+	if s.Denied != nil {
+		opts = append(opts, fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
+			status, contentType, body := s.Denied(d)
+			c.Set(fiber.HeaderContentType, contentType)
+			return c.Status(status).SendString(body)
+		}))
+	}
 	mw := fiberrl.New(s.Config, opts...)
 	ok := func(c *fiber.Ctx) error {
 		s.Served(fiberrl.Identity(c, opts...))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.SendString(adaptertest.OKBody)
+		return c.SendString(body(s, c.UserContext(), decision(fiberrl.DecisionOf(c))))
 	}
 	// Case-sensitive like the other routers, so that every case reads the
 	// same; fiberrl's own tests cover Fiber's case-insensitive default.

@@ -46,8 +46,8 @@ var ErrBadUser = errors.New("adaptertest: bad user")
 const OKBody = `{"ok":true}`
 
 // Setup is what an adapter must be built with. The suite fills every
-// field but FailOpen, Headers and Routes; those the wiring passes on only
-// when set.
+// field but FailOpen, Headers, Routes, Denied, DecisionContext and Report;
+// those the wiring passes on only when set.
 type Setup struct {
 	// Served must be called by the handler behind the adapter each time
 	// it runs, so that the suite knows whether a request reached it, with
@@ -81,6 +81,19 @@ type Setup struct {
 	// a route template for those requests. Every other path still reaches
 	// the catch-all handler.
 	Routes []string
+	// Denied, when not nil, goes to WithDeniedHandler as a handler that
+	// answers the status, Content-Type and body Denied returns for the
+	// Decision the handler gets, and writes no other header.
+	Denied func(d *core.Decision) (status int, contentType, body string)
+	// DecisionContext goes to WithDecisionContext.
+	DecisionContext bool
+	// Report, when not nil, makes the handler behind the adapter answer
+	// 200 with Report's answer as its body (Content-Type application/json)
+	// instead of OKBody. It gets the Decision the handler found in the
+	// request's context (core.FromContext of the *http.Request's context;
+	// Fiber's c.UserContext()) and in the framework's (the adapter's
+	// DecisionOf), each nil when not found.
+	Report func(inRequest, inFramework *core.Decision) string
 }
 
 // Start builds the adapter as s says, around a handler that calls

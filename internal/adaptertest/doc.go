@@ -26,6 +26,12 @@
 // except that X-User "bad" makes the key function fail (so the default
 // error handler answers 401); "X-Role: super-admin" bypasses the limiter.
 //
+// The application's own denied response and the Decision in the handler's
+// contexts have cases of their own (cases_denied.go): the wiring passes
+// Setup.Denied to the adapter's WithDeniedHandler, Setup.DecisionContext
+// to WithDecisionContext, and with Setup.Report answers with what its
+// handler found through core.FromContext and the adapter's DecisionOf.
+//
 // Same runs the table through several adapters and fails unless their
 // responses are identical: same status, same headers (all but Date), same
 // body, same store keys, same runs of the handler.

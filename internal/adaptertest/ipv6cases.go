@@ -6,9 +6,9 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// allCases is the table Run and Same go through: cases and the cases of
-// this file.
-func allCases() []testCase { return append(cases(), ipv6Cases()...) }
+// allCases is the table Run and Same go through: cases, the cases of
+// this file and deniedCases.
+func allCases() []testCase { return append(append(cases(), ipv6Cases()...), deniedCases()...) }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
 // and per address with IPv6PrefixLen 128, through every adapter. The
