@@ -265,11 +265,12 @@ func TestLimitProviderCoalesces(t *testing.T) {
 			wg.Go(func() { plans[i] = lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false).Plan })
 		}
 		synctest.Wait() // all 20 are blocked: one in the call, 19 waiting for it
-		if n := q.total.Load(); n != 1 {
-			t.Fatalf("%d calls in flight for one caller, want 1", n)
-		}
+		inFlight := q.total.Load()
 		close(q.block)
 		wg.Wait()
+		if inFlight != 1 {
+			t.Fatalf("%d calls in flight for one caller, want 1", inFlight)
+		}
 		for i, p := range plans {
 			if p != CustomPlan {
 				t.Fatalf("request %d: plan %q, want custom", i, p)
@@ -293,12 +294,19 @@ func TestLimitProviderBusy(t *testing.T) {
 			wg.Go(func() { lim.Decide(context.Background(), "GET", "/api/search", "slow-"+strconv.Itoa(i), false) })
 		}
 		synctest.Wait()
-		d := lim.Decide(context.Background(), "GET", "/api/search", "new", false)
-		if d.Plan != "" || q.count("new search") != 0 {
-			t.Errorf("with every call busy: plan %q, provider asked %d times; want the rule's limits, no call", d.Plan, q.count("new search"))
-		}
+		var plan atomic.Pointer[string]
+		go func() {
+			p := lim.Decide(context.Background(), "GET", "/api/search", "new", false).Plan
+			plan.Store(&p)
+		}()
+		synctest.Wait()
+		p, calls := plan.Load(), q.count("new search") // before any call ends
 		close(q.block)
 		wg.Wait()
+		synctest.Wait()
+		if p == nil || *p != "" || calls != 0 {
+			t.Fatalf("with every call busy: plan %v, provider asked %d times; want the rule's limits at once, no call", p, calls)
+		}
 		if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Plan != CustomPlan {
 			t.Errorf("calls free again: plan %q, want custom", d.Plan)
 		}
