@@ -77,8 +77,10 @@ func WithLimitProvider(p LimitProvider) Option {
 }
 
 // WithLimitCache sets how many answers of the LimitProvider are cached
-// (size; at least 16) and for how long each is used (ttl, at least a
-// millisecond), for positive and negative answers alike. The cache is
+// (size; at least 16; 0 means the default) and for how long each is used
+// (ttl, at least a millisecond; 0 means the default), for positive and
+// negative answers alike (an error is used for at most
+// LimitProviderErrorTTL). The cache is
 // bounded: past size entries, the oldest answer is dropped, so a flood of
 // distinct callers costs at most size entries of memory. Answers cached
 // under a configuration are not used under another (a reload): its rules
@@ -141,8 +143,11 @@ func newProvider(o providerOptions) *provider {
 		return nil
 	}
 	size, ttl := o.size, o.ttl
-	if size == 0 && ttl == 0 {
-		size, ttl = DefaultLimitCacheSize, DefaultLimitCacheTTL
+	if size <= 0 {
+		size = DefaultLimitCacheSize
+	}
+	if ttl <= 0 {
+		ttl = DefaultLimitCacheTTL
 	}
 	size, ttl = max(size, providerShards), max(ttl, time.Millisecond)
 	p := &provider{
