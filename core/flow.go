@@ -31,8 +31,12 @@ type Flow[R any] struct {
 	// ClientIP returns the request's client IP (see ClientIPConfig).
 	ClientIP func(R) string
 	// Plan returns the caller's plan (see TierSpec), asked only when the
-	// configuration has plans; nil means none: every caller counts under
-	// the rules' own limits, as does one whose plan is "" or unknown.
+	// configuration has plans, after Key; nil means none: every caller
+	// counts under the rules' own limits, as does one whose plan is "" or
+	// unknown. The plan picks the caller's limits: take it from what the
+	// client cannot forge (a verified token's claim, a customer record),
+	// never from a plain request header. Its string is looked up, never
+	// kept.
 	Plan func(R) string
 	// FoldCase says that the router matches paths without regard to ASCII
 	// case (Fiber's default): every spelling of a path is then also taken

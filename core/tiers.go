@@ -66,6 +66,11 @@ type TierRuleSpec struct {
 	Burst int64
 }
 
+// MaxPlanVariants bounds the rule variants the tiers of one configuration
+// make (plans × (rules + 1)): each is compiled when the file loads and
+// held in memory, a few hundred bytes apiece.
+const MaxPlanVariants = 100_000
+
 // tier is one compiled plan: its variant of every rule.
 type tier struct {
 	name  string
@@ -156,6 +161,10 @@ func (cc *compiler) tiers(specs []TierSpec, c *Config) {
 	}
 	if c.def != nil {
 		c.def.index = len(c.rules)
+	}
+	if n := len(specs) * (len(c.rules) + 1); n > MaxPlanVariants {
+		cc.fail("tiers", "", "tiers", strconv.Itoa(len(specs))+" plans", "%d plans of %d rules and the default make %d rule variants, at most %d (MaxPlanVariants)", len(specs), len(c.rules), n, MaxPlanVariants)
+		return
 	}
 	c.tiers = make(map[string]*tier, len(specs))
 	for i, ts := range specs {

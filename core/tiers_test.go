@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -146,10 +147,25 @@ func TestTiersErrors(t *testing.T) {
 			t.Errorf("%s: got\n%v\nwant\n%s", tc.name, err, tc.want)
 		}
 	}
-	// In code: a duplicate plan.
+	// In code: a duplicate plan, a rule listed twice.
 	_, err := NewConfig(Spec{Enabled: true, Tiers: []TierSpec{{Name: "pro"}, {Name: "pro"}}})
 	if want := `rate-limit config: field "tiers.pro": value "pro": duplicate plan`; err == nil || err.Error() != want {
 		t.Errorf("duplicate plan in code: got %v, want %s", err, want)
+	}
+	rules := []RuleSpec{{Name: "s", Paths: []string{"/s"}, Limit: []string{"1/s"}}}
+	twice := []TierRuleSpec{{Rule: "s", Limit: []string{"2/s"}}, {Rule: "s", Limit: []string{"3/s"}}}
+	_, err = NewConfig(Spec{Enabled: true, Rules: rules, Tiers: []TierSpec{{Name: "pro", Rules: twice}}})
+	if want := `rate-limit config: rule "s": field "tiers.pro.rules": value "s": plan "pro" lists the rule twice`; err == nil || err.Error() != want {
+		t.Errorf("a rule listed twice: got %v, want %s", err, want)
+	}
+	// Too many variants: plans × (rules + 1).
+	many := make([]TierSpec, MaxPlanVariants/2+1)
+	for i := range many {
+		many[i].Name = "p" + strconv.Itoa(i)
+	}
+	_, err = NewConfig(Spec{Enabled: true, Rules: rules, Tiers: many})
+	if want := `rate-limit config: field "tiers": value "50001 plans": 50001 plans of 1 rules and the default make 100002 rule variants, at most 100000 (MaxPlanVariants)`; err == nil || err.Error() != want {
+		t.Errorf("too many variants: got %v, want %s", err, want)
 	}
 }
 

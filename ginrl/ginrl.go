@@ -56,7 +56,10 @@ func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o
 // limits (see core.TierSpec), and the rate-limit headers and the 429 show
 // the plan's. It is called only when the configuration has tiers, after
 // the key function; "" or a plan the configuration lacks counts under the
-// rules' own limits. The string is used for the lookup only, never kept.
+// rules' own limits. The plan picks the caller's limits: take it from
+// what the client cannot forge (a verified token's claim, a customer
+// record), never from a plain request header. The string is used for the
+// lookup only, never kept.
 // Default: none (every caller counts under the rules' own limits).
 func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o.plan = fn } }
 
