@@ -248,9 +248,10 @@ var ErrUnknownRule = errors.New("no such rule")
 // Reset forgets identity's counters under the named rule ("default" for
 // the default limit) in the configuration now, under every plan (see
 // TierSpec) and under the limits a LimitProvider gave it while they are
-// cached, and reports whether a counter existed and was removed: false means identity had nothing
-// counted under the rule (never counted, its counters expired, or spelled
-// otherwise than it was counted under). identity is what the request
+// cached, and reports whether a counter existed and was removed: false
+// means identity had nothing counted under the rule (never counted, its
+// counters expired, or spelled otherwise than it was counted under).
+// identity is what the request
 // was counted under, as the adapter's Identity function gives it for a
 // request: the key function's answer (HeaderIdentity(name, value) for an
 // adapter's HeaderKey, "sub:<subject>" for JWTSubject, what the

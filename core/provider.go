@@ -25,8 +25,9 @@ import (
 //
 // ok false means the caller has no limits of its own under the rule. The
 // limits are counted with the rule's algorithm, and must be valid for it
-// (Policy.Validate; a burst only on token_bucket and gcra; a capacity no
-// smaller than the rule's largest weight): an invalid answer is logged
+// (Policy.Validate; periods of whole seconds, as a configuration's; a
+// burst only on token_bucket and gcra; a capacity no smaller than the
+// rule's largest weight): an invalid answer is logged
 // and the plan's or rule's limits apply. An error (a database down) is
 // logged, at most once per warn interval, and the plan's or rule's
 // limits apply.

@@ -193,6 +193,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 		{"no limits", "/api/search", []Limit{}, `error="policy \"search\": 0 limits, want 1 to 4"`},
 		{"zero count", "/api/search", []Limit{{Count: 0, Period: time.Second}}, `error="policy \"search\": count 0`},
 		{"two per period", "/api/search", []Limit{{Count: 1, Period: time.Second}, {Count: 2, Period: time.Second}}, `two limits per 1s`},
+		{"period under a second", "/api/search", []Limit{{Count: 5, Period: 1500 * time.Millisecond}}, `the period must be a whole number of seconds`},
 		{"burst on a fixed window", "/api/search", []Limit{{Count: 5, Period: time.Second, Burst: 9}}, `burst 9: fixed_window counts without a burst`},
 		{"weight above capacity", "/api/upload/batch", perMinute(5), `weight 10 of \"/api/upload/batch\" exceeds the capacity 5`},
 	} {

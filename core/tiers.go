@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Plans (tiers) give the callers of one plan their own limits: a free plan
@@ -402,18 +403,19 @@ func sameTier(a, b *tier) bool {
 }
 
 // checkVariant reports why lims cannot be base's limits under a plan: a
-// policy that does not validate, a burst on an algorithm without one, a
-// weight of base above the capacity.
+// policy that does not validate, a period that is not whole seconds, a
+// burst on an algorithm without one, a weight of base above the capacity.
 func checkVariant(base *Rule, lims []Limit) error {
 	p := &Policy{Name: base.Name, Algorithm: base.Policy.Algorithm, Limits: lims}
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if !burstAlgorithm(p.Algorithm) {
-		for _, x := range lims {
-			if x.Burst != 0 {
-				return fmt.Errorf("limit %v: burst %d: %v counts without a burst", x, x.Burst, p.Algorithm)
-			}
+	for _, x := range lims {
+		if x.Period%time.Second != 0 {
+			return fmt.Errorf("limit %v: the period must be a whole number of seconds, as in a configuration", x)
+		}
+		if x.Burst != 0 && !burstAlgorithm(p.Algorithm) {
+			return fmt.Errorf("limit %v: burst %d: %v counts without a burst", x, x.Burst, p.Algorithm)
 		}
 	}
 	if w, over := base.heaviest(p.Capacity()); over {
