@@ -1,8 +1,11 @@
 package adaptertest
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/rlkit/rlkit/core"
 )
 
 // PlanHeader is the header the plan cases carry the caller's plan in
@@ -37,6 +40,15 @@ func proSearch(r1m, r1s string) []string {
 func planCases() []testCase {
 	plan := func(p string) []string { return []string{PlanHeader, p} }
 	planHeader := func(s *Setup) { s.PlanHeader = PlanHeader }
+	// alice has a quota of her own for search, 3/minute, kept under her
+	// store key (her X-User identity's keyed hash).
+	aliceKey := keyer.Key(core.HeaderIdentity(UserHeader, "alice"))
+	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+		if key == aliceKey && rule == "search" {
+			return []core.Limit{{Count: 3, Period: time.Minute}}, true, nil
+		}
+		return nil, false, nil
+	})
 	return []testCase{
 		{
 			name:   "PlansFreeAndPro",
@@ -72,6 +84,27 @@ func planCases() []testCase {
 				// the plan.
 				hit(get("/health", with(alice, plan("free"))...), ok(), ""),
 				hit(get("/api/search", with(alice, plan("free"), superAdmin)...), ok(), ""),
+			),
+		},
+		{
+			// A LimitProvider's limits (a core option) come before the
+			// plan's: headers and the 429 show them, under counters of
+			// their own ("search@custom"); a caller it has no answer for
+			// keeps its plan's limits.
+			name:   "PlansCustomLimits",
+			config: plansConfig,
+			setup: func(s *Setup) {
+				s.PlanHeader = PlanHeader
+				s.LimiterOptions = append(s.LimiterOptions, core.WithLimitProvider(quotas))
+			},
+			steps: seq(
+				hit(get("/api/search", with(alice, plan("pro"))...), ok(draft("search", 3, 60, 2, 60)...), "X-User:alice search@custom 1"),
+				hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 3, 60, 1, 60)...), "X-User:alice search@custom 1"),
+				hit(get("/api/search", alice...), ok(draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1"),
+				hit(get("/api/search", with(alice, plan("pro"))...), limited("search", "60", draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1"),
+				// No answer for alice's other rules, nor for bob.
+				hit(get("/api/other", with(alice, plan("free"))...), ok(draft("default", 5, 60, 4, 60)...), "X-User:alice default@free 1"),
+				hit(get("/api/search", with(bob, plan("pro"))...), ok(proSearch("99", "4")...), "X-User:bob search@pro 1"),
 			),
 		},
 		{
