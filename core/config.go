@@ -84,6 +84,9 @@ type Spec struct {
 	// interval) but denies none, and by default writes no rate-limit
 	// header: roll a limit out, watch whom it would stop, then enforce it.
 	Mode string
+	// Tiers are the plans: each a name, and limits per rule and a
+	// default that callers on that plan count under (see TierSpec).
+	Tiers []TierSpec
 }
 
 // RuleSpec is one rule as written.
@@ -185,6 +188,8 @@ type Config struct {
 	upper bool
 
 	routes routes // answers per (method, route); see route.go
+
+	tiers map[string]*tier // by plan name; nil: no plans (see tiers.go)
 
 	digest [sha256.Size]byte // of the file it was parsed from; zero: built in code
 }
@@ -424,8 +429,9 @@ func ReadConfigFile(file string) ([]byte, error) {
 // ParseConfig compiles a YAML configuration; file names it in errors.
 // The document holds one top-level key, rate_limit (see Spec for its
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
-// headers, failure, mode; and per rule: name, paths, methods, limit,
-// algorithm, burst, weights, mode). Unknown fields are errors. data must be UTF-8 text that
+// headers, failure, mode, tiers; and per rule: name, paths, methods, limit,
+// algorithm, burst, weights, mode; and per plan of tiers: default, rules,
+// each rule's limits as a string, a list or {limit, burst}). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
@@ -664,6 +670,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 			c.enfDef = c.def
 		}
 	}
+	cc.tiers(spec.Tiers, c)
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)

@@ -48,6 +48,16 @@
 // A rule in shadow mode (Spec.Mode) counts beside the enforced rules and
 // reports the requests it would deny, denying none.
 //
+// # Plans and per-customer limits
+//
+// The tiers of a configuration (Spec.Tiers, TierSpec) give each plan its
+// own limits per rule and its own counters (policy "<rule>@<plan>"); a
+// request's plan comes from the adapter's WithPlan (Flow.Plan;
+// Limiter.DecidePlan). A LimitProvider (WithLimitProvider, WithLimitCache)
+// gives a caller limits of its own, from a database, cached and bounded;
+// they take precedence over the plan's, which take precedence over the
+// rule's. Decision.Plan names the plan whose limits applied.
+//
 // # Operating
 //
 // A Limiter's configuration can be swapped while it serves (SetConfig,

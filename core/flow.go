@@ -32,6 +32,14 @@ type Flow[R any] struct {
 	Bypass func(R) bool
 	// ClientIP returns the request's client IP (see ClientIPConfig).
 	ClientIP func(R) string
+	// Plan returns the caller's plan (see TierSpec), asked only when the
+	// configuration has plans, after Key; nil means none: every caller
+	// counts under the rules' own limits, as does one whose plan is "" or
+	// unknown. The plan picks the caller's limits: take it from what the
+	// client cannot forge (a verified token's claim, a customer record),
+	// never from a plain request header. Its string is looked up, never
+	// kept.
+	Plan func(R) string
 	// FoldCase says that the router matches paths without regard to ASCII
 	// case (Fiber's default): every spelling of a path is then also taken
 	// in lower case (see Path), so that "/API/search", which such a router
@@ -74,7 +82,10 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	if err != nil {
 		return Decision{}, err
 	}
-	// 4. The request counts under its rules.
+	// 4. The request counts under its rules (its plan's, if any).
+	if f.Plan != nil && cfg.tiers != nil {
+		m.plan = f.Plan(r)
+	}
 	l.count(ctx, cfg, &m, id, &d)
 	return d, nil
 }
@@ -106,13 +117,17 @@ func cheaprand() uint32
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count counts one request of identity under the rules of m (from cfg)
-// and fills d in place (a Decision is large to copy): the enforced rule
+// count counts one request of identity under the rules of m (from cfg),
+// or their variants for its plan or its custom limits (limitsFor), and
+// fills d in place (a Decision is large to copy): the enforced rule
 // decides, with the failure policy; the rule in shadow mode, if any, is
 // counted too and only reported.
 func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity string, d *Decision) {
 	key := l.Key(identity)
 	d.Key = key
+	if m.plan != "" || l.provider != nil {
+		l.limitsFor(ctx, cfg, m, key, d)
+	}
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
 	if m.rule != nil {
@@ -159,7 +174,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 // report passes the event of one rule's count to the observer, if any.
 func (l *Limiter) report(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
 	if l.observer != nil {
-		l.observer(Event{Rule: rule.Name, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
+		l.observer(Event{Rule: rule.Name, Plan: rule.plan, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
@@ -77,4 +78,54 @@ func BenchmarkFlow(b *testing.B) {
 			b.Fatal("no headers")
 		}
 	})
+}
+
+// BenchmarkFlowPlans measures what plans and per-customer limits add to an
+// allowed request: the baseline (a configuration with plans, no resolver),
+// a request on a plan, on a plan the configuration lacks, and one whose
+// limits a LimitProvider gave (a cache hit) or did not give (a cached
+// negative answer).
+func BenchmarkFlowPlans(b *testing.B) {
+	cfg, err := core.NewConfig(core.Spec{
+		Enabled: true,
+		Rules:   []core.RuleSpec{{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"2000000000/hour"}}},
+		Tiers: []core.TierSpec{
+			{Name: "free", Rules: []core.TierRuleSpec{{Rule: "search", Limit: []string{"1000000000/hour"}}}},
+			{Name: "pro", Rules: []core.TierRuleSpec{{Rule: "search", Limit: []string{"2000000000/hour"}}}},
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type req struct{ user, plan string }
+	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+		if key == "custom" {
+			return []core.Limit{{Count: 2_000_000_000, Period: time.Hour}}, true, nil
+		}
+		return nil, false, nil
+	})
+	ctx := context.Background()
+	run := func(name string, lim *core.Limiter, plan func(*req) string, r *req, wantPlan string) {
+		f := &core.Flow[*req]{
+			Limiter: lim,
+			Key:     func(r *req) (string, error) { return r.user, nil },
+			Plan:    plan,
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := f.Decide(ctx, r, "GET", "/api/search", ""); err != nil || !d.Allowed || d.Plan != wantPlan {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+	plan := func(r *req) string { return r.plan }
+	lim := core.NewLimiter(cfg, memstore.New())
+	run("Decide/no-resolver", lim, nil, &req{user: "alice"}, "")
+	run("Decide/plan", lim, plan, &req{user: "alice", plan: "pro"}, "pro")
+	run("Decide/unknown-plan", lim, plan, &req{user: "alice", plan: "gold"}, "")
+	withProvider := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(quotas))
+	run("Decide/provider-hit", withProvider, plan, &req{user: "custom", plan: "pro"}, core.CustomPlan)
+	run("Decide/provider-negative", withProvider, plan, &req{user: "alice", plan: "pro"}, "pro")
 }

@@ -229,6 +229,9 @@ func FuzzPattern(f *testing.F) {
 
 // configSeeds are realistic and hostile configurations.
 var configSeeds = []string{
+	// Plans (tiers).
+	"rate_limit:\n  enabled: true\n  rules:\n    - name: s\n      paths: [/s, /s/b]\n      limit: 9/s\n      algorithm: gcra\n      weights: {/s/b: 3}\n  tiers:\n    free:\n      default: 5/m\n      rules:\n        s: {limit: [2/s, 9/m], burst: 4}\n    pro:\n      rules:\n        s: 20/s\n    x: {}\n",
+	"rate_limit:\n  tiers:\n    custom: {}\n    a b: {rules: {s: 1/s}}\n    p:\n      rules:\n        default: 1/s\n        s:\n",
 	"rate_limit:\n  enabled: true\n  exempt_paths: [\"/health/{$}\", /docs/:page]\n  rules:\n    - name: items\n      paths: [/api/items/:id, \"/api/things/{id}\", /v1/items:batchGet]\n      limit: 10/s\n      weights: {\"/api/items/{id}\": 2}\n    - name: files\n      paths: [\"/files/*path\", \"/static/{path...}\", \"/users/:id?\", /a/+, \"/b/{id:[0-9]+}\"]\n      limit: 1/s\n",
 	"rate_limit:\n  enabled: true\n",
 	"rate_limit: {}\n",
@@ -411,6 +414,22 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 		for _, p := range r.Paths() {
 			if p == "" || p[0] != '/' || strings.Contains(p, "//") {
 				t.Errorf("rule %q: accepted path %q", r.Name, p)
+			}
+		}
+	}
+	// Every plan has a variant of every rule and of the default: the
+	// rule's name, paths and weights, a policy of its own.
+	for _, plan := range c.Plans() {
+		for _, r := range append(c.Rules(), c.Default()) {
+			v := c.PlanRule(plan, r.Name)
+			if v == nil || v.Name != r.Name || v.Plan() != plan || v.Policy.Name != r.Name+"@"+plan || v.Shadow() != r.Shadow() || v.Policy.Algorithm != r.Policy.Algorithm {
+				t.Fatalf("plan %q, rule %q: variant %+v", plan, r.Name, v)
+			}
+			if err := v.Policy.Validate(); err != nil {
+				t.Errorf("plan %q, rule %q: %v", plan, r.Name, err)
+			}
+			if _, over := v.heaviest(v.Policy.Capacity()); over || len(v.policyValue) != 1 || !slices.Equal(v.Paths(), r.Paths()) {
+				t.Errorf("plan %q, rule %q: a weight over the capacity, unprepared, or other paths", plan, r.Name)
 			}
 		}
 	}

@@ -73,6 +73,10 @@ type Decision struct {
 	// never a secret, so it may be logged; Limiter.ResetKey takes it.
 	// "" when nothing was counted.
 	Key string
+	// Plan is the plan whose limits Rule counted under (Rule.Plan): a
+	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
+	// rule's own (no plan, or one the configuration lacks).
+	Plan string
 
 	style HeaderStyle
 }
@@ -160,6 +164,10 @@ type Limiter struct {
 	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
 	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
+	providerOpts providerOptions
+	provider     *provider     // nil: no LimitProvider
+	unknownPlans atomic.Uint64 // see UnknownPlans
+
 	storeWarn  logGate  // store failures
 	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
 
@@ -184,6 +192,7 @@ func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 	}
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
+	l.provider = newProvider(l.providerOpts)
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
 	}
@@ -222,22 +231,8 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // id, an API key, a client IP); bypass lets a request through uncounted (a
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
 // other request counts under the rule Config.Match gives.
-func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) (d Decision) {
-	cfg := l.cfg.Load()
-	if !cfg.Enabled() {
-		return Decision{Allowed: true}
-	}
-	m, exempt := cfg.decide(method, path, "", false)
-	switch {
-	case exempt:
-		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
-		return Decision{Allowed: true}
-	case bypass:
-		l.bypassed(&m)
-		return Decision{Allowed: true}
-	}
-	l.count(ctx, cfg, &m, identity, &d)
-	return d
+func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
+	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }
 
 // observe passes e to the observer, if any.
@@ -252,10 +247,12 @@ func (l *Limiter) observe(e Event) {
 var ErrUnknownRule = errors.New("no such rule")
 
 // Reset forgets identity's counters under the named rule ("default" for
-// the default limit) in the configuration now, and reports whether a
-// counter existed and was removed: false means identity had nothing
-// counted under the rule (never counted, its counters expired, or spelled
-// otherwise than it was counted under). identity is what the request
+// the default limit) in the configuration now, under every plan (see
+// TierSpec) and under the limits a LimitProvider gave it while they are
+// cached, and reports whether a counter existed and was removed: false
+// means identity had nothing counted under the rule (never counted, its
+// counters expired, or spelled otherwise than it was counted under).
+// identity is what the request
 // was counted under, as the adapter's Identity function gives it for a
 // request: the key function's answer (HeaderIdentity(name, value) for an
 // adapter's HeaderKey, "sub:<subject>" for JWTSubject, what the
@@ -270,11 +267,12 @@ func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared boo
 // ResetKey is Reset by store key: the key a log line, an Event or
 // Decision.Key names (see Key).
 func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool, err error) {
-	r := l.cfg.Load().Rule(rule)
+	cfg := l.cfg.Load()
+	r := cfg.Rule(rule)
 	if r == nil {
 		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	return l.store.Reset(ctx, key, r.Policy)
+	return l.resetAll(ctx, cfg, key, r)
 }
 
 // Key returns the store key a request of identity counts under: for a

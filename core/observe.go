@@ -53,6 +53,10 @@ type Event struct {
 	// Rule is the name of the rule the request fell under ("default" for
 	// the default limit); "" for an exempt path.
 	Rule string
+	// Plan is the plan whose limits the rule counted under (see
+	// Decision.Plan): a tier's name, CustomPlan, or "". Plans are named
+	// by the configuration, so it suits a metric label.
+	Plan string
 	// Key is the store key of a counted request (the identity, bounded by
 	// BoundKey; a secret identity as its keyed hash: see
 	// SecretIdentity); "" when nothing was counted. Never use it as a

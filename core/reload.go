@@ -91,6 +91,7 @@ func (l *Limiter) swap(cfg *Config, file string) {
 		slog.Any("added", ch.added),
 		slog.Any("removed", ch.removed),
 	}
+	attrs = append(attrs, tierAttrs(old, cfg)...)
 	if file != "" {
 		attrs = append([]any{slog.String("file", file)}, attrs...)
 	}

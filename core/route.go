@@ -70,6 +70,7 @@ func (a *routeAnswer) fits(path string) bool {
 type match struct {
 	rule, shadow     *Rule
 	cost, shadowCost int64
+	plan             string // the caller's plan (see TierSpec), or ""
 }
 
 // decide returns what a request for p counts under, or exempt: from the

@@ -271,8 +271,10 @@ func (w *walker) section(n *yaml.Node) Spec {
 			for i, r := range v.Content {
 				s.Rules = append(s.Rules, w.rule(r, i))
 			}
+		case "tiers":
+			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure or mode)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure, mode or tiers)")
 		}
 	})
 	return s
@@ -319,4 +321,59 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 		}
 	})
 	return r
+}
+
+// tiers reads the tiers section: plan name → {default, rules}, each rule
+// name → a limit, a list of limits, or {limit, burst}. Lines go under
+// "tiers.<plan>", "tiers.<plan>.default", "tiers.<plan>.rules.<rule>"
+// and its ".limit" and ".burst".
+func (w *walker) tiers(n *yaml.Node) []TierSpec {
+	var out []TierSpec
+	w.mapping(n, "", "tiers", func(plan string, k, v *yaml.Node) {
+		key := "tiers." + plan
+		w.ln[key] = k.Line
+		t := TierSpec{Name: plan}
+		w.mapping(v, "", key, func(field string, fk, fv *yaml.Node) {
+			w.ln[key+"."+field] = fv.Line
+			switch field {
+			case "default":
+				t.Default = w.strs(fv, key+".default.limit", "", key+".default", true)
+			case "rules":
+				w.mapping(fv, "", key+".rules", func(rule string, rk, rv *yaml.Node) {
+					t.Rules = append(t.Rules, w.tierRule(rv, key+".rules."+rule, key, rule, rk.Line))
+				})
+			default:
+				w.fail(fk, "", key+"."+field, "", "unknown field (want default or rules)")
+			}
+		})
+		out = append(out, t)
+	})
+	return out
+}
+
+// tierRule reads a plan's limits of one rule, at rkey (its key on line).
+func (w *walker) tierRule(n *yaml.Node, rkey, key, rule string, line int) TierRuleSpec {
+	w.ln[rkey] = line
+	tr := TierRuleSpec{Rule: rule}
+	if n.Kind != yaml.MappingNode {
+		w.ln[rkey+".limit"] = n.Line
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" || n.Kind != yaml.ScalarNode && n.Kind != yaml.SequenceNode && n.Kind != yaml.AliasNode {
+			w.fail(n, rule, key+".limit", n.Value, "want a limit, a list of limits or {limit: ..., burst: N}")
+			return tr
+		}
+		tr.Limit = w.strs(n, rkey+".limit", rule, key+".limit", true)
+		return tr
+	}
+	w.mapping(n, rule, key+".rules", func(field string, fk, fv *yaml.Node) {
+		w.ln[rkey+"."+field] = fv.Line
+		switch field {
+		case "limit":
+			tr.Limit = w.strs(fv, rkey+".limit", rule, key+".limit", true)
+		case "burst":
+			tr.Burst = w.int(fv, rule, key+".burst")
+		default:
+			w.fail(fk, rule, key+"."+field, "", "unknown field (want limit or burst)")
+		}
+	})
+	return tr
 }

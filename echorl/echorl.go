@@ -22,6 +22,7 @@ type options struct {
 	store   core.Store
 	key     KeyFunc
 	bypass  func(echo.Context) bool
+	plan    func(echo.Context) string
 	ip      core.ClientIPConfig
 	onError func(echo.Context, error) error
 	core    []core.Option
@@ -65,6 +66,18 @@ func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
 func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithPlan sets how a request's plan is found (a claim of its token, a
+// customer record): the configuration's tiers give each plan its own
+// limits (see core.TierSpec), and the rate-limit headers and the 429 show
+// the plan's. It is called only when the configuration has tiers, after
+// the key function; "" or a plan the configuration lacks counts under the
+// rules' own limits. The plan picks the caller's limits: take it from
+// what the client cannot forge (a verified token's claim, a customer
+// record), never from a plain request header. The string is used for the
+// lookup only, never kept.
+// Default: none (every caller counts under the rules' own limits).
+func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o.plan = fn } }
 
 // WithClientIP sets whose forwarding headers are believed when working out
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
@@ -221,6 +234,7 @@ func (o *options) flow() *core.Flow[echo.Context] {
 	flow := &core.Flow[echo.Context]{
 		Key:    o.key,
 		Bypass: o.bypass,
+		Plan:   o.plan,
 		ClientIP: func(c echo.Context) string {
 			r := c.Request()
 			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)

@@ -30,6 +30,7 @@ type options struct {
 	store   core.Store
 	key     KeyFunc
 	bypass  func(*fiber.Ctx) bool
+	plan    func(*fiber.Ctx) string
 	ip      core.ClientIPConfig
 	onError func(*fiber.Ctx, error) error
 	core    []core.Option
@@ -73,6 +74,18 @@ func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
 func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithPlan sets how a request's plan is found (a claim of its token, a
+// customer record): the configuration's tiers give each plan its own
+// limits (see core.TierSpec), and the rate-limit headers and the 429 show
+// the plan's. It is called only when the configuration has tiers, after
+// the key function; "" or a plan the configuration lacks counts under the
+// rules' own limits. The plan picks the caller's limits: take it from
+// what the client cannot forge (a verified token's claim, a customer
+// record), never from a plain request header. The string is used for the
+// lookup only, never kept.
+// Default: none (every caller counts under the rules' own limits).
+func WithPlan(fn func(*fiber.Ctx) string) Option { return func(o *options) { o.plan = fn } }
 
 // WithClientIP sets whose forwarding headers are believed when working out
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
@@ -372,6 +385,7 @@ func newOptions(opts []Option) *options {
 func (o *options) flow() *core.Flow[*fiber.Ctx] {
 	flow := &core.Flow[*fiber.Ctx]{
 		Bypass:   o.bypass,
+		Plan:     o.plan,
 		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
 	}
 	if len(o.ip.TrustedProxies) == 0 {

@@ -22,6 +22,7 @@ type options struct {
 	store   core.Store
 	key     KeyFunc
 	bypass  func(*gin.Context) bool
+	plan    func(*gin.Context) string
 	ip      core.ClientIPConfig
 	onError func(*gin.Context, error)
 	core    []core.Option
@@ -65,6 +66,18 @@ func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
 func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o.bypass = fn } }
+
+// WithPlan sets how a request's plan is found (a claim of its token, a
+// customer record): the configuration's tiers give each plan its own
+// limits (see core.TierSpec), and the rate-limit headers and the 429 show
+// the plan's. It is called only when the configuration has tiers, after
+// the key function; "" or a plan the configuration lacks counts under the
+// rules' own limits. The plan picks the caller's limits: take it from
+// what the client cannot forge (a verified token's claim, a customer
+// record), never from a plain request header. The string is used for the
+// lookup only, never kept.
+// Default: none (every caller counts under the rules' own limits).
+func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o.plan = fn } }
 
 // WithClientIP sets whose forwarding headers are believed when working out
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
@@ -220,6 +233,7 @@ func (o *options) flow() *core.Flow[*gin.Context] {
 	flow := &core.Flow[*gin.Context]{
 		Key:      o.key,
 		Bypass:   o.bypass,
+		Plan:     o.plan,
 		ClientIP: func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
 	}
 	return flow

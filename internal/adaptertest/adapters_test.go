@@ -67,6 +67,9 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		}),
 		nethttp.WithClientIP(s.ClientIP),
 	}
+	if s.PlanHeader != "" {
+		opts = append(opts, nethttp.WithPlan(func(r *http.Request) string { return r.Header.Get(s.PlanHeader) }))
+	}
 	if s.Limiter != nil {
 		opts = append(opts, nethttp.WithLimiter(s.Limiter))
 	} else {
@@ -148,6 +151,9 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		}),
 		ginrl.WithClientIP(s.ClientIP),
 	}
+	if s.PlanHeader != "" {
+		opts = append(opts, ginrl.WithPlan(func(c *gin.Context) string { return c.GetHeader(s.PlanHeader) }))
+	}
 	if s.Limiter != nil {
 		opts = append(opts, ginrl.WithLimiter(s.Limiter))
 	} else {
@@ -192,6 +198,9 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 			return c.Request().Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		echorl.WithClientIP(s.ClientIP),
+	}
+	if s.PlanHeader != "" {
+		opts = append(opts, echorl.WithPlan(func(c echo.Context) string { return c.Request().Header.Get(s.PlanHeader) }))
 	}
 	if s.Limiter != nil {
 		opts = append(opts, echorl.WithLimiter(s.Limiter))
@@ -238,6 +247,9 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 			return c.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
 		fiberrl.WithClientIP(s.ClientIP),
+	}
+	if s.PlanHeader != "" {
+		opts = append(opts, fiberrl.WithPlan(func(c *fiber.Ctx) string { return c.Get(s.PlanHeader) }))
 	}
 	if s.Limiter != nil {
 		opts = append(opts, fiberrl.WithLimiter(s.Limiter))

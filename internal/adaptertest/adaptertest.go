@@ -94,6 +94,10 @@ type Setup struct {
 	// Fiber's c.UserContext()) and in the framework's (the adapter's
 	// DecisionOf), each nil when not found.
 	Report func(inRequest, inFramework *core.Decision) string
+	// PlanHeader, when set, names the request header that carries the
+	// caller's plan: the wiring passes WithPlan a function returning its
+	// value.
+	PlanHeader string
 }
 
 // Start builds the adapter as s says, around a handler that calls
@@ -461,6 +465,7 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 	for i, take := range wantTakes {
 		f := strings.Fields(take)
 		key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
+		rule, plan, _ := strings.Cut(rule, "@") // a plan's policy: "<rule>@<plan>"
 		// A shadow rule's call is the second, or the only one of a
 		// request it alone counts (marked shadowDenied).
 		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
@@ -475,10 +480,10 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 			outcome = core.OutcomeDenied
 		}
 		ev := events[i]
-		if ev.Rule != rule || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed || ev.Outcome != outcome ||
+		if ev.Rule != rule || ev.Plan != plan || strconv.FormatInt(ev.Cost, 10) != cost || ev.Allowed != allowed || ev.Outcome != outcome ||
 			e.rec.clear(ev.Key) != key || (ev.Err != nil) != e.failing || ev.Latency != 0 {
-			t.Fatalf("%s: observer: event %d: got %+v, want rule %s, key %s, cost %s, allowed %v, outcome %v, error %v, latency 0",
-				where, i, ev, rule, key, cost, allowed, outcome, e.failing)
+			t.Fatalf("%s: observer: event %d: got %+v, want rule %s, plan %q, key %s, cost %s, allowed %v, outcome %v, error %v, latency 0",
+				where, i, ev, rule, plan, key, cost, allowed, outcome, e.failing)
 		}
 	}
 }

@@ -2,13 +2,16 @@ package adaptertest
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/rlkit/rlkit/core"
 )
 
 // allCases is the table Run and Same go through: cases, the cases of
-// this file and deniedCases.
-func allCases() []testCase { return append(append(cases(), ipv6Cases()...), deniedCases()...) }
+// this file, deniedCases and planCases.
+func allCases() []testCase {
+	return slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases())
+}
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
 // and per address with IPv6PrefixLen 128, through every adapter. The

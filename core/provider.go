@@ -1,0 +1,301 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// LimitProvider gives per-customer limits from code: quotas kept in a
+// database, negotiated per customer. It is asked, for a request's caller
+// and rule, whether the caller has limits of its own there; they take
+// precedence over the caller's plan (see TierSpec) and the rule's own
+// limits.
+//
+// key is the caller's store key (Limiter.Key, Decision.Key): the identity
+// as the key function gave it ("sub:alice" for JWTSubject), but a secret
+// identity (an API key, see SecretIdentity) as its keyed hash
+// ("X-Api-Key:hmac:<hex>"), so no secret reaches the provider or its
+// cache; a database of such customers holds the same key, worked out with
+// Limiter.Key when the quota is recorded. rule is the rule's name
+// ("default" for the default limit).
+//
+// ok false means the caller has no limits of its own under the rule. The
+// limits are counted with the rule's algorithm, and must be valid for it
+// (Policy.Validate; periods of whole seconds, as a configuration's; a
+// burst only on token_bucket and gcra; a capacity no smaller than the
+// rule's largest weight): an invalid answer is logged
+// and the plan's or rule's limits apply. An error (a database down) is
+// logged, at most once per warn interval, and the plan's or rule's
+// limits apply.
+//
+// Answers are cached (see WithLimitCache): Limits is called once per
+// (key, rule) per TTL, concurrent requests for the same pair waiting for
+// one call, and at most MaxLimitProviderCalls calls run at once (a request
+// that finds them all busy counts under its plan's or rule's limits). A
+// call's context is the request's, without its cancellation, ending after
+// a second (LimitProviderTimeout). Limits must be safe for concurrent use.
+//
+// A caller's custom limits count under a policy of their own,
+// "<rule>@custom" (CustomPlan), apart from any plan's counters; a change
+// of its limits starts fresh counters.
+type LimitProvider interface {
+	Limits(ctx context.Context, key, rule string) (limits []Limit, ok bool, err error)
+}
+
+// LimitProviderFunc is a function that is a LimitProvider.
+type LimitProviderFunc func(ctx context.Context, key, rule string) ([]Limit, bool, error)
+
+// Limits calls f.
+func (f LimitProviderFunc) Limits(ctx context.Context, key, rule string) ([]Limit, bool, error) {
+	return f(ctx, key, rule)
+}
+
+// The defaults and bounds of a LimitProvider's cache.
+const (
+	// DefaultLimitCacheSize is how many (key, rule) answers are cached
+	// unless WithLimitCache says otherwise.
+	DefaultLimitCacheSize = 10_000
+	// DefaultLimitCacheTTL is how long an answer is used unless
+	// WithLimitCache says otherwise.
+	DefaultLimitCacheTTL = time.Minute
+	// LimitProviderErrorTTL bounds how long an error is remembered: for
+	// that long (or the TTL, when shorter) the pair is not asked again.
+	LimitProviderErrorTTL = 5 * time.Second
+	// MaxLimitProviderCalls bounds the provider's calls running at once.
+	MaxLimitProviderCalls = 64
+	// LimitProviderTimeout bounds one call.
+	LimitProviderTimeout = time.Second
+)
+
+// WithLimitProvider sets where per-customer limits come from (see
+// LimitProvider). Default: none (plans and rules only).
+func WithLimitProvider(p LimitProvider) Option {
+	return func(l *Limiter) { l.providerOpts.p = p }
+}
+
+// WithLimitCache sets how many answers of the LimitProvider are cached
+// (size; at least 16; 0 means the default) and for how long each is used
+// (ttl, at least a millisecond; 0 means the default), for positive and
+// negative answers alike (an error is used for at most
+// LimitProviderErrorTTL). The cache is
+// bounded: past size entries, the oldest answer is dropped, so a flood of
+// distinct callers costs at most size entries of memory. Answers cached
+// under a configuration are not used under another (a reload): its rules
+// are new. Default: DefaultLimitCacheSize entries, DefaultLimitCacheTTL.
+func WithLimitCache(size int, ttl time.Duration) Option {
+	return func(l *Limiter) { l.providerOpts.size, l.providerOpts.ttl = size, ttl }
+}
+
+// providerOptions are what WithLimitProvider and WithLimitCache set.
+type providerOptions struct {
+	p    LimitProvider
+	size int
+	ttl  time.Duration
+}
+
+// providerShards splits the cache, so that requests of different callers
+// seldom wait on one lock.
+const providerShards = 16
+
+// provider is a LimitProvider with its cache: answers per (rule, key),
+// each shard a map and a ring of its keys in insertion order, whose oldest
+// is dropped to make room.
+type provider struct {
+	p      LimitProvider
+	ttl    int64
+	errTTL int64
+	seed   maphash.Seed
+	calls  chan struct{} // a token per call running
+	shards [providerShards]providerShard
+	errs   logGate // errors
+	bad    logGate // invalid answers
+}
+
+// providerKey names an answer: the rule (a pointer: a reloaded
+// configuration's rules are new, so an answer never outlives its rule's
+// terms) and the caller's store key.
+type providerKey struct {
+	rule *Rule
+	key  string
+}
+
+// providerEntry is one answer, or one being asked for (done not nil).
+type providerEntry struct {
+	rule    *Rule // the custom variant; nil: none (no limits, an error)
+	expires int64 // limiter clock
+	slot    int   // its place in the shard's ring
+	done    chan struct{}
+}
+
+type providerShard struct {
+	mu   sync.Mutex
+	m    map[providerKey]*providerEntry
+	ring []providerKey
+	next int
+}
+
+// newProvider is the provider o sets, or nil.
+func newProvider(o providerOptions) *provider {
+	if o.p == nil {
+		return nil
+	}
+	size, ttl := o.size, o.ttl
+	if size <= 0 {
+		size = DefaultLimitCacheSize
+	}
+	if ttl <= 0 {
+		ttl = DefaultLimitCacheTTL
+	}
+	size, ttl = max(size, providerShards), max(ttl, time.Millisecond)
+	p := &provider{
+		p:      o.p,
+		ttl:    int64(ttl),
+		errTTL: int64(min(ttl, LimitProviderErrorTTL)),
+		seed:   maphash.MakeSeed(),
+		calls:  make(chan struct{}, MaxLimitProviderCalls),
+	}
+	per := (size + providerShards - 1) / providerShards
+	for i := range p.shards {
+		p.shards[i].m = make(map[providerKey]*providerEntry)
+		p.shards[i].ring = make([]providerKey, per)
+	}
+	p.errs.init()
+	p.bad.init()
+	return p
+}
+
+func (p *provider) shard(k providerKey) *providerShard {
+	return &p.shards[maphash.String(p.seed, k.key)%providerShards]
+}
+
+// rule returns the custom variant of base for the caller of key, or nil
+// when it has none (or its limits cannot be had now). It asks the
+// provider on a miss, once for all the requests that miss together.
+func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string) *Rule {
+	k := providerKey{base, key}
+	sh := p.shard(k)
+	now := l.clock.Now()
+	sh.mu.Lock()
+	e := sh.m[k]
+	if e != nil && e.done == nil && now < e.expires {
+		r := e.rule
+		sh.mu.Unlock()
+		return r
+	}
+	if e != nil && e.done != nil {
+		// Another request is asking: wait for its answer.
+		done := e.done
+		sh.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil
+		}
+		sh.mu.Lock()
+		r := e.rule
+		sh.mu.Unlock()
+		return r
+	}
+	select {
+	case p.calls <- struct{}{}:
+	default:
+		// Every call is taken: a flood of new callers does not become
+		// a flood of calls. A stale answer is better than none.
+		var r *Rule
+		if e != nil {
+			r = e.rule
+		}
+		sh.mu.Unlock()
+		return r
+	}
+	if e == nil {
+		e = &providerEntry{}
+		sh.m[k] = e
+	}
+	sh.place(k, e)
+	done := make(chan struct{})
+	e.done = done
+	sh.mu.Unlock()
+
+	var r *Rule
+	ttl := p.errTTL
+	defer func() {
+		sh.mu.Lock()
+		e.rule, e.expires, e.done = r, l.clock.Now()+ttl, nil
+		sh.mu.Unlock()
+		close(done)
+		<-p.calls
+	}()
+	r, ttl = p.ask(ctx, l, base, key)
+	return r
+}
+
+// place puts k, whose entry is e, at the ring's next slot, dropping the
+// entry that slot held (unless it has moved since).
+func (sh *providerShard) place(k providerKey, e *providerEntry) {
+	old := sh.ring[sh.next]
+	if oe := sh.m[old]; oe != nil && oe != e && oe.slot == sh.next && old.rule != nil {
+		delete(sh.m, old)
+	}
+	sh.ring[sh.next] = k
+	e.slot = sh.next
+	sh.next = (sh.next + 1) % len(sh.ring)
+}
+
+// ask calls the provider for the caller of key under base, and returns
+// the custom variant (nil: none) and how long the answer holds.
+func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) (*Rule, int64) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LimitProviderTimeout)
+	lims, ok, err := p.p.Limits(cctx, key, base.Name)
+	cancel()
+	switch {
+	case err != nil:
+		if suppressed, ok := p.errs.pass(l.clock.Now(), l.warnEvery); ok {
+			l.log.Warn("rlkit: limit provider failed; the plan's or rule's limits apply",
+				slog.String("rule", base.Name), slog.String("key", key),
+				slog.String("error", err.Error()), slog.Int64("suppressed", suppressed))
+		}
+		return nil, p.errTTL
+	case !ok:
+		return nil, p.ttl
+	}
+	lims = slices.Clone(lims) // the provider may reuse its slice
+	if err := checkVariant(base, lims); err != nil {
+		if suppressed, ok := p.bad.pass(l.clock.Now(), l.warnEvery); ok {
+			l.log.Warn("rlkit: limit provider gave invalid limits; the plan's or rule's limits apply",
+				slog.String("rule", base.Name), slog.String("key", key),
+				slog.String("error", err.Error()), slog.Int64("suppressed", suppressed))
+		}
+		return nil, p.ttl
+	}
+	return variant(base, CustomPlan, lims), p.ttl
+}
+
+// cached returns the custom variant of base for key while it is cached,
+// or nil.
+func (p *provider) cached(l *Limiter, base *Rule, key string) *Rule {
+	k := providerKey{base, key}
+	sh := p.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[k]; e != nil && e.done == nil && l.clock.Now() < e.expires {
+		return e.rule
+	}
+	return nil
+}
+
+// len is the number of entries cached (for tests).
+func (p *provider) len() int {
+	n := 0
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
