@@ -84,6 +84,10 @@ type Spec struct {
 	// interval) but denies none, and by default writes no rate-limit
 	// header: roll a limit out, watch whom it would stop, then enforce it.
 	Mode string
+	// Allow lists callers never limited nor counted; Ban networks refused
+	// with 403 (see AllowSpec, BanSpec).
+	Allow AllowSpec
+	Ban   BanSpec
 }
 
 // RuleSpec is one rule as written.
@@ -112,6 +116,9 @@ type RuleSpec struct {
 	// Mode is enforce or shadow (see Spec.Mode); empty means the
 	// configuration's.
 	Mode string
+	// Penalty, when not nil, refuses an identity for a while after
+	// repeated denials (see PenaltySpec).
+	Penalty *PenaltySpec
 }
 
 // WeightSpec is the cost of one request on paths matching Path.
@@ -185,6 +192,7 @@ type Config struct {
 	upper bool
 
 	routes routes // answers per (method, route); see route.go
+	lists  *lists // allow and ban lists; nil when none (see lists.go)
 
 	digest [sha256.Size]byte // of the file it was parsed from; zero: built in code
 }
@@ -424,8 +432,9 @@ func ReadConfigFile(file string) ([]byte, error) {
 // ParseConfig compiles a YAML configuration; file names it in errors.
 // The document holds one top-level key, rate_limit (see Spec for its
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
-// headers, failure, mode; and per rule: name, paths, methods, limit,
-// algorithm, burst, weights, mode). Unknown fields are errors. data must be UTF-8 text that
+// headers, failure, mode, allow (identities, networks), ban (networks);
+// and per rule: name, paths, methods, limit, algorithm, burst, weights,
+// mode, penalty (after, within, ban)). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
@@ -664,6 +673,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 			c.enfDef = c.def
 		}
 	}
+	c.lists = cc.lists(spec.Allow, spec.Ban)
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)
@@ -749,6 +759,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
 	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
 	r.weights = cc.weights(key, label, rs, r)
+	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	if len(cc.errs) > n || lims == nil {
 		return nil
 	}

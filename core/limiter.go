@@ -10,6 +10,7 @@ import (
 	"hash"
 	"log/slog"
 	"math/bits"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,17 @@ type Decision struct {
 	// never a secret, so it may be logged; Limiter.ResetKey takes it.
 	// "" when nothing was counted.
 	Key string
+	// Banned reports a request from a network of the configuration's ban
+	// list (BanSpec): not Allowed, answered 403 with the body
+	// {"detail": "Forbidden"} and no rate-limit header nor Retry-After;
+	// nothing was counted and Rule is nil.
+	Banned bool
+	// Penalty reports a request refused under its rule's penalty (see
+	// PenaltySpec): not Allowed, 429 with the rule's body, Retry-After
+	// the rest of the ban, and rate-limit headers that show nothing
+	// remaining until then. It is set on the request whose denial started
+	// the ban too.
+	Penalty bool
 
 	style HeaderStyle
 }
@@ -219,19 +231,30 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // reads it (see Path: a plain constant such as "/api/search" is one,
 // URLPath gives one for a *url.URL); identity is the caller's key (a user
 // id, an API key, a client IP); bypass lets a request through uncounted (a
-// super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
-// other request counts under the rule Config.Match gives.
+// super-admin). Exempt paths (Config.Exempt) pass uncounted too, and so
+// do identities of the allow list (AllowSpec); every other request counts
+// under the rule Config.Match gives. An identity that is an IP address is
+// also the client IP of the network lists: in a banned network it is
+// refused (Decision.Banned) before anything else, in an allowed one it
+// passes uncounted.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) (d Decision) {
 	cfg := l.cfg.Load()
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}
+	}
+	var ip netip.Addr // the identity, when it is an IP address and the lists have networks
+	if cfg.hasNets() {
+		if ip = listIP(identity); cfg.banned(ip) {
+			l.banned(&d)
+			return d
+		}
 	}
 	m, exempt := cfg.decide(method, path, "", false)
 	switch {
 	case exempt:
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}
-	case bypass:
+	case bypass, cfg.allowsIP(ip):
 		l.bypassed(&m)
 		return Decision{Allowed: true}
 	}
@@ -254,7 +277,9 @@ var ErrUnknownRule = errors.New("no such rule")
 // the default limit) in the configuration now, and reports whether a
 // counter existed and was removed: false means identity had nothing
 // counted under the rule (never counted, its counters expired, or spelled
-// otherwise than it was counted under). identity is what the request
+// otherwise than it was counted under). It also lifts identity's ban
+// under the rule's penalty, if any, and forgets its denials (see
+// PenaltySpec); cleared is then true when either was live too. identity is what the request
 // was counted under, as the adapter's Identity function gives it for a
 // request: the key function's answer (HeaderIdentity(name, value) for an
 // adapter's HeaderKey, "sub:<subject>" for JWTSubject, what the
@@ -273,7 +298,11 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 	if r == nil {
 		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	return l.store.Reset(ctx, key, r.Policy)
+	if cleared, err = l.store.Reset(ctx, key, r.Policy); err != nil {
+		return false, err
+	}
+	lifted, err := l.resetPenalty(ctx, key, r)
+	return cleared || lifted, err
 }
 
 // Key returns the store key a request of identity counts under: for a
