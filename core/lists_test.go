@@ -512,3 +512,23 @@ func TestListsConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestAllowLongIdentity checks an identity longer than MaxKeyLen, which
+// the store knows by its digest: listed as itself or as the digest.
+func TestAllowLongIdentity(t *testing.T) {
+	long := "user:" + strings.Repeat("x", core.MaxKeyLen)
+	other := long + "y"
+	for _, entry := range []string{long, core.BoundKey(long)} {
+		cfg, err := core.NewConfig(core.Spec{Enabled: true, Allow: core.AllowSpec{Identities: []string{entry}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := core.NewLimiter(cfg, memstore.New())
+		if d := l.Decide(context.Background(), "GET", "/", long, false); d.Rule != nil {
+			t.Errorf("entry %.20q…: the identity was counted", entry)
+		}
+		if d := l.Decide(context.Background(), "GET", "/", other, false); d.Rule == nil {
+			t.Errorf("entry %.20q…: another identity was not counted", entry)
+		}
+	}
+}
