@@ -421,12 +421,12 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 	// Every listed network holds its own first address; no allowed one is
 	// banned.
 	if ls := c.lists; ls != nil {
-		for p := range ls.banNets.m {
+		for _, p := range ls.banNets.list {
 			if !c.banned(p.Addr()) {
 				t.Errorf("ban.networks %v: its address is not banned", p)
 			}
 		}
-		for p := range ls.allowNets.m {
+		for _, p := range ls.allowNets.list {
 			if !c.allowsIP(p.Addr()) || c.banned(p.Addr()) {
 				t.Errorf("allow.networks %v: allowed %v, banned %v", p, c.allowsIP(p.Addr()), c.banned(p.Addr()))
 			}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -55,67 +56,117 @@ type lists struct {
 // netSet holds CIDR prefixes (canonical: masked, IPv4 unmapped, no zone)
 // for a lookup that costs one map probe per distinct prefix length in
 // the set, at most 33 for IPv4 and 129 for IPv6 whatever its size, and
-// allocates nothing.
+// allocates nothing. The maps' keys are plain integers, quick to hash.
 type netSet struct {
-	m      map[netip.Prefix]int // prefix → its index in the list
-	v4, v6 []uint8              // the distinct prefix lengths, shortest first
+	list         []netip.Prefix  // in list order; the zero Prefix for a bad entry
+	v4           map[uint64]int  // bits<<32 | masked IPv4 address → index in list
+	v6           map[netKey6]int // masked IPv6 address and bits → index in list
+	lens4, lens6 []uint8         // the distinct prefix lengths, shortest first
 }
 
-// add adds p (canonical), at index i of its list.
-func (s *netSet) add(p netip.Prefix, i int) {
-	if s.m == nil {
-		s.m = map[netip.Prefix]int{}
+// netKey6 is the map key of an IPv6 prefix.
+type netKey6 struct {
+	hi, lo uint64
+	bits   int
+}
+
+// key4 and key6 are the map keys of the prefix of a (of its family) of
+// length bits.
+func key4(a netip.Addr, bits int) uint64 {
+	b := a.As4()
+	return uint64(bits)<<32 | uint64(binary.BigEndian.Uint32(b[:])&^(1<<(32-bits)-1))
+}
+
+func key6(a netip.Addr, bits int) netKey6 {
+	b := a.As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	switch {
+	case bits <= 64:
+		hi &^= 1<<(64-bits) - 1
+		lo = 0
+	default:
+		lo &^= 1<<(128-bits) - 1
 	}
-	s.m[p] = i
-	lens := &s.v6
-	if p.Addr().Is4() {
-		lens = &s.v4
+	return netKey6{hi, lo, bits}
+}
+
+// add adds p (canonical), the i-th entry of its list; it reports the
+// index of an equal entry when there is one, and then adds nothing.
+func (s *netSet) add(p netip.Prefix, i int) (dup int, ok bool) {
+	a, bits := p.Addr(), p.Bits()
+	lens := &s.lens6
+	if a.Is4() {
+		if s.v4 == nil {
+			s.v4 = map[uint64]int{}
+		}
+		k := key4(a, bits)
+		if j, in := s.v4[k]; in {
+			return j, true
+		}
+		s.v4[k], lens = i, &s.lens4
+	} else {
+		if s.v6 == nil {
+			s.v6 = map[netKey6]int{}
+		}
+		k := key6(a, bits)
+		if j, in := s.v6[k]; in {
+			return j, true
+		}
+		s.v6[k] = i
 	}
-	if b := uint8(p.Bits()); !slices.Contains(*lens, b) {
+	if b := uint8(bits); !slices.Contains(*lens, b) {
 		*lens = append(*lens, b)
 		slices.Sort(*lens)
 	}
+	return 0, false
+}
+
+// empty reports whether s holds no prefix.
+func (s *netSet) empty() bool { return s.v4 == nil && s.v6 == nil }
+
+// lookup returns the index of the first prefix of s, shortest first, of
+// at most max bits that holds a (canonical), and whether there is one.
+func (s *netSet) lookup(a netip.Addr, max int) (int, bool) {
+	if a.Is4() {
+		for _, b := range s.lens4 {
+			if int(b) > max {
+				break
+			}
+			if i, ok := s.v4[key4(a, int(b))]; ok {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	for _, b := range s.lens6 {
+		if int(b) > max {
+			break
+		}
+		if i, ok := s.v6[key6(a, int(b))]; ok {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // find returns the index of the first prefix, shortest first, that holds
 // a (unmapped, any zone ignored), and whether there is one.
-func (s *netSet) find(a netip.Addr) (int, bool) {
-	lens := s.v6
-	if a.Is4() {
-		lens = s.v4
-	}
-	for _, b := range lens {
-		p, _ := a.Prefix(int(b))
-		if i, ok := s.m[p]; ok {
-			return i, true
-		}
-	}
-	return 0, false
-}
+func (s *netSet) find(a netip.Addr) (int, bool) { return s.lookup(a, 128) }
 
 // holder returns the index of a prefix of s that holds all of p, and
 // whether there is one; with strict, p itself does not count.
 func (s *netSet) holder(p netip.Prefix, strict bool) (int, bool) {
-	lens := s.v6
-	if p.Addr().Is4() {
-		lens = s.v4
+	max := p.Bits()
+	if strict {
+		max--
 	}
-	for _, b := range lens {
-		if int(b) > p.Bits() || strict && int(b) == p.Bits() {
-			break
-		}
-		q, _ := p.Addr().Prefix(int(b))
-		if i, ok := s.m[q]; ok {
-			return i, true
-		}
-	}
-	return 0, false
+	return s.lookup(p.Addr(), max)
 }
 
 // hasNets reports whether the configuration lists networks, so that a
 // request's client IP must be known.
 func (c *Config) hasNets() bool {
-	return c.lists != nil && (c.lists.allowNets.m != nil || c.lists.banNets.m != nil)
+	return c.lists != nil && !(c.lists.allowNets.empty() && c.lists.banNets.empty())
 }
 
 // listIP parses an identity or client IP for the network lists: the zero
@@ -173,11 +224,13 @@ func (cc *compiler) lists(allow AllowSpec, ban BanSpec) *lists {
 		return nil
 	}
 	ls := &lists{}
-	ls.banNets, _ = cc.networks("ban.networks", ban.Networks)
-	var allowed []netip.Prefix
-	ls.allowNets, allowed = cc.networks("allow.networks", allow.Networks)
-	for i, p := range allowed {
-		if j, in := ls.banNets.holder(p, false); in && p.IsValid() {
+	ls.banNets = cc.networks("ban.networks", ban.Networks)
+	ls.allowNets = cc.networks("allow.networks", allow.Networks)
+	for i, p := range ls.allowNets.list {
+		if !p.IsValid() {
+			continue
+		}
+		if j, in := ls.banNets.holder(p, false); in {
 			cc.fail("allow.networks."+strconv.Itoa(i), "", "allow.networks", allow.Networks[i], "inside ban.networks %q%s: a banned network is refused first, so this entry could never apply", ban.Networks[j], paren(cc.lineOf("ban.networks."+strconv.Itoa(j))))
 		}
 	}
@@ -203,30 +256,30 @@ func (cc *compiler) lists(allow AllowSpec, ban BanSpec) *lists {
 }
 
 // networks compiles a list of networks at key, refusing a bad one, one
-// given twice and one another entry holds. The prefixes are in list
-// order, the zero Prefix for a bad entry.
-func (cc *compiler) networks(key string, vals []string) (netSet, []netip.Prefix) {
-	var s netSet
-	ps := make([]netip.Prefix, len(vals))
+// given twice and one another entry holds.
+func (cc *compiler) networks(key string, vals []string) netSet {
+	s := netSet{list: make([]netip.Prefix, len(vals))}
 	for i, v := range vals {
 		p, reason := cipParsePrefix(v)
 		if reason != "" {
 			cc.fail(key+"."+strconv.Itoa(i), "", key, v, "%s (want a CIDR prefix such as 10.0.0.0/8 or 2001:db8::/32, or one address)", reason)
 			continue
 		}
-		if j, dup := s.m[p]; dup {
+		if j, dup := s.add(p, i); dup {
 			cc.fail(key+"."+strconv.Itoa(i), "", key, v, "the same network as %s[%d]%s", key, j, paren(cc.lineOf(key+"."+strconv.Itoa(j))))
 			continue
 		}
-		ps[i] = p
-		s.add(p, i)
+		s.list[i] = p
 	}
-	for i, p := range ps {
-		if j, in := s.holder(p, true); in && p.IsValid() {
+	for i, p := range s.list {
+		if !p.IsValid() {
+			continue
+		}
+		if j, in := s.holder(p, true); in {
 			cc.fail(key+"."+strconv.Itoa(i), "", key, vals[i], "inside %q (%s[%d]%s): this entry is redundant", vals[j], key, j, paren(cc.lineOf(key+"."+strconv.Itoa(j))))
 		}
 	}
-	return s, ps
+	return s
 }
 
 // allowKey is the store key an allow.identities entry matches, or why the

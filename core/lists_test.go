@@ -532,3 +532,37 @@ func TestAllowLongIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkEdges checks prefixes of length 0, 32, 64, 127 and 128.
+func TestNetworkEdges(t *testing.T) {
+	cfg, err := core.NewConfig(core.Spec{Enabled: true,
+		Ban:   core.BanSpec{Networks: []string{"0.0.0.0/0", "2001:db8::1", "2001:db8:0:1::/64", "2001:db8:0:2::/127"}},
+		Allow: core.AllowSpec{Networks: []string{"::/0"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.NewLimiter(cfg, memstore.New())
+	for _, c := range []struct {
+		ip   string
+		want string
+	}{
+		{"0.0.0.0", "banned"}, {"255.255.255.255", "banned"}, {"::ffff:1.2.3.4", "banned"},
+		{"2001:db8::1", "banned"}, {"2001:db8::", "allowed"}, {"2001:db8::2", "allowed"},
+		{"2001:db8:0:1:ffff:ffff:ffff:ffff", "banned"}, {"2001:db8:0:1::", "banned"}, {"2001:db8:0:0:ffff::", "allowed"},
+		{"2001:db8:0:2::", "banned"}, {"2001:db8:0:2::1", "banned"}, {"2001:db8:0:2::2", "allowed"},
+		{"::", "allowed"}, {"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "allowed"},
+	} {
+		d := l.Decide(context.Background(), "GET", "/", c.ip, false)
+		got := "counted"
+		switch {
+		case d.Banned:
+			got = "banned"
+		case d.Rule == nil:
+			got = "allowed"
+		}
+		if got != c.want {
+			t.Errorf("%s: got %s, want %s", c.ip, got, c.want)
+		}
+	}
+}
