@@ -199,8 +199,8 @@ func (d *Decision) SetHeaders(h http.Header) {
 // response, and ok false past the last one. The order is fixed: the
 // rate-limit headers, then, when denied, Retry-After (not for Banned),
 // Content-Type and Content-Length; a request that was not counted has no
-// rate-limit headers. Names are canonical (as net/http and fasthttp store them). A
-// value is either appended to buf[:0] or, when it never changes
+// rate-limit headers. Names are canonical (as net/http and fasthttp store
+// them). A value is either appended to buf[:0] or, when it never changes
 // (RateLimit-Policy, X-RateLimit-Limit, Content-Type), points into memory
 // shared by every response: read it, copy it, never write to it.
 //

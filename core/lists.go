@@ -239,6 +239,9 @@ func (cc *compiler) lists(allow AllowSpec, ban BanSpec) *lists {
 		key := "allow.identities." + strconv.Itoa(i)
 		k, msg := allowKey(id)
 		if msg != "" {
+			if label, _, secret := secretParts(id); secret {
+				id = "SecretIdentity(" + strconv.Quote(label) + ", …)" // the secret stays out of the message
+			}
 			cc.fail(key, "", "allow.identities", id, "%s", msg)
 			continue
 		}

@@ -566,3 +566,14 @@ func TestNetworkEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowSecretIdentityInCode checks that a Spec built in code cannot
+// list a secret identity itself (the secret would sit in the
+// configuration): its store key is asked for.
+func TestAllowSecretIdentityInCode(t *testing.T) {
+	_, err := core.NewConfig(core.Spec{Enabled: true, Allow: core.AllowSpec{Identities: []string{core.HeaderIdentity("X-Api-Key", "k")}}})
+	const want = `rate-limit config: field "allow.identities": value "SecretIdentity(\"X-Api-Key\", …)": a secret identity (SecretIdentity): write its store key, Limiter.Key(identity), which never holds the secret`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
