@@ -87,6 +87,10 @@ type Spec struct {
 	// Tiers are the plans: each a name, and limits per rule and a
 	// default that callers on that plan count under (see TierSpec).
 	Tiers []TierSpec
+	// Allow lists callers never limited nor counted; Ban networks refused
+	// with 403 (see AllowSpec, BanSpec).
+	Allow AllowSpec
+	Ban   BanSpec
 }
 
 // RuleSpec is one rule as written.
@@ -115,6 +119,9 @@ type RuleSpec struct {
 	// Mode is enforce or shadow (see Spec.Mode); empty means the
 	// configuration's.
 	Mode string
+	// Penalty, when not nil, refuses an identity for a while after
+	// repeated denials (see PenaltySpec).
+	Penalty *PenaltySpec
 }
 
 // WeightSpec is the cost of one request on paths matching Path.
@@ -188,6 +195,7 @@ type Config struct {
 	upper bool
 
 	routes routes // answers per (method, route); see route.go
+	lists  *lists // allow and ban lists; nil when none (see lists.go)
 
 	tiers map[string]*tier // by plan name; nil: no plans (see tiers.go)
 
@@ -429,9 +437,11 @@ func ReadConfigFile(file string) ([]byte, error) {
 // ParseConfig compiles a YAML configuration; file names it in errors.
 // The document holds one top-level key, rate_limit (see Spec for its
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
-// headers, failure, mode, tiers; and per rule: name, paths, methods, limit,
-// algorithm, burst, weights, mode; and per plan of tiers: default, rules,
-// each rule's limits as a string, a list or {limit, burst}). Unknown fields are errors. data must be UTF-8 text that
+// headers, failure, mode, tiers, allow (identities, networks), ban
+// (networks); per rule: name, paths, methods, limit, algorithm, burst,
+// weights, mode, penalty (after, within, ban); and per plan of tiers:
+// default, rules, each rule's limits as a string, a list or {limit,
+// burst}). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
@@ -671,6 +681,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		}
 	}
 	cc.tiers(spec.Tiers, c)
+	c.lists = cc.lists(spec.Allow, spec.Ban)
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)
@@ -756,6 +767,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
 	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
 	r.weights = cc.weights(key, label, rs, r)
+	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	if len(cc.errs) > n || lims == nil {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 
 // SetLimitHeaders writes into h the headers every response of d carries,
 // whoever writes its body: the rate-limit headers (as SetHeaders writes
-// them) and, when d is not Allowed, Retry-After (whole seconds, rounded
+// them) and, when d is not Allowed nor Banned, Retry-After (whole seconds, rounded
 // up, at least 1; 1 when the store failed). It writes no Content-Type,
 // Content-Length or status: an adapter calls it before a denied handler
 // of the application's, which writes those and the body, and may change
@@ -20,8 +20,8 @@ import (
 // keeps the headers of the default one. For an allowed d it is SetHeaders.
 func (d *Decision) SetLimitHeaders(h http.Header) {
 	d.SetHeaders(h)
-	if d.Allowed {
-		return
+	if d.Allowed || d.Banned {
+		return // waiting lifts no ban: no Retry-After
 	}
 	if s := d.retryAfter(); s == 1 {
 		h[hdrRetryAfter] = oneSecond // shared, capacity 1: see SetHeaders
@@ -32,7 +32,7 @@ func (d *Decision) SetLimitHeaders(h http.Header) {
 
 // LimitHeader returns the i-th header (counting from 0) that
 // SetLimitHeaders writes, in the order Header gives them (the rate-limit
-// headers, then, when denied, Retry-After), and ok false past the last
+// headers, then, when denied but not Banned, Retry-After), and ok false past the last
 // one. Values are as Header's: appended to buf[:0] or shared and
 // read-only. It serves adapters whose framework has no http.Header (Fiber)
 // before a denied handler of the application's; Header gives these and
@@ -57,7 +57,7 @@ func (d *Decision) LimitHeader(i int, buf []byte) (name string, value []byte, ok
 			}
 		}
 	}
-	if !d.Allowed && i == d.rateHeaders() {
+	if !d.Allowed && !d.Banned && i == d.rateHeaders() {
 		return hdrRetryAfter, strconv.AppendInt(buf[:0], d.retryAfter(), 10), true
 	}
 	return "", nil, false
@@ -76,7 +76,7 @@ func (d *Decision) rateHeaders() int {
 
 // limitHeaders is the number of headers LimitHeader gives.
 func (d *Decision) limitHeaders() int {
-	if d.Allowed {
+	if d.Allowed || d.Banned {
 		return d.rateHeaders()
 	}
 	return d.rateHeaders() + 1

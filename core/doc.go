@@ -58,6 +58,13 @@
 // they take precedence over the plan's, which take precedence over the
 // rule's. Decision.Plan names the plan whose limits applied.
 //
+// Allow and ban lists (Spec.Allow, Spec.Ban): identities (as store keys)
+// and networks never limited nor counted, and networks refused with 403
+// before anything else (Decision.Banned). A rule's penalty
+// (RuleSpec.Penalty) refuses a caller denied too often for a while
+// without counting (Decision.Penalty), kept in the store so that replicas
+// share it.
+//
 // # Operating
 //
 // A Limiter's configuration can be swapped while it serves (SetConfig,
@@ -71,7 +78,7 @@
 //
 // Most programs use an adapter — nethttp, ginrl, echorl, fiberrl — and
 // only LoadConfig from this package. The adapters share one request flow,
-// Flow (exempt → bypass → key → client IP → count), and pass their router's
+// Flow (ban → exempt → bypass or allow → key → client IP → count), and pass their router's
 // route template so that the rule is found once per route.
 //
 // # Time

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 	_ "unsafe" // for go:linkname
 )
@@ -10,13 +11,17 @@ import (
 // Flow is the request flow every adapter shares, over the framework's own
 // request type R (*http.Request, *gin.Context, echo.Context, *fiber.Ctx):
 //
-//  1. an exempt path, or limiting off, passes uncounted;
-//  2. a request the bypass predicate accepts (a super-admin) passes
-//     uncounted;
+//  0. with limiting off every request passes untouched; a client IP in a
+//     banned network (BanSpec) is refused with 403;
+//  1. an exempt path passes uncounted;
+//  2. a request the bypass predicate accepts (a super-admin), or from an
+//     allowed network (AllowSpec), passes uncounted;
 //  3. the key function names the caller; an error rejects the request
 //     (the adapter answers with its error handler), and an empty identity
 //     falls back to the client IP;
-//  4. the limiter counts the request under the rule that applies.
+//  4. the limiter counts the request under the rule that applies, unless
+//     the identity is allowed (AllowSpec) or under the rule's penalty
+//     (PenaltySpec).
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
 // Header, Status and Body) when it is not Allowed, or, when the
@@ -66,14 +71,22 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}, nil
 	}
+	// 0. A banned network is refused.
+	var ip netip.Addr // the client IP when the lists have networks
+	if cfg.hasNets() && f.ClientIP != nil {
+		if ip = listIP(f.ClientIP(r)); cfg.banned(ip) {
+			l.banned(&d)
+			return d, nil
+		}
+	}
 	// 1. An exempt path passes uncounted.
 	m, exempt := cfg.decide(method, path, route, f.FoldCase)
 	if exempt {
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}, nil
 	}
-	// 2. So does a bypassed caller.
-	if f.Bypass != nil && f.Bypass(r) {
+	// 2. So does a bypassed caller, and an allowed network.
+	if f.Bypass != nil && f.Bypass(r) || cfg.allowsIP(ip) {
 		l.bypassed(&m)
 		return Decision{Allowed: true}, nil
 	}
@@ -124,19 +137,27 @@ const retryTimeout = time.Second
 // counted too and only reported.
 func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity string, d *Decision) {
 	key := l.Key(identity)
+	if cfg.allowsKey(key) {
+		l.bypassed(m)
+		d.Allowed = true
+		return
+	}
 	d.Key = key
 	if m.plan != "" || l.provider != nil {
 		l.limitsFor(ctx, cfg, m, key, d)
 	}
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
-	if m.rule != nil {
+	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
 		o, lat := l.take(ctx, key, m.rule, m.cost, &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
-		if o == OutcomeStoreError {
+		switch o {
+		case OutcomeStoreError:
 			d.Result, d.Allowed = Result{}, l.failsOpen(cfg)
 			l.warn(m.rule, d.Allowed, d.Err)
+		case OutcomeDenied:
+			l.penalize(ctx, cfg, m.rule, key, d)
 		}
 		l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
 	}

@@ -292,6 +292,10 @@ var configSeeds = []string{
 	"rate_limit:\n  rules:\n    - name: r\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: w\n      paths: [/d/*]\n      methods: [PUT]\n      limit: 1/s\n    - name: m\n      paths: [/d/m, /d/n/o]\n      methods: [GET, PUT]\n      limit: 1/s\n",
 	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a/b, /a/*, /a/*/]\n      limit: 1/s\n",
 	"rate_limit:\n  rules:\n    - name: h\n      paths: [/health, /s/*]\n      limit: 1/s\n  exempt_paths: [/s/*]\n",
+	// Allow and ban lists, and a penalty.
+	"rate_limit:\n  enabled: true\n  allow:\n    identities: [sub:ops, 203.0.113.9, \"X-Api-Key:hmac:0123456789abcdef0123456789abcdef\"]\n    networks: [10.0.0.0/8, 2001:db8::/32, 192.0.2.1]\n  ban:\n    networks: [198.51.100.0/24, \"::ffff:203.0.113.0/120\"]\n",
+	"rate_limit:\n  ban:\n    networks: [10.0.0.0/8, 10.1.0.0/16]\n  allow:\n    networks: [10.2.0.0/16, 10.0.0.1/8]\n    identities: [\"\", sha256:00]\n",
+	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      penalty: {after: 10, within: 1m, ban: 15m}\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      penalty: {after: 0, within: 1ms, ban: x}\n",
 	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }
 
@@ -430,6 +434,29 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			}
 			if _, over := v.heaviest(v.Policy.Capacity()); over || len(v.policyValue) != 1 || !slices.Equal(v.Paths(), r.Paths()) {
 				t.Errorf("plan %q, rule %q: a weight over the capacity, unprepared, or other paths", plan, r.Name)
+			}
+		}
+	}
+	// Every listed network holds its own first address; no allowed one is
+	// banned.
+	if ls := c.lists; ls != nil {
+		for _, p := range ls.banNets.list {
+			if !c.banned(p.Addr()) {
+				t.Errorf("ban.networks %v: its address is not banned", p)
+			}
+		}
+		for _, p := range ls.allowNets.list {
+			if !c.allowsIP(p.Addr()) || c.banned(p.Addr()) {
+				t.Errorf("allow.networks %v: allowed %v, banned %v", p, c.allowsIP(p.Addr()), c.banned(p.Addr()))
+			}
+		}
+	}
+	for _, r := range c.Rules() {
+		if pn := r.penalty; pn != nil {
+			for _, pr := range []*Rule{pn.ban, pn.denials} {
+				if err := pr.Policy.Validate(); err != nil || !strings.HasPrefix(pr.Name, r.Name+"!") {
+					t.Errorf("rule %q: penalty policy %q: %v", r.Name, pr.Name, err)
+				}
 			}
 		}
 	}

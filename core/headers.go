@@ -197,10 +197,10 @@ func (d *Decision) SetHeaders(h http.Header) {
 
 // Header returns the i-th header (counting from 0) that d puts on its
 // response, and ok false past the last one. The order is fixed: the
-// rate-limit headers, then, when denied, Retry-After, Content-Type and
-// Content-Length; a request that was not counted has no rate-limit
-// headers. Names are canonical (as net/http and fasthttp store them). A
-// value is either appended to buf[:0] or, when it never changes
+// rate-limit headers, then, when denied, Retry-After (not for Banned),
+// Content-Type and Content-Length; a request that was not counted has no
+// rate-limit headers. Names are canonical (as net/http and fasthttp store
+// them). A value is either appended to buf[:0] or, when it never changes
 // (RateLimit-Policy, X-RateLimit-Limit, Content-Type), points into memory
 // shared by every response: read it, copy it, never write to it.
 //
@@ -247,12 +247,15 @@ func (d *Decision) retryAfter() int64 {
 	return RetryAfterSeconds(d.Result.RetryAfter)
 }
 
-// Status is the HTTP status of a denied request: 429 when over the limit,
-// 503 when the store failed and the policy is fail-closed. 200 when allowed.
+// Status is the HTTP status of a denied request: 429 when over the limit
+// (or under a penalty), 503 when the store failed and the policy is
+// fail-closed, 403 from a banned network (Banned). 200 when allowed.
 func (d *Decision) Status() int {
 	switch {
 	case d.Allowed:
 		return http.StatusOK
+	case d.Banned:
+		return http.StatusForbidden
 	case d.unavailable():
 		return http.StatusServiceUnavailable
 	}
@@ -261,8 +264,12 @@ func (d *Decision) Status() int {
 
 // Body is the JSON body of a denied request:
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or
-// {"detail": "Rate limiter unavailable"} when the store failed closed.
+// {"detail": "Rate limiter unavailable"} when the store failed closed, or
+// {"detail": "Forbidden"} from a banned network.
 func (d *Decision) Body() []byte {
+	if d.Banned {
+		return forbiddenBody
+	}
 	if d.unavailable() {
 		return unavailableBody
 	}
@@ -276,9 +283,12 @@ func (d *Decision) Body() []byte {
 func (d *Decision) WriteDenied(w http.ResponseWriter) {
 	h := w.Header()
 	d.SetLimitHeaders(h)
-	if d.unavailable() {
+	switch {
+	case d.Banned:
+		h[hdrLength] = forbiddenLength
+	case d.unavailable():
 		h[hdrLength] = unavailableLength
-	} else {
+	default:
 		h[hdrLength] = d.Rule.bodyLength
 	}
 	h[hdrType] = jsonType

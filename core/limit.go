@@ -49,33 +49,47 @@ func ParseLimit(s string) (Limit, error) {
 	if !ok {
 		return bad(`want "N/unit", e.g. "10/second"`)
 	}
-	count, per = strings.TrimSpace(count), strings.ToLower(strings.TrimSpace(per))
+	count = strings.TrimSpace(count)
 	n, err := strconv.ParseInt(count, 10, 64)
 	if err != nil || n < 1 {
 		return bad("count %q is not a positive integer", clip(count))
 	}
+	period, err := parsePeriod(per)
+	if err != nil {
+		return bad("%v", err)
+	}
+	l := Limit{Count: n, Period: period}
+	if err := l.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	return l, nil
+}
+
+// parsePeriod parses the period of a limit, which is also how a duration
+// of the configuration (a penalty's within and ban) is written: "unit" or
+// "Kunit", K an integer in [1, 2^20], the units of ParseLimit in any case,
+// spaces around allowed: "second", "90s", "5min", "15m", "1h", "2days".
+func parsePeriod(per string) (time.Duration, error) {
+	per = strings.ToLower(strings.TrimSpace(per))
 	digits := 0
 	for digits < len(per) && per[digits] >= '0' && per[digits] <= '9' {
 		digits++
 	}
 	mult := int64(1)
 	if digits > 0 {
+		var err error
 		mult, err = strconv.ParseInt(per[:digits], 10, 64)
 		if err != nil || mult < 1 || mult > 1<<20 {
-			return bad("period multiplier %q is not an integer in [1, %d]", clip(per[:digits]), 1<<20)
+			return 0, fmt.Errorf("period multiplier %q is not an integer in [1, %d]", clip(per[:digits]), 1<<20)
 		}
 	}
 	unit, ok := units[strings.TrimSpace(per[digits:])]
 	if !ok {
-		return bad("unknown unit %q (want second, minute, hour or day)", clip(per[digits:]))
+		return 0, fmt.Errorf("unknown unit %q (want second, minute, hour or day)", clip(per[digits:]))
 	}
 	if mult > math.MaxInt64/int64(unit) {
 		// mult×unit would wrap around int64, possibly to a valid period.
-		return bad("period %q is too long", clip(per))
+		return 0, fmt.Errorf("period %q is too long", clip(per))
 	}
-	l := Limit{Count: n, Period: time.Duration(mult) * unit}
-	if err := l.Validate(); err != nil {
-		return bad("%v", err)
-	}
-	return l, nil
+	return time.Duration(mult) * unit, nil
 }

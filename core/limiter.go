@@ -77,6 +77,17 @@ type Decision struct {
 	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
 	// rule's own (no plan, or one the configuration lacks).
 	Plan string
+	// Banned reports a request from a network of the configuration's ban
+	// list (BanSpec): not Allowed, answered 403 with the body
+	// {"detail": "Forbidden"} and no rate-limit header nor Retry-After;
+	// nothing was counted and Rule is nil.
+	Banned bool
+	// Penalty reports a request refused under its rule's penalty (see
+	// PenaltySpec): not Allowed, 429 with the rule's body, Retry-After
+	// the rest of the ban, and rate-limit headers that show nothing
+	// remaining until then. It is set on the request whose denial started
+	// the ban too.
+	Penalty bool
 
 	style HeaderStyle
 }
@@ -229,8 +240,12 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // reads it (see Path: a plain constant such as "/api/search" is one,
 // URLPath gives one for a *url.URL); identity is the caller's key (a user
 // id, an API key, a client IP); bypass lets a request through uncounted (a
-// super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
-// other request counts under the rule Config.Match gives.
+// super-admin). Exempt paths (Config.Exempt) pass uncounted too, and so
+// do identities of the allow list (AllowSpec); every other request counts
+// under the rule Config.Match gives. An identity that is an IP address is
+// also the client IP of the network lists: in a banned network it is
+// refused (Decision.Banned) before anything else, in an allowed one it
+// passes uncounted.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }
@@ -251,12 +266,14 @@ var ErrUnknownRule = errors.New("no such rule")
 // TierSpec) and under the limits a LimitProvider gave it while they are
 // cached, and reports whether a counter existed and was removed: false
 // means identity had nothing counted under the rule (never counted, its
-// counters expired, or spelled otherwise than it was counted under).
-// identity is what the request
-// was counted under, as the adapter's Identity function gives it for a
-// request: the key function's answer (HeaderIdentity(name, value) for an
-// adapter's HeaderKey, "sub:<subject>" for JWTSubject, what the
-// application's own returns), else the client IP (for IPv6, its network's
+// counters expired, or spelled otherwise than it was counted under). It
+// also lifts identity's ban under the rule's penalty, if any, and forgets
+// its denials (see PenaltySpec); cleared is then true when either was
+// live too. identity is what the request was counted under, as the
+// adapter's Identity function gives it for a request: the key function's
+// answer (HeaderIdentity(name, value) for an adapter's HeaderKey,
+// "sub:<subject>" for JWTSubject, what the application's own returns),
+// else the client IP (for IPv6, its network's
 // first address under ClientIPConfig.IPv6PrefixLen, e.g.
 // "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). An unknown rule
 // is ErrUnknownRule.
@@ -272,7 +289,11 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 	if r == nil {
 		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
 	}
-	return l.resetAll(ctx, cfg, key, r)
+	if cleared, err = l.resetAll(ctx, cfg, key, r); err != nil {
+		return false, err
+	}
+	lifted, err := l.resetPenalty(ctx, key, r)
+	return cleared || lifted, err
 }
 
 // Key returns the store key a request of identity counts under: for a

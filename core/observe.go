@@ -19,14 +19,20 @@ const (
 	// OutcomeShadowDenied: a rule in shadow mode would have denied the
 	// request; it was let through (see RuleSpec.Mode).
 	OutcomeShadowDenied
-	// OutcomeBypassed: the bypass predicate let the request through
-	// uncounted (a super-admin).
+	// OutcomeBypassed: the bypass predicate (a super-admin) or the allow
+	// list (AllowSpec) let the request through uncounted.
 	OutcomeBypassed
 	// OutcomeExempt: the path is exempt; nothing was counted.
 	OutcomeExempt
 	// OutcomeStoreError: the store failed; Event.Allowed tells what the
 	// failure policy did with the request.
 	OutcomeStoreError
+	// OutcomeBanned: the client IP is in a banned network (BanSpec); the
+	// request was refused with 403 before anything else (Event.Rule "").
+	OutcomeBanned
+	// OutcomePenalized: the identity is under the rule's penalty
+	// (PenaltySpec); the request was refused with 429 without counting.
+	OutcomePenalized
 
 	numOutcomes
 )
@@ -36,10 +42,10 @@ const (
 // array.
 const NumOutcomes = int(numOutcomes)
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized"}
 
 // String returns the outcome's metric label: allowed, denied,
-// shadow_denied, bypassed, exempt or store_error.
+// shadow_denied, bypassed, exempt, store_error, banned or penalized.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -51,7 +57,7 @@ func (o Outcome) String() string {
 // for metrics: every outcome, counted or not.
 type Event struct {
 	// Rule is the name of the rule the request fell under ("default" for
-	// the default limit); "" for an exempt path.
+	// the default limit); "" for an exempt path and a banned network.
 	Rule string
 	// Plan is the plan whose limits the rule counted under (see
 	// Decision.Plan): a tier's name, CustomPlan, or "". Plans are named

@@ -249,8 +249,9 @@ type Rule struct {
 	methods []string
 	weights []weight
 	shadow  bool
-	plan    string // see Plan
-	index   int    // in Config.rules (the default: len), for a tier's variants
+	plan    string   // see Plan
+	index   int      // in Config.rules (the default: len), for a tier's variants
+	penalty *penalty // nil: none (see penalty.go)
 
 	// Precomputed responses and header values; see headers.go.
 	limitNames  []string // each limit's item name in the draft headers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,12 +285,19 @@ func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, iden
 	if !cfg.Enabled() {
 		return Decision{Allowed: true}
 	}
+	var ip netip.Addr // the identity, when it is an IP address and the lists have networks
+	if cfg.hasNets() {
+		if ip = listIP(identity); cfg.banned(ip) {
+			l.banned(&d)
+			return d
+		}
+	}
 	m, exempt := cfg.decide(method, path, "", false)
 	switch {
 	case exempt:
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
 		return Decision{Allowed: true}
-	case bypass:
+	case bypass, cfg.allowsIP(ip):
 		l.bypassed(&m)
 		return Decision{Allowed: true}
 	}

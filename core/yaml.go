@@ -264,6 +264,10 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.Default = w.strs(v, key, "", key, true)
 		case "exempt_paths":
 			s.ExemptPaths = w.strs(v, key, "", key, false)
+		case "allow":
+			s.Allow = w.allow(v)
+		case "ban":
+			s.Ban = w.ban(v)
 		case "rules":
 			if !w.check(v, yaml.SequenceNode, "", key, "a list of rules") {
 				return
@@ -274,7 +278,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		case "tiers":
 			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure, mode or tiers)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure, mode, tiers, allow or ban)")
 		}
 	})
 	return s
@@ -311,13 +315,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Burst = w.int(v, label, key)
 		case "mode":
 			r.Mode = w.str(v, label, key)
+		case "penalty":
+			r.Penalty = w.penalty(v, fkey, label)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights or mode)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode or penalty)")
 		}
 	})
 	return r

@@ -22,7 +22,10 @@
 // counted, one asked only at cost 0 or only denied, one already reset,
 // and one whose ResetAfter (as its last admitted Take reported it) has
 // passed; after a Reset the key counts afresh under every limit, and the
-// same key's counters under other policies are untouched.
+// same key's counters under other policies are untouched. A Take at cost
+// 0 consumes nothing and reports the state as it stands, which a rule's
+// penalty uses to check a ban (a GCRA policy of 1 per ban, burst 1:
+// Remaining 0 and ResetAfter the rest of the ban while it lasts).
 package storetest
 
 import (
@@ -81,6 +84,7 @@ func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
 		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
 	}
+	test("PenaltyBan", penaltyBan)
 }
 
 type env struct {

@@ -515,9 +515,15 @@ func TestObserveConcurrent(t *testing.T) {
 		v, _ := value(t, reg, "rlkit_store_errors_total", map[string]string{"kind": "k" + strconv.Itoa(k)})
 		errs += v
 	}
-	// i%6 == 5 for 333 of i in [0, 2000).
-	if errs != goroutines*333 {
-		t.Errorf("%v store errors, want %d", errs, goroutines*333)
+	// The events with i%NumOutcomes == OutcomeStoreError.
+	perGoroutine := 0
+	for i := range events {
+		if core.Outcome(i%core.NumOutcomes) == core.OutcomeStoreError {
+			perGoroutine++
+		}
+	}
+	if errs != float64(goroutines*perGoroutine) {
+		t.Errorf("%v store errors, want %d", errs, goroutines*perGoroutine)
 	}
 }
 

@@ -1,0 +1,240 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// penaltyYAML: login allows 2 per minute (fixed window); 3 denials within
+// a minute ban the caller for 15 minutes.
+const penaltyYAML = `
+rate_limit:
+  enabled: true
+  failure: %s
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "2/minute"
+      penalty: {after: 3, within: 1m, ban: 15m}
+`
+
+func penaltyLimiter(t *testing.T, failure string) (*core.Limiter, *recStore, *events, *core.ManualClock) {
+	t.Helper()
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, penaltyYAML, failure), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := core.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
+	st := newRecStore(t, clock)
+	ev := &events{}
+	return core.NewLimiter(cfg, st, core.WithObserver(ev.observe), core.WithClock(clock)), st, ev, clock
+}
+
+// decision is a Decision as text: status, Penalty, Retry-After and the
+// RateLimit header.
+func decision(d *core.Decision) string {
+	var buf [128]byte
+	var hdr []string
+	for i := 0; ; i++ {
+		name, v, ok := d.Header(i, buf[:0])
+		if !ok {
+			break
+		}
+		if name == "Ratelimit" || name == "Retry-After" {
+			hdr = append(hdr, name+": "+string(v))
+		}
+	}
+	return fmt.Sprintf("%d penalty=%v %s", d.Status(), d.Penalty, strings.Join(hdr, "; "))
+}
+
+func TestPenalty(t *testing.T) {
+	l, st, ev, clock := penaltyLimiter(t, "open")
+	ctx := context.Background()
+	step := func(want, calls, events string) {
+		t.Helper()
+		d := l.Decide(ctx, "POST", "/login", "alice", false)
+		if got := decision(&d); got != want {
+			t.Errorf("decision: got %q, want %q", got, want)
+		}
+		if got := st.calls(); got != calls {
+			t.Errorf("store calls: got %q, want %q", got, calls)
+		}
+		if got := ev.take(); got != events {
+			t.Errorf("events: got %q, want %q", got, events)
+		}
+	}
+	const (
+		check  = "alice login!ban 0; "
+		count  = check + "alice login 1"
+		denial = count + "; alice login!denials 1"
+	)
+	step(`200 penalty=false Ratelimit: "login";r=1;t=60`, count, "allowed login alice true 1")
+	step(`200 penalty=false Ratelimit: "login";r=0;t=60`, count, "allowed login alice true 1")
+	clock.Advance(10 * time.Second)
+	// Two denials: the rule's own 429.
+	step(`429 penalty=false Ratelimit: "login";r=0;t=50; Retry-After: 50`, denial, "denied login alice false 1")
+	step(`429 penalty=false Ratelimit: "login";r=0;t=50; Retry-After: 50`, denial, "denied login alice false 1")
+	clock.Advance(5 * time.Second)
+	// The third within a minute sets the ban: 15 minutes from now.
+	step(`429 penalty=true Ratelimit: "login";r=0;t=900; Retry-After: 900`, denial+"; alice login!ban 1", "denied login alice false 1")
+	// Banned: no counting call, no denial counted.
+	clock.Advance(time.Minute)
+	for range 3 {
+		step(`429 penalty=true Ratelimit: "login";r=0;t=840; Retry-After: 840`, check[:len(check)-2], "penalized login alice false 0")
+	}
+	// Another identity is not banned.
+	if d := l.Decide(ctx, "POST", "/login", "bob", false); !d.Allowed || d.Penalty {
+		t.Errorf("bob: %s", decision(&d))
+	}
+	st.calls()
+	ev.take()
+	// A second before the ban ends: still banned; at its end, counted again.
+	clock.Advance(14*time.Minute - time.Second)
+	step(`429 penalty=true Ratelimit: "login";r=0;t=1; Retry-After: 1`, check[:len(check)-2], "penalized login alice false 0")
+	clock.Advance(time.Second)
+	step(`200 penalty=false Ratelimit: "login";r=1;t=45`, count, "allowed login alice true 1")
+}
+
+// TestPenaltyDenialsWithin checks that denials further apart than within
+// never set the ban.
+func TestPenaltyDenialsWithin(t *testing.T) {
+	l, _, _, clock := penaltyLimiter(t, "open")
+	ctx := context.Background()
+	for i := range 10 {
+		for range 2 {
+			l.Decide(ctx, "POST", "/login", "alice", false)
+		}
+		d := l.Decide(ctx, "POST", "/login", "alice", false) // one denial per minute
+		if d.Allowed || d.Penalty {
+			t.Fatalf("minute %d: %s, want a denial without penalty", i, decision(&d))
+		}
+		clock.Advance(time.Minute)
+	}
+}
+
+// TestPenaltyReset checks that Reset of the rule lifts the ban and
+// forgets the denials.
+func TestPenaltyReset(t *testing.T) {
+	l, _, _, _ := penaltyLimiter(t, "open")
+	ctx := context.Background()
+	for range 5 {
+		l.Decide(ctx, "POST", "/login", "alice", false)
+	}
+	if d := l.Decide(ctx, "POST", "/login", "alice", false); !d.Penalty {
+		t.Fatalf("not banned: %s", decision(&d))
+	}
+	cleared, err := l.Reset(ctx, "alice", "login")
+	if err != nil || !cleared {
+		t.Fatalf("Reset: %v, %v", cleared, err)
+	}
+	for i := range 2 {
+		if d := l.Decide(ctx, "POST", "/login", "alice", false); !d.Allowed {
+			t.Fatalf("request %d after Reset: %s", i, decision(&d))
+		}
+	}
+	// The denials were forgotten too: two more denials set no ban.
+	for i := range 2 {
+		if d := l.Decide(ctx, "POST", "/login", "alice", false); d.Allowed || d.Penalty {
+			t.Fatalf("denial %d after Reset: %s", i, decision(&d))
+		}
+	}
+	// Nothing left to lift: a Reset of the penalty alone would report false.
+	if cleared, err := l.Reset(ctx, "nobody", "login"); err != nil || cleared {
+		t.Fatalf("Reset of nobody: %v, %v", cleared, err)
+	}
+}
+
+// TestPenaltyStoreFailure checks that a failing ban check follows the
+// failure policy.
+func TestPenaltyStoreFailure(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		failure, want, events string
+	}{
+		// Open: the rule is asked too (and fails too): the request passes.
+		{"open", "200 penalty=false ", "store_error login alice true 1"},
+		// Closed: 503 at once.
+		{"closed", "503 penalty=false Retry-After: 1", "store_error login alice false 1"},
+	} {
+		l, st, ev, _ := penaltyLimiter(t, c.failure)
+		st.fail = true
+		d := l.Decide(ctx, "POST", "/login", "alice", false)
+		if got := decision(&d); got != c.want || !errors.Is(d.Err, errDown) {
+			t.Errorf("%s: got %q (%v), want %q", c.failure, got, d.Err, c.want)
+		}
+		wantCalls := "alice login!ban 0"
+		if c.failure == "open" {
+			wantCalls += "; alice login 1"
+		}
+		if got := st.calls(); got != wantCalls {
+			t.Errorf("%s: store calls %q, want %q", c.failure, got, wantCalls)
+		}
+		if got := ev.take(); got != c.events {
+			t.Errorf("%s: events %q, want %q", c.failure, got, c.events)
+		}
+	}
+}
+
+// TestPenaltyShadow checks that the penalty of a rule in shadow mode
+// does nothing.
+func TestPenaltyShadow(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(strings.Replace(fmt.Sprintf(penaltyYAML, "open"), "  rules:", "  mode: shadow\n  rules:", 1)), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newRecStore(t, core.NewManualClock(time.Unix(1_700_000_040, 0)))
+	l := core.NewLimiter(cfg, st)
+	for i := range 10 {
+		if d := l.Decide(context.Background(), "POST", "/login", "alice", false); !d.Allowed || d.Penalty {
+			t.Fatalf("request %d: %s", i, decision(&d))
+		}
+	}
+	if got := st.calls(); got != strings.TrimSuffix(strings.Repeat("alice login 1; ", 10), "; ") {
+		t.Fatalf("store calls: %q", got)
+	}
+}
+
+// TestPenaltyGCRAPeek pins what the ban relies on, in the memory store: a
+// Take at cost 0 of a GCRA policy of 1 per ban, burst 1, consumes nothing
+// and creates no key; it gives Remaining 1 when there is no ban, and
+// Remaining 0 and ResetAfter the rest of the ban while there is one. (The
+// Redis store: TestPenaltyRedis in package redisstore.)
+func TestPenaltyGCRAPeek(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	st := memstore.New(memstore.WithClock(clock))
+	defer st.Close()
+	ban := &core.Policy{Name: "login!ban", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	ctx := context.Background()
+	take := func(cost int64) string {
+		r, err := st.Take(ctx, "alice", ban, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("allowed=%v remaining=%d reset=%v retry=%v keys=%d", r.Allowed, r.Remaining, r.ResetAfter, r.RetryAfter, st.Len())
+	}
+	for _, s := range []struct {
+		adv  time.Duration
+		cost int64
+		want string
+	}{
+		{0, 0, "allowed=true remaining=1 reset=0s retry=0s keys=0"},
+		{0, 0, "allowed=true remaining=1 reset=0s retry=0s keys=0"},
+		{0, 1, "allowed=true remaining=0 reset=15m0s retry=0s keys=1"},
+		{time.Minute, 0, "allowed=true remaining=0 reset=14m0s retry=0s keys=1"},
+		{0, 1, "allowed=false remaining=0 reset=14m0s retry=14m0s keys=1"},
+		{14*time.Minute - 1, 0, "allowed=true remaining=0 reset=1ns retry=0s keys=1"},
+		{1, 0, "allowed=true remaining=1 reset=0s retry=0s keys=1"},
+	} {
+		clock.Advance(s.adv)
+		if got := take(s.cost); got != s.want {
+			t.Errorf("+%v Take(%d): got %s, want %s", s.adv, s.cost, got, s.want)
+		}
+	}
+}

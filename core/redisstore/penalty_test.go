@@ -1,0 +1,118 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/internal/redistest"
+)
+
+// TestPenaltyGCRAPeekRedis pins what a rule's penalty (core.PenaltySpec)
+// relies on, on a real redis-server: a Take at cost 0 of a GCRA policy of
+// 1 per ban, burst 1, consumes nothing and creates no key; it gives
+// Remaining 1 when there is no ban, and Remaining 0 and ResetAfter the
+// rest of the ban while there is one.
+func TestPenaltyGCRAPeekRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	c := client(t, srv.Addr())
+	s := newStore(t, c)
+	ctx := context.Background()
+	ban := &core.Policy{Name: "login!ban", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	keys := func() int64 {
+		n, err := c.DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 2 {
+		r, err := s.Take(ctx, "alice", ban, 0)
+		if err != nil || !r.Allowed || r.Remaining != 1 || r.ResetAfter != 0 || keys() != 0 {
+			t.Fatalf("peek with no ban: %+v, %v, %d keys; want allowed, remaining 1, no key", r, err, keys())
+		}
+	}
+	r, err := s.Take(ctx, "alice", ban, 1)
+	if err != nil || !r.Allowed || r.Remaining != 0 || keys() != 1 {
+		t.Fatalf("setting the ban: %+v, %v, %d keys", r, err, keys())
+	}
+	for range 2 {
+		r, err = s.Take(ctx, "alice", ban, 0)
+		// The server's clock runs: the rest is at most the ban, and
+		// generously more than the ban less 10s.
+		if err != nil || !r.Allowed || r.Remaining != 0 || r.ResetAfter > 15*time.Minute || r.ResetAfter < 15*time.Minute-10*time.Second {
+			t.Fatalf("peek while banned: %+v, %v; want allowed, remaining 0, reset about 15m", r, err)
+		}
+	}
+	r, err = s.Take(ctx, "alice", ban, 1)
+	if err != nil || r.Allowed || r.RetryAfter < 15*time.Minute-10*time.Second {
+		t.Fatalf("setting it again: %+v, %v; want denied, retry about 15m", r, err)
+	}
+	if cleared, err := s.Reset(ctx, "alice", ban); err != nil || !cleared {
+		t.Fatalf("Reset: %v, %v", cleared, err)
+	}
+	if r, err = s.Take(ctx, "alice", ban, 0); err != nil || r.Remaining != 1 {
+		t.Fatalf("peek after Reset: %+v, %v", r, err)
+	}
+}
+
+// TestPenaltySharedRedis checks that two limiters on one redis-server
+// (two replicas) share a rule's penalty: denials on one ban the caller on
+// the other, and a Reset on either lifts the ban on both.
+func TestPenaltySharedRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "2/hour"
+      penalty: {after: 3, within: 1h, ban: 15m}
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := core.NewLimiter(cfg, newStore(t, client(t, srv.Addr())))
+	var outcomes []core.Outcome // b's
+	b := core.NewLimiter(cfg, newStore(t, client(t, srv.Addr())), core.WithObserver(func(e core.Event) { outcomes = append(outcomes, e.Outcome) }))
+	ctx := context.Background()
+	decide := func(l *core.Limiter, id string) core.Decision {
+		return l.Decide(ctx, "POST", "/login", id, false)
+	}
+	// Two admitted (one on each), then three denials, split between the
+	// replicas: the third sets the ban.
+	for i, l := range []*core.Limiter{a, b, a, b} {
+		if d := decide(l, "alice"); d.Penalty || d.Allowed != (i < 2) || d.Err != nil {
+			t.Fatalf("request %d: allowed %v, penalty %v, err %v", i, d.Allowed, d.Penalty, d.Err)
+		}
+	}
+	d := decide(a, "alice")
+	if d.Allowed || !d.Penalty || d.Status() != 429 || d.Result.RetryAfter < 15*time.Minute-10*time.Second {
+		t.Fatalf("third denial: allowed %v, penalty %v, status %d, retry %v; want the ban", d.Allowed, d.Penalty, d.Status(), d.Result.RetryAfter)
+	}
+	// The other replica refuses alice under the ban, without counting,
+	// and only alice.
+	outcomes = nil
+	if d := decide(b, "alice"); d.Allowed || !d.Penalty || d.Result.RetryAfter < 15*time.Minute-10*time.Second || len(outcomes) != 1 || outcomes[0] != core.OutcomePenalized {
+		t.Fatalf("other replica: allowed %v, penalty %v, retry %v, outcomes %v; want the ban, penalized", d.Allowed, d.Penalty, d.Result.RetryAfter, outcomes)
+	}
+	if d := decide(b, "bob"); !d.Allowed {
+		t.Fatalf("bob is refused")
+	}
+	// A Reset on one replica lifts the ban on both. (Replica a's deny
+	// cache still holds alice's denial under the rule itself until the
+	// retry-after Redis gave, as for any Reset made elsewhere.)
+	if cleared, err := b.Reset(ctx, "alice", "login"); err != nil || !cleared {
+		t.Fatalf("Reset: %v, %v", cleared, err)
+	}
+	if d := decide(b, "alice"); !d.Allowed || d.Penalty {
+		t.Fatalf("after Reset, replica b: allowed %v, penalty %v", d.Allowed, d.Penalty)
+	}
+	if d := decide(a, "alice"); d.Penalty || d.Status() != 429 || d.Result.RetryAfter > time.Hour {
+		t.Fatalf("after Reset, replica a: penalty %v, status %d, retry %v; want the rule's own denial", d.Penalty, d.Status(), d.Result.RetryAfter)
+	}
+}
