@@ -507,7 +507,8 @@ func checkResponse(t *testing.T, where string, got *Response, w want) {
 }
 
 // recorder is the store the adapter gets: it records every Take ("key rule
-// cost") and observer event, then asks the memory store, or fails.
+// cost"), Peek ("peek key rule cost") and observer event, then asks the
+// memory store, or fails.
 type recorder struct {
 	store   core.Store
 	failing bool
@@ -557,6 +558,18 @@ func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost in
 		return core.Result{}, errStoreDown
 	}
 	return r.store.Take(ctx, key, p, cost)
+}
+
+// Peek records "peek key rule cost", then peeks in the memory store, or
+// fails.
+func (r *recorder) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	r.mu.Lock()
+	r.takes = append(r.takes, "peek "+r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	r.mu.Unlock()
+	if r.failing {
+		return core.Result{}, errStoreDown
+	}
+	return r.store.Peek(ctx, key, p, cost)
 }
 
 func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {
