@@ -470,7 +470,7 @@ func checkConfigError(t *testing.T, err error, want ...string) {
 
 const (
 	unknownSection = `unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure or mode)`
-	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, burst, weights or mode)`
+	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode or count)`
 	unknownAlgo    = `(want fixed_window, sliding_window, token_bucket or gcra)`
 	unitsWanted    = `(want second, minute, hour or day)`
 	shadowed       = `which comes first: this path would never apply here`

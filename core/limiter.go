@@ -73,7 +73,8 @@ type Decision struct {
 	// "" when nothing was counted.
 	Key string
 
-	style HeaderStyle
+	style   HeaderStyle
+	pending [2]pending // counts that wait for the status: the enforced rule's, the shadow rule's (see Deferred)
 }
 
 // Option configures a Limiter.
@@ -355,16 +356,21 @@ func (g *logGate) pass(now, every int64) (suppressed int64, ok bool) {
 // warn logs a store failure, at most once per warn interval, with the number
 // of failures it did not log since the last line.
 func (l *Limiter) warn(rule *Rule, passed bool, err error) {
-	suppressed, ok := l.storeWarn.pass(l.clock.Now(), l.warnEvery)
-	if !ok {
-		return
-	}
 	policy := "open: requests pass"
 	switch {
 	case rule.shadow:
 		policy = "shadow rule: requests pass"
 	case !passed:
 		policy = "closed: requests get 503"
+	}
+	l.warnAs(rule, policy, err)
+}
+
+// warnAs is warn with what became of the request (failure_policy).
+func (l *Limiter) warnAs(rule *Rule, policy string, err error) {
+	suppressed, ok := l.storeWarn.pass(l.clock.Now(), l.warnEvery)
+	if !ok {
+		return
 	}
 	l.log.Warn("rlkit: rate-limit store failed",
 		slog.String("rule", rule.Name),

@@ -249,6 +249,7 @@ type Rule struct {
 	methods []string
 	weights []weight
 	shadow  bool
+	count   CountMode
 
 	// Precomputed responses and header values; see headers.go.
 	limitNames  []string // each limit's item name in the draft headers

@@ -309,13 +309,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Burst = w.int(v, label, key)
 		case "mode":
 			r.Mode = w.str(v, label, key)
+		case "count":
+			r.Count = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights or mode)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode or count)")
 		}
 	})
 	return r
