@@ -20,7 +20,9 @@ import (
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
 // Header, Status and Body) when it is not Allowed, else
-// Decision.SetHeaders (or Header) before calling the handler. A Flow
+// Decision.SetHeaders (or Header) before calling the handler, and, when
+// the Decision is Deferred (a rule counts by outcome), Limiter.Complete
+// with the status the client gets once the handler has answered. A Flow
 // is safe for concurrent use.
 type Flow[R any] struct {
 	Limiter *Limiter

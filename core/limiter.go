@@ -221,7 +221,9 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // URLPath gives one for a *url.URL); identity is the caller's key (a user
 // id, an API key, a client IP); bypass lets a request through uncounted (a
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too; every
-// other request counts under the rule Config.Match gives.
+// other request counts under the rule Config.Match gives (a Deferred
+// Decision, under a rule that counts by outcome, is counted by Complete
+// once the request is answered).
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) (d Decision) {
 	cfg := l.cfg.Load()
 	if !cfg.Enabled() {

@@ -113,6 +113,9 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 		default:
 			d.SetHeaders(c.Writer.Header())
 			c.Next()
+			if d.Deferred() { // counted by outcome: the handler has answered
+				lim.Complete(r.Context(), &d, c.Writer.Status())
+			}
 		}
 	}
 }

@@ -119,6 +119,11 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 				o.onError(w, r, err)
 			case !d.Allowed:
 				d.WriteDenied(w)
+			case d.Deferred(): // counted by outcome: once the handler has answered
+				d.SetHeaders(w.Header())
+				sw := &statusWriter{ResponseWriter: w}
+				next.ServeHTTP(sw, r)
+				lim.Complete(r.Context(), &d, sw.status())
 			default:
 				d.SetHeaders(w.Header())
 				next.ServeHTTP(w, r)

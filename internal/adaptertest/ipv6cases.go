@@ -8,7 +8,7 @@ import (
 
 // allCases is the table Run and Same go through: cases and the cases of
 // this file.
-func allCases() []testCase { return append(cases(), ipv6Cases()...) }
+func allCases() []testCase { return append(append(cases(), ipv6Cases()...), outcomeCases()...) }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
 // and per address with IPv6PrefixLen 128, through every adapter. The
