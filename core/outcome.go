@@ -114,6 +114,17 @@ func (d *Decision) wait(i int, rule *Rule, cost int64, o Outcome, err error) boo
 	return true
 }
 
+// detach returns a context for the count of a request answered under
+// ctx: not cancelled with ctx, and ended after retryTimeout, unless the
+// store is in this process (a LocalStore), whose calls take nanoseconds
+// and need no deadline (a timer costs four allocations).
+func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.local {
+		return context.WithoutCancel(ctx), func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
+}
+
 // ask is the store's Take, or with peek its Peek.
 func (l *Limiter) ask(ctx context.Context, key string, rule *Rule, cost int64, peek bool) (Result, error) {
 	if peek {
@@ -137,8 +148,8 @@ func (l *Limiter) ask(ctx context.Context, key string, rule *Rule, cost int64, p
 // the store failed (the Take's error, or the Peek's when no Take
 // followed). A store failure is logged as any other, at most once per
 // warn interval. ctx is the request's: the store is asked under a context
-// that is not cancelled with it (the client may have gone) and ends after
-// a second.
+// that is not cancelled with it (the client may have gone) and, for a
+// store not in this process, ends after a second.
 func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	if !d.Deferred() {
 		return
@@ -158,7 +169,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			continue
 		}
 		if cancel == nil {
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
+			ctx, cancel = l.detach(ctx)
 			defer cancel()
 		}
 		var (

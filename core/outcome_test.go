@@ -275,18 +275,30 @@ func TestCompleteOnce(t *testing.T) {
 // TestCompleteCancelled: the request's context is cancelled (the client
 // went away) by the time the handler answers: the failure is counted all
 // the same, under a context that is not cancelled.
+// The store is remote (its calls are bounded by a deadline) or in this
+// process (a LocalStore: no deadline).
 func TestCompleteCancelled(t *testing.T) {
-	e := newOutcomeEnv(t, outcomeYAML)
-	e.store.refuseCancelled = true
-	ctx, cancel := context.WithCancel(t.Context())
-	d := e.lim.Decide(ctx, "POST", "/login", "alice", false)
-	cancel()
-	e.lim.Complete(ctx, &d, 401)
-	e.check("cancelled", list("peek alice login 1", "take alice login 1"), list("login allowed true 1"))
-	if e.logs.Len() != 0 {
-		t.Errorf("logged %q, want nothing", e.logs.String())
+	for _, local := range []bool{false, true} {
+		e := newOutcomeEnv(t, outcomeYAML)
+		e.store.refuseCancelled = true
+		if local {
+			e.lim = core.NewLimiter(e.lim.Config(), localLog{e.store}, core.WithObserver(e.evs.observe))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		d := e.lim.Decide(ctx, "POST", "/login", "alice", false)
+		cancel()
+		e.lim.Complete(ctx, &d, 401)
+		e.check(fmt.Sprintf("cancelled, local store %v", local), list("peek alice login 1", "take alice login 1"), list("login allowed true 1"))
+		if e.logs.Len() != 0 {
+			t.Errorf("logged %q, want nothing", e.logs.String())
+		}
 	}
 }
+
+// localLog is a callLog that says it keeps its counters in this process.
+type localLog struct{ *callLog }
+
+func (localLog) Local() bool { return true }
 
 // TestCountByOutcomeStoreDown: with fail-open, a request whose Peek fails
 // passes, and its failure is still taken after the handler; a Take that
