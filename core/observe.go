@@ -14,7 +14,9 @@ type Outcome uint8
 const (
 	// OutcomeAllowed: counted and admitted.
 	OutcomeAllowed Outcome = iota
-	// OutcomeDenied: counted and denied (429).
+	// OutcomeDenied: counted and denied (429). Under a rule counted by
+	// outcome (CountMode) it is also the count, after the handler, of a
+	// request served while the counter filled (Event.Allowed true).
 	OutcomeDenied
 	// OutcomeShadowDenied: a rule in shadow mode would have denied the
 	// request; it was let through (see RuleSpec.Mode).
