@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -71,5 +72,46 @@ func TestCountByOutcomeStatus(t *testing.T) {
 				t.Fatalf("events %+v, want one allowed event of cost %d", events, want)
 			}
 		})
+	}
+}
+
+// TestCountByOutcomeAllocs pins the allocations per request of the
+// middleware over a JSON handler, beside the handler alone: two on the
+// ordinary path (one of them Echo's for any middleware), whether or not
+// the configuration has rules counted by outcome; under such a rule one
+// more when the status counts (the context of the count).
+func TestCountByOutcomeAllocs(t *testing.T) {
+	if adaptertest.Race {
+		t.Skip("allocations are not exact under the race detector")
+	}
+	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	failures := strings.Replace(bench, `limit: "2000000000/hour"`, `limit: "2000000000/hour"
+      count: failures`, 1)
+	allocs := func(status int, mw ...echo.MiddlewareFunc) float64 {
+		e := echo.New()
+		e.Use(mw...)
+		e.GET("/api/search", func(c echo.Context) error { return c.JSONBlob(status, okBody) })
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := &discardWriter{h: make(http.Header)}
+		return testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			e.ServeHTTP(w, r)
+		})
+	}
+	for _, c := range []struct {
+		name   string
+		yaml   string
+		status int
+		extra  float64
+	}{
+		{"every request counted", bench, 200, 2},
+		{"every request counted, answered 401", bench, 401, 2},
+		{"failures counted, answered 200", failures, 200, 2},
+		{"failures counted, answered 401", failures, 401, 3},
+	} {
+		if got := allocs(c.status, echorl.New(adaptertest.Config(t, c.yaml))) - allocs(c.status); got != c.extra {
+			t.Errorf("%s: %v allocations more than the handler alone, want %v", c.name, got, c.extra)
+		}
 	}
 }

@@ -3,10 +3,13 @@ package fiberrl_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/fiberrl"
@@ -64,5 +67,54 @@ func TestCountByOutcomeStatus(t *testing.T) {
 				t.Fatalf("events %+v, want one allowed event of cost %d", events, want)
 			}
 		})
+	}
+}
+
+// TestCountByOutcomeAllocs pins the allocations per request of the
+// middleware over a JSON handler, beside the handler alone: none on the
+// ordinary path, whether or not the configuration has rules counted by
+// outcome; under such a rule one when the status counts (the context of
+// the count).
+func TestCountByOutcomeAllocs(t *testing.T) {
+	if adaptertest.Race {
+		t.Skip("allocations are not exact under the race detector")
+	}
+	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	failures := strings.Replace(bench, `limit: "2000000000/hour"`, `limit: "2000000000/hour"
+      count: failures`, 1)
+	allocs := func(status int, mw ...any) float64 {
+		app := fiber.New()
+		if len(mw) > 0 {
+			app.Use(mw...)
+		}
+		app.Get("/api/search", func(c *fiber.Ctx) error {
+			c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+			return c.Status(status).Send(okBody)
+		})
+		h := app.Handler()
+		var req fasthttp.Request
+		req.Header.SetMethod(fiber.MethodGet)
+		req.SetRequestURI("/api/search")
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 1234}, nil)
+		return testing.AllocsPerRun(200, func() {
+			ctx.Response.Reset()
+			h(&ctx)
+		})
+	}
+	for _, c := range []struct {
+		name   string
+		yaml   string
+		status int
+		extra  float64
+	}{
+		{"every request counted", bench, 200, 0},
+		{"every request counted, answered 401", bench, 401, 0},
+		{"failures counted, answered 200", failures, 200, 0},
+		{"failures counted, answered 401", failures, 401, 1},
+	} {
+		if got := allocs(c.status, fiberrl.New(adaptertest.Config(t, c.yaml))) - allocs(c.status); got != c.extra {
+			t.Errorf("%s: %v allocations more than the handler alone, want %v", c.name, got, c.extra)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -57,5 +58,46 @@ func TestCountByOutcomeStatus(t *testing.T) {
 				t.Fatalf("events %+v, want one allowed event of cost %d", events, want)
 			}
 		})
+	}
+}
+
+// TestCountByOutcomeAllocs pins the allocations per request of the
+// middleware over a JSON handler, beside the handler alone: one on the
+// ordinary path, whether or not the configuration has rules counted by
+// outcome; under such a rule one more when the status counts (the
+// context of the count).
+func TestCountByOutcomeAllocs(t *testing.T) {
+	if adaptertest.Race {
+		t.Skip("allocations are not exact under the race detector")
+	}
+	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	failures := strings.Replace(bench, `limit: "2000000000/hour"`, `limit: "2000000000/hour"
+      count: failures`, 1)
+	allocs := func(status int, mw ...gin.HandlerFunc) float64 {
+		e := gin.New()
+		e.Use(mw...)
+		e.GET("/api/search", func(c *gin.Context) { c.Data(status, "application/json", okBody) })
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := &discardWriter{h: make(http.Header)}
+		return testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			e.ServeHTTP(w, r)
+		})
+	}
+	for _, c := range []struct {
+		name   string
+		yaml   string
+		status int
+		extra  float64
+	}{
+		{"every request counted", bench, 200, 1},
+		{"every request counted, answered 401", bench, 401, 1},
+		{"failures counted, answered 200", failures, 200, 1},
+		{"failures counted, answered 401", failures, 401, 2},
+	} {
+		if got := allocs(c.status, ginrl.New(adaptertest.Config(t, c.yaml))) - allocs(c.status); got != c.extra {
+			t.Errorf("%s: %v allocations more than the handler alone, want %v", c.name, got, c.extra)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,5 +93,47 @@ func TestCountByOutcomeStatus(t *testing.T) {
 				t.Fatalf("events %+v, want one allowed event of cost %d", events, want)
 			}
 		})
+	}
+}
+
+// TestCountByOutcomeAllocs pins the allocations per request of the
+// middleware over a JSON handler, beside the handler alone: one (the
+// rate-limit header values) on the ordinary path, whether or not the
+// configuration has rules counted by outcome; under such a rule one more
+// (the status-recording writer), and one more again when the status
+// counts (the context of the count).
+func TestCountByOutcomeAllocs(t *testing.T) {
+	if adaptertest.Race {
+		t.Skip("allocations are not exact under the race detector")
+	}
+	allocs := func(h http.Handler, status string) float64 {
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		r.Header.Set("X-Status", status)
+		w := &discardWriter{h: make(http.Header)}
+		return testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(adaptertest.Status(r.Header.Get("X-Status")))
+		_, _ = w.Write(jsonBody)
+	})
+	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	bare := allocs(handler, "200")
+	for _, c := range []struct {
+		name, yaml, status string
+		extra              float64
+	}{
+		{"every request counted", bench, "200", 1},
+		{"every request counted, answered 401", bench, "401", 1},
+		{"failures counted, answered 200", outcomeConfig(), "200", 2},
+		{"failures counted, answered 401", outcomeConfig(), "401", 3},
+	} {
+		if got := allocs(nethttp.New(adaptertest.Config(t, c.yaml))(handler), c.status) - bare; got != c.extra {
+			t.Errorf("%s: %v allocations more than the handler alone, want %v", c.name, got, c.extra)
+		}
 	}
 }
