@@ -75,7 +75,8 @@ type Event struct {
 }
 
 // Observer receives an Event for every request the limiter decides while
-// limiting is enabled. It is called synchronously on the request path: it
+// limiting is enabled (under a rule counted by outcome, for a request
+// that reaches the handler, when Limiter.Complete counts it or not). It is called synchronously on the request path: it
 // must be fast and safe for concurrent use.
 type Observer func(Event)
 
