@@ -122,6 +122,13 @@ type RuleSpec struct {
 	// Penalty, when not nil, refuses an identity for a while after
 	// repeated denials (see PenaltySpec).
 	Penalty *PenaltySpec
+	// Count says which requests the rule counts, by their response
+	// status: all (when empty: every request, before the handler runs),
+	// failures (status 400 and above) or successes (below 400). A rule
+	// counted by outcome still refuses a request before the handler when
+	// its counter has no room for it; requests in flight together can
+	// pass it by a bound CountMode states.
+	Count string
 }
 
 // WeightSpec is the cost of one request on paths matching Path.
@@ -439,9 +446,9 @@ func ReadConfigFile(file string) ([]byte, error) {
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
 // headers, failure, mode, tiers, allow (identities, networks), ban
 // (networks); per rule: name, paths, methods, limit, algorithm, burst,
-// weights, mode, penalty (after, within, ban); and per plan of tiers:
-// default, rules, each rule's limits as a string, a list or {limit,
-// burst}). Unknown fields are errors. data must be UTF-8 text that
+// weights, mode, count, penalty (after, within, ban); and per plan of
+// tiers: default, rules, each rule's limits as a string, a list or
+// {limit, burst}). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the
 // start: the first character breaking this is reported with its line and
 // column (ConfigError.Column).
@@ -751,7 +758,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	if rs.Burst != 0 && a != TokenBucket && a != GCRA {
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
-	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow)}
+	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow), count: cc.countMode(key+".count", label, rs.Count)}
 	set := &cc.taken[0] // a rule's paths are taken from the earlier rules of its mode
 	if r.shadow {
 		set = &cc.taken[1]

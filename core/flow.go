@@ -27,7 +27,9 @@ import (
 // Header, Status and Body) when it is not Allowed, or, when the
 // application gives its own denied handler, Decision.SetLimitHeaders (or
 // LimitHeader) before calling it; else Decision.SetHeaders (or Header)
-// before calling the handler, and, when asked, NewContext. A Flow
+// before calling the handler, and, when asked, NewContext; and, when the
+// Decision is Deferred (a rule counts by outcome), Limiter.Complete with
+// the status the client gets once the handler has answered. A Flow
 // is safe for concurrent use.
 type Flow[R any] struct {
 	Limiter *Limiter
@@ -150,7 +152,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		o, lat := l.take(ctx, key, m.rule, m.cost, &d.Result, &d.Err)
+		o, lat := l.take(ctx, key, m.rule, m.cost, m.rule.byOutcome(), &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
 		switch o {
 		case OutcomeStoreError:
@@ -159,7 +161,9 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 		case OutcomeDenied:
 			l.penalize(ctx, cfg, m.rule, key, d)
 		}
-		l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
+		if !d.wait(0, m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
+			l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
+		}
 	}
 	if m.shadow == nil {
 		return
@@ -180,7 +184,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 			d.style = HeadersNone
 		}
 	}
-	o, lat := l.take(ctx, key, m.shadow, m.shadowCost, into, errp)
+	o, lat := l.take(ctx, key, m.shadow, m.shadowCost, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
 		*into = Result{}
@@ -189,7 +193,14 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 		o, d.ShadowDenied = OutcomeShadowDenied, true
 		l.shadowDenied(m.shadow, key, m.shadowCost, into)
 	}
-	l.report(m.shadow, key, o, true, m.shadowCost, *errp, lat)
+	cost := m.shadowCost
+	switch {
+	case d.wait(1, m.shadow, cost, o, *errp):
+		return // counted by outcome: reported by Complete
+	case o == OutcomeAllowed && m.shadow.byOutcome():
+		cost = 0 // the enforced rule refused the request: no status to count
+	}
+	l.report(m.shadow, key, o, true, cost, *errp, lat)
 }
 
 // report passes the event of one rule's count to the observer, if any.
@@ -215,13 +226,15 @@ func (l *Limiter) bypassed(m *match) {
 
 // take asks the store about one request of key under rule at cost, into
 // *res and *err, and tells the outcome: allowed, denied or store error.
-func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, res *Result, err *error) (o Outcome, latency time.Duration) {
+// With peek it asks what a count would answer (Store.Peek), counting
+// nothing.
+func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, peek bool, res *Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
 	timed := l.observer != nil && !l.local && cheaprand()&l.sampleMask == 0
 	if timed {
 		start = l.clock.Now()
 	}
-	*res, *err = l.store.Take(ctx, key, rule.Policy, cost)
+	*res, *err = l.ask(ctx, key, rule, cost, peek)
 	if *err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The request was cancelled (net/http cancels it when the client
 		// closes its side of the connection, though it may still read
@@ -231,7 +244,7 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 		// counted the request before failing counts it twice: the safe
 		// side.)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
-		*res, *err = l.store.Take(rctx, key, rule.Policy, cost)
+		*res, *err = l.ask(rctx, key, rule, cost, peek)
 		cancel()
 	}
 	if timed {

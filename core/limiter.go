@@ -89,7 +89,8 @@ type Decision struct {
 	// the ban too.
 	Penalty bool
 
-	style HeaderStyle
+	style   HeaderStyle
+	pending [2]pending // counts that wait for the status: the enforced rule's, the shadow rule's (see Deferred)
 }
 
 // Option configures a Limiter.
@@ -242,10 +243,11 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // id, an API key, a client IP); bypass lets a request through uncounted (a
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too, and so
 // do identities of the allow list (AllowSpec); every other request counts
-// under the rule Config.Match gives. An identity that is an IP address is
-// also the client IP of the network lists: in a banned network it is
-// refused (Decision.Banned) before anything else, in an allowed one it
-// passes uncounted.
+// under the rule Config.Match gives (a Deferred Decision, under a rule
+// that counts by outcome, is counted by Complete once the request is
+// answered). An identity that is an IP address is also the client IP of
+// the network lists: in a banned network it is refused (Decision.Banned)
+// before anything else, in an allowed one it passes uncounted.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }
@@ -375,16 +377,21 @@ func (g *logGate) pass(now, every int64) (suppressed int64, ok bool) {
 // warn logs a store failure, at most once per warn interval, with the number
 // of failures it did not log since the last line.
 func (l *Limiter) warn(rule *Rule, passed bool, err error) {
-	suppressed, ok := l.storeWarn.pass(l.clock.Now(), l.warnEvery)
-	if !ok {
-		return
-	}
 	policy := "open: requests pass"
 	switch {
 	case rule.shadow:
 		policy = "shadow rule: requests pass"
 	case !passed:
 		policy = "closed: requests get 503"
+	}
+	l.warnAs(rule, policy, err)
+}
+
+// warnAs is warn with what became of the request (failure_policy).
+func (l *Limiter) warnAs(rule *Rule, policy string, err error) {
+	suppressed, ok := l.storeWarn.pass(l.clock.Now(), l.warnEvery)
+	if !ok {
+		return
 	}
 	l.log.Warn("rlkit: rate-limit store failed",
 		slog.String("rule", rule.Name),

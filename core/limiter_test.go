@@ -19,6 +19,7 @@ type takeCall struct {
 	key    string
 	policy *Policy
 	cost   int64
+	peek   bool // a Peek, not a Take
 }
 
 // fakeStore counts units per (key, policy) with no windows: every limit of
@@ -39,9 +40,18 @@ var _ Store = (*fakeStore)(nil)
 func newFakeStore() *fakeStore { return &fakeStore{used: map[string]int64{}} }
 
 func (s *fakeStore) Take(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+	return s.decide(key, p, cost, false), nil
+}
+
+// Peek is Take that consumes nothing, recorded as a peek.
+func (s *fakeStore) Peek(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+	return s.decide(key, p, cost, true), nil
+}
+
+func (s *fakeStore) decide(key string, p *Policy, cost int64, peek bool) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, takeCall{key, p, cost})
+	s.calls = append(s.calls, takeCall{key, p, cost, peek})
 	if s.clock != nil {
 		s.clock.Advance(s.latency)
 	}
@@ -61,12 +71,14 @@ func (s *fakeStore) Take(_ context.Context, key string, p *Policy, cost int64) (
 		r.Limits[i] = LimitState{Remaining: rem, ResetAfter: l.Period}
 	}
 	if r.Allowed {
-		s.used[id] = used + cost
+		if !peek {
+			s.used[id] = used + cost
+		}
 		for i, l := range p.Limits {
 			r.Limits[i].Remaining = l.Count - used - cost
 		}
 	}
-	return r, nil
+	return r
 }
 
 func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) (bool, error) {
@@ -100,6 +112,10 @@ var errStoreDown = errors.New("store down")
 type failStore struct {
 	mu    sync.Mutex
 	calls int
+}
+
+func (s *failStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+	return s.Take(ctx, key, p, cost)
 }
 
 func (s *failStore) Take(context.Context, string, *Policy, int64) (Result, error) {
@@ -659,6 +675,13 @@ func TestLimiterConcurrent(t *testing.T) {
 // ctxStore is a fakeStore that, like the Redis store, refuses a call whose
 // context has ended.
 type ctxStore struct{ *fakeStore }
+
+func (s ctxStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return s.fakeStore.Peek(ctx, key, p, cost)
+}
 
 func (s ctxStore) Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
 	if err := ctx.Err(); err != nil {

@@ -43,6 +43,17 @@ func (s *recStore) Take(ctx context.Context, key string, p *core.Policy, cost in
 	return s.mem.Take(ctx, key, p, cost)
 }
 
+func (s *recStore) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	s.mu.Lock()
+	s.log = append(s.log, "peek "+key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	fail := s.fail
+	s.mu.Unlock()
+	if fail {
+		return core.Result{}, errDown
+	}
+	return s.mem.Peek(ctx, key, p, cost)
+}
+
 func (s *recStore) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {
 	return s.mem.Reset(ctx, key, p)
 }

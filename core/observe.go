@@ -14,7 +14,9 @@ type Outcome uint8
 const (
 	// OutcomeAllowed: counted and admitted.
 	OutcomeAllowed Outcome = iota
-	// OutcomeDenied: counted and denied (429).
+	// OutcomeDenied: counted and denied (429). Under a rule counted by
+	// outcome (CountMode) it is also the count, after the handler, of a
+	// request served while the counter filled (Event.Allowed true).
 	OutcomeDenied
 	// OutcomeShadowDenied: a rule in shadow mode would have denied the
 	// request; it was let through (see RuleSpec.Mode).
@@ -83,7 +85,8 @@ type Event struct {
 }
 
 // Observer receives an Event for every request the limiter decides while
-// limiting is enabled. It is called synchronously on the request path: it
+// limiting is enabled (under a rule counted by outcome, for a request
+// that reaches the handler, when Limiter.Complete counts it or not). It is called synchronously on the request path: it
 // must be fast and safe for concurrent use.
 type Observer func(Event)
 

@@ -113,7 +113,7 @@ func (l *Limiter) penalized(ctx context.Context, cfg *Config, rule *Rule, cost i
 		res Result
 		err error
 	)
-	o, lat := l.take(ctx, key, p.ban, 0, &res, &err)
+	o, lat := l.take(ctx, key, p.ban, 0, false, &res, &err)
 	switch {
 	case o == OutcomeStoreError:
 		open := l.failsOpen(cfg)
@@ -147,14 +147,14 @@ func (l *Limiter) penalize(ctx context.Context, cfg *Config, rule *Rule, key str
 		res Result
 		err error
 	)
-	if o, _ := l.take(ctx, key, p.denials, 1, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, key, p.denials, 1, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.denials, l.failsOpen(cfg), err)
 		return
 	}
 	if res.Allowed && res.Remaining > 0 {
 		return
 	}
-	if o, _ := l.take(ctx, key, p.ban, 1, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, key, p.ban, 1, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.ban, l.failsOpen(cfg), err)
 		return
 	}

@@ -122,6 +122,13 @@ type Store interface {
 	// cancelled, the limiter calls again with a context that is not
 	// cancelled with the request and ends after a second.
 	Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error)
+	// Peek answers what Take would for the same call at this instant,
+	// consuming nothing and creating no key: the limiter asks it before
+	// the handler runs for a rule that counts by outcome (see
+	// RuleSpec.Count), and takes only once the response status is known.
+	// A denial it answers has the RetryAfter Take's would have. Its
+	// errors and contexts are Take's.
+	Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error)
 	// Reset forgets the counters of key under policy p. cleared reports
 	// whether any of them was live: it held the cost of an admitted
 	// request that time had not yet given back (a fixed window that has

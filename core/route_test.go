@@ -243,6 +243,9 @@ func (s *countingStore) Take(_ context.Context, key string, p *Policy, cost int6
 	s.key = key
 	return Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
 }
+func (s *countingStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+	return s.Take(ctx, key, p, cost)
+}
 func (s *countingStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }
 
 // TestDotSegments: a path with dot segments is exempt only when it is

@@ -252,6 +252,7 @@ type Rule struct {
 	plan    string   // see Plan
 	index   int      // in Config.rules (the default: len), for a tier's variants
 	penalty *penalty // nil: none (see penalty.go)
+	count   CountMode
 
 	// Precomputed responses and header values; see headers.go.
 	limitNames  []string // each limit's item name in the draft headers

@@ -318,4 +318,7 @@ type nopStore struct{}
 func (nopStore) Take(context.Context, string, *Policy, int64) (Result, error) {
 	return Result{Allowed: true}, nil
 }
+func (nopStore) Peek(context.Context, string, *Policy, int64) (Result, error) {
+	return Result{Allowed: true}, nil
+}
 func (nopStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }

@@ -315,6 +315,8 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Burst = w.int(v, label, key)
 		case "mode":
 			r.Mode = w.str(v, label, key)
+		case "count":
+			r.Count = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
 		case "weights":
@@ -323,7 +325,7 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count or penalty)")
 		}
 	})
 	return r

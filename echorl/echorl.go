@@ -178,7 +178,12 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 			if o.inCtx {
 				withDecision(c, d)
 			}
-			return next(c)
+			if !d.Deferred() {
+				return next(c)
+			}
+			err = next(c) // counted by outcome: once the handler has answered
+			lim.Complete(r.Context(), &d, status(c, err))
+			return err
 		}
 	}
 }
@@ -195,6 +200,31 @@ func withDecision(c echo.Context, d core.Decision) {
 	c.Set(DecisionKey, &d)
 	r := c.Request()
 	c.SetRequest(r.WithContext(core.NewContext(r.Context(), &d)))
+}
+
+// status is the status of the response to c once its handler returned
+// err: the status written when the response is committed; else, for an
+// error, the one Echo's default error handler (v4.16) answers with, the
+// code of an *echo.HTTPError (of the one it holds as Internal, when it
+// holds one), 500 for any other error; else 200, which net/http writes
+// for a handler that wrote nothing. (An application's own
+// Echo.HTTPErrorHandler may answer otherwise.)
+func status(c echo.Context, err error) int {
+	res := c.Response()
+	switch {
+	case res.Committed:
+		return res.Status
+	case err == nil:
+		return http.StatusOK
+	}
+	he, ok := err.(*echo.HTTPError) // as Echo asserts it: not errors.As
+	if !ok {
+		return http.StatusInternalServerError
+	}
+	if in, ok := he.Internal.(*echo.HTTPError); ok {
+		he = in
+	}
+	return he.Code
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)

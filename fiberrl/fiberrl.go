@@ -2,6 +2,7 @@ package fiberrl
 
 import (
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -192,7 +193,12 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if o.inCtx {
 			withDecision(c, d)
 		}
-		return c.Next()
+		if !d.Deferred() {
+			return c.Next()
+		}
+		err = c.Next() // counted by outcome: once the handler has answered
+		lim.Complete(c.UserContext(), &d, status(c, err))
+		return err
 	}
 }
 
@@ -228,6 +234,21 @@ func (o *options) deny(c *fiber.Ctx, d core.Decision) error {
 func withDecision(c *fiber.Ctx, d core.Decision) {
 	c.Locals(DecisionKey, &d)
 	c.SetUserContext(core.NewContext(c.UserContext(), &d))
+}
+
+// status is the status of the response to c once its handlers returned
+// err: for an error, the one Fiber's default error handler answers with,
+// the code of a *fiber.Error in err's chain, else 500 (an application's
+// own Config.ErrorHandler may answer otherwise); else the response's
+// status (200 unless a handler set another).
+func status(c *fiber.Ctx, err error) int {
+	if err == nil {
+		return c.Response().StatusCode()
+	}
+	if fe, ok := errors.AsType[*fiber.Error](err); ok {
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
 }
 
 // appCase records whether an app matches paths case-insensitively.

@@ -179,6 +179,9 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 				withDecision(c, d)
 			}
 			c.Next()
+			if d.Deferred() { // counted by outcome: the handler has answered
+				lim.Complete(r.Context(), &d, c.Writer.Status())
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package nethttp_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rlkit/rlkit/internal/adaptertest"
@@ -104,4 +105,39 @@ func BenchmarkDecisionContext(b *testing.B) {
 	}
 	b.Run("off", func(b *testing.B) { run(b) })
 	b.Run("on", func(b *testing.B) { run(b, nethttp.WithDecisionContext(true)) })
+}
+
+// outcomeConfig is BenchConfig with its search rule counted by failures:
+// every request is checked (a Peek) and, answered 200, never counted.
+func outcomeConfig() string {
+	return strings.Replace(strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1),
+		`limit: "2000000000/hour"`, `limit: "2000000000/hour"
+      count: failures`, 1)
+}
+
+// BenchmarkHandlerOutcome is BenchmarkHandlerNoRecorder's json pair with
+// the search rule counted by failures ("peek": a Peek before the handler,
+// a status-recording writer, Complete finding 200 not counted), and
+// answered 401 ("peek+take": Complete takes too, under a context of its
+// own), beside the rule counting every request ("take").
+func BenchmarkHandlerOutcome(b *testing.B) {
+	run := func(b *testing.B, yaml string, status int) {
+		h := nethttp.New(adaptertest.Config(b, yaml))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write(jsonBody)
+		}))
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := &discardWriter{h: make(http.Header)}
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		}
+	}
+	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	b.Run("take", func(b *testing.B) { run(b, bench, 200) })
+	b.Run("peek", func(b *testing.B) { run(b, outcomeConfig(), 200) })
+	b.Run("peek+take", func(b *testing.B) { run(b, outcomeConfig(), 401) })
 }

@@ -187,6 +187,15 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 				} else {
 					d.WriteDenied(w)
 				}
+			case d.Deferred(): // counted by outcome: once the handler has answered
+				d.SetHeaders(w.Header())
+				sw := &statusWriter{ResponseWriter: w}
+				in := r
+				if o.inCtx {
+					in = withDecision(r, d)
+				}
+				next.ServeHTTP(sw, in)
+				lim.Complete(r.Context(), &d, sw.status())
 			default:
 				d.SetHeaders(w.Header())
 				if o.inCtx {

@@ -37,6 +37,31 @@ func BenchmarkTakeAtOneKey(b *testing.B) {
 	}
 }
 
+// BenchmarkPeek measures one Peek (what a rule counted by outcome asks
+// before the handler) on an existing key with the instant passed in,
+// beside TakeAt on the same key as the baseline: a peek evaluates the
+// same state without writing it back.
+func BenchmarkPeek(b *testing.B) {
+	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+		s := memstore.New()
+		p := policy(a)
+		now := time.Now().UnixNano()
+		s.TakeAt(&sink, "user-42", p, 1, now)
+		b.Run("peek/"+a.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.PeekAt(&sink, "user-42", p, 1, now)
+			}
+		})
+		b.Run("take/"+a.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.TakeAt(&sink, "user-42", p, 1, now)
+			}
+		})
+	}
+}
+
 // BenchmarkTakeOneKey is BenchmarkTakeAtOneKey with the clock read included
 // (core.SystemClock), as a request sees it.
 func BenchmarkTakeOneKey(b *testing.B) {

@@ -50,6 +50,7 @@
 //
 // # Time
 //
-// Take reads the store's clock (core.SystemClock unless WithClock says
-// otherwise) once per decision; TakeAt takes the instant from the caller.
+// Take and Peek read the store's clock (core.SystemClock unless WithClock
+// says otherwise) once per decision; TakeAt and PeekAt take the instant
+// from the caller.
 package memstore

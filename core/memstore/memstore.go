@@ -199,6 +199,16 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) 
 	return r, nil
 }
 
+// Peek implements core.Store: the Result Take would return now, with
+// nothing consumed and no counter created. It fails as Take does.
+func (s *Store) Peek(_ context.Context, key string, p *core.Policy, cost int64) (r core.Result, _ error) {
+	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
+		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+	}
+	s.PeekAt(&r, key, p, cost, s.clock.Now())
+	return r, nil
+}
+
 // Reset implements core.Store: it removes the counters of key under p and
 // reports whether any of them had not expired at the store's clock's now
 // (an expired one is removed too, and reported as not cleared). It never
@@ -257,19 +267,30 @@ func (s *Store) Stats() core.StoreStats {
 // existing key. A policy with no limits or more than core.MaxLimits is
 // denied.
 func (s *Store) TakeAt(r *core.Result, key string, p *core.Policy, cost, now int64) {
+	s.decide(r, key, p, cost, now, true)
+}
+
+// PeekAt is Peek at the instant now: TakeAt that writes nothing. It
+// allocates nothing.
+func (s *Store) PeekAt(r *core.Result, key string, p *core.Policy, cost, now int64) {
+	s.decide(r, key, p, cost, now, false)
+}
+
+// decide is TakeAt when write is set, else PeekAt.
+func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
 	if len(p.Limits) == 1 {
-		s.takeOne(r, key, p, cost, now)
+		s.takeOne(r, key, p, cost, now, write)
 		return
 	}
 	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
 		*r = core.Result{}
 		return
 	}
-	*r = s.takeMany(key, p, cost, now)
+	*r = s.takeMany(key, p, cost, now, write)
 }
 
-// takeOne is TakeAt for the common one-limit policy.
-func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now int64) {
+// takeOne is decide for the common one-limit policy.
+func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
 	h := s.hash(key, p)
 	l := &p.Limits[0]
 	sh := s.shard(h)
@@ -277,14 +298,19 @@ func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now in
 	sh.mu.Lock()
 	if i := sh.find(h); i >= 0 {
 		e := &sh.slots[i]
-		algo.Apply(p.Algorithm, &e.st, l, now, cost, &o)
-		if o.Allowed && cost > 0 {
-			e.meta = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
+		if write {
+			algo.Apply(p.Algorithm, &e.st, l, now, cost, &o)
+			if o.Allowed && cost > 0 {
+				e.meta = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
+			}
+		} else {
+			st := e.st // a copy: a peek leaves the counter as it is
+			algo.Apply(p.Algorithm, &st, l, now, cost, &o)
 		}
 	} else {
 		var st algo.State
 		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
-		if o.Allowed && cost > 0 {
+		if write && o.Allowed && cost > 0 {
 			sh.insert(slot{h: h, meta: pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st: st}, now)
 		}
 	}
@@ -292,7 +318,7 @@ func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now in
 	r.SetOutcome(*l, &o)
 }
 
-func (s *Store) takeMany(key string, p *core.Policy, cost, now int64) core.Result {
+func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool) core.Result {
 	var (
 		states [core.MaxLimits]algo.State
 		exp    [core.MaxLimits]int64
@@ -309,8 +335,8 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64) core.Resul
 			states[i] = sh.slots[at[i]].st
 		}
 	}
-	r := core.Evaluate(p, &states, &exp, now, cost)
-	if r.Allowed && cost > 0 {
+	r := core.Evaluate(p, &states, &exp, now, cost) // on copies of the states
+	if write && r.Allowed && cost > 0 {
 		// Update in place first: inserting may move slots.
 		var metas [core.MaxLimits]uint64
 		for i := range p.Limits {

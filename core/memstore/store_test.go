@@ -36,6 +36,12 @@ func TestZeroAllocsOnExistingKey(t *testing.T) {
 			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Take(ctx, "user-1", p, 1) }); n != 0 {
 				t.Errorf("%v, %d limits: %v allocs per decision, want 0", a, len(p.Limits), n)
 			}
+			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Peek(ctx, "user-1", p, 1) }); n != 0 {
+				t.Errorf("%v, %d limits: %v allocs per peek, want 0", a, len(p.Limits), n)
+			}
+			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Peek(ctx, "user-unknown", p, 1) }); n != 0 {
+				t.Errorf("%v, %d limits: %v allocs per peek at a key never counted, want 0", a, len(p.Limits), n)
+			}
 		}
 	}
 }

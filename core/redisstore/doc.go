@@ -19,7 +19,9 @@
 // request creates it. Keys therefore live up to one period past the
 // moment their state is back to full. The scripts compute
 // exactly what package algo computes: the tests run both on random traffic
-// and require the same decisions, counts and durations.
+// and require the same decisions, counts and durations. Peek (what a rule
+// counted by outcome asks before the handler) is the same script in a dry
+// run, a negative cost in ARGV[1]: it evaluates and writes nothing.
 //
 // Lua numbers are doubles, exact for integers below 2^53. The fixed window
 // forms no products and counts in microseconds. The other algorithms count

@@ -175,6 +175,47 @@ func oneRoundTrip(t *testing.T, rc *redis.Client) {
 			})
 		}
 	}
+	// A Peek is one script call too, and shares the deny cache with Take:
+	// a key over its limit is peeked at without a round trip, and a
+	// denial a Peek got is cached for the Takes that follow.
+	t.Run("Peek", func(t *testing.T) {
+		for _, a := range algorithms {
+			s := newStore(t, rc)
+			p := policy("rt-peek-"+t.Name()+a.String(), a, "2/hour", "5/day")
+			if _, err := s.Take(ctx, "warm", p, 1); err != nil { // loads the script once
+				t.Fatal(err)
+			}
+			cmds.take()
+			for i := range 3 {
+				if r, err := s.Peek(ctx, "u", p, 1); err != nil || !r.Allowed || r.Remaining != 1 {
+					t.Fatalf("%v: peek %d: %+v, %v; want allowed, 1 left", a, i, r, err)
+				}
+				if got := cmds.take(); len(got) != 1 || got["evalsha"] != 1 {
+					t.Fatalf("%v: peek %d sent %v, want exactly one evalsha", a, i, got)
+				}
+			}
+			for range 2 {
+				if _, err := s.Take(ctx, "u", p, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r, err := s.Peek(ctx, "u", p, 1); err != nil || r.Allowed || r.RetryAfter <= 0 {
+				t.Fatalf("%v: peek at the limit: %+v, %v; want denied", a, r, err)
+			}
+			cmds.take()
+			for range 100 {
+				if r, err := s.Peek(ctx, "u", p, 1); err != nil || r.Allowed {
+					t.Fatalf("%v: cached peek: %+v, %v", a, r, err)
+				}
+				if r, err := s.Take(ctx, "u", p, 1); err != nil || r.Allowed {
+					t.Fatalf("%v: cached take: %+v, %v", a, r, err)
+				}
+			}
+			if got := cmds.take(); len(got) != 0 {
+				t.Fatalf("%v: 200 denied calls of a key a Peek found over its limit sent %v, want nothing", a, got)
+			}
+		}
+	})
 	t.Run("NOSCRIPT", func(t *testing.T) {
 		s := newStore(t, rc)
 		p := policy("rt-noscript-"+t.Name(), core.GCRA, "5/hour")

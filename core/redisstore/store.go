@@ -232,6 +232,20 @@ var (
 // key's node is open (a *NodeError wrapping ErrCircuitOpen), or when Redis
 // fails or does not answer in time (a *NodeError naming the node).
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	return s.decide(ctx, key, p, cost, false)
+}
+
+// Peek implements core.Store: one script call, the decision script of
+// Take in a dry run (a negative cost in its ARGV[1] asks it to evaluate
+// that cost and write nothing), on the server's clock. A key the deny
+// cache holds is answered from it without a round trip, and a denial is
+// cached as Take's is. It fails as Take does.
+func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	return s.decide(ctx, key, p, cost, true)
+}
+
+// decide is Take, or Peek when dry is set.
+func (s *Store) decide(ctx context.Context, key string, p *core.Policy, cost int64, dry bool) (core.Result, error) {
 	var r core.Result
 	if s.closed.Load() {
 		return r, ErrClosed
@@ -250,7 +264,11 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 	sc := decision[pl.algorithm]
 	args := make([]any, 0, 5+len(pl.tail))
 	k := redisKey(s.prefix, key, pl.rule)
-	args = append(args, evalshaCmd, sc.sha, oneKey, k, cost)
+	arg := cost
+	if dry {
+		arg = -cost // a dry run; -0 is 0, and a cost of 0 writes nothing anyway
+	}
+	args = append(args, evalshaCmd, sc.sha, oneKey, k, arg)
 	args = append(args, pl.tail...)
 	reply, err := s.call(ctx, k, sc, args)
 	if err != nil {

@@ -25,7 +25,11 @@
 // same key's counters under other policies are untouched. A Take at cost
 // 0 consumes nothing and reports the state as it stands, which a rule's
 // penalty uses to check a ban (a GCRA policy of 1 per ban, burst 1:
-// Remaining 0 and ResetAfter the rest of the ban while it lasts).
+// Remaining 0 and ResetAfter the rest of the ban while it lasts). Peek
+// answers what the Take that follows it answers (admitted or denied, the
+// same counts, the same RetryAfter), for one limit and several, and
+// changes nothing: a second Peek answers the same, and a key only peeked
+// at holds nothing to Reset.
 package storetest
 
 import (
@@ -79,6 +83,7 @@ func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
 		test("Rollover/"+a.String(), func(e *env) { rollover(e, a) })
 		test("SeveralLimits/"+a.String(), func(e *env) { severalLimits(e, a) })
 		test("Reset/"+a.String(), func(e *env) { reset(e, a) })
+		test("Peek/"+a.String(), func(e *env) { peek(e, a) })
 		test("ResetExpired/"+a.String(), func(e *env) { resetExpired(e, a) })
 		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
 		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
@@ -311,6 +316,68 @@ func resetExpired(e *env, a core.Algorithm) {
 	}
 	e.reset(late, p, false)
 	e.expect(late, p, 2, true, 0)
+}
+
+// peek: for one limit and two, over a sequence of costs that admits,
+// denies, and asks for more than a limit holds, Peek answers what the
+// Take right after it does, and a second Peek the same; a key only peeked
+// at holds nothing (Reset reports false). In virtual time the Results are
+// equal; in real time (the store's server clock runs between the calls)
+// the decisions, limits and counts are, and durations within 100ms.
+func peek(e *env, a core.Algorithm) {
+	for _, p := range []*core.Policy{e.policy("peek", a, "3/hour"), e.policy("peek2", a, "2/minute", "5/hour")} {
+		e.align(time.Hour)
+		k := e.key("u")
+		e.peekAt(k, p, 1)
+		e.reset(k, p, false) // the peek created nothing
+		admitted, denied := 0, 0
+		for _, cost := range []int64{1, 2, 1, 1, 3, 1, 0} {
+			pr := e.peekAt(k, p, cost)
+			if again := e.peekAt(k, p, cost); !e.sameResult(pr, again) {
+				e.Fatalf("%s, cost %d: Peek %+v, then Peek %+v: the first one changed the counters", p.Name, cost, pr, again)
+			}
+			if tr := e.take(k, p, cost); !e.sameResult(pr, tr) {
+				e.Fatalf("%s, cost %d: Peek %+v, then Take %+v; want the same answer", p.Name, cost, pr, tr)
+			}
+			if pr.Allowed {
+				admitted++
+			} else {
+				denied++
+			}
+		}
+		if admitted < 2 || denied < 2 {
+			e.Fatalf("%s: %d admitted, %d denied: the sequence must test both", p.Name, admitted, denied)
+		}
+	}
+}
+
+func (e *env) peekAt(key string, p *core.Policy, cost int64) core.Result {
+	e.Helper()
+	r, err := e.st.Peek(context.Background(), key, p, cost)
+	if err != nil {
+		e.Fatalf("Peek(%q, %s, %d): %v", key, p.Name, cost, err)
+	}
+	return r
+}
+
+// sameResult reports whether a and b are the same answer: equal in
+// virtual time; in real time, equal but for durations, which must be
+// within 100ms of each other (and zero together).
+func (e *env) sameResult(a, b core.Result) bool {
+	if e.virtual() {
+		return a == b
+	}
+	near := func(x, y time.Duration) bool { return (x == 0) == (y == 0) && (x-y).Abs() <= 100*time.Millisecond }
+	if a.Allowed != b.Allowed || a.Limit != b.Limit || a.Remaining != b.Remaining ||
+		!near(a.ResetAfter, b.ResetAfter) || !near(a.RetryAfter, b.RetryAfter) {
+		return false
+	}
+	for i := range a.Limits {
+		if a.Limits[i].Remaining != b.Limits[i].Remaining || !near(a.Limits[i].ResetAfter, b.Limits[i].ResetAfter) {
+			return false
+		}
+	}
+	return true
 }
 
 // reset calls Reset and checks what it reports.

@@ -94,6 +94,9 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Served(nethttp.Identity(r, opts...))
 		w.Header().Set("Content-Type", "application/json")
+		if v := r.Header.Get(adaptertest.StatusHeader); v != "" {
+			w.WriteHeader(adaptertest.Status(v))
+		}
 		_, _ = io.WriteString(w, body(s, r.Context(), decision(nethttp.DecisionOf(r))))
 	})
 	if len(s.Routes) == 0 {
@@ -176,7 +179,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 	r.Use(ginrl.New(s.Config, opts...))
 	ok := func(c *gin.Context) {
 		s.Served(ginrl.Identity(c, opts...))
-		c.Data(http.StatusOK, "application/json", []byte(body(s, c.Request.Context(), decision(ginrl.DecisionOf(c)))))
+		c.Data(adaptertest.Status(c.GetHeader(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request.Context(), decision(ginrl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
 		r.Any(route, ok)
@@ -225,7 +228,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	e.Use(echorl.New(s.Config, opts...))
 	ok := func(c echo.Context) error {
 		s.Served(echorl.Identity(c, opts...))
-		return c.Blob(http.StatusOK, "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
+		return c.Blob(adaptertest.Status(c.Request().Header.Get(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
 		e.Any(route, ok)
@@ -274,7 +277,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 	ok := func(c *fiber.Ctx) error {
 		s.Served(fiberrl.Identity(c, opts...))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.SendString(body(s, c.UserContext(), decision(fiberrl.DecisionOf(c))))
+		return c.Status(adaptertest.Status(c.Get(adaptertest.StatusHeader))).SendString(body(s, c.UserContext(), decision(fiberrl.DecisionOf(c))))
 	}
 	// Case-sensitive like the other routers, so that every case reads the
 	// same; fiberrl's own tests cover Fiber's case-insensitive default.

@@ -42,8 +42,24 @@ const (
 var ErrBadUser = errors.New("adaptertest: bad user")
 
 // OKBody is what the handler behind the adapter answers on every path,
-// with status 200 and Content-Type application/json.
+// with status 200 (or the one StatusHeader asks for) and Content-Type
+// application/json.
 const OKBody = `{"ok":true}`
+
+// StatusHeader, when a request has it, holds the status the handler
+// behind the adapter answers with (see Status), so that the cases can
+// tell failures from successes (rules counted by outcome). Without it the
+// handler writes no status of its own: 200.
+const StatusHeader = "X-Status"
+
+// Status is the status a StatusHeader value asks for: an integer from 200
+// to 599, else 200.
+func Status(v string) int {
+	if n, err := strconv.Atoi(v); err == nil && n >= 200 && n <= 599 {
+		return n
+	}
+	return http.StatusOK
+}
 
 // Setup is what an adapter must be built with. The suite fills every
 // field but FailOpen, Headers, Routes, Denied, DecisionContext and Report;
@@ -101,7 +117,9 @@ type Setup struct {
 }
 
 // Start builds the adapter as s says, around a handler that calls
-// s.Served and answers every path with 200 and OKBody, serves it on a free
+// s.Served and answers every path with OKBody and 200, or the status a
+// StatusHeader asks for (through the framework's ordinary way of writing
+// it, never an error the handler returns), serves it on a free
 // loopback port with the framework's real server, and returns
 // "http://127.0.0.1:port". The server must be shut down at t.Cleanup.
 type Start func(t *testing.T, s Setup) (baseURL string)
@@ -416,9 +434,10 @@ func (e *env) step(i int, s step) {
 		t.Fatalf("%s: %v", where, err)
 	}
 	checkResponse(t, where, resp, s.want)
-	// Every 200 is the handler's; no other answer may run it.
+	// Every 200 is the handler's, and so is every OKBody; no other
+	// answer may run it.
 	wantServed := int64(0)
-	if s.want.status == http.StatusOK {
+	if s.want.status == http.StatusOK || s.want.body == OKBody {
 		wantServed = 1
 	}
 	if n := e.served.Swap(0); n != wantServed {
@@ -434,7 +453,7 @@ func (e *env) step(i int, s step) {
 	}
 	// The handler's Identity names the key the request counted under.
 	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing {
-		key := strings.Fields(s.take)[0] // every call's key is the same
+		key := strings.Fields(strings.TrimPrefix(s.take, "peek "))[0] // every call's key is the same
 		switch {
 		case got == nil:
 			t.Fatalf("%s: the handler did not report its Identity", where)
@@ -454,6 +473,10 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 	}
 	if !slices.Equal(takes, wantTakes) {
 		t.Fatalf("%s: store calls: got %q, want %q", where, takes, wantTakes)
+	}
+	if strings.HasPrefix(s.take, "peek ") {
+		e.checkDeferred(where, s, wantTakes, events) // a rule counted by outcome
+		return
 	}
 	if s.take == "" {
 		// Nothing counted: no event (limiting off, a key function's
@@ -479,7 +502,7 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		// A shadow rule's call is the second, or the only one of a
 		// request it alone counts (marked shadowDenied).
 		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
-		allowed := shadow || s.want.status == http.StatusOK
+		allowed := shadow || s.want.status == http.StatusOK || s.want.body == OKBody
 		outcome := core.OutcomeAllowed
 		switch {
 		case e.failing:
@@ -535,7 +558,8 @@ func checkResponse(t *testing.T, where string, got *Response, w want) {
 }
 
 // recorder is the store the adapter gets: it records every Take ("key rule
-// cost") and observer event, then asks the memory store, or fails.
+// cost"), Peek ("peek key rule cost") and observer event, then asks the
+// memory store, or fails.
 type recorder struct {
 	store   core.Store
 	failing bool
@@ -585,6 +609,18 @@ func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost in
 		return core.Result{}, errStoreDown
 	}
 	return r.store.Take(ctx, key, p, cost)
+}
+
+// Peek records "peek key rule cost", then peeks in the memory store, or
+// fails.
+func (r *recorder) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+	r.mu.Lock()
+	r.takes = append(r.takes, "peek "+r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	r.mu.Unlock()
+	if r.failing {
+		return core.Result{}, errStoreDown
+	}
+	return r.store.Peek(ctx, key, p, cost)
 }
 
 func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {

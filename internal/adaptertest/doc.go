@@ -21,6 +21,10 @@
 //		return adaptertest.ServeHTTP(t, r)
 //	}
 //
+// The handler answers with the status a request's X-Status header asks
+// for (StatusHeader; 200 without it), so that the cases of rules counted
+// by outcome can send failures and successes.
+//
 // Every wiring implements the same identity convention: the identity is
 // the X-User header through the adapter's built-in HeaderKey("X-User"),
 // except that X-User "bad" makes the key function fail (so the default

@@ -1,6 +1,9 @@
 
--- driver: evaluate every limit; write only when all admit.
+-- driver: evaluate every limit; write only when all admit, and never in a
+-- dry run (a negative cost: a peek at -cost).
 local cost = tonumber(ARGV[1])
+local dry = cost < 0
+if dry then cost = -cost end
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -26,7 +29,7 @@ if #ARGV == 6 then -- one limit: the common case, without tables
   if u ~= 1 then now = fdiv(now_us, u) end
   local s1, s2, s3, D = load(KEYS[1])
   local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, s1, s2, s3, fdiv(MAXDRAIN_US, u))
-  if ok and cost > 0 then put(KEYS[1], u, p, at, expire, a, b, x, D) end
+  if ok and cost > 0 and not dry then put(KEYS[1], u, p, at, expire, a, b, x, D) end
   return {ok and 1 or 0, rem, reset * u, retry * u}
 end
 
@@ -53,7 +56,7 @@ for i = 1, n do
   local maxdrain = fdiv(MAXDRAIN_US, u)
   local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, st[k + 6], st[k + 7], st[k + 8], maxdrain)
   if all then
-    if cost > 0 then put(key, u, p, at, expire, a, b, x, st[k + 9]) end
+    if cost > 0 and not dry then put(key, u, p, at, expire, a, b, x, st[k + 9]) end
   elseif ok then
     -- Denied by another limit: nothing is consumed; report this one as it stands.
     ok, rem, reset = take(r, p, c, now, 0, st[k + 6], st[k + 7], st[k + 8], maxdrain)

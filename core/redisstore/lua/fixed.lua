@@ -3,7 +3,8 @@
 -- limit, and its common case is kept to TIME and one INCRBY.
 --
 -- KEYS[1]  the key of the policy's first limit; limit i > 1 uses KEYS[1]..'.'..i
--- ARGV[1]  cost (an integer >= 0)
+-- ARGV[1]  cost (an integer); a negative one, -c, is a dry run (a peek): it
+--          evaluates cost c and writes nothing
 -- then per limit: count, period (us)
 -- ARGV[4]  one limit only, optional: present, a new window's key lives one
 --          period from its first request (as INCR then EXPIRE would leave
@@ -21,6 +22,8 @@
 -- reset-after, retry-after}.
 
 local cost = tonumber(ARGV[1])
+local dry = cost < 0
+if dry then cost = -cost end
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 
@@ -30,7 +33,7 @@ if #ARGV <= 4 then -- one limit: the common case, kept lean
   if idx * p > now then idx = idx - 1 end
   local key = KEYS[1] .. ':' .. string.format('%d', idx)
   local reset = (idx + 1) * p - now
-  if cost > 0 and cost <= r then
+  if cost > 0 and cost <= r and not dry then
     local count = redis.call('INCRBY', key, ARGV[1]) -- the string as given: no conversion
     if count == cost then
       local ttl = reset
@@ -56,7 +59,7 @@ for i = 1, n do
   key = key .. ':' .. string.format('%d', idx)
   local reset = (idx + 1) * p - now
   local count
-  if cost > 0 and cost <= r then
+  if cost > 0 and cost <= r and not dry then
     count = redis.call('INCRBY', key, cost)
     if count == cost then redis.call('PEXPIRE', key, math.ceil(reset / 1000)) end
     keys[i], incr[i] = key, true

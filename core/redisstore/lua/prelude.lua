@@ -5,7 +5,8 @@
 -- time unit U (microseconds per unit) that keeps all products in range.
 --
 -- KEYS[1]  the key of the policy's first limit; limit i > 1 uses KEYS[1]..'.'..i
--- ARGV[1]  cost (an integer >= 0)
+-- ARGV[1]  cost (an integer); a negative one, -c, is a dry run (a peek): the
+--          driver evaluates cost c and writes nothing
 -- ARGV[2]  n, the number of limits (1 to 4)
 -- then per limit: count, period (in units), capacity, U
 --

@@ -1,0 +1,186 @@
+package core
+
+import (
+	"context"
+	"strconv"
+)
+
+// CountMode says which requests a rule counts, by the status of their
+// response (RuleSpec.Count).
+//
+// A rule that counts by outcome (any mode but CountAll) still refuses a
+// request before the handler runs when its counter has no room for it:
+// the limiter asks the store what a count would answer (Store.Peek),
+// consuming nothing, and lets the request through when it would be
+// admitted, with the rate-limit headers that count would give. Once the
+// handler has answered, the adapter hands the status to
+// Limiter.Complete, which counts the request (Store.Take) when the mode
+// counts that status. A request that fails is therefore counted only after
+// its answer: requests of one identity in flight together all pass the
+// check while the counter has room, and those still in the handler when
+// it fills are served and not counted (their Take is denied, and a
+// denial consumes nothing). Each time the counter fills, at most C − 1
+// such requests pass beyond the limit, C being the most requests of that
+// identity under the rule in flight at once; under a fixed window, which
+// fills at most once per window, at most limit + C − 1 requests whose
+// outcome counts are answered in one window (counting each at its cost:
+// limit + (C − 1) × the largest cost, in units). The counter itself never
+// goes past the limit.
+type CountMode uint8
+
+const (
+	// CountAll counts every request before the handler runs: the default.
+	CountAll CountMode = iota
+	// CountFailures counts only requests answered with a status of 400
+	// or above: a brute-force guard on a login, which honest users, who
+	// mostly succeed, never reach.
+	CountFailures
+	// CountSuccesses counts only requests answered with a status below
+	// 400: a quota of what was done, not of what was tried.
+	CountSuccesses
+)
+
+var countModeNames = [...]string{"all", "failures", "successes"}
+
+// String returns the mode as the configuration writes it: all, failures
+// or successes.
+func (m CountMode) String() string {
+	if int(m) < len(countModeNames) {
+		return countModeNames[m]
+	}
+	return "count(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Counts reports whether a request answered with status counts under m.
+func (m CountMode) Counts(status int) bool {
+	switch m {
+	case CountFailures:
+		return status >= 400
+	case CountSuccesses:
+		return status < 400
+	}
+	return true
+}
+
+// Count returns which requests the rule counts (see RuleSpec.Count).
+func (r *Rule) Count() CountMode { return r.count }
+
+// byOutcome reports whether r counts by outcome: a Peek before the
+// handler, a Take after it.
+func (r *Rule) byOutcome() bool { return r.count != CountAll }
+
+// countMode compiles the count field of a rule at key ("" is all).
+func (cc *compiler) countMode(key, rule, mode string) CountMode {
+	for m, name := range countModeNames {
+		if mode == name {
+			return CountMode(m)
+		}
+	}
+	if mode != "" {
+		cc.fail(key, rule, "count", mode, "want all, failures or successes")
+	}
+	return CountAll
+}
+
+// pending is the count of one rule that waits for the response status.
+type pending struct {
+	rule *Rule // nil: nothing waits
+	cost int64
+	err  error // the Peek's error (the request passed on the failure policy)
+}
+
+// Deferred reports that the request was let through without being
+// counted: a rule that applies counts by outcome (see CountMode), and its
+// count waits for the response status. An adapter that gets an allowed,
+// deferred Decision runs the handler, finds the status the client gets,
+// and calls Limiter.Complete with it, once; for every other Decision it
+// calls nothing. (The rate-limit headers, written before the handler, are
+// those the count would give.)
+func (d *Decision) Deferred() bool { return d.pending[0].rule != nil || d.pending[1].rule != nil }
+
+// wait makes the count of rule (at cost) under d wait for the response
+// status, when the rule counts by outcome, its Peek (outcome o) admitted
+// the request or failed (error err), and the request goes to the handler
+// (d.Allowed, after the failure policy: a fail-closed 503 counts nothing,
+// and neither does a rule in shadow mode beside an enforced rule that
+// refused the request). i is 0 for the enforced rule, 1 for the rule in
+// shadow mode. It reports whether the count waits; the caller reports the
+// event when it does not.
+func (d *Decision) wait(i int, rule *Rule, cost int64, o Outcome, err error) bool {
+	if !rule.byOutcome() || !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
+		return false
+	}
+	d.pending[i] = pending{rule: rule, cost: cost, err: err}
+	return true
+}
+
+// detach returns a context for the count of a request answered under
+// ctx: not cancelled with ctx, and ended after retryTimeout, unless the
+// store is in this process (a LocalStore), whose calls take nanoseconds
+// and need no deadline (a timer costs four allocations).
+func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.local {
+		return context.WithoutCancel(ctx), func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
+}
+
+// ask is the store's Take, or with peek its Peek.
+func (l *Limiter) ask(ctx context.Context, key string, rule *Rule, cost int64, peek bool) (Result, error) {
+	if peek {
+		return l.store.Peek(ctx, key, rule.Policy, cost)
+	}
+	return l.store.Take(ctx, key, rule.Policy, cost)
+}
+
+// Complete counts a request whose Decision was deferred (see
+// Decision.Deferred), once the handler has answered it with status: each
+// rule of d that counts by outcome takes the request's cost when its mode
+// counts status (see CountMode.Counts), and takes nothing otherwise. It
+// does nothing for a Decision that is not deferred, and counts a
+// Decision once: it clears what d deferred.
+//
+// Each rule's event goes to the Observer now (none went when the request
+// was decided): OutcomeAllowed with the cost when counted, with Cost 0
+// when the status does not count; OutcomeDenied with Allowed true when
+// the count found the limit reached by requests in flight meanwhile (the
+// request was served: see CountMode on the bound); OutcomeStoreError when
+// the store failed (the Take's error, or the Peek's when no Take
+// followed). A store failure is logged as any other, at most once per
+// warn interval. ctx is the request's: the store is asked under a context
+// that is not cancelled with it (the client may have gone) and, for a
+// store not in this process, ends after a second.
+func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
+	if !d.Deferred() {
+		return
+	}
+	var cancel context.CancelFunc
+	for i := range d.pending {
+		p := &d.pending[i]
+		if p.rule == nil {
+			continue
+		}
+		if !p.rule.count.Counts(status) {
+			o, cost := OutcomeAllowed, int64(0) // not counted
+			if p.err != nil {
+				o, cost = OutcomeStoreError, p.cost
+			}
+			l.report(p.rule, d.Key, o, true, cost, p.err, 0)
+			continue
+		}
+		if cancel == nil {
+			ctx, cancel = l.detach(ctx)
+			defer cancel()
+		}
+		var (
+			res Result
+			err error
+		)
+		o, lat := l.take(ctx, d.Key, p.rule, p.cost, false, &res, &err)
+		if o == OutcomeStoreError {
+			l.warnAs(p.rule, "served: its outcome is not counted", err)
+		}
+		l.report(p.rule, d.Key, o, true, p.cost, err, lat)
+	}
+	d.pending = [2]pending{}
+}
