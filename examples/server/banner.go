@@ -27,6 +27,10 @@ func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, se
 	if err != nil {
 		return err
 	}
+	pro, err := sign(secret, claims{Plan: "pro", RegisteredClaims: registered("pro-user", now)})
+	if err != nil {
+		return err
+	}
 	base := "http://" + clientAddr(addr)
 	w := new(bytes.Buffer)
 
@@ -38,9 +42,21 @@ func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, se
 			if r == cfg.Default() {
 				paths = "any other path"
 			}
+			if c := r.Count(); c != core.CountAll {
+				paths += " (counts " + c.String() + " only)"
+			}
 			fmt.Fprintf(tw, "  \t%s\t%s\t%s\n", r.Name, limits(r), paths)
 		}
 		tw.Flush()
+		for _, plan := range cfg.Plans() {
+			var own []string // the limits the plan changes
+			for _, r := range append(cfg.Rules(), cfg.Default()) {
+				if v := cfg.PlanRule(plan, r.Name); v != nil && limits(v) != limits(r) {
+					own = append(own, r.Name+" "+limits(v))
+				}
+			}
+			fmt.Fprintf(w, "plan %s:  %s (a token with \"plan\": %q)\n", plan, strings.Join(own, ", "), plan)
+		}
 	} else {
 		fmt.Fprintln(w, "          rate limiting is OFF (enabled: false): every request passes")
 	}
@@ -49,26 +65,36 @@ func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, se
 		fmt.Fprintf(w, "metrics:  %s (Prometheus text)\n", metricsURL)
 	}
 	fmt.Fprintf(w, `identity: "Authorization: Bearer <HS256 JWT>" counts as user:<sub>; role %q is never limited;
-          no token counts by client IP; an invalid token gets 401
+          the token's "plan" claim picks the plan's limits (tiers); no token counts by client IP;
+          an invalid token gets 401; a refused request gets an application/problem+json body
 
-Tokens (HS256, valid for %dh) — paste these two lines into your shell:
+Tokens (HS256, valid for %dh) — paste these three lines into your shell:
 TOKEN=%s
+PRO_TOKEN=%s
 ADMIN_TOKEN=%s
 
 Try it:
   # search is 10/second per user: after 10 requests within one second, 429
-  for i in $(seq 1 15); do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $TOKEN" %[5]s/api/search; done
+  for i in $(seq 1 15); do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $TOKEN" %[6]s/api/search; done
   # the RateLimit-Policy and RateLimit headers (and Retry-After on a 429)
-  curl -i -H "Authorization: Bearer $TOKEN" %[5]s/api/search
+  curl -i -H "Authorization: Bearer $TOKEN" %[6]s/api/search
   # reindex is 2/minute per user: 200, 200, then 429 until the minute is over
-  for i in 1 2 3; do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $TOKEN" %[5]s/api/kb/kb-01/reindex; done
+  for i in 1 2 3; do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $TOKEN" %[6]s/api/kb/kb-01/reindex; done
+  # the 429 as an RFC 9457 problem document (Content-Type: application/problem+json)
+  curl -i -H "Authorization: Bearer $TOKEN" %[6]s/api/kb/kb-01/reindex
+  # a token of the pro plan gets the plan's limits: reindex is 20/minute, all 200
+  for i in 1 2 3; do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $PRO_TOKEN" %[6]s/api/kb/kb-01/reindex; done
+  # login counts only failures (5/minute per client): the right password is never counted, 200 each time
+  for i in $(seq 1 8); do curl -s -o /dev/null -w "%%{http_code}\n" -d '{"user":"demo-user","password":"%[7]s"}' %[6]s/login; done
+  # a wrong password counts: 401 five times, then 429 for any login, until the minute is over
+  for i in $(seq 1 6); do curl -s -o /dev/null -w "%%{http_code}\n" -d '{"user":"demo-user","password":"guess"}' %[6]s/login; done
   # a super-admin is never limited, and gets no RateLimit headers: always 200
-  for i in $(seq 1 5); do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $ADMIN_TOKEN" %[5]s/api/kb/kb-01/reindex; done
+  for i in $(seq 1 5); do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $ADMIN_TOKEN" %[6]s/api/kb/kb-01/reindex; done
   # exempt paths are never counted
-  curl -i %[5]s/health
+  curl -i %[6]s/health
 
 Ctrl-C stops the server.
-`, superAdmin, int(tokenTTL.Hours()), user, admin, base)
+`, superAdmin, int(tokenTTL.Hours()), user, pro, admin, base, demoPassword)
 	_, err = out.Write(w.Bytes())
 	return err
 }

@@ -12,12 +12,24 @@
 //   - nethttp's middleware then counts the request under "user:<sub>"
 //     (a request without a token counts under its client IP) and lets a
 //     token with "role": "super-admin" through uncounted.
-//   - Over the limit it answers 429 with Retry-After and the JSON body
-//     {"detail": "Rate limit exceeded for '<rule>' requests"}; every limited
+//   - A token's "plan" claim picks its plan (nethttp.WithPlan): the tiers
+//     section of the configuration gives the plan "pro" higher limits,
+//     counted apart from the rules' own; any other caller gets the rules'.
+//   - Over the limit it answers 429 with Retry-After and, through its own
+//     denied handler (nethttp.WithDeniedHandler), an RFC 9457 problem
+//     document (Content-Type application/problem+json) whose members are
+//     type, title, status, detail ("Rate limit exceeded for '<rule>'
+//     requests", as the default body's), rule, plan and retry_after; a
+//     store failure under "failure: closed" gets a 503 one. Every limited
 //     response carries the RateLimit-Policy and RateLimit headers.
+//   - POST /login takes {"user": ..., "password": "demo-password"} and
+//     answers a token, or 401. Its rule counts only failures (count:
+//     failures, 5/minute per client): a right password is never counted,
+//     and after 5 failures within the minute every login is refused before
+//     the handler runs.
 //
-// On start it prints tokens for a demo user and a super-admin and curl
-// commands that reach a 429.
+// On start it prints tokens for a demo user, a user of the pro plan and a
+// super-admin, and curl commands that reach each limit.
 //
 // With -config FILE it follows the file while it serves: a change to the
 // file (written in place, renamed over, or a switched symbolic link, as a
@@ -61,6 +73,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -267,8 +280,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		nethttp.WithLimiter(lim),
 		nethttp.WithKeyFunc(userKey),
 		nethttp.WithBypass(isSuperAdmin),
+		nethttp.WithPlan(planOf),
+		nethttp.WithDeniedHandler(denied),
 	)
-	handler := authenticate(lim, []byte(*secret), limit(http.HandlerFunc(serve)))
+	handler := authenticate(lim, []byte(*secret), limit(app(*secret)))
 	if err := reloads(ctx, lim, *configFile, *watch, stderr); err != nil {
 		ln.Close()
 		return err
@@ -459,6 +474,9 @@ func loadConfig(file string) (*core.Config, string, error) {
 // claims are the claims of a bearer token.
 type claims struct {
 	Role string `json:"role,omitempty"`
+	// Plan is the caller's plan ("pro"): the tiers section of the
+	// configuration gives each plan its limits (nethttp.WithPlan).
+	Plan string `json:"plan,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -512,9 +530,102 @@ func userKey(r *http.Request) (string, error) {
 	return "", nil
 }
 
+// planOf is the plan of the request's token: its "plan" claim, "" without
+// a token. A plan the configuration's tiers lack (or none) gets the rules'
+// own limits.
+func planOf(r *http.Request) string {
+	if c := claimsFrom(r.Context()); c != nil {
+		return c.Plan
+	}
+	return ""
+}
+
 func isSuperAdmin(r *http.Request) bool {
 	c := claimsFrom(r.Context())
 	return c != nil && c.Role == superAdmin
+}
+
+// problem is an RFC 9457 problem document, with the rule, the plan and
+// the wait of a refused request as extension members.
+type problem struct {
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Status     int    `json:"status"`
+	Detail     string `json:"detail"`
+	Rule       string `json:"rule,omitempty"`
+	Plan       string `json:"plan,omitempty"`
+	RetryAfter int64  `json:"retry_after,omitempty"`
+}
+
+// denied answers a request the limiter refuses with an
+// application/problem+json document instead of the default
+// {"detail": ...} body. The middleware has already set the rate-limit
+// headers and Retry-After.
+func denied(w http.ResponseWriter, r *http.Request, d *core.Decision) {
+	status := d.Status()
+	p := problem{Type: "about:blank", Title: http.StatusText(status), Status: status}
+	switch {
+	case status == http.StatusServiceUnavailable:
+		p.Detail = "Rate limiter unavailable"
+		p.RetryAfter = 1
+	case d.Rule != nil:
+		p.Detail = "Rate limit exceeded for '" + d.Rule.Name + "' requests"
+		p.Rule, p.Plan = d.Rule.Name, d.Plan
+		p.RetryAfter = core.RetryAfterSeconds(d.Result.RetryAfter)
+	default:
+		p.Detail = http.StatusText(status)
+	}
+	body, _ := json.Marshal(p)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// demoPassword is the password of every demo user at POST /login.
+const demoPassword = "demo-password"
+
+var invalidCredentials = []byte(`{"detail": "Invalid credentials"}`)
+
+// app is the service behind the limiter: POST /login, and every other
+// path answered by serve.
+func app(secret string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/login" {
+			login(w, r, secret)
+			return
+		}
+		serve(w, r)
+	})
+}
+
+// login checks {"user": ..., "password": ...} and answers 200 with a
+// token for the user, or 401 (400 for a body that is not such a document).
+// The configuration's login rule counts only its failures (count:
+// failures): a guesser is refused after 5 wrong passwords a minute, a
+// user who types the right one is never counted.
+func login(w http.ResponseWriter, r *http.Request, secret string) {
+	var req struct {
+		User     string `json:"user"`
+		Password string `json:"password"`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil || req.User == "" {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"detail": "want {\"user\": ..., \"password\": ...}"}`))
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(req.Password), []byte(demoPassword)) != 1 {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write(invalidCredentials)
+		return
+	}
+	tok, err := sign(secret, claims{RegisteredClaims: registered(req.User, time.Now())})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{"token": tok})
 }
 
 // serve answers every path with 200 and a small JSON document.

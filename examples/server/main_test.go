@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -147,6 +148,21 @@ func (s *server) stop() error {
 
 // get requests path with an optional bearer token and returns the response
 // (body already read) and the body.
+// login POSTs body to /login.
+func (s *server) login(t *testing.T, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := s.client.Post(s.base+"/login", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
 func (s *server) get(t *testing.T, path, token string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
@@ -212,11 +228,32 @@ func retryAfter(t *testing.T, resp *http.Response, max int) int {
 	return n
 }
 
-const (
-	searchBody  = `{"detail": "Rate limit exceeded for 'search' requests"}`
-	reindexBody = `{"detail": "Rate limit exceeded for 'reindex' requests"}`
-	invalidBody = `{"detail": "Invalid token"}`
-)
+const invalidBody = `{"detail": "Invalid token"}`
+
+// wantProblem checks that a refused request got the demo's RFC 9457
+// problem document (its denied handler): Content-Type
+// application/problem+json, the exact members for rule and plan (rule ""
+// for a 503), retry_after equal to the Retry-After header, and a
+// Content-Length that is the body's.
+func wantProblem(t *testing.T, resp *http.Response, body string, status int, rule, plan string) {
+	t.Helper()
+	wantStatus(t, resp, body, status)
+	wantHeader(t, resp, "Content-Type", "application/problem+json")
+	wantHeader(t, resp, "Content-Length", strconv.Itoa(len(body)))
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || retry < 1 {
+		t.Errorf("Retry-After = %q, want whole seconds", resp.Header.Get("Retry-After"))
+	}
+	detail := "Rate limiter unavailable"
+	if rule != "" {
+		detail = "Rate limit exceeded for '" + rule + "' requests"
+	}
+	want := problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail, Rule: rule, Plan: plan, RetryAfter: int64(retry)}
+	wantJSON, _ := json.Marshal(want)
+	if body != string(wantJSON) {
+		t.Errorf("%d body = %s, want %s", status, body, wantJSON)
+	}
+}
 
 func TestSearchHeadersAndLimit(t *testing.T) {
 	t.Parallel()
@@ -248,10 +285,7 @@ func TestSearchHeadersAndLimit(t *testing.T) {
 	if passed < 10 {
 		t.Errorf("429 after %d requests, want at least 10", passed)
 	}
-	if body != searchBody {
-		t.Errorf("429 body = %q, want %q", body, searchBody)
-	}
-	wantHeader(t, resp, "Content-Type", "application/json")
+	wantProblem(t, resp, body, http.StatusTooManyRequests, "search", "")
 	wantHeader(t, resp, "Retry-After", "1")
 	wantHeader(t, resp, "RateLimit-Policy", `"search";q=10;w=1`)
 	wantHeader(t, resp, "RateLimit", `"search";r=0;t=1`)
@@ -274,12 +308,8 @@ func TestReindexExactCount(t *testing.T) {
 	// share the same 2/minute.
 	for _, path := range []string{"/api/kb/kb-01/reindex", "/api/kb/kb-02/reindex", "/api/kb/kb-02/docs/d-7/reindex"} {
 		resp, body := s.get(t, path, user)
-		wantStatus(t, resp, body, http.StatusTooManyRequests)
-		if body != reindexBody {
-			t.Errorf("%s: 429 body = %q, want %q", path, body, reindexBody)
-		}
+		wantProblem(t, resp, body, http.StatusTooManyRequests, "reindex", "")
 		retryAfter(t, resp, 60)
-		wantHeader(t, resp, "Content-Type", "application/json")
 	}
 	// Other users, and other rules of the same user, are unaffected.
 	resp, body := s.get(t, "/api/kb/kb-01/reindex", token(t, "someone-else", ""))
@@ -393,9 +423,10 @@ func TestFaultPathSpellingsServer(t *testing.T) {
 		passed++
 	}
 	wantStatus(t, resp, body, http.StatusTooManyRequests)
-	if passed < 10 || body != searchBody {
-		t.Errorf("429 after %d requests with body %q, want at least 10 and %q", passed, body, searchBody)
+	if passed < 10 {
+		t.Errorf("429 after %d requests, want at least 10", passed)
 	}
+	wantProblem(t, resp, body, http.StatusTooManyRequests, "search", "")
 
 	for _, path := range []string{"/health/", "/health%2F", "/%68ealth"} {
 		resp, body := s.get(t, path, "not.a.jwt")
@@ -437,8 +468,8 @@ func TestAnonymousCountedByIP(t *testing.T) {
 				t.Errorf("body = %q, want %q", body, want)
 			}
 		}
-		if want == 429 && body != reindexBody {
-			t.Errorf("429 body = %q, want %q", body, reindexBody)
+		if want == 429 {
+			wantProblem(t, resp, body, want, "reindex", "")
 		}
 	}
 	// Users are counted apart from the address they come from, even a user
@@ -501,12 +532,25 @@ func TestBanner(t *testing.T) {
 		`-H "Authorization: Bearer $TOKEN" ` + s.base + "/api/kb/kb-01/reindex; done",
 		`-H "Authorization: Bearer $ADMIN_TOKEN" ` + s.base + "/api/kb/kb-01/reindex; done",
 		"reindex  2/minute",
+		"login    5/minute",
+		"plan pro:  search 50/second, reindex 20/minute, default 1200/minute (a token with \"plan\": \"pro\")\n",
+		`-d '{"user":"demo-user","password":"demo-password"}' ` + s.base + "/login; done",
+		`-H "Authorization: Bearer $PRO_TOKEN" ` + s.base + "/api/kb/kb-01/reindex; done",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
 	user, admin := printedTokens(t, out)
+	var pro string
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(line, "PRO_TOKEN="); ok {
+			pro = strings.TrimSpace(v)
+		}
+	}
+	if pc := parse(t, pro, testSecret); pc.Subject != "pro-user" || pc.Plan != "pro" || pc.Role != "" {
+		t.Errorf("pro token: sub %q plan %q role %q, want pro-user, pro and no role", pc.Subject, pc.Plan, pc.Role)
+	}
 	uc, ac := parse(t, user, testSecret), parse(t, admin, testSecret)
 	if uc.Subject != "demo-user" || uc.Role != "" {
 		t.Errorf("demo token: sub %q role %q, want demo-user and no role", uc.Subject, uc.Role)
@@ -770,11 +814,7 @@ func tryReindex(t *testing.T, user string, servers []*server) (failedOpen string
 			}
 			continue
 		}
-		wantStatus(t, resp, body, http.StatusTooManyRequests)
-		if body != reindexBody {
-			t.Errorf("request %d (%s): 429 body = %q, want %q", i+1, s.base, body, reindexBody)
-		}
-		wantHeader(t, resp, "Content-Type", "application/json")
+		wantProblem(t, resp, body, http.StatusTooManyRequests, "reindex", "")
 		wantHeader(t, resp, "RateLimit", `"reindex";r=0;t=`+resp.Header.Get("Retry-After"))
 		retryAfter(t, resp, 60)
 	}
@@ -888,10 +928,7 @@ func TestRedisUnreachableFailsClosed(t *testing.T) {
 		}
 	}
 	resp, body := s.get(t, "/anything", "")
-	wantStatus(t, resp, body, http.StatusServiceUnavailable)
-	if want := `{"detail": "Rate limiter unavailable"}`; body != want {
-		t.Errorf("body = %q, want %q", body, want)
-	}
+	wantProblem(t, resp, body, http.StatusServiceUnavailable, "", "")
 	resp, body = s.get(t, "/health", "") // exempt: never reaches the store
 	wantStatus(t, resp, body, http.StatusOK)
 }
@@ -944,6 +981,7 @@ func TestBundledConfig(t *testing.T) {
 		"upload 30/minute /api/kb/*/docs/upload,/api/kb/*/docs/upload/batch",
 		"reindex 2/minute /api/kb/*/reindex,/api/kb/*/docs/*/reindex",
 		"mcp 300/minute /mcp",
+		"login 5/minute /login",
 		"default 120/minute ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -1064,5 +1102,92 @@ func TestMainSignalShutdown(t *testing.T) {
 				t.Errorf("stdout after %v = %q, want %q", sig, rest, "shut down")
 			}
 		})
+	}
+}
+
+// TestLoginCountsFailures: the login rule (5/minute, count: failures)
+// never counts a right password, counts each wrong one (401) and a body
+// that is no login (400), and at the limit refuses every login, the
+// right one too, before the handler: a 429 problem document.
+func TestLoginCountsFailures(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	const right, wrong = `{"user":"demo-user","password":"demo-password"}`, `{"user":"demo-user","password":"guess"}`
+	for i := range 8 {
+		resp, body := s.login(t, right)
+		wantStatus(t, resp, body, http.StatusOK)
+		var tok struct{ Token string }
+		if err := json.Unmarshal([]byte(body), &tok); err != nil || parse(t, tok.Token, testSecret).Subject != "demo-user" {
+			t.Fatalf("login %d: body %q, want a token for demo-user", i+1, body)
+		}
+		wantHeader(t, resp, "RateLimit-Policy", `"login";q=5;w=60`)
+		if got, want := resp.Header.Get("RateLimit"), `"login";r=4;t=`; !strings.HasPrefix(got, want) {
+			t.Errorf("login %d: RateLimit = %q, want prefix %q (the check's view: nothing counted so far)", i+1, got, want)
+		}
+	}
+	for i := range 5 {
+		req, want := wrong, http.StatusUnauthorized
+		if i == 4 {
+			req, want = "not json", http.StatusBadRequest // a failure too
+		}
+		resp, body := s.login(t, req)
+		wantStatus(t, resp, body, want)
+		if want == http.StatusUnauthorized && body != `{"detail": "Invalid credentials"}` {
+			t.Errorf("wrong password %d: body %q", i+1, body)
+		}
+		// The headers are the check's: what remains once this one counts.
+		if got, want := resp.Header.Get("RateLimit"), `"login";r=`+strconv.Itoa(4-i)+";t="; !strings.HasPrefix(got, want) {
+			t.Errorf("failed login %d: RateLimit = %q, want prefix %q", i+1, got, want)
+		}
+	}
+	for _, body := range []string{wrong, right} {
+		resp, got := s.login(t, body)
+		wantProblem(t, resp, got, http.StatusTooManyRequests, "login", "")
+		retryAfter(t, resp, 60)
+	}
+	// Other clients' logins are counted apart: a token's user counts as
+	// itself, not as this address.
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/login", strings.NewReader(right))
+	req.Header.Set("Authorization", "Bearer "+token(t, "someone", ""))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("login of another identity: %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestPlanFromToken: a token whose "plan" claim is pro gets the pro
+// plan's limits (reindex 20/minute, shown in the headers and named in the
+// 429), counted apart from the same user's counters without a plan; a
+// plan the configuration lacks gets the rules' own.
+func TestPlanFromToken(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	plan := func(p string) string {
+		return mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "carol", "plan": p, "exp": time.Now().Add(time.Hour).Unix()})
+	}
+	pro, free, gold := plan("pro"), token(t, "carol", ""), plan("gold")
+	for i := range 20 {
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", pro)
+		wantStatus(t, resp, body, http.StatusOK)
+		wantHeader(t, resp, "RateLimit-Policy", `"reindex";q=20;w=60`)
+		if got, want := resp.Header.Get("RateLimit"), `"reindex";r=`+strconv.Itoa(19-i)+";t="; !strings.HasPrefix(got, want) {
+			t.Fatalf("pro request %d: RateLimit = %q, want prefix %q", i+1, got, want)
+		}
+	}
+	resp, body := s.get(t, "/api/kb/kb-01/reindex", pro)
+	wantProblem(t, resp, body, http.StatusTooManyRequests, "reindex", "pro")
+	// The same user without a plan, or on an unknown one: the rule's own
+	// 2/minute, on counters of their own.
+	for i, want := range []int{200, 200, 429} {
+		resp, body := s.get(t, "/api/kb/kb-01/reindex", []string{free, gold, free}[i])
+		wantStatus(t, resp, body, want)
+		wantHeader(t, resp, "RateLimit-Policy", `"reindex";q=2;w=60`)
+		if want == 429 {
+			wantProblem(t, resp, body, want, "reindex", "")
+		}
 	}
 }
