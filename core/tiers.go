@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -280,32 +279,28 @@ func (l *Limiter) UnknownPlans() uint64 { return l.unknownPlans.Load() }
 // DecidePlan is Decide for a caller on plan: the request counts under the
 // plan's limits (see TierSpec) when the configuration has that plan, else
 // under the rules' own. Decide is DecidePlan with plan "".
-func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, identity, plan string, bypass bool) (d Decision) {
-	cfg := l.cfg.Load()
-	if !cfg.Enabled() {
-		return Decision{Allowed: true}
-	}
-	var ip netip.Addr // the identity, when it is an IP address and the lists have networks
-	if cfg.hasNets() {
-		if ip = listIP(identity); cfg.banned(ip) {
-			l.banned(&d)
-			return d
-		}
-	}
-	m, exempt := cfg.decide(method, path, "", false)
-	switch {
-	case exempt:
-		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
-		return Decision{Allowed: true}
-	case bypass, cfg.allowsIP(ip):
-		l.bypassed(&m)
-		return Decision{Allowed: true}
-	}
-	if cfg.tiers != nil {
-		m.plan = plan
-	}
-	l.count(ctx, cfg, &m, identity, &d)
+func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, identity, plan string, bypass bool) Decision {
+	f := directFlow
+	f.Limiter = l
+	d, _ := f.Decide(ctx, direct{identity: identity, plan: plan, bypass: bypass}, method, path, "")
 	return d
+}
+
+// direct is a request of Limiter.DecidePlan: what its caller says of it.
+type direct struct {
+	identity, plan string
+	bypass         bool
+}
+
+// directFlow is the flow of Limiter.DecidePlan (its Limiter set per
+// call), so that a request decided without an adapter goes through the
+// very steps of one: the identity is the key function's answer and, read
+// as an IP address, the client IP of the network lists.
+var directFlow = Flow[direct]{
+	Key:      func(r direct) (string, error) { return r.identity, nil },
+	Bypass:   func(r direct) bool { return r.bypass },
+	ClientIP: func(r direct) string { return r.identity },
+	Plan:     func(r direct) string { return r.plan },
 }
 
 // limitsFor replaces the rules of m by what the caller of key counts
