@@ -44,7 +44,11 @@ rate_limit:
 			setup:  withProblem,
 			steps: seq(
 				func() step { s := banned(get("/api/search", alice...)); s.want = forbiddenProblem(); return s }(),
-				func() step { s := banned(do(http.MethodHead, "/api/search", alice...)); s.want = headOf(forbiddenProblem()); return s }(),
+				func() step {
+					s := banned(do(http.MethodHead, "/api/search", alice...))
+					s.want = headOf(forbiddenProblem())
+					return s
+				}(),
 			),
 		},
 		{
