@@ -22,10 +22,11 @@
 // request path a router or handler may act on (core.URLPath, core.Path),
 // never against Echo's parameters.
 //
-// A refused request (429 over a limit, 503 when the store fails closed)
-// gets core's JSON body unless WithDeniedHandler gives the application's
-// own (an RFC 9457 application/problem+json, say), written after the
-// middleware has set the rate-limit headers and Retry-After; the
+// A refused request (429 over a limit, 503 when the store fails closed,
+// 403 from a banned network) gets core's JSON body unless
+// WithDeniedHandler gives the application's own (an RFC 9457
+// application/problem+json, say), written after the middleware has set
+// the rate-limit headers and Retry-After (none on a 403); the
 // middleware returns its error. WithDecisionContext(true) puts the
 // Decision of every request passed on into the echo.Context (DecisionOf,
 // c.Get(DecisionKey)) and the request's context (core.FromContext), so

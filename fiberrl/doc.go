@@ -29,10 +29,11 @@
 // KeyFunc's result, the client IP) is always a copy, so a KeyFunc may
 // return strings from c.Get or c.Params as they are.
 //
-// A refused request (429 over a limit, 503 when the store fails closed)
-// gets core's JSON body unless WithDeniedHandler gives the application's
-// own (an RFC 9457 application/problem+json, say), written after the
-// middleware has set the rate-limit headers and Retry-After; the
+// A refused request (429 over a limit, 503 when the store fails closed,
+// 403 from a banned network) gets core's JSON body unless
+// WithDeniedHandler gives the application's own (an RFC 9457
+// application/problem+json, say), written after the middleware has set
+// the rate-limit headers and Retry-After (none on a 403); the
 // middleware returns its error. WithDecisionContext(true) puts the
 // Decision of every request passed on into the fiber.Ctx's locals
 // (DecisionOf, c.Locals(DecisionKey)) and its user context

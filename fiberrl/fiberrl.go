@@ -42,7 +42,8 @@ type options struct {
 
 // DeniedHandler writes the response to a request the limiter refuses: d
 // is its Decision (d.Status() is the status the default response has: 429
-// over a limit, 503 when the store failed and the policy is fail-closed).
+// over a limit or under a penalty, 503 when the store failed and the
+// policy is fail-closed, 403 from a banned network, d.Banned).
 // When it is called the response already carries the rate-limit headers
 // and Retry-After (core.Decision.LimitHeader); it writes the status,
 // Content-Type and body, and may change any header. The middleware returns
@@ -128,7 +129,8 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // application/problem+json body; see DeniedHandler. Default: nil, which
 // writes the response of core.Decision's Header, Status and Body: 429
 // with {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503
-// with {"detail": "Rate limiter unavailable"}, as application/json.
+// with {"detail": "Rate limiter unavailable"}, or 403 with
+// {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
 // WithDecisionContext, when on, puts the Decision of every request the

@@ -13,10 +13,11 @@
 // bypass) → core decision → response. Rules, algorithms, headers and the
 // 429 body come from package core, so every rlkit adapter answers the same.
 //
-// A refused request (429 over a limit, 503 when the store fails closed)
-// gets core's JSON body unless WithDeniedHandler gives the application's
-// own (an RFC 9457 application/problem+json, say), written after the
-// middleware has set the rate-limit headers and Retry-After:
+// A refused request (429 over a limit, 503 when the store fails closed,
+// 403 from a banned network) gets core's JSON body unless
+// WithDeniedHandler gives the application's own (an RFC 9457
+// application/problem+json, say), written after the middleware has set
+// the rate-limit headers and Retry-After (none on a 403):
 //
 //	nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 //		w.Header().Set("Content-Type", "application/problem+json")
@@ -61,7 +62,8 @@ type options struct {
 
 // DeniedHandler writes the response to a request the limiter refuses: d
 // is its Decision (d.Status() is the status the default response has: 429
-// over a limit, 503 when the store failed and the policy is fail-closed).
+// over a limit or under a penalty, 503 when the store failed and the
+// policy is fail-closed, 403 from a banned network, d.Banned).
 // When it is called the response already carries the rate-limit headers
 // and Retry-After (core.Decision.SetLimitHeaders); it writes the status,
 // Content-Type and body, and may change any header. The handler behind
@@ -141,7 +143,8 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // application/problem+json body; see DeniedHandler. Default: nil, which
 // writes core.Decision.WriteDenied's response: 429 with
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503 with
-// {"detail": "Rate limiter unavailable"}, as application/json.
+// {"detail": "Rate limiter unavailable"}, or 403 with
+// {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
 // WithDecisionContext, when on, puts the Decision of every request the
