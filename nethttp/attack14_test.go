@@ -1,9 +1,15 @@
 package nethttp_test
 
 import (
+	"context"
+	"github.com/rlkit/rlkit/core/memstore"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/internal/adaptertest"
@@ -78,5 +84,111 @@ rate_limit:
 	base := adaptertest.ServeHTTP(t, h)
 	if got := attackGet(t, base, "/api", "2001:db8:0:2::bad"); got != http.StatusForbidden {
 		t.Errorf("the banned address 2001:db8:0:2::bad got %d; want 403", got)
+	}
+}
+
+// saturate starts 64 requests of fresh identities whose provider lookups
+// hang until release is closed, and returns once all 64 calls run.
+func saturate(t *testing.T, base string, calls *atomic.Int64, release chan struct{}) *sync.WaitGroup {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range core.MaxLimitProviderCalls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", base+"/api", nil)
+			req.Header.Set("X-User", "flood-"+strconv.Itoa(i))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < int64(core.MaxLimitProviderCalls) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d provider calls running", calls.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return &wg
+}
+
+func providerServer(t *testing.T, custom string, lims []core.Limit, ruleLimit string) (base string, calls *atomic.Int64, release chan struct{}) {
+	calls = new(atomic.Int64)
+	release = make(chan struct{})
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+		if key == custom {
+			return lims, true, nil
+		}
+		calls.Add(1)
+		select { // a database slowed down by the flood
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, false, nil
+	})
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: api
+      paths: ["/api"]
+      limit: "`+ruleLimit+`"
+`), "attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
+	h := nethttp.New(nil, nethttp.WithLimiter(lim), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+		return "user:" + r.Header.Get("X-User"), nil
+	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	return adaptertest.ServeHTTP(t, h), calls, release
+}
+
+func userGet(t *testing.T, base, user string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api", nil)
+	req.Header.Set("X-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A flood of 64 fresh identities whose lookups are slow takes every
+// provider call; meanwhile a customer with a negotiated quota of
+// 100/minute counts under the rule's 2/minute and is refused its third
+// request.
+func TestAttack14ProviderFloodDemotesCustomQuota(t *testing.T) {
+	base, calls, release := providerServer(t, "user:vip", []core.Limit{{Count: 100, Period: time.Minute}}, "2/minute")
+	wg := saturate(t, base, calls, release)
+	var codes []int
+	for range 3 {
+		codes = append(codes, userGet(t, base, "vip"))
+	}
+	close(release)
+	wg.Wait()
+	if codes[2] != http.StatusOK {
+		t.Errorf("vip (custom 100/minute) got %v during a flood of fresh identities; want 3 × 200", codes)
+	}
+}
+
+// The same flood lets a caller whose provider limits are stricter than
+// the rule (1/minute, a throttled abuser) count under the rule's
+// 100/minute.
+func TestAttack14ProviderFloodEscapesStricterCustomLimit(t *testing.T) {
+	base, calls, release := providerServer(t, "user:abuser", []core.Limit{{Count: 1, Period: time.Minute}}, "100/minute")
+	wg := saturate(t, base, calls, release)
+	var codes []int
+	for range 5 {
+		codes = append(codes, userGet(t, base, "abuser"))
+	}
+	close(release)
+	wg.Wait()
+	if codes[1] != http.StatusTooManyRequests {
+		t.Errorf("abuser (custom 1/minute) got %v during a flood of fresh identities; want the second refused", codes)
 	}
 }
