@@ -1,11 +1,16 @@
 package nethttp_test
 
 import (
+	"bufio"
 	"context"
 	"github.com/rlkit/rlkit/core/memstore"
+	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,5 +195,66 @@ func TestAttack14ProviderFloodEscapesStricterCustomLimit(t *testing.T) {
 	wg.Wait()
 	if codes[1] != http.StatusTooManyRequests {
 		t.Errorf("abuser (custom 1/minute) got %v during a flood of fresh identities; want the second refused", codes)
+	}
+}
+
+// Behind the middleware an httputil.ReverseProxy streams a backend's
+// answer; a client that reads the status line and the first bytes and
+// then closes its connection makes the proxy panic with
+// http.ErrAbortHandler, so Limiter.Complete never runs: under
+// `count: successes` (a quota of exports), every such download is
+// uncounted, and under `count: failures` a streamed 401 is too.
+func TestAttack14ReverseProxyAbortEscapesOutcomeCount(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		status int
+	}{{"successes", http.StatusOK}, {"failures", http.StatusUnauthorized}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			backend := adaptertest.ServeHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte("first chunk of a long answer\n"))
+				http.NewResponseController(w).Flush()
+				select { // the rest comes slowly
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			}))
+			u, _ := url.Parse(backend)
+			cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: export
+      paths: ["/export"]
+      limit: "2/minute"
+      count: `+tc.mode+`
+`), "attack.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := adaptertest.ServeHTTP(t, nethttp.New(cfg)(httputil.NewSingleHostReverseProxy(u)))
+			addr := strings.TrimPrefix(base, "http://")
+			served := 0
+			for range 6 {
+				c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Write([]byte("GET /export HTTP/1.1\r\nHost: x\r\n\r\n"))
+				line, err := bufio.NewReader(c).ReadString('\n')
+				c.Close() // mid-response
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(line, "HTTP/1.1 "+strconv.Itoa(tc.status)) {
+					served++
+				}
+				time.Sleep(50 * time.Millisecond) // the proxy notices and aborts
+			}
+			if served > 2 {
+				t.Errorf("count: %s, limit 2/minute: %d of 6 requests answered %d (each client closed mid-response); want at most 2 before 429", tc.mode, served, tc.status)
+			}
+		})
 	}
 }
