@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,5 +257,54 @@ rate_limit:
 				t.Errorf("count: %s, limit 2/minute: %d of 6 requests answered %d (each client closed mid-response); want at most 2 before 429", tc.mode, served, tc.status)
 			}
 		})
+	}
+}
+
+// Behind a trusted proxy the client IP is the rightmost address of
+// X-Forwarded-For, handed on as a substring of the header's value, and the
+// LimitProvider's cache keeps it as its key: each cached caller pins the
+// whole header the client wrote to the left of its address (up to
+// net/http's 1 MB). 64 callers with a 512 KB header each hold 32 MB, where
+// the cache's 64 keys are at most 128 bytes each (MaxKeyLen). With the
+// default cache size (10,000) and 1 MB headers that is 10 GB.
+func TestAttack14ProviderCacheRetainsForwardedHeader(t *testing.T) {
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+		return nil, false, nil
+	})
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: api
+      paths: ["/api"]
+      limit: "100/minute"
+`), "attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
+	h := nethttp.New(nil, nethttp.WithLimiter(lim),
+		nethttp.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	base := adaptertest.ServeHTTP(t, h)
+	junk := strings.Repeat("a", 512<<10)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const callers = 64
+	for i := range callers {
+		if got := attackGet(t, base, "/api", junk+", 198.51.100."+strconv.Itoa(i+1)); got != http.StatusOK {
+			t.Fatalf("status %d", got)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	time.Sleep(100 * time.Millisecond) // let the server's connections go
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	retained := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	runtime.KeepAlive(lim)
+	if retained > 8<<20 {
+		t.Errorf("%d cached callers (keys of at most %d bytes) retain %d MB of heap: each pins its X-Forwarded-For header", callers, core.MaxKeyLen, retained>>20)
 	}
 }
