@@ -308,3 +308,70 @@ rate_limit:
 		t.Errorf("%d cached callers (keys of at most %d bytes) retain %d MB of heap: each pins its X-Forwarded-For header", callers, core.MaxKeyLen, retained>>20)
 	}
 }
+
+// While the LimitProvider is asked about a caller (once per TTL, or
+// after its entry is dropped), its other requests wait for the answer,
+// unless their context ends: then they count under the rule's limits. A
+// client that closes its write side (net/http then cancels the request's
+// context, and the client still reads the answer) is never kept waiting:
+// a caller throttled to 1/minute by its custom limits is served under the
+// rule's 100/minute.
+func TestAttack14HalfCloseSkipsProviderWait(t *testing.T) {
+	asked := make(chan struct{}, 1)
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+		if key != "user:abuser" {
+			return nil, false, nil
+		}
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		time.Sleep(time.Second) // a slow lookup (at most LimitProviderTimeout)
+		return []core.Limit{{Count: 1, Period: time.Minute}}, true, nil
+	})
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: api
+      paths: ["/api"]
+      limit: "100/minute"
+`), "attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
+	h := nethttp.New(nil, nethttp.WithLimiter(lim), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+		return "user:" + r.Header.Get("X-User"), nil
+	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	base := adaptertest.ServeHTTP(t, h)
+	addr := strings.TrimPrefix(base, "http://")
+	first := make(chan int, 1)
+	go func() { first <- userGet(t, base, "abuser") }() // starts the lookup
+	<-asked
+	served := 0
+	for i := range 5 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = conn.Write([]byte("GET /api HTTP/1.1\r\nHost: x\r\nX-User: abuser\r\n\r\n"))
+		_ = conn.(*net.TCPConn).CloseWrite()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			served++
+		}
+	}
+	if got := <-first; got == http.StatusOK {
+		served++
+	}
+	if served > 1 {
+		t.Errorf("a caller limited to 1/minute by its custom limits was served %d of 6 requests (5 from half-closed connections during the lookup)", served)
+	}
+}
