@@ -375,3 +375,75 @@ rate_limit:
 		t.Errorf("a caller limited to 1/minute by its custom limits was served %d of 6 requests (5 from half-closed connections during the lookup)", served)
 	}
 }
+
+// A brute-force guard with a penalty: /login counts failures, 5 a minute,
+// and 3 denials within a minute ban the caller for 15 minutes. A client
+// that sends its guesses in waves of 20 at once, at the start of each
+// window, gets every guess answered: each wave passes the check while
+// the counter has room, 5 are counted and the other 15 counts are denied;
+// but those denials are not denials for the penalty, and no request is
+// ever refused at the check, so the ban never comes: 20 guesses a minute
+// for ever, against a limit of 5 and a ban after 3 denials.
+func TestAttack14OutcomeWavesNeverTriggerPenalty(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "5/minute"
+      count: failures
+      penalty: {after: 3, within: 1m, ban: 15m}
+`), "attack.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wave = 20
+	var (
+		mu      sync.Mutex
+		arrived int
+		gate    = make(chan struct{})
+	)
+	h := nethttp.New(cfg, nethttp.WithStore(memstore.New(memstore.WithClock(clock))))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived++
+		if arrived == wave {
+			close(gate)
+		}
+		g := gate
+		mu.Unlock()
+		select {
+		case <-g:
+		case <-time.After(5 * time.Second):
+		}
+		w.WriteHeader(http.StatusUnauthorized) // a wrong password
+	}))
+	base := adaptertest.ServeHTTP(t, h)
+	for round := range 3 {
+		mu.Lock()
+		arrived, gate = 0, make(chan struct{})
+		mu.Unlock()
+		var wg sync.WaitGroup
+		var guessed atomic.Int64
+		for range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := http.Post(base+"/login", "text/plain", nil)
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusUnauthorized {
+					guessed.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if round > 0 && guessed.Load() > 0 {
+			t.Errorf("wave %d (next window): %d of %d guesses answered; after the first wave's %d uncounted failures the penalty (after 3 denials, ban 15m) should refuse them all", round+1, guessed.Load(), wave, wave-5)
+		}
+		clock.Advance(time.Minute) // the next window
+	}
+}
