@@ -265,8 +265,8 @@ var ErrUnknownRule = errors.New("no such rule")
 
 // Reset forgets identity's counters under the named rule ("default" for
 // the default limit) in the configuration now, under every plan (see
-// TierSpec) and under the limits a LimitProvider gave it while they are
-// cached, and reports whether a counter existed and was removed: false
+// TierSpec) and under the limits a LimitProvider gives it (asked, when
+// its answer is not cached), and reports whether a counter existed and was removed: false
 // means identity had nothing counted under the rule (never counted, its
 // counters expired, or spelled otherwise than it was counted under). It
 // also lifts identity's ban under the rule's penalty, if any, and forgets

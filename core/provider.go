@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,10 +35,13 @@ import (
 //
 // Answers are cached (see WithLimitCache): Limits is called once per
 // (key, rule) per TTL, concurrent requests for the same pair waiting for
-// one call, and at most MaxLimitProviderCalls calls run at once (a request
-// that finds them all busy counts under its plan's or rule's limits). A
+// one call, and at most MaxLimitProviderCalls calls run at once: a request
+// that finds them all busy waits for one to end, at most
+// LimitProviderTimeout, and past that counts under the answer it had
+// before (expired) or, without one, under its plan's or rule's limits. A
 // call's context is the request's, without its cancellation, ending after
-// a second (LimitProviderTimeout). Limits must be safe for concurrent use.
+// a second (LimitProviderTimeout): a request's cancellation changes
+// nothing of its limits. Limits must be safe for concurrent use.
 //
 // A caller's custom limits count under a policy of their own,
 // "<rule>@custom" (CustomPlan), apart from any plan's counters; a change
@@ -67,7 +71,8 @@ const (
 	LimitProviderErrorTTL = 5 * time.Second
 	// MaxLimitProviderCalls bounds the provider's calls running at once.
 	MaxLimitProviderCalls = 64
-	// LimitProviderTimeout bounds one call.
+	// LimitProviderTimeout bounds one call, and the wait for a call to
+	// start.
 	LimitProviderTimeout = time.Second
 )
 
@@ -174,7 +179,11 @@ func (p *provider) shard(k providerKey) *providerShard {
 
 // rule returns the custom variant of base for the caller of key, or nil
 // when it has none (or its limits cannot be had now). It asks the
-// provider on a miss, once for all the requests that miss together.
+// provider on a miss, once for all the requests that miss together. What
+// it answers never depends on ctx's cancellation (a client that closes
+// its side of the connection must not pick its limits): a request that
+// finds the answer being asked for waits for it, and a call ignores the
+// cancellation (see ask).
 func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string) *Rule {
 	k := providerKey{base, key}
 	sh := p.shard(k)
@@ -187,51 +196,66 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 		return r
 	}
 	if e != nil && e.done != nil {
-		// Another request is asking: wait for its answer.
+		// Another request is asking: wait for its answer, which comes
+		// within twice LimitProviderTimeout (a call slot, then the call).
 		done := e.done
 		sh.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return nil
-		}
+		<-done
 		sh.mu.Lock()
 		r := e.rule
 		sh.mu.Unlock()
 		return r
 	}
-	select {
-	case p.calls <- struct{}{}:
-	default:
-		// Every call is taken: a flood of new callers does not become
-		// a flood of calls. A stale answer is better than none.
-		var r *Rule
-		if e != nil {
-			r = e.rule
-		}
-		sh.mu.Unlock()
-		return r
-	}
+	// The cache keeps its own copy of the key: key may be part of a
+	// request's memory (an address cut from a long X-Forwarded-For),
+	// which an entry must not hold on to.
+	k.key = strings.Clone(key)
 	if e == nil {
 		e = &providerEntry{}
 		sh.m[k] = e
 	}
 	sh.place(k, e)
+	stale := e.rule
 	done := make(chan struct{})
 	e.done = done
 	sh.mu.Unlock()
 
-	var r *Rule
-	ttl := p.errTTL
+	// When no call slot frees within LimitProviderTimeout, the stale
+	// answer (or none: the plan's or rule's limits) serves this request
+	// and the next asks again.
+	r, ttl := stale, int64(0)
 	defer func() {
 		sh.mu.Lock()
 		e.rule, e.expires, e.done = r, l.clock.Now()+ttl, nil
 		sh.mu.Unlock()
 		close(done)
-		<-p.calls
 	}()
+	if !p.acquire() {
+		return r
+	}
+	defer func() { <-p.calls }()
 	r, ttl = p.ask(ctx, l, base, key)
 	return r
+}
+
+// acquire takes a call slot, waiting for one at most LimitProviderTimeout:
+// a flood of new callers queues for the provider (at most
+// MaxLimitProviderCalls calls run at once) rather than sending their
+// callers to other limits than theirs. It reports false when none freed.
+func (p *provider) acquire() bool {
+	select {
+	case p.calls <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(LimitProviderTimeout)
+	defer t.Stop()
+	select {
+	case p.calls <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // place puts k, whose entry is e, at the ring's next slot, dropping the
@@ -273,19 +297,6 @@ func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) 
 		return nil, p.ttl
 	}
 	return variant(base, CustomPlan, lims), p.ttl
-}
-
-// cached returns the custom variant of base for key while it is cached,
-// or nil.
-func (p *provider) cached(l *Limiter, base *Rule, key string) *Rule {
-	k := providerKey{base, key}
-	sh := p.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := sh.m[k]; e != nil && e.done == nil && l.clock.Now() < e.expires {
-		return e.rule
-	}
-	return nil
 }
 
 // len is the number of entries cached (for tests).

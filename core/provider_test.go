@@ -283,39 +283,64 @@ func TestLimitProviderCoalesces(t *testing.T) {
 	})
 }
 
-// TestLimitProviderBusy: with MaxLimitProviderCalls calls in flight, a
-// new caller counts under the rule's limits at once, without a call.
+// TestLimitProviderBusy: with every call slot taken, a new caller waits
+// for one (it does not count under other limits than its own while the
+// provider catches up), and only when none frees within
+// LimitProviderTimeout counts under the rule's limits, without a call.
 func TestLimitProviderBusy(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := newQuotas(map[string][]Limit{"new search": perMinute(100)})
-		q.block = make(chan struct{})
-		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
-		var wg sync.WaitGroup
-		for i := range MaxLimitProviderCalls {
-			wg.Go(func() { lim.Decide(context.Background(), "GET", "/api/search", "slow-"+strconv.Itoa(i), false) })
-		}
-		synctest.Wait()
-		var plan atomic.Pointer[string]
-		go func() {
-			p := lim.Decide(context.Background(), "GET", "/api/search", "new", false).Plan
-			plan.Store(&p)
-		}()
-		synctest.Wait()
-		p, calls := plan.Load(), q.count("new search") // before any call ends
-		close(q.block)
-		wg.Wait()
-		synctest.Wait()
-		if p == nil || *p != "" || calls != 0 {
-			t.Fatalf("with every call busy: plan %v, provider asked %d times; want the rule's limits at once, no call", p, calls)
-		}
-		if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Plan != CustomPlan {
-			t.Errorf("calls free again: plan %q, want custom", d.Plan)
-		}
-	})
+	for _, free := range []bool{true, false} {
+		t.Run(map[bool]string{true: "slot frees", false: "stays busy"}[free], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := newQuotas(map[string][]Limit{"new search": perMinute(100)})
+				q.block = make(chan struct{})
+				lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
+				var wg sync.WaitGroup
+				for i := range MaxLimitProviderCalls {
+					wg.Go(func() { lim.Decide(context.Background(), "GET", "/api/search", "slow-"+strconv.Itoa(i), false) })
+				}
+				synctest.Wait()
+				start := time.Now()
+				var plan atomic.Pointer[string]
+				var took atomic.Int64
+				go func() {
+					p := lim.Decide(context.Background(), "GET", "/api/search", "new", false).Plan
+					took.Store(int64(time.Since(start)))
+					plan.Store(&p)
+				}()
+				synctest.Wait()
+				if p := plan.Load(); p != nil {
+					t.Fatalf("every call busy: decided at once (plan %q), want a wait for a call slot", *p)
+				}
+				if free {
+					time.Sleep(LimitProviderTimeout / 2)
+					close(q.block)
+					wg.Wait()
+					synctest.Wait()
+					if p, calls := plan.Load(), q.count("new search"); p == nil || *p != CustomPlan || calls != 1 || time.Duration(took.Load()) != LimitProviderTimeout/2 {
+						t.Fatalf("slot freed after %v: plan %v after %v, provider asked %d times; want custom, asked once", LimitProviderTimeout/2, p, time.Duration(took.Load()), calls)
+					}
+					return
+				}
+				time.Sleep(2 * LimitProviderTimeout)
+				synctest.Wait()
+				p, calls := plan.Load(), q.count("new search")
+				close(q.block)
+				wg.Wait()
+				if p == nil || *p != "" || calls != 0 || time.Duration(took.Load()) != LimitProviderTimeout {
+					t.Fatalf("every call busy for good: plan %v after %v, provider asked %d times; want the rule's limits after %v, no call", p, time.Duration(took.Load()), calls, LimitProviderTimeout)
+				}
+				if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Plan != CustomPlan {
+					t.Errorf("calls free again: plan %q, want custom (the busy answer is not cached)", d.Plan)
+				}
+			})
+		})
+	}
 }
 
-// TestLimitProviderCancelledWaiter: a request that waits for another's
-// call and is cancelled counts under the rule's limits.
+// TestLimitProviderCancelledWaiter: a request cancelled while it waits
+// for the answer another is asking for still waits, and counts under the
+// limits the answer gives: a client that half-closes its connection does
+// not pick other limits than its own.
 func TestLimitProviderCancelledWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(100)})
@@ -333,11 +358,15 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 		}()
 		synctest.Wait()
 		cancel()
-		<-done
-		if p := *plan.Load(); p != "" {
-			t.Errorf("cancelled waiter: plan %q, want the rule's", p)
+		synctest.Wait()
+		if p := plan.Load(); p != nil {
+			t.Fatalf("cancelled waiter decided before the answer came: plan %q", *p)
 		}
 		close(q.block)
+		<-done
+		if p := *plan.Load(); p != CustomPlan {
+			t.Errorf("cancelled waiter: plan %q, want custom", p)
+		}
 	})
 }
 

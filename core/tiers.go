@@ -348,7 +348,7 @@ func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule
 		rules = append(rules, cfg.tiers[name].of(r))
 	}
 	if l.provider != nil {
-		if v := l.provider.cached(l, r, key); v != nil {
+		if v := l.provider.rule(ctx, l, r, key); v != nil {
 			rules = append(rules, v)
 		}
 	}
