@@ -1,6 +1,7 @@
 package echorl
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -183,9 +184,7 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 			if !d.Deferred() {
 				return next(c)
 			}
-			err = next(c) // counted by outcome: once the handler has answered
-			lim.Complete(r.Context(), &d, status(c, err))
-			return err
+			return nextCounted(lim, next, c, r.Context(), &d) // counted by outcome: once the handler has answered
 		}
 	}
 }
@@ -202,6 +201,26 @@ func withDecision(c echo.Context, d core.Decision) {
 	c.Set(DecisionKey, &d)
 	r := c.Request()
 	c.SetRequest(r.WithContext(core.NewContext(r.Context(), &d)))
+}
+
+// nextCounted runs next for a request whose rule counts by outcome
+// (d.Deferred), and counts it with the status the client gets (see
+// status). A handler that panics before committing the response counts
+// as 500, which Echo's Recover middleware answers (a panic a client can
+// cause must not let a request pass uncounted); one that panics after
+// counts the status it wrote. The panic goes on.
+func nextCounted(lim *core.Limiter, next echo.HandlerFunc, c echo.Context, ctx context.Context, d *core.Decision) (err error) {
+	returned := false
+	defer func() {
+		s := http.StatusInternalServerError
+		if returned || c.Response().Committed {
+			s = status(c, err)
+		}
+		lim.Complete(ctx, d, s)
+	}()
+	err = next(c)
+	returned = true
+	return err
 }
 
 // status is the status of the response to c once its handler returned

@@ -198,9 +198,7 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if !d.Deferred() {
 			return c.Next()
 		}
-		err = c.Next() // counted by outcome: once the handler has answered
-		lim.Complete(c.UserContext(), &d, status(c, err))
-		return err
+		return nextCounted(lim, c, &d) // counted by outcome: once the handler has answered
 	}
 }
 
@@ -236,6 +234,26 @@ func (o *options) deny(c *fiber.Ctx, d core.Decision) error {
 func withDecision(c *fiber.Ctx, d core.Decision) {
 	c.Locals(DecisionKey, &d)
 	c.SetUserContext(core.NewContext(c.UserContext(), &d))
+}
+
+// nextCounted runs the handlers after the middleware for a request whose
+// rule counts by outcome (d.Deferred), and counts it with the status the
+// client gets (see status). A handler that panics counts as 500, which
+// Fiber's recover middleware answers (a panic a client can cause must
+// not let a request pass uncounted). The panic goes on.
+func nextCounted(lim *core.Limiter, c *fiber.Ctx, d *core.Decision) (err error) {
+	ctx := c.UserContext()
+	returned := false
+	defer func() {
+		s := fiber.StatusInternalServerError
+		if returned {
+			s = status(c, err)
+		}
+		lim.Complete(ctx, d, s)
+	}()
+	err = c.Next()
+	returned = true
+	return err
 }
 
 // status is the status of the response to c once its handlers returned

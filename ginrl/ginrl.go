@@ -1,6 +1,7 @@
 package ginrl
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -180,12 +181,32 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 			if o.inCtx {
 				withDecision(c, d)
 			}
-			c.Next()
-			if d.Deferred() { // counted by outcome: the handler has answered
-				lim.Complete(r.Context(), &d, c.Writer.Status())
+			if d.Deferred() { // counted by outcome: once the handler has answered
+				nextCounted(lim, c, r.Context(), &d)
+				return
 			}
+			c.Next()
 		}
 	}
+}
+
+// nextCounted runs the handlers after the middleware for a request whose
+// rule counts by outcome (d.Deferred), and counts it with the status the
+// client gets: the one written (200 when none was). A handler that panics
+// before writing counts as 500, which gin.Recovery answers (a panic a
+// client can cause must not let a request pass uncounted); one that
+// panics after writing counts the status it wrote. The panic goes on.
+func nextCounted(lim *core.Limiter, c *gin.Context, ctx context.Context, d *core.Decision) {
+	returned := false
+	defer func() {
+		status := c.Writer.Status()
+		if !returned && !c.Writer.Written() {
+			status = http.StatusInternalServerError
+		}
+		lim.Complete(ctx, d, status)
+	}()
+	c.Next()
+	returned = true
 }
 
 // deny answers a denied request with the application's handler. d is a

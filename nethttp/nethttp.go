@@ -32,6 +32,7 @@
 package nethttp
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -192,13 +193,11 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 				}
 			case d.Deferred(): // counted by outcome: once the handler has answered
 				d.SetHeaders(w.Header())
-				sw := &statusWriter{ResponseWriter: w}
 				in := r
 				if o.inCtx {
 					in = withDecision(r, d)
 				}
-				next.ServeHTTP(sw, in)
-				lim.Complete(r.Context(), &d, sw.status())
+				serveCounted(lim, next, w, in, r.Context(), &d)
 			default:
 				d.SetHeaders(w.Header())
 				if o.inCtx {
@@ -208,6 +207,28 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 			}
 		})
 	}
+}
+
+// serveCounted serves r, whose rule counts by outcome (d.Deferred), and
+// counts it with the status the client gets once the handler is done:
+// the one written, 200 when the handler wrote nothing. A handler that
+// panics before writing a status counts as 500 (a panic a client can
+// cause, such as http.ErrAbortHandler when it closes the connection
+// under a streaming reverse proxy, must not let a request pass
+// uncounted); one that panics after writing counts the status it wrote.
+// The panic goes on.
+func serveCounted(lim *core.Limiter, next http.Handler, w http.ResponseWriter, r *http.Request, ctx context.Context, d *core.Decision) {
+	sw := &statusWriter{ResponseWriter: w}
+	returned := false
+	defer func() {
+		status := sw.status()
+		if !returned && sw.code == 0 {
+			status = http.StatusInternalServerError
+		}
+		lim.Complete(ctx, d, status)
+	}()
+	next.ServeHTTP(sw, r)
+	returned = true
 }
 
 // deny answers a denied request with the application's handler. d is a
