@@ -14,9 +14,7 @@ type Outcome uint8
 const (
 	// OutcomeAllowed: counted and admitted.
 	OutcomeAllowed Outcome = iota
-	// OutcomeDenied: counted and denied (429). Under a rule counted by
-	// outcome (CountMode) it is also the count, after the handler, of a
-	// request served while the counter filled (Event.Allowed true).
+	// OutcomeDenied: counted and denied (429).
 	OutcomeDenied
 	// OutcomeShadowDenied: a rule in shadow mode would have denied the
 	// request; it was let through (see RuleSpec.Mode).
@@ -35,6 +33,11 @@ const (
 	// OutcomePenalized: the identity is under the rule's penalty
 	// (PenaltySpec); the request was refused with 429 without counting.
 	OutcomePenalized
+	// OutcomeOvershoot: a request served under a rule that counts by
+	// outcome (CountMode) whose outcome could not be counted: requests in
+	// flight with it filled the counter first (the overshoot CountMode
+	// bounds). Event.Allowed is true: it was served.
+	OutcomeOvershoot
 
 	numOutcomes
 )
@@ -44,10 +47,11 @@ const (
 // array.
 const NumOutcomes = int(numOutcomes)
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot"}
 
 // String returns the outcome's metric label: allowed, denied,
-// shadow_denied, bypassed, exempt, store_error, banned or penalized.
+// shadow_denied, bypassed, exempt, store_error, banned, penalized or
+// overshoot.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

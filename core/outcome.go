@@ -142,9 +142,10 @@ func (l *Limiter) ask(ctx context.Context, key string, rule *Rule, cost int64, p
 //
 // Each rule's event goes to the Observer now (none went when the request
 // was decided): OutcomeAllowed with the cost when counted, with Cost 0
-// when the status does not count; OutcomeDenied with Allowed true when
+// when the status does not count; OutcomeOvershoot (Allowed true) when
 // the count found the limit reached by requests in flight meanwhile (the
-// request was served: see CountMode on the bound); OutcomeStoreError when
+// request was served: see CountMode on the bound; it counts as a denial
+// toward the rule's penalty); OutcomeStoreError when
 // the store failed (the Take's error, or the Peek's when no Take
 // followed). A store failure is logged as any other, at most once per
 // warn interval. ctx is the request's: the store is asked under a context
@@ -177,8 +178,18 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			err error
 		)
 		o, lat := l.take(ctx, d.Key, p.rule, p.cost, false, &res, &err)
-		if o == OutcomeStoreError {
+		switch o {
+		case OutcomeStoreError:
 			l.warnAs(p.rule, "served: its outcome is not counted", err)
+		case OutcomeDenied:
+			// Requests in flight filled the counter first: this one was
+			// served over the limit. It counts as a denial toward the
+			// rule's penalty, so that waves of concurrent guesses, each
+			// passing the check together, still end in a ban.
+			o = OutcomeOvershoot
+			if i == 0 {
+				l.penalize(ctx, l.cfg.Load(), p.rule, d.Key, &Decision{})
+			}
 		}
 		l.report(p.rule, d.Key, o, true, p.cost, err, lat)
 	}

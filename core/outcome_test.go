@@ -387,7 +387,7 @@ func TestCountByOutcomeShadow(t *testing.T) {
 // requests of one identity in the handler at once (all past the check
 // before any answers), every one is served: limit + C − 1 failures
 // handled in the window, exactly limit counted, C − 1 counts denied
-// (reported OutcomeDenied, Allowed); the next request is refused before
+// (reported OutcomeOvershoot, Allowed); the next request is refused before
 // the handler.
 func TestCountByOutcomeOvershoot(t *testing.T) {
 	const limit, c = 3, 8
@@ -425,7 +425,7 @@ func TestCountByOutcomeOvershoot(t *testing.T) {
 		switch ev {
 		case "login allowed true 1":
 			counted++
-		case "login denied true 1":
+		case "login overshoot true 1":
 			overshoot++
 		default:
 			t.Errorf("event %q", ev)

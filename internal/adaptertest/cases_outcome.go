@@ -195,7 +195,7 @@ func (f *inFlight) run(e *env) {
 		switch {
 		case ev.Rule == "login" && ev.Outcome == core.OutcomeAllowed && ev.Allowed && ev.Cost == 1:
 			counted++
-		case ev.Rule == "login" && ev.Outcome == core.OutcomeDenied && ev.Allowed && ev.Cost == 1:
+		case ev.Rule == "login" && ev.Outcome == core.OutcomeOvershoot && ev.Allowed && ev.Cost == 1:
 			overshoot++
 		default:
 			t.Errorf("event %+v", ev)
