@@ -190,6 +190,20 @@ func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []
 	return c.cipRender(peer, src) // every hop trusted: leftmost (or peer)
 }
 
+// ClientAddr is ClientIP without the grouping of IPv6 clients: an IPv6
+// client's whole address, whatever IPv6PrefixLen says. A configuration's
+// allow and ban networks (AllowSpec, BanSpec) are matched against it, so
+// that an IPv6 entry means the addresses it is written for, longer than
+// the group or not.
+func (c *ClientIPConfig) ClientAddr(remoteAddr string, values func(name string) []string) string {
+	var whole ClientIPConfig
+	if c != nil {
+		whole = *c
+	}
+	whole.IPv6PrefixLen = 128
+	return whole.ClientIP(remoteAddr, values)
+}
+
 // cipTrusted reports whether a (canonical: unmapped, no zone) is a trusted proxy.
 func (c *ClientIPConfig) cipTrusted(a netip.Addr) bool {
 	for _, p := range c.TrustedProxies {

@@ -39,6 +39,10 @@ type Flow[R any] struct {
 	Bypass func(R) bool
 	// ClientIP returns the request's client IP (see ClientIPConfig).
 	ClientIP func(R) string
+	// ClientAddr returns the request's client IP without the grouping
+	// of IPv6 clients (ClientIPConfig.ClientAddr): the address the allow
+	// and ban networks are matched against. nil means ClientIP.
+	ClientAddr func(R) string
 	// Plan returns the caller's plan (see TierSpec), asked only when the
 	// configuration has plans, after Key; nil means none: every caller
 	// counts under the rules' own limits, as does one whose plan is "" or
@@ -75,8 +79,11 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	}
 	// 0. A banned network is refused.
 	var ip netip.Addr // the client IP when the lists have networks
-	if cfg.hasNets() && f.ClientIP != nil {
-		if ip = listIP(f.ClientIP(r)); cfg.banned(ip) {
+	if addr := f.ClientAddr; cfg.hasNets() && (addr != nil || f.ClientIP != nil) {
+		if addr == nil {
+			addr = f.ClientIP
+		}
+		if ip = listIP(addr(r)); cfg.banned(ip) {
 			l.banned(&d)
 			return d, nil
 		}

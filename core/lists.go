@@ -24,13 +24,16 @@ type AllowSpec struct {
 	// Event.Key of a request the caller made. An entry that starts with
 	// "sha256:" is a digest key (BoundKey): "sha256:" and 64 lower-case
 	// hex digits. An entry longer than MaxKeyLen is the identity of such
-	// a key. A client IP entry must be written as ClientIP gives it
-	// (canonical, IPv4-mapped addresses as IPv4); for client IPs prefer
-	// Networks.
+	// a key. An IPv4 client IP entry must be written as ClientIP gives
+	// it (canonical, IPv4-mapped addresses as IPv4); an IPv6 one is an
+	// error (such a client counts under its group's first address, per
+	// ClientIPConfig.IPv6PrefixLen): list client IPs in Networks.
 	Identities []string
 	// Networks are CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
 	// addresses (a /32 or /128) whose client IPs are never limited nor
-	// counted, whatever identity the request names. A prefix with host
+	// counted, whatever identity the request names. They are matched
+	// against the client's whole address (ClientIPConfig.ClientAddr),
+	// an IPv6 one too, whatever IPv6PrefixLen groups it under. A prefix with host
 	// bits set ("10.0.0.1/8") and an IPv6 zone are errors; an
 	// IPv4-mapped prefix is taken as IPv4. A network inside a banned one
 	// is an error: the ban comes first.
@@ -311,6 +314,11 @@ func allowKey(id string) (key, msg string) {
 		return id, ""
 	}
 	if a, err := netip.ParseAddr(id); err == nil {
+		if a.Unmap().Is6() {
+			// An IPv6 client counts under its group's first address
+			// (ClientIPConfig.IPv6PrefixLen), which the file cannot know.
+			return "", "an IPv6 client counts under its group's address (its /64 by default): list it in allow.networks"
+		}
 		if c := a.Unmap().WithZone("").String(); c != id {
 			return "", "a client IP is written as the limiter names it: " + strconv.Quote(c) + " (or list it in allow.networks)"
 		}

@@ -472,7 +472,7 @@ func TestListsConfigErrors(t *testing.T) {
 				`rate-limit config t.yaml:7: field "allow.identities": value "X-Api-Key:hmac:0123456789ABCDEF0123456789abcdef": a secret identity's key ends in ":hmac:" and 32 lower-case hex digits (Limiter.Key)`,
 				`rate-limit config t.yaml:8: field "allow.identities": value ":hmac:0123456789abcdef0123456789abcdef": a secret identity's key has a label before ":hmac:" (Limiter.Key)`,
 				`rate-limit config t.yaml:9: field "allow.identities": value "::ffff:192.0.2.1": a client IP is written as the limiter names it: "192.0.2.1" (or list it in allow.networks)`,
-				`rate-limit config t.yaml:10: field "allow.identities": value "2001:DB8::1": a client IP is written as the limiter names it: "2001:db8::1" (or list it in allow.networks)`,
+				`rate-limit config t.yaml:10: field "allow.identities": value "2001:DB8::1": an IPv6 client counts under its group's address (its /64 by default): list it in allow.networks`,
 				`rate-limit config t.yaml:12: field "allow.identities": value "sub:a": the same store key as allow.identities[6] (line 11)`,
 			}},
 		{"unknown fields", "  allow:\n    users: [a]\n  ban:\n    identities: [a]\n",

@@ -290,6 +290,10 @@ func (o *options) flow() *core.Flow[echo.Context] {
 			r := c.Request()
 			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
 		},
+		ClientAddr: func(c echo.Context) string {
+			r := c.Request()
+			return o.ip.ClientAddr(r.RemoteAddr, r.Header.Values)
+		},
 	}
 	return flow
 }

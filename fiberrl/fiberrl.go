@@ -295,13 +295,17 @@ func nameBytes(name string) []byte { return unsafe.Slice(unsafe.StringData(name)
 
 // peerIP is the client IP when cfg trusts no proxy: the TCP peer's
 // address, as cfg.ClientIP renders it (an IPv6 one grouped per
-// cfg.IPv6PrefixLen). IPv4 peers come from ipv4Strings, so a returning
+// cfg.IPv6PrefixLen; with whole, not grouped: see core.ClientIPConfig.ClientAddr).
+// IPv4 peers come from ipv4Strings, so a returning
 // client costs no allocation.
-func peerIP(c *fiber.Ctx, cfg *core.ClientIPConfig) string {
+func peerIP(c *fiber.Ctx, cfg *core.ClientIPConfig, whole bool) string {
 	if a, ok := c.Context().RemoteAddr().(*net.TCPAddr); ok {
 		if ip4 := a.IP.To4(); ip4 != nil {
 			return ipv4String([4]byte(ip4))
 		}
+	}
+	if whole {
+		return cfg.ClientAddr(remoteAddr(c), nil) // an IPv6 peer's whole address
 	}
 	return cfg.ClientIP(remoteAddr(c), nil)
 }
@@ -425,13 +429,15 @@ func newOptions(opts []Option) *options {
 // flow is the flow of o, without its limiter.
 func (o *options) flow() *core.Flow[*fiber.Ctx] {
 	flow := &core.Flow[*fiber.Ctx]{
-		Bypass:   o.bypass,
-		Plan:     o.plan,
-		ClientIP: func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
+		Bypass:     o.bypass,
+		Plan:       o.plan,
+		ClientIP:   func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
+		ClientAddr: func(c *fiber.Ctx) string { return o.ip.ClientAddr(remoteAddr(c), headerValues(c)) },
 	}
 	if len(o.ip.TrustedProxies) == 0 {
 		// No header is believed: the client IP is the TCP peer's.
-		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip) }
+		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip, false) }
+		flow.ClientAddr = func(c *fiber.Ctx) string { return peerIP(c, &o.ip, true) }
 	}
 	if key := o.key; key != nil {
 		flow.Key = func(c *fiber.Ctx) (string, error) {

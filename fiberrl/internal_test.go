@@ -142,7 +142,7 @@ func TestPeerIPAsClientIP(t *testing.T) {
 		ctx.Init(&fasthttp.Request{}, tt.addr, nil)
 		app := fiber.New()
 		c := app.AcquireCtx(&ctx)
-		got, viaCore := peerIP(c, &cfg), cfg.ClientIP(remoteAddr(c), nil)
+		got, viaCore := peerIP(c, &cfg, false), cfg.ClientIP(remoteAddr(c), nil)
 		app.ReleaseCtx(c)
 		if got != tt.want || viaCore != tt.want {
 			t.Errorf("IPv6PrefixLen %d, peer %v: peerIP = %q, core.ClientIPConfig.ClientIP = %q; want %q", tt.prefixLen, tt.addr, got, viaCore, tt.want)

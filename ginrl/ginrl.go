@@ -257,10 +257,11 @@ func newOptions(opts []Option) *options {
 // flow is the flow of o, without its limiter.
 func (o *options) flow() *core.Flow[*gin.Context] {
 	flow := &core.Flow[*gin.Context]{
-		Key:      o.key,
-		Bypass:   o.bypass,
-		Plan:     o.plan,
-		ClientIP: func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
+		Key:        o.key,
+		Bypass:     o.bypass,
+		Plan:       o.plan,
+		ClientIP:   func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
+		ClientAddr: func(c *gin.Context) string { return o.ip.ClientAddr(c.Request.RemoteAddr, c.Request.Header.Values) },
 	}
 	return flow
 }

@@ -291,10 +291,11 @@ func newOptions(opts []Option) *options {
 // flow is the flow of o, without its limiter.
 func (o *options) flow() *core.Flow[*http.Request] {
 	flow := &core.Flow[*http.Request]{
-		Key:      o.key,
-		Bypass:   o.bypass,
-		Plan:     o.plan,
-		ClientIP: func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
+		Key:        o.key,
+		Bypass:     o.bypass,
+		Plan:       o.plan,
+		ClientIP:   func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
+		ClientAddr: func(r *http.Request) string { return o.ip.ClientAddr(r.RemoteAddr, r.Header.Values) },
 	}
 	return flow
 }
