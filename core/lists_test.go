@@ -488,8 +488,8 @@ func TestListsConfigErrors(t *testing.T) {
 		{"penalty", "  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/minute\n      penalty: {after: 0, within: 1x, ban: 500ms}\n",
 			[]string{
 				`rate-limit config t.yaml:7: rule "login": field "penalty.after": value "0": want a number of denials from 1 to 2147483647`,
-				`rate-limit config t.yaml:7: rule "login": field "penalty.within": value "1x": unknown unit "x" (want second, minute, hour or day) (want a duration such as 30s, 1m, 15min, 1h or 1d)`,
-				`rate-limit config t.yaml:7: rule "login": field "penalty.ban": value "500ms": unknown unit "ms" (want second, minute, hour or day) (want a duration such as 30s, 1m, 15min, 1h or 1d)`,
+				`rate-limit config t.yaml:7: rule "login": field "penalty.within": value "1x": unknown unit "x" (want second, minute, hour or day): a penalty's duration is a count and a unit, such as 30s, 15min, 1h or 1d`,
+				`rate-limit config t.yaml:7: rule "login": field "penalty.ban": value "500ms": unknown unit "ms" (want second, minute, hour or day): a penalty's duration is a count and a unit, such as 30s, 15min, 1h or 1d`,
 			}},
 		{"penalty missing fields", "  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/minute\n      penalty:\n        after: 3\n        bans: 1m\n",
 			[]string{
@@ -500,7 +500,7 @@ func TestListsConfigErrors(t *testing.T) {
 		{"penalty too long", "  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/minute\n      penalty: {after: 3, within: 1m, ban: 100000d}\n",
 			[]string{`rate-limit config t.yaml:7: rule "login": field "penalty.ban": value "100000d": longer than a counter can keep (320256h0m0s)`}},
 		{"penalty overflow", "  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/minute\n      penalty: {after: 3, within: 1000000d, ban: 1m}\n",
-			[]string{`rate-limit config t.yaml:7: rule "login": field "penalty.within": value "1000000d": period "1000000d" is too long (want a duration such as 30s, 1m, 15min, 1h or 1d)`}},
+			[]string{`rate-limit config t.yaml:7: rule "login": field "penalty.within": value "1000000d": period "1000000d" is too long: a penalty's duration is a count and a unit, such as 30s, 15min, 1h or 1d`}},
 		{"penalty not a mapping", "  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/minute\n      penalty: 10\n",
 			[]string{`rate-limit config t.yaml:7: rule "login": field "penalty": value "10": want a mapping of after, within and ban`}},
 	} {

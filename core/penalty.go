@@ -91,7 +91,7 @@ func (cc *compiler) duration(key, label, field, v string) time.Duration {
 	d, err := parsePeriod(v)
 	switch {
 	case err != nil:
-		cc.fail(key, label, field, v, "%v (want a duration such as 30s, 1m, 15min, 1h or 1d)", err)
+		cc.fail(key, label, field, v, "%v: a penalty's duration is a count and a unit, such as 30s, 15min, 1h or 1d", err)
 	case d < time.Second:
 		cc.fail(key, label, field, v, "at least a second")
 	}

@@ -226,6 +226,9 @@ func (cc *compiler) tier(i int, key string, ts TierSpec, c *Config, byName map[s
 			t.rules[base.index] = v
 		}
 	}
+	if ts.Default != nil && len(ts.Default) == 0 {
+		cc.fail(key+".default", DefaultRuleName, field+".default", "", "plan %q: an empty default: give a limit, or leave the field out for the file's default", ts.Name)
+	}
 	if len(ts.Default) > 0 && c.def != nil {
 		if lims := cc.planLimits(key+".default", field, DefaultRuleName, ts.Default, 0); lims != nil {
 			t.rules[c.def.index] = variant(c.def, ts.Name, lims)
@@ -248,6 +251,9 @@ func (cc *compiler) planLimits(key, field, rule string, vals []string, burst int
 	lims := cc.limits(key+".limit", key+".burst", rule, vals, burst)
 	for _, e := range cc.errs[n:] {
 		if ce, ok := e.(*ConfigError); ok {
+			if rule == DefaultRuleName && ce.Field == "limit" {
+				ce.Field = "default" // the plan's default field, as written
+			}
 			ce.Field = field + "." + ce.Field
 		}
 	}

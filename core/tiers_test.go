@@ -120,7 +120,7 @@ func TestTiersErrors(t *testing.T) {
 		{"bad limit", "    pro:\n      rules:\n        search: 5/fortnight\n",
 			`rate-limit config t.yaml:15: rule "search": field "tiers.pro.limit": value "5/fortnight": limit "5/fortnight": unknown unit "fortnight" (want second, minute, hour or day)`},
 		{"bad default", "    pro:\n      default: [1/s, 2/s]\n",
-			`rate-limit config t.yaml:14: rule "default": field "tiers.pro.limit": value "2/s": a second limit per 1s (first: 1/second)`},
+			`rate-limit config t.yaml:14: rule "default": field "tiers.pro.default": value "2/s": a second limit per 1s (first: 1/second)`},
 		{"burst on a fixed window", "    pro:\n      rules:\n        search: {limit: 5/minute, burst: 9}\n",
 			`rate-limit config t.yaml:15: rule "search": field "tiers.pro.burst": value "9": plan "pro": burst applies to token_bucket and gcra only, not fixed_window`},
 		{"weight above capacity", "    free:\n      rules:\n        upload: 5/minute\n",
@@ -322,3 +322,23 @@ func (nopStore) Peek(context.Context, string, *Policy, int64) (Result, error) {
 	return Result{Allowed: true}, nil
 }
 func (nopStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }
+
+// TestTierEmptyDefault: a plan's default given as an empty list is an
+// error naming the plan, not a silent fallback to the file's default.
+func TestTierEmptyDefault(t *testing.T) {
+	_, err := ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "10/minute"
+  tiers:
+    pro:
+      default: []
+`), "t.yaml")
+	const want = `rate-limit config t.yaml:10: rule "default": field "tiers.pro.default": plan "pro": an empty default: give a limit, or leave the field out for the file's default`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
