@@ -286,7 +286,7 @@ func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, iden
 		return Decision{Allowed: true}
 	}
 	var ip netip.Addr // the identity, when it is an IP address and the lists have networks
-	if cfg.hasNets() {
+	if cfg.extras && cfg.hasNets() {
 		if ip = listIP(identity); cfg.banned(ip) {
 			l.banned(&d)
 			return d
@@ -301,20 +301,20 @@ func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, iden
 		l.bypassed(&m)
 		return Decision{Allowed: true}
 	}
-	if cfg.tiers != nil {
-		m.plan = plan
+	if cfg.tiers == nil {
+		plan = ""
 	}
-	l.count(ctx, cfg, &m, identity, &d)
+	l.count(ctx, cfg, &m, identity, plan, &d)
 	return d
 }
 
-// limitsFor replaces the rules of m by what the caller of key counts
-// under: the LimitProvider's limits for it, else its plan's, else the
-// rules' own; and sets d.Plan.
-func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, key string, d *Decision) {
+// limitsFor replaces the rules of m by what the caller of key on plan
+// ("" for none) counts under: the LimitProvider's limits for it, else its
+// plan's, else the rules' own; and sets d.Plan.
+func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, key string, d *Decision) {
 	var t *tier
-	if m.plan != "" {
-		if t = cfg.tiers[m.plan]; t == nil {
+	if plan != "" {
+		if t = cfg.tiers[plan]; t == nil {
 			l.unknownPlans.Add(1)
 		}
 	}
