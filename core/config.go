@@ -185,7 +185,11 @@ func (e *ConfigError) Error() string {
 // ParseConfig or NewConfig. The zero Config (and a nil *Config) is disabled:
 // every request passes. A Config is immutable and safe for concurrent use.
 type Config struct {
-	enabled    bool
+	enabled bool
+	// extras: the configuration has allow or ban lists, or plans. Without
+	// them a request tests this one flag (beside enabled) for them, and is
+	// decided by its rules alone.
+	extras     bool
 	rules      []*Rule
 	def        *Rule
 	exempt     []pattern
@@ -689,6 +693,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 	cc.tiers(spec.Tiers, c)
 	c.lists = cc.lists(spec.Allow, spec.Ban)
+	c.extras = c.lists != nil || c.tiers != nil
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)

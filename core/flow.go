@@ -79,7 +79,7 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	}
 	// 0. A banned network is refused.
 	var ip netip.Addr // the client IP when the lists have networks
-	if addr := f.ClientAddr; cfg.hasNets() && (addr != nil || f.ClientIP != nil) {
+	if addr := f.ClientAddr; cfg.extras && cfg.hasNets() && (addr != nil || f.ClientIP != nil) {
 		if addr == nil {
 			addr = f.ClientIP
 		}
@@ -104,11 +104,13 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	if err != nil {
 		return Decision{}, err
 	}
-	// 4. The request counts under its rules (its plan's, if any).
+	// 4. The request counts under its rules (its plan's, if any). (The
+	// plan is kept out of m: a match returned in registers is not copied.)
+	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
-		m.plan = f.Plan(r)
+		plan = f.Plan(r)
 	}
-	l.count(ctx, cfg, &m, id, &d)
+	l.count(ctx, cfg, &m, id, plan, &d)
 	return d, nil
 }
 
@@ -140,20 +142,20 @@ func cheaprand() uint32
 const retryTimeout = time.Second
 
 // count counts one request of identity under the rules of m (from cfg),
-// or their variants for its plan or its custom limits (limitsFor), and
-// fills d in place (a Decision is large to copy): the enforced rule
-// decides, with the failure policy; the rule in shadow mode, if any, is
-// counted too and only reported.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity string, d *Decision) {
+// or their variants for its plan (a tier's name, or "") or its custom
+// limits (limitsFor), and fills d in place (a Decision is large to copy):
+// the enforced rule decides, with the failure policy; the rule in shadow
+// mode, if any, is counted too and only reported.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
 	key := l.Key(identity)
-	if cfg.allowsKey(key) {
+	if cfg.extras && cfg.allowsKey(key) {
 		l.bypassed(m)
 		d.Allowed = true
 		return
 	}
 	d.Key = key
-	if m.plan != "" || l.provider != nil {
-		l.limitsFor(ctx, cfg, m, key, d)
+	if plan != "" || l.provider != nil {
+		l.limitsFor(ctx, cfg, m, plan, key, d)
 	}
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
@@ -168,7 +170,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 		case OutcomeDenied:
 			l.penalize(ctx, cfg, m.rule, key, d)
 		}
-		if !d.wait(0, m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
+		if !d.wait(m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
 			l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
 		}
 	}
@@ -202,7 +204,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 	}
 	cost := m.shadowCost
 	switch {
-	case d.wait(1, m.shadow, cost, o, *errp):
+	case d.wait(m.shadow, cost, o, *errp):
 		return // counted by outcome: reported by Complete
 	case o == OutcomeAllowed && m.shadow.byOutcome():
 		cost = 0 // the enforced rule refused the request: no status to count
@@ -211,10 +213,19 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity str
 }
 
 // report passes the event of one rule's count to the observer, if any.
+// (It inlines to one test when there is none.)
 func (l *Limiter) report(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
 	if l.observer != nil {
-		l.observer(Event{Rule: rule.Name, Plan: rule.plan, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
+		l.emit(rule, key, o, allowed, cost, err, latency)
 	}
+}
+
+// emit is report with an observer: kept out of line, so that report
+// inlines.
+//
+//go:noinline
+func (l *Limiter) emit(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
+	l.observer(Event{Rule: rule.Name, Plan: rule.plan, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
 }
 
 // bypassed reports a bypassed request, under each rule it would count
@@ -241,8 +252,16 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 	if timed {
 		start = l.clock.Now()
 	}
-	*res, *err = l.ask(ctx, key, rule, cost, peek)
-	if *err != nil && errors.Is(ctx.Err(), context.Canceled) {
+	var cancel context.CancelFunc
+	for c := ctx; ; {
+		if peek {
+			*res, *err = l.store.Peek(c, key, rule.Policy, cost)
+		} else {
+			*res, *err = l.store.Take(c, key, rule.Policy, cost)
+		}
+		if *err == nil || cancel != nil || !errors.Is(ctx.Err(), context.Canceled) {
+			break
+		}
 		// The request was cancelled (net/http cancels it when the client
 		// closes its side of the connection, though it may still read
 		// the answer): the decision must not depend on that, or a client
@@ -250,8 +269,9 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 		// the cancellation, for at most retryTimeout. (A store that had
 		// counted the request before failing counts it twice: the safe
 		// side.)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
-		*res, *err = l.ask(rctx, key, rule, cost, peek)
+		c, cancel = context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
+	}
+	if cancel != nil {
 		cancel()
 	}
 	if timed {

@@ -53,30 +53,10 @@ const digestPrefix = "sha256:"
 type Decision struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool
-	// Rule is the rule the request counted against: the enforced rule
-	// that applies, else (when only a rule in shadow mode applies) that
-	// rule, whose denials let the request through; nil when nothing was
-	// counted (limiting off, exempt path, bypass).
-	Rule *Rule
-	// Cost is what the request weighed under Rule.
-	Cost int64
-	// Result is the store's answer (zero when Err is set).
-	Result Result
-	// Err is the store's error. With fail-open the request is Allowed and
-	// carries no rate-limit headers; with fail-closed it is denied with 503.
-	Err error
 	// ShadowDenied reports that a rule in shadow mode would have denied
 	// the request (see Spec.Mode). It says nothing of Allowed, which the
 	// enforced rule decides.
 	ShadowDenied bool
-	// Key is the store key the request counted under (see Limiter.Key):
-	// never a secret, so it may be logged; Limiter.ResetKey takes it.
-	// "" when nothing was counted.
-	Key string
-	// Plan is the plan whose limits Rule counted under (Rule.Plan): a
-	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
-	// rule's own (no plan, or one the configuration lacks).
-	Plan string
 	// Banned reports a request from a network of the configuration's ban
 	// list (BanSpec): not Allowed, answered 403 with the body
 	// {"detail": "Forbidden"} and no rate-limit header nor Retry-After;
@@ -89,8 +69,35 @@ type Decision struct {
 	// the ban too.
 	Penalty bool
 
-	style   HeaderStyle
-	pending [2]pending // counts that wait for the status: the enforced rule's, the shadow rule's (see Deferred)
+	style HeaderStyle
+	waits bool // Rule's count (at Cost; Err its Peek's error) waits for the status (see Deferred)
+
+	// Rule is the rule the request counted against: the enforced rule
+	// that applies, else (when only a rule in shadow mode applies) that
+	// rule, whose denials let the request through; nil when nothing was
+	// counted (limiting off, exempt path, bypass).
+	Rule *Rule
+	// Cost is what the request weighed under Rule.
+	Cost int64
+	// Result is the store's answer (zero when Err is set).
+	Result Result
+	// Err is the store's error. With fail-open the request is Allowed and
+	// carries no rate-limit headers; with fail-closed it is denied with 503.
+	Err error
+	// Key is the store key the request counted under (see Limiter.Key):
+	// never a secret, so it may be logged; Limiter.ResetKey takes it.
+	// "" when nothing was counted.
+	Key string
+	// Plan is the plan whose limits Rule counted under (Rule.Plan): a
+	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
+	// rule's own (no plan, or one the configuration lacks).
+	Plan string
+
+	// shadow is the count of the rule in shadow mode beside the enforced
+	// Rule, when it waits for the status (see Deferred). The flags above
+	// share one word, and a count that waits is kept apart only when Rule
+	// does not hold it, so that the Decision, which adapters copy, stays small.
+	shadow pending
 }
 
 // Option configures a Limiter.

@@ -191,9 +191,15 @@ func (c *Config) banned(ip netip.Addr) bool {
 	return ok
 }
 
-// allowsIP reports whether ip is in an allowed network.
+// allowsIP reports whether ip is in an allowed network. (It inlines to
+// one test for the zero ip of a configuration without networks.)
 func (c *Config) allowsIP(ip netip.Addr) bool {
-	if c.lists == nil || !ip.IsValid() {
+	return ip.IsValid() && c.allowsNet(ip)
+}
+
+// allowsNet is allowsIP for a valid ip.
+func (c *Config) allowsNet(ip netip.Addr) bool {
+	if c.lists == nil {
 		return false
 	}
 	_, ok := c.lists.allowNets.find(ip)

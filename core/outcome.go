@@ -96,21 +96,26 @@ type pending struct {
 // and calls Limiter.Complete with it, once; for every other Decision it
 // calls nothing. (The rate-limit headers, written before the handler, are
 // those the count would give.)
-func (d *Decision) Deferred() bool { return d.pending[0].rule != nil || d.pending[1].rule != nil }
+func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil }
 
 // wait makes the count of rule (at cost) under d wait for the response
 // status, when the rule counts by outcome, its Peek (outcome o) admitted
 // the request or failed (error err), and the request goes to the handler
 // (d.Allowed, after the failure policy: a fail-closed 503 counts nothing,
 // and neither does a rule in shadow mode beside an enforced rule that
-// refused the request). i is 0 for the enforced rule, 1 for the rule in
-// shadow mode. It reports whether the count waits; the caller reports the
-// event when it does not.
-func (d *Decision) wait(i int, rule *Rule, cost int64, o Outcome, err error) bool {
+// refused the request). When rule is d.Rule, cost and err are d.Cost and
+// d.Err, and the count waits as d.waits; else rule is the rule in shadow
+// mode beside the enforced d.Rule, kept in d.shadow. It reports whether
+// the count waits; the caller reports the event when it does not.
+func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
 	if !rule.byOutcome() || !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
 		return false
 	}
-	d.pending[i] = pending{rule: rule, cost: cost, err: err}
+	if rule == d.Rule {
+		d.waits = true
+	} else {
+		d.shadow = pending{rule: rule, cost: cost, err: err}
+	}
 	return true
 }
 
@@ -123,14 +128,6 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 		return context.WithoutCancel(ctx), func() {}
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
-}
-
-// ask is the store's Take, or with peek its Peek.
-func (l *Limiter) ask(ctx context.Context, key string, rule *Rule, cost int64, peek bool) (Result, error) {
-	if peek {
-		return l.store.Peek(ctx, key, rule.Policy, cost)
-	}
-	return l.store.Take(ctx, key, rule.Policy, cost)
 }
 
 // Complete counts a request whose Decision was deferred (see
@@ -156,8 +153,12 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		return
 	}
 	var cancel context.CancelFunc
-	for i := range d.pending {
-		p := &d.pending[i]
+	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
+	if d.waits {
+		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err}
+	}
+	for i := range waiting {
+		p := &waiting[i]
 		if p.rule == nil {
 			continue
 		}
@@ -193,5 +194,5 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		}
 		l.report(p.rule, d.Key, o, true, p.cost, err, lat)
 	}
-	d.pending = [2]pending{}
+	d.waits, d.shadow = false, pending{}
 }

@@ -70,7 +70,6 @@ func (a *routeAnswer) fits(path string) bool {
 type match struct {
 	rule, shadow     *Rule
 	cost, shadowCost int64
-	plan             string // the caller's plan (see TierSpec), or ""
 }
 
 // decide returns what a request for p counts under, or exempt: from the

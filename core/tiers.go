@@ -309,13 +309,13 @@ var directFlow = Flow[direct]{
 	Plan:     func(r direct) string { return r.plan },
 }
 
-// limitsFor replaces the rules of m by what the caller of key counts
-// under: the LimitProvider's limits for it, else its plan's, else the
-// rules' own; and sets d.Plan.
-func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, key string, d *Decision) {
+// limitsFor replaces the rules of m by what the caller of key on plan
+// ("" for none) counts under: the LimitProvider's limits for it, else its
+// plan's, else the rules' own; and sets d.Plan.
+func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, key string, d *Decision) {
 	var t *tier
-	if m.plan != "" {
-		if t = cfg.tiers[m.plan]; t == nil {
+	if plan != "" {
+		if t = cfg.tiers[plan]; t == nil {
 			l.unknownPlans.Add(1)
 		}
 	}

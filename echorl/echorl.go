@@ -30,6 +30,12 @@ type options struct {
 	limiter *core.Limiter
 	denied  DeniedHandler
 	inCtx   bool
+
+	// run is the flow New decides with, its limiter set. Echo builds the
+	// handler chain again for every request, allocating the closure New's
+	// middleware returns: that closure holds only next and the options,
+	// to keep it small.
+	run *core.Flow[echo.Context]
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -161,12 +167,12 @@ func defaultOnError(c echo.Context, _ error) error {
 func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	o := newOptions(opts)
 	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
-	flow := o.flow()
-	flow.Limiter = lim
+	o.run = o.flow()
+	o.run.Limiter = lim
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
-			d, err := flow.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.Path())
+			d, err := o.run.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.Path())
 			switch {
 			case err != nil:
 				return o.onError(c, err)
@@ -184,7 +190,7 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 			if !d.Deferred() {
 				return next(c)
 			}
-			return nextCounted(lim, next, c, r.Context(), &d) // counted by outcome: once the handler has answered
+			return nextCounted(o.run.Limiter, next, c, r.Context(), &d) // counted by outcome: once the handler has answered
 		}
 	}
 }
