@@ -347,7 +347,7 @@ func (l *Limiter) ruleFor(ctx context.Context, t *tier, r *Rule, key string) *Ru
 }
 
 // resetAll forgets key's counters under r and each of its variants: every
-// plan's, and the LimitProvider's while its answer is cached.
+// plan's, and the LimitProvider's (asked when its answer is not cached).
 func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule) (cleared bool, err error) {
 	rules := []*Rule{r}
 	for _, name := range cfg.Plans() {

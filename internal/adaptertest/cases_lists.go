@@ -105,6 +105,22 @@ rate_limit:
 			),
 		},
 		{
+			// An IPv6 entry longer than the /64 a client counts under
+			// means the addresses it is written for: it is matched against
+			// the client's whole address (ClientIPConfig.ClientAddr), not
+			// its group's; an address beside it in the same /64 is neither
+			// banned nor allowed, and counts under the group.
+			name:   "ListsIPv6Host",
+			config: lists("  allow:\n    networks: [\"2001:db8:0:3::5/128\"]\n  ban:\n    networks: [\"2001:db8:0:2::bad/128\"]\n"),
+			setup:  proxy,
+			steps: seq(
+				banned(get("/api/search", xff, "2001:db8:0:2::bad")),
+				hit(get("/api/search", xff, "2001:db8:0:2::1"), ok(draft("search", 10, 1, 9, 1)...), "2001:db8:0:2:: search 1"),
+				hit(get("/api/search", xff, "2001:db8:0:3::5"), ok(), ""),
+				hit(get("/api/search", xff, "2001:db8:0:3::6"), ok(draft("search", 10, 1, 9, 1)...), "2001:db8:0:3:: search 1"),
+			),
+		},
+		{
 			// Without a trusted proxy X-Forwarded-For is the client's own
 			// writing: it neither escapes a ban nor earns an allow.
 			name:   "BanNoTrustedProxy",
