@@ -175,11 +175,34 @@ func (c *Config) hasNets() bool {
 // listIP parses an identity or client IP for the network lists: the zero
 // Addr when it is not an IP address.
 func listIP(s string) netip.Addr {
+	if !maybeIP(s) {
+		return netip.Addr{} // ParseAddr's error would allocate
+	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return netip.Addr{}
 	}
 	return a.Unmap()
+}
+
+// maybeIP reports whether s may be an IP address: not empty, and only
+// hex digits, '.' and ':' before a zone's '%'. It rules out, without
+// allocating, the identities ("sub:alice", "user:42") Limiter.Decide
+// hands listIP.
+func maybeIP(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '%':
+			return i > 0
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // banned reports whether ip is in a banned network.

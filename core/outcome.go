@@ -188,7 +188,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			// rule's penalty, so that waves of concurrent guesses, each
 			// passing the check together, still end in a ban.
 			o = OutcomeOvershoot
-			if i == 0 {
+			if i == 0 && !p.rule.shadow { // a shadow rule's penalty does nothing
 				l.penalize(ctx, l.cfg.Load(), p.rule, d.Key, &Decision{})
 			}
 		}

@@ -41,7 +41,11 @@ import (
 // before (expired) or, without one, under its plan's or rule's limits. A
 // call's context is the request's, without its cancellation, ending after
 // a second (LimitProviderTimeout): a request's cancellation changes
-// nothing of its limits. Limits must be safe for concurrent use.
+// nothing of its limits. A call that overruns that deadline (a Limits
+// that ignores its context) is not waited for: the request counts under
+// its expired answer or the plan's or rule's limits, and the call keeps
+// its slot until it returns. A panic in Limits is logged at ERROR and the
+// plan's or rule's limits apply. Limits must be safe for concurrent use.
 //
 // A caller's custom limits count under a policy of their own,
 // "<rule>@custom" (CustomPlan), apart from any plan's counters; a change
@@ -197,7 +201,8 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	}
 	if e != nil && e.done != nil {
 		// Another request is asking: wait for its answer, which comes
-		// within twice LimitProviderTimeout (a call slot, then the call).
+		// within about twice LimitProviderTimeout (a call slot, then the
+		// call, which the asker stops waiting for past its deadline).
 		done := e.done
 		sh.mu.Unlock()
 		<-done
@@ -233,8 +238,36 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	if !p.acquire() {
 		return r
 	}
-	defer func() { <-p.calls }()
-	r, ttl = p.ask(ctx, l, base, key)
+	// The call runs on a goroutine of its own, which holds the call slot
+	// until the provider returns: a provider that ignores its context's
+	// deadline (a driver that blocks) costs a slot, not this request, nor
+	// every later request of the caller that would wait on done.
+	type answer struct {
+		rule *Rule
+		ttl  int64
+	}
+	got := make(chan answer, 1)
+	go func() {
+		a := answer{stale, 0}
+		defer func() {
+			<-p.calls
+			if v := recover(); v != nil {
+				l.log.Error("rlkit: limit provider panicked; the plan's or rule's limits apply",
+					slog.String("rule", base.Name), slog.String("key", key), slog.Any("panic", v))
+			}
+			got <- a
+		}()
+		a.rule, a.ttl = p.ask(ctx, l, base, key)
+	}()
+	t := time.NewTimer(LimitProviderTimeout + LimitProviderTimeout/10) // ask's own deadline first
+	defer t.Stop()
+	select {
+	case a := <-got:
+		r, ttl = a.rule, a.ttl
+	case <-t.C:
+		// The provider overran its deadline: the stale answer (or none),
+		// asked again by the next request.
+	}
 	return r
 }
 
