@@ -84,7 +84,7 @@ Try it:
   curl -i -H "Authorization: Bearer $TOKEN" %[6]s/api/kb/kb-01/reindex
   # a token of the pro plan gets the plan's limits: reindex is 20/minute, all 200
   for i in 1 2 3; do curl -s -o /dev/null -w "%%{http_code}\n" -H "Authorization: Bearer $PRO_TOKEN" %[6]s/api/kb/kb-01/reindex; done
-  # login counts only failures (5/minute per client): the right password is never counted, 200 each time
+  # login counts only failures (5/minute per client IP): the right password is never counted, 200 each time
   for i in $(seq 1 8); do curl -s -o /dev/null -w "%%{http_code}\n" -d '{"user":"demo-user","password":"%[7]s"}' %[6]s/login; done
   # a wrong password counts: 401 five times, then 429 for any login, until the minute is over
   for i in $(seq 1 6); do curl -s -o /dev/null -w "%%{http_code}\n" -d '{"user":"demo-user","password":"guess"}' %[6]s/login; done

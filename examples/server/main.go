@@ -24,7 +24,8 @@
 //     response carries the RateLimit-Policy and RateLimit headers.
 //   - POST /login takes {"user": ..., "password": "demo-password"} and
 //     answers a token, or 401. Its rule counts only failures (count:
-//     failures, 5/minute per client): a right password is never counted,
+//     failures, 5/minute per client IP, token or not): a right password
+//     is never counted,
 //     and after 5 failures within the minute every login is refused before
 //     the handler runs.
 //
@@ -522,8 +523,13 @@ func authenticate(lim *core.Limiter, secret []byte, next http.Handler) http.Hand
 }
 
 // userKey counts a request under its token's subject; "" (no token) makes
-// nethttp count it under the client IP.
+// nethttp count it under the client IP. A login counts under the client
+// IP, token or not: a guesser must not get another 5 guesses a minute
+// with each token it holds.
 func userKey(r *http.Request) (string, error) {
+	if r.URL.Path == "/login" {
+		return "", nil
+	}
 	if c := claimsFrom(r.Context()); c != nil {
 		return "user:" + c.Subject, nil
 	}
