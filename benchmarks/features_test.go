@@ -56,12 +56,15 @@ func statusHandler(status int) http.Handler {
 // A featureRow is one row of BenchmarkFeatures: a handler serving GET
 // /api/search from addr (default 192.0.2.1:1234), the status and a header
 // value (name: part of the value) an admitted request gets, and the row it
-// is compared with.
+// is compared with; uncounted when the request is not counted (its
+// RateLimit header's remaining stays the same from one request to the
+// next).
 type featureRow struct {
 	name, base string
 	addr       string
 	status     int
 	header     [2]string
+	uncounted  bool
 	build      func(tb testing.TB) http.Handler
 }
 
@@ -102,7 +105,7 @@ var featureRows = []featureRow{
 	{name: "penalty", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      penalty: {after: 10, within: 1m, ban: 15m}", ""))(jsonHandler)
 	}},
-	{name: "count-failures-200", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+	{name: "count-failures-200", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures", ""))(statusHandler(200))
 	}},
 	{name: "count-failures-401", base: "baseline", status: 401, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
@@ -167,7 +170,20 @@ func newFeatureServer(tb testing.TB, row featureRow) *featureServer {
 	s := &featureServer{row: row, h: row.build(tb), r: r, w: &sink{h: make(http.Header)}}
 	s.serve()
 	s.check(tb)
+	first := remaining(s.w.h.Get("RateLimit"))
+	s.serve()
+	s.check(tb)
+	if second := remaining(s.w.h.Get("RateLimit")); (first == second) != row.uncounted {
+		tb.Fatalf("%s: remaining %s, then %s: want the request counted %v", row.name, first, second, !row.uncounted)
+	}
 	return s
+}
+
+// remaining returns the r parameter of a RateLimit header value.
+func remaining(h string) string {
+	_, r, _ := strings.Cut(h, ";r=")
+	r, _, _ = strings.Cut(r, ";")
+	return r
 }
 
 func (s *featureServer) serve() {
