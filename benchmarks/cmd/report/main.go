@@ -192,6 +192,7 @@ func run(o options, args []string) error {
 	}
 	renderOverAdmission(&b, res, versions)
 	renderMetrics(&b, res)
+	renderFeatures(&b, res)
 	writePeers(&b, versions)
 	if err := os.WriteFile(abs(o.out), []byte(b.String()), 0o644); err != nil {
 		return err

@@ -226,3 +226,56 @@ func TestRenderMetrics(t *testing.T) {
 		t.Errorf("empty metrics table = %q", b.String())
 	}
 }
+
+// TestRenderFeatures renders the features table from three runs' rows:
+// the rows' times, bytes and allocations, what each feature adds from the
+// interleaved row, against its own baseline.
+func TestRenderFeatures(t *testing.T) {
+	var in strings.Builder
+	for _, run := range []struct {
+		ns    [4]float64 // baseline, plan, decision-context, gin-baseline
+		added [2]float64 // plan, gin-decision-context
+	}{
+		{[4]float64{900, 950, 2400, 1800}, [2]float64{20, 2100}},
+		{[4]float64{1000, 1020, 2500, 1900}, [2]float64{30, 2300}},
+		{[4]float64{880, 900, 2300, 1850}, [2]float64{-5, 2200}},
+	} {
+		fmt.Fprintf(&in, "BenchmarkFeatures/baseline-2 \t 1000000\t %.1f ns/op\t 64 B/op\t 2 allocs/op\n", run.ns[0])
+		fmt.Fprintf(&in, "BenchmarkFeatures/plan-2 \t 1000000\t %.1f ns/op\t 64 B/op\t 2 allocs/op\n", run.ns[1])
+		fmt.Fprintf(&in, "BenchmarkFeatures/decision-context-2 \t 1000000\t %.1f ns/op\t 656 B/op\t 5 allocs/op\n", run.ns[2])
+		fmt.Fprintf(&in, "BenchmarkFeatures/gin-baseline-2 \t 1000000\t %.1f ns/op\t 392 B/op\t 6 allocs/op\n", run.ns[3])
+		fmt.Fprintf(&in, "BenchmarkFeatures/gin-decision-context-2 \t 1000000\t 4000 ns/op\t 1320 B/op\t 11 allocs/op\n")
+		fmt.Fprintf(&in, "BenchmarkFeatures/interleaved-2 \t 500000\t 9000 ns/op\t %.1f gin-decision-context-added-ns\t %.1f plan-added-ns\t 0 B/op\t 0 allocs/op\n",
+			run.added[1], run.added[0])
+	}
+	r := newResults()
+	if err := r.parse(strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderFeatures(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"## Customer features (issue 14)",
+		"| `nethttp`, the DESIGN configuration (baseline) | 900 ns | 880 ns–1 µs | 64 | 2 | — |  |  |",
+		"| + a plan: `tiers`, `WithPlan` resolving a known plan | 950 ns | 900 ns–1.02 µs | 64 | 2 | +20 ns | −5 ns to +30 ns | 0 B, 0 |",
+		// No interleaved figure for it: the time is left blank, the
+		// memory still compared.
+		"| + `WithDecisionContext(true)`, the handler reading it | 2.4 µs | 2.3–2.5 µs | 656 | 5 |  |  | +592 B, +3 |",
+		// Against Gin's own baseline.
+		"| + `WithDecisionContext(true)`, the handler reading it | 4 µs | 4 µs | 1320 | 11 | +2.2 µs | +2.1 µs to +2.3 µs | +928 B, +5 |",
+		"3 samples per row",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("features table lacks %q\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "penalty") {
+		t.Errorf("a row that did not run is in the table\n%s", out)
+	}
+	b.Reset()
+	renderFeatures(&b, newResults())
+	if !strings.Contains(b.String(), "_No rows: this scenario did not run") {
+		t.Errorf("empty features table = %q", b.String())
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// featuresPrefix names the rows of the features table (BenchmarkFeatures
+// in features_test.go).
+const featuresPrefix = "BenchmarkFeatures/"
+
+// featuresRows label the rows of the features table, in its order, each
+// with the row it is compared with ("" for a baseline).
+var featuresRows = []struct{ name, base, label string }{
+	{"baseline", "", "`nethttp`, the DESIGN configuration (baseline)"},
+	{"plan", "baseline", "+ a plan: `tiers`, `WithPlan` resolving a known plan"},
+	{"lists", "baseline", "+ allow and ban lists: 10,000 banned IPv4 /24s, 10,000 allowed IPv6 /48s, the client in none"},
+	{"baseline-ipv6", "", "`nethttp`, the same, an IPv6 client (baseline of the next row)"},
+	{"lists-ipv6", "baseline-ipv6", "+ the same lists, the IPv6 client in none"},
+	{"penalty", "baseline", "+ a `penalty` on the matched rule (the ban's check)"},
+	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
+	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
+	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
+	{"decision-context", "baseline", "+ `WithDecisionContext(true)`, the handler reading it"},
+	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
+	{"gin-baseline", "", "`ginrl` on Gin, the same configuration (baseline of the next row)"},
+	{"gin-decision-context", "gin-baseline", "+ `WithDecisionContext(true)`, the handler reading it"},
+}
+
+// renderFeatures writes the table of issue 14's features: per row, the
+// median time, its min–max, the median B/op and allocs/op; for a feature,
+// what it adds to its baseline: time from the interleaved row (its
+// <row>-added-ns metrics: median and min–max over the runs), bytes and
+// allocations as the difference of the rows' medians.
+func renderFeatures(b *strings.Builder, r *results) {
+	b.WriteString("## Customer features (issue 14)\n\n")
+	b.WriteString("What each of issue 14's features adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the DESIGN configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
+		"Each row is its own benchmark (time, B/op, allocs/op). \"Added time\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus its baseline's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
+		"Added bytes and allocations are the difference of the rows' medians. " +
+		"The rows are served in an order shuffled every round, so that no row always pays for the traces of the same predecessor in the caches; the baseline built a second time (\"the baseline again\") shows what such a difference can be when there is none.\n\n")
+	interleaved := r.samples[featuresPrefix+"interleaved"]
+	if summarize(r.samples[featuresPrefix+"baseline"], "ns/op").n == 0 && len(interleaved) == 0 {
+		b.WriteString("_No rows: this scenario did not run (see the notes at the top)._\n\n")
+		return
+	}
+	b.WriteString("| row | time/op (median) | min–max | B/op | allocs/op | added time (median) | added, min–max | added B/op, allocs/op |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	runs := 0
+	for _, row := range featuresRows {
+		ss := r.samples[featuresPrefix+row.name]
+		st := summarize(ss, "ns/op")
+		if st.n == 0 {
+			continue
+		}
+		runs = max(runs, st.n)
+		bytes, allocs := summarize(ss, "B/op"), summarize(ss, "allocs/op")
+		added, addedSpan, addedMem := "—", "", ""
+		if row.base != "" {
+			added = ""
+			if a := summarize(interleaved, row.name+"-added-ns"); a.n > 0 {
+				added, addedSpan = signedNs(a.median), signedNs(a.min)+" to "+signedNs(a.max)
+			}
+			base := r.samples[featuresPrefix+row.base]
+			bb, ba := summarize(base, "B/op"), summarize(base, "allocs/op")
+			if bytes.n > 0 && allocs.n > 0 && bb.n > 0 && ba.n > 0 {
+				addedMem = signedCount(bytes.median-bb.median) + " B, " + signedCount(allocs.median-ba.median)
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.label, fmtNs(st.median), span(fmtNs, st),
+			medianOf(fmtCount, bytes), medianOf(fmtCount, allocs), added, addedSpan, addedMem)
+	}
+	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.\n\n", plural(runs, "sample"))
+}
+
+// medianOf formats st's median, or "" when it has no sample.
+func medianOf(format func(float64) string, st stat) string {
+	if st.n == 0 {
+		return ""
+	}
+	return format(st.median)
+}
+
+// signedCount formats a difference of counts with its sign: "+592",
+// "−8", "0".
+func signedCount(v float64) string {
+	switch {
+	case v < 0:
+		return "−" + fmtCount(-v)
+	case v > 0:
+		return "+" + fmtCount(v)
+	}
+	return "0"
+}
