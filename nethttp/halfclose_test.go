@@ -39,7 +39,7 @@ func (s waitCancelStore) Take(ctx context.Context, key string, p *core.Policy, c
 func TestHalfClosedClient(t *testing.T) {
 	cfg := adaptertest.Config(t, adaptertest.DesignConfig) // reindex: 2/minute
 	srv := httptest.NewServer(nethttp.New(cfg,
-		nethttp.WithStore(waitCancelStore{memstore.New()}),
+		nethttp.WithStore(waitCancelStore{memstore.New(memstore.WithClock(core.NewManualClock(time.Unix(1_700_000_040, 0))))}), // a fixed instant: no window ends between the requests
 		nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")),
 	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	defer srv.Close()
