@@ -293,6 +293,7 @@ func TestSearchHeadersAndLimit(t *testing.T) {
 
 func TestReindexExactCount(t *testing.T) {
 	t.Parallel()
+	awayFromMinuteEdge(t)
 	s := start(t)
 	user := token(t, "demo-user", "")
 
@@ -1111,6 +1112,7 @@ func TestMainSignalShutdown(t *testing.T) {
 // right one too, before the handler: a 429 problem document.
 func TestLoginCountsFailures(t *testing.T) {
 	t.Parallel()
+	awayFromMinuteEdge(t)
 	s := start(t)
 	const right, wrong = `{"user":"demo-user","password":"demo-password"}`, `{"user":"demo-user","password":"guess"}`
 	for i := range 8 {
@@ -1165,6 +1167,7 @@ func TestLoginCountsFailures(t *testing.T) {
 // plan the configuration lacks gets the rules' own.
 func TestPlanFromToken(t *testing.T) {
 	t.Parallel()
+	awayFromMinuteEdge(t)
 	s := start(t)
 	plan := func(p string) string {
 		return mint(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "carol", "plan": p, "exp": time.Now().Add(time.Hour).Unix()})
