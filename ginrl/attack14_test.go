@@ -19,13 +19,17 @@ import (
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
+// TestAttack14ReverseProxyAbortCounted checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // As in nethttp: a gin.Default() router (Recovery) whose handler is an
 // httputil.ReverseProxy streaming a backend's answer; each client reads
 // the status line and closes, the proxy panics with http.ErrAbortHandler,
 // Recovery catches it outside the middleware, and Limiter.Complete never
 // runs: a `count: successes` quota (or a `count: failures` guard) counts
 // none of them.
-func TestAttack14ReverseProxyAbortEscapesOutcomeCount(t *testing.T) {
+func TestAttack14ReverseProxyAbortCounted(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	for _, tc := range []struct {
 		mode   string

@@ -38,11 +38,15 @@ func attackGet(t *testing.T, base, path, xff string) int {
 	return resp.StatusCode
 }
 
+// TestAttack14IPv6AllowLongerThan64ListsOnlyItsAddresses checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // An IPv6 network longer than /64 in allow.networks loads without a word,
 // and then allows every client of the /64 that holds it (the client IP is
 // its /64's first address), not only the addresses written: a /120 of 256
 // addresses becomes 2^64.
-func TestAttack14IPv6AllowLongerThan64AllowsWhole64(t *testing.T) {
+func TestAttack14IPv6AllowLongerThan64ListsOnlyItsAddresses(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true
@@ -69,9 +73,13 @@ rate_limit:
 	}
 }
 
+// TestAttack14IPv6BanLongerThan64Matches checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // An IPv6 ban longer than /64 (a single address) loads without a word,
 // and never refuses that address.
-func TestAttack14IPv6BanLongerThan64NeverMatches(t *testing.T) {
+func TestAttack14IPv6BanLongerThan64Matches(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true
@@ -164,11 +172,15 @@ func userGet(t *testing.T, base, user string) int {
 	return resp.StatusCode
 }
 
+// TestAttack14ProviderFloodKeepsCustomQuota checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // A flood of 64 fresh identities whose lookups are slow takes every
 // provider call; meanwhile a customer with a negotiated quota of
 // 100/minute counts under the rule's 2/minute and is refused its third
 // request.
-func TestAttack14ProviderFloodDemotesCustomQuota(t *testing.T) {
+func TestAttack14ProviderFloodKeepsCustomQuota(t *testing.T) {
 	base, calls, release := providerServer(t, "user:vip", []core.Limit{{Count: 100, Period: time.Minute}}, "2/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
@@ -182,10 +194,14 @@ func TestAttack14ProviderFloodDemotesCustomQuota(t *testing.T) {
 	}
 }
 
+// TestAttack14ProviderFloodKeepsStricterCustomLimit checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // The same flood lets a caller whose provider limits are stricter than
 // the rule (1/minute, a throttled abuser) count under the rule's
 // 100/minute.
-func TestAttack14ProviderFloodEscapesStricterCustomLimit(t *testing.T) {
+func TestAttack14ProviderFloodKeepsStricterCustomLimit(t *testing.T) {
 	base, calls, release := providerServer(t, "user:abuser", []core.Limit{{Count: 1, Period: time.Minute}}, "100/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
@@ -199,13 +215,17 @@ func TestAttack14ProviderFloodEscapesStricterCustomLimit(t *testing.T) {
 	}
 }
 
+// TestAttack14ReverseProxyAbortCounted checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // Behind the middleware an httputil.ReverseProxy streams a backend's
 // answer; a client that reads the status line and the first bytes and
 // then closes its connection makes the proxy panic with
 // http.ErrAbortHandler, so Limiter.Complete never runs: under
 // `count: successes` (a quota of exports), every such download is
 // uncounted, and under `count: failures` a streamed 401 is too.
-func TestAttack14ReverseProxyAbortEscapesOutcomeCount(t *testing.T) {
+func TestAttack14ReverseProxyAbortCounted(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		status int
@@ -260,6 +280,10 @@ rate_limit:
 	}
 }
 
+// TestAttack14ProviderCacheCopiesKeys checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // Behind a trusted proxy the client IP is the rightmost address of
 // X-Forwarded-For, handed on as a substring of the header's value, and the
 // LimitProvider's cache keeps it as its key: each cached caller pins the
@@ -267,7 +291,7 @@ rate_limit:
 // net/http's 1 MB). 64 callers with a 512 KB header each hold 32 MB, where
 // the cache's 64 keys are at most 128 bytes each (MaxKeyLen). With the
 // default cache size (10,000) and 1 MB headers that is 10 GB.
-func TestAttack14ProviderCacheRetainsForwardedHeader(t *testing.T) {
+func TestAttack14ProviderCacheCopiesKeys(t *testing.T) {
 	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
 		return nil, false, nil
 	})
@@ -309,6 +333,10 @@ rate_limit:
 	}
 }
 
+// TestAttack14HalfCloseWaitsForProvider checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // While the LimitProvider is asked about a caller (once per TTL, or
 // after its entry is dropped), its other requests wait for the answer,
 // unless their context ends: then they count under the rule's limits. A
@@ -316,7 +344,7 @@ rate_limit:
 // context, and the client still reads the answer) is never kept waiting:
 // a caller throttled to 1/minute by its custom limits is served under the
 // rule's 100/minute.
-func TestAttack14HalfCloseSkipsProviderWait(t *testing.T) {
+func TestAttack14HalfCloseWaitsForProvider(t *testing.T) {
 	asked := make(chan struct{}, 1)
 	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
 		if key != "user:abuser" {
@@ -376,6 +404,10 @@ rate_limit:
 	}
 }
 
+// TestAttack14OutcomeWavesTriggerPenalty checks a fix: issue 14's hostile
+// tester found the hole described below, which the code no longer has.
+// Found:
+//
 // A brute-force guard with a penalty: /login counts failures, 5 a minute,
 // and 3 denials within a minute ban the caller for 15 minutes. A client
 // that sends its guesses in waves of 20 at once, at the start of each
@@ -384,7 +416,7 @@ rate_limit:
 // but those denials are not denials for the penalty, and no request is
 // ever refused at the check, so the ban never comes: 20 guesses a minute
 // for ever, against a limit of 5 and a ban after 3 denials.
-func TestAttack14OutcomeWavesNeverTriggerPenalty(t *testing.T) {
+func TestAttack14OutcomeWavesTriggerPenalty(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
