@@ -273,16 +273,16 @@ var ErrUnknownRule = errors.New("no such rule")
 // Reset forgets identity's counters under the named rule ("default" for
 // the default limit) in the configuration now, under every plan (see
 // TierSpec) and under the limits a LimitProvider gives it (asked, when
-// its answer is not cached), and reports whether a counter existed and was removed: false
-// means identity had nothing counted under the rule (never counted, its
-// counters expired, or spelled otherwise than it was counted under). It
-// also lifts identity's ban under the rule's penalty, if any, and forgets
-// its denials (see PenaltySpec); cleared is then true when either was
-// live too. identity is what the request was counted under, as the
-// adapter's Identity function gives it for a request: the key function's
-// answer (HeaderIdentity(name, value) for an adapter's HeaderKey,
-// "sub:<subject>" for JWTSubject, what the application's own returns),
-// else the client IP (for IPv6, its network's
+// its answer is not cached), and reports whether a counter existed and
+// was removed: false means identity had nothing counted under the rule
+// (never counted, its counters expired, or spelled otherwise than it was
+// counted under). It also lifts identity's ban under the rule's penalty,
+// if any, and forgets its denials (see PenaltySpec); cleared is then true
+// when either was live too. identity is what the request was counted
+// under, as the adapter's Identity function gives it for a request: the
+// key function's answer (HeaderIdentity(name, value) for an adapter's
+// HeaderKey, "sub:<subject>" for JWTSubject, what the application's own
+// returns), else the client IP (for IPv6, its network's
 // first address under ClientIPConfig.IPv6PrefixLen, e.g.
 // "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). An unknown rule
 // is ErrUnknownRule.
