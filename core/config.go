@@ -760,7 +760,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 			cc.fail(key+".algorithm", label, "algorithm", rs.Algorithm, "%v", err)
 		}
 	}
-	if rs.Burst != 0 && a != TokenBucket && a != GCRA {
+	if rs.Burst != 0 && !burstAlgorithm(a) {
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
 	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow), count: cc.countMode(key+".count", label, rs.Count)}
