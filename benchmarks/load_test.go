@@ -210,6 +210,20 @@ func loadRoundsFor(d time.Duration) int {
 	return max(1, int(float64(loadRounds)*d.Seconds()))
 }
 
+// TestLoadRoundsFor checks the rounds of one measurement: all of them
+// under go test's default -benchtime or a count of iterations, fewer in
+// proportion under a short one, never none.
+func TestLoadRoundsFor(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{{0, loadRounds}, {time.Second, loadRounds}, {5 * time.Second, loadRounds}, {100 * time.Millisecond, loadRounds / 10}, {500 * time.Millisecond, loadRounds / 2}, {time.Millisecond, 1}} {
+		if got := loadRoundsFor(tc.d); got != tc.want {
+			t.Errorf("loadRoundsFor(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
 // A loadRun is one target of the load run: its server, the client its
 // blocks share, and what its timed blocks measured.
 type loadRun struct {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -46,4 +47,36 @@ func selfCPU() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
+
+// TestProcessCPU reads this process's CPU time from /proc/<pid>/stat
+// after burning some, and finds what getrusage says, to the file's tick.
+func TestProcessCPU(t *testing.T) {
+	start, ok := selfCPU()
+	if !ok {
+		t.Fatal("selfCPU: getrusage failed")
+	}
+	x := uint64(1)
+	for {
+		for range 1 << 20 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		if now, _ := selfCPU(); now-start >= 300*time.Millisecond {
+			break
+		}
+	}
+	before, _ := selfCPU()
+	got, ok := processCPU(os.Getpid())
+	after, _ := selfCPU()
+	if !ok {
+		t.Fatal("processCPU: /proc/self/stat not read")
+	}
+	// /proc counts whole ticks of 10 ms; rounding may cost one of them
+	// for user and one for system time.
+	if got < before-20*time.Millisecond || got > after+10*time.Millisecond {
+		t.Errorf("processCPU = %v, getrusage %v to %v (x %d)", got, before, after, x)
+	}
+	if _, ok := processCPU(-1); ok {
+		t.Error("processCPU(-1) = ok")
+	}
 }
