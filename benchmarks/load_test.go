@@ -79,9 +79,10 @@ type loadTarget struct {
 }
 
 // loadTargets are the servers of the load run; the first, bare, is the
-// baseline of the others' ratios.
+// baseline of the others' ratios, and bare-again the same server again.
 var loadTargets = []loadTarget{
 	{name: "bare", enabled: false, limit: "2000000000/hour"},
+	{name: "bare-again", enabled: false, limit: "2000000000/hour"},
 	{name: "rlkit-memory", enabled: true, limit: "2000000000/hour"},
 	{name: "rlkit-memory-denying", enabled: true, limit: "10/second", denying: true},
 	{name: "rlkit-redis", enabled: true, limit: "2000000000/hour", redis: true},
@@ -101,9 +102,11 @@ func (t loadTarget) config() string {
 // BenchmarkLoad measures examples/server over loopback: GET /api/search
 // with no token (so the limiter, when on, counts every request under the
 // one client IP, 127.0.0.1), from loadWorkers vegeta workers in a closed
-// loop. Targets, each its own server process, from the same YAML:
+// loop. Targets, each two server processes, from the same YAML:
 //
 //   - bare: enabled: false, the server without the limiter (the baseline);
+//   - bare-again: the same as bare, measured as any other target: what
+//     the method cannot tell from nothing;
 //   - rlkit-memory: enabled: true, a limit no run reaches (2,000,000,000 per
 //     hour), the memory store: what counting costs a server;
 //   - rlkit-memory-denying: a limit of 10 per second, so nearly every
@@ -112,11 +115,16 @@ func (t loadTarget) config() string {
 //   - rlkit-redis: as rlkit-memory, with -redis on the shared redis-server
 //     (left out, with a log line, without one).
 //
-// The targets are measured interleaved: every server is started and warmed
-// up (loadWarmUp untimed blocks each), then each round sends every target one block
-// of loadBlock requests, in an order shuffled every round (so that no
-// target always follows the same one), each block timed on its own, and
-// each target's blocks add up to its time. One op is one measurement of
+// Each target runs as two server processes, the first of every target
+// started in the targets' order, the second ones in the reverse order, and
+// its rounds alternate between them: an identical server started later
+// served 3-5% fewer req/s than one started earlier on this machine, so
+// every target takes the same mean place in the start order. The targets
+// are measured interleaved: every server is started and warmed up
+// (loadWarmUp untimed blocks each), then each round sends every target one
+// block of loadBlock requests, in an order shuffled every round (so that
+// no target always follows the same one), each block timed on its own,
+// and each target's blocks add up to its time. One op is one measurement of
 // loadRounds rounds (40,000 requests per target; fewer rounds when
 // -test.benchtime is a duration under 1s, as for a quick smoke run), so a
 // run of the test binary gives one sample of every target, all taken
@@ -141,12 +149,16 @@ func BenchmarkLoad(b *testing.B) {
 	var runs []*loadRun
 	b.Cleanup(func() {
 		for _, r := range runs {
-			r.server.stop()
-			r.client.CloseIdleConnections()
+			for _, in := range r.instances {
+				if in != nil {
+					in.server.stop()
+					in.client.CloseIdleConnections()
+				}
+			}
 		}
 	})
+	var redisAddr string
 	for _, t := range loadTargets {
-		var redisAddr string
 		if t.redis {
 			addr, ok := loadRedisAddr(b)
 			if !ok {
@@ -155,11 +167,30 @@ func BenchmarkLoad(b *testing.B) {
 			}
 			redisAddr = addr
 		}
-		runs = append(runs, newLoadRun(t, startLoadServer(b, bin, dir, t, redisAddr)))
+		runs = append(runs, &loadRun{target: t})
+	}
+	// The first instances in the targets' order, the second ones in the
+	// reverse order: every target's mean place in the start order is the
+	// same.
+	for i := range 2 {
+		for j := range runs {
+			r := runs[j]
+			if i == 1 {
+				r = runs[len(runs)-1-j]
+			}
+			var addr string
+			if r.target.redis {
+				addr = redisAddr
+			}
+			name := fmt.Sprintf("%s-%d", r.target.name, i)
+			r.instances[i] = newLoadInstance(startLoadServer(b, bin, dir, name, r.target, addr))
+		}
 	}
 	for _, r := range runs {
-		for range loadWarmUp {
-			r.block(b, false)
+		for _, in := range r.instances {
+			for range loadWarmUp {
+				r.block(b, in, false)
+			}
 		}
 	}
 	rounds := loadRoundsFor(benchtime())
@@ -170,13 +201,13 @@ func BenchmarkLoad(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	for range b.N {
-		for range rounds {
+		for round := range rounds {
 			for i := range order {
 				order[i] = i
 			}
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			for _, i := range order {
-				runs[i].block(b, true)
+				runs[i].block(b, runs[i].instances[round%2], true)
 			}
 		}
 	}
@@ -232,14 +263,12 @@ func TestLoadRoundsFor(t *testing.T) {
 	}
 }
 
-// A loadRun is one target of the load run: its server, the client its
-// blocks share, and what its timed blocks measured.
+// A loadRun is one target of the load run: its two server processes
+// and what its timed blocks measured.
 type loadRun struct {
-	target loadTarget
-	server *loadServer
-	url    string
-	client *http.Client
-	spent  time.Duration // wall time of the timed blocks
+	target    loadTarget
+	instances [2]*loadInstance
+	spent     time.Duration // wall time of the timed blocks
 	// CPU time the server and this process (the client) used during the
 	// timed blocks; cpuLost when it could not be read (not Linux).
 	serverCPU, clientCPU time.Duration
@@ -248,13 +277,20 @@ type loadRun struct {
 	denied               int
 }
 
-// newLoadRun returns the run of target t on server s, with a client that
+// A loadInstance is one server process of a target, with the client its
+// blocks share.
+type loadInstance struct {
+	server *loadServer
+	url    string
+	client *http.Client
+}
+
+// newLoadInstance returns the instance of server s, with a client that
 // keeps a keep-alive connection per worker from one block to the next (as
 // vegeta's own: a dialer with TCP keep-alive, no redirects followed).
-func newLoadRun(t loadTarget, s *loadServer) *loadRun {
+func newLoadInstance(s *loadServer) *loadInstance {
 	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
-	return &loadRun{
-		target: t,
+	return &loadInstance{
 		server: s,
 		url:    "http://" + s.addr + "/api/search",
 		client: &http.Client{
@@ -268,23 +304,23 @@ func newLoadRun(t loadTarget, s *loadServer) *loadRun {
 	}
 }
 
-// block sends loadBlock requests to the run's server from loadWorkers
-// vegeta workers in a closed loop and, when timed, adds its wall time,
-// latencies and 429s to the run. Any answer but 200 (or 429 when the
-// target is denying) fails b.
-func (r *loadRun) block(b *testing.B, timed bool) {
+// block sends loadBlock requests to instance in of the run's target from
+// loadWorkers vegeta workers in a closed loop and, when timed, adds its
+// wall time, CPU times, latencies and 429s to the run. Any answer but 200
+// (or 429 when the target is denying) fails b.
+func (r *loadRun) block(b *testing.B, in *loadInstance, timed bool) {
 	var issued atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		if issued.Add(1) > loadBlock {
 			return vegeta.ErrNoTargets
 		}
-		t.Method, t.URL = "GET", r.url
+		t.Method, t.URL = "GET", in.url
 		return nil
 	}
-	atk := vegeta.NewAttacker(vegeta.Client(r.client), vegeta.Workers(loadWorkers), vegeta.MaxWorkers(loadWorkers))
+	atk := vegeta.NewAttacker(vegeta.Client(in.client), vegeta.Workers(loadWorkers), vegeta.MaxWorkers(loadWorkers))
 	var answered, denied, failed int
 	var firstErr string
-	server0, ok0 := processCPU(r.server.cmd.Process.Pid)
+	server0, ok0 := processCPU(in.server.cmd.Process.Pid)
 	client0, ok1 := selfCPU()
 	start := time.Now()
 	for res := range atk.Attack(targeter, vegeta.ConstantPacer{}, loadMaxDuration, r.target.name) {
@@ -307,7 +343,7 @@ func (r *loadRun) block(b *testing.B, timed bool) {
 		}
 	}
 	elapsed := time.Since(start)
-	server1, ok2 := processCPU(r.server.cmd.Process.Pid)
+	server1, ok2 := processCPU(in.server.cmd.Process.Pid)
 	client1, ok3 := selfCPU()
 	if failed > 0 {
 		b.Fatalf("%s: %d of %d requests failed, the first: %s", r.target.name, failed, answered, firstErr)
@@ -361,10 +397,11 @@ type loadServer struct {
 	stderr *cappedBuffer
 }
 
-// startLoadServer starts bin with target t's configuration on a free port
-// of 127.0.0.1 (-addr 127.0.0.1:0; the address is read from its banner).
-func startLoadServer(b *testing.B, bin, dir string, t loadTarget, redisAddr string) *loadServer {
-	cfg := filepath.Join(dir, t.name+".yaml")
+// startLoadServer starts bin with target t's configuration, written to
+// dir/<name>.yaml, on a free port of 127.0.0.1 (-addr 127.0.0.1:0; the
+// address is read from its banner).
+func startLoadServer(b *testing.B, bin, dir, name string, t loadTarget, redisAddr string) *loadServer {
+	cfg := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(cfg, []byte(t.config()), 0o644); err != nil {
 		b.Fatal(err)
 	}

@@ -50,15 +50,17 @@ func TestRenderLoad(t *testing.T) {
 	}
 
 	// Without Redis: no Redis row. A target of another name is listed
-	// under its name, after the baseline whatever its name.
+	// under its name, after the baseline whatever its name; the others in
+	// the order of their names.
 	r = newResults()
-	if err := r.parse(strings.NewReader("BenchmarkLoad-2 \t 1\t 1000 ns/op\t 21000 alpha-req/s\t 1.05 alpha-x-bare\t 20000 bare-req/s\t 19000 rlkit-memory-req/s\t 0.95 rlkit-memory-x-bare\n")); err != nil {
+	if err := r.parse(strings.NewReader("BenchmarkLoad-2 \t 1\t 1000 ns/op\t 21000 alpha-req/s\t 1.05 alpha-x-bare\t 19800 bare-again-req/s\t 0.99 bare-again-x-bare\t 20000 bare-req/s\t 19000 rlkit-memory-req/s\t 0.95 rlkit-memory-x-bare\n")); err != nil {
 		t.Fatal(err)
 	}
 	b.Reset()
 	renderLoad(&b, r, nil)
 	if want := "| examples/server, `enabled: false` (no limiter) | 20,000 | 20,000 |  |  |  |  |  | 1 (baseline) |  |\n" +
 		"| `alpha` | 21,000 | 21,000 |  |  |  |  |  | 1.05× | 1.05×–1.05× |\n" +
+		"| the same, `enabled: false`, again (what the method cannot tell from nothing) | 19,800 | 19,800 |  |  |  |  |  | 0.99× | 0.99×–0.99× |\n" +
 		"| **rlkit** on, memory store | 19,000 | 19,000 |  |  |  |  |  | 0.95× | 0.95×–0.95× |\n"; strings.Contains(b.String(), "Redis store") || !strings.Contains(b.String(), want) {
 		t.Errorf("load table without Redis lacks %q:\n%s", want, b.String())
 	}
