@@ -117,9 +117,10 @@ func (t loadTarget) config() string {
 //
 // Each target runs as two server processes, the first of every target
 // started in the targets' order, the second ones in the reverse order, and
-// its rounds alternate between them: an identical server started later
-// served 3-5% fewer req/s than one started earlier on this machine, so
-// every target takes the same mean place in the start order. The targets
+// its rounds alternate between them, so that every target takes the same
+// mean place in the start order: with one process per target, an
+// identical server started later served 0.90-1.005x the req/s of one
+// started earlier on this machine (eight runs, either order). The targets
 // are measured interleaved: every server is started and warmed up
 // (loadWarmUp untimed blocks each), then each round sends every target one
 // block of loadBlock requests, in an order shuffled every round (so that
