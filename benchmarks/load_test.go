@@ -3,9 +3,11 @@ package benchmarks
 import (
 	"bufio"
 	"bytes"
-	"cmp"
+	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,11 +22,15 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/rlkit/rlkit/benchmarks/internal/redisserver"
 )
 
 // The load run drives rlkit's demo server, examples/server, over loopback
 // with vegeta (as a library): the real program a user would start, in its
-// own process, once without the limiter and once with it.
+// own process, once without the limiter and once with it. The servers are
+// measured interleaved, in blocks of requests, so that the machine's
+// changing load weighs on every target alike.
 
 // serverEnv names the environment variable through which cmd/report hands
 // the path of an examples/server binary it built to BenchmarkLoad; without
@@ -36,8 +42,20 @@ const (
 	// keep-alive connection, sending the next request as soon as its last
 	// one is answered (a closed loop at the server's maximum rate).
 	loadWorkers = 16
-	// loadMaxDuration bounds one attack, whatever b.N: the run stops there
-	// and the row fails rather than running on.
+	// loadBlock is the number of requests a target is sent in a row: one
+	// block per target per round, 12.5 ms at 20,000 req/s: short enough
+	// that a burst of the machine's other load mostly spans a whole round,
+	// and so weighs on every target of it.
+	loadBlock = 250
+	// loadRounds is the number of rounds of one measurement: 40,000
+	// requests per target, 2 s of each at 20,000 req/s.
+	loadRounds = 160
+	// loadWarmUp is the number of untimed blocks each target is sent
+	// before the first timed one (1,000 requests): connections, heaps and
+	// the limiter's key are in place before anything is measured.
+	loadWarmUp = 4
+	// loadMaxDuration bounds one block, whatever its size: the run stops
+	// there and fails rather than running on.
 	loadMaxDuration = 30 * time.Second
 	loadTimeout     = 5 * time.Second
 	// loadSecret signs nothing (the load sends no tokens); examples/server
@@ -60,8 +78,11 @@ type loadTarget struct {
 	denying bool
 }
 
+// loadTargets are the servers of the load run; the first, bare, is the
+// baseline of the others' ratios, and bare-again the same server again.
 var loadTargets = []loadTarget{
 	{name: "bare", enabled: false, limit: "2000000000/hour"},
+	{name: "bare-again", enabled: false, limit: "2000000000/hour"},
 	{name: "rlkit-memory", enabled: true, limit: "2000000000/hour"},
 	{name: "rlkit-memory-denying", enabled: true, limit: "10/second", denying: true},
 	{name: "rlkit-redis", enabled: true, limit: "2000000000/hour", redis: true},
@@ -81,80 +102,239 @@ func (t loadTarget) config() string {
 // BenchmarkLoad measures examples/server over loopback: GET /api/search
 // with no token (so the limiter, when on, counts every request under the
 // one client IP, 127.0.0.1), from loadWorkers vegeta workers in a closed
-// loop, b.N requests per run (bounded by loadMaxDuration). Reported: req/s
-// (answers per second of wall time), p50-ns and p99-ns (latency of one
-// request as vegeta measures it, from sending to the end of the body), and
-// for the denying target denied/op (the share of 429s). ns/op is wall time
-// per request, the inverse of req/s. Targets, each its own server process
-// started once for all of its runs, from the same YAML:
+// loop. Targets, each two server processes, from the same YAML:
 //
 //   - bare: enabled: false, the server without the limiter (the baseline);
+//   - bare-again: the same as bare, measured as any other target: what
+//     the method cannot tell from nothing;
 //   - rlkit-memory: enabled: true, a limit no run reaches (2,000,000,000 per
 //     hour), the memory store: what counting costs a server;
 //   - rlkit-memory-denying: a limit of 10 per second, so nearly every
 //     request is answered 429 with its JSON body and headers: what holding
 //     back an abusive client costs;
 //   - rlkit-redis: as rlkit-memory, with -redis on the shared redis-server
-//     (skipped without one).
+//     (left out, with a log line, without one).
+//
+// Each target runs as two server processes, the first of every target
+// started in the targets' order, the second ones in the reverse order, and
+// its rounds alternate between them, so that every target takes the same
+// mean place in the start order: with one process per target, an
+// identical server started later served 0.90-1.005x the req/s of one
+// started earlier on this machine (eight runs, either order). The targets
+// are measured interleaved: every server is started and warmed up
+// (loadWarmUp untimed blocks each), then each round sends every target one
+// block of loadBlock requests, in an order shuffled every round (so that
+// no target always follows the same one), each block timed on its own,
+// and each target's blocks add up to its time. One op is one measurement of
+// loadRounds rounds (40,000 requests per target; fewer rounds when
+// -test.benchtime is a duration under 1s, as for a quick smoke run), so a
+// run of the test binary gives one sample of every target, all taken
+// within seconds of each other. Reported per target: <target>-req/s
+// (requests per second of its blocks' wall time), <target>-p50-ns and
+// <target>-p99-ns (latency of one request as vegeta measures it, from
+// sending to the end of the body), <target>-x-bare (its req/s over bare's,
+// in this run), for the denying target <target>-denied/op (the share of
+// 429s), and on Linux <target>-server-cpu-ns and <target>-client-cpu-ns:
+// the CPU time (user and system) the server process and this process,
+// the client, used per request during the target's blocks (the server's
+// from /proc/<pid>/stat, in ticks of 10 ms summed over the blocks). Each
+// vegeta worker keeps its connection from block to block.
 //
 // Client and server share the machine's cores, so req/s is a property of
-// the pair; the ratio to bare, measured in the same run, is what carries
-// over.
+// the pair; the ratio to bare, measured in the same rounds, is what
+// carries over. The CPU per request says where a difference comes from,
+// and moves less than req/s with the machine's other load.
 func BenchmarkLoad(b *testing.B) {
 	bin := serverBinary(b)
 	dir := b.TempDir()
-	servers := map[string]*loadServer{}
+	var runs []*loadRun
 	b.Cleanup(func() {
-		for _, s := range servers {
-			s.stop()
+		for _, r := range runs {
+			for _, in := range r.instances {
+				if in != nil {
+					in.server.stop()
+					in.client.CloseIdleConnections()
+				}
+			}
 		}
 	})
+	var redisAddr string
 	for _, t := range loadTargets {
-		b.Run(t.name, func(b *testing.B) {
-			s := servers[t.name]
-			if s == nil {
-				var redisAddr string
-				if t.redis {
-					redisAddr = benchRedisAddr(b)
-				}
-				s = startLoadServer(b, bin, dir, t, redisAddr)
-				servers[t.name] = s
-				warmUp(b, "http://"+s.addr+"/api/search")
+		if t.redis {
+			addr, ok := loadRedisAddr(b)
+			if !ok {
+				b.Logf("%s left out: redis-server not in PATH (set %s=1 to fail instead, or %s to use a running server)", t.name, requireRedisEnv, redisserver.AddrEnv)
+				continue
 			}
-			attack(b, "http://"+s.addr+"/api/search", t.denying)
-		})
+			redisAddr = addr
+		}
+		runs = append(runs, &loadRun{target: t})
+	}
+	// The first instances in the targets' order, the second ones in the
+	// reverse order: every target's mean place in the start order is the
+	// same.
+	for i := range 2 {
+		for j := range runs {
+			r := runs[j]
+			if i == 1 {
+				r = runs[len(runs)-1-j]
+			}
+			var addr string
+			if r.target.redis {
+				addr = redisAddr
+			}
+			name := fmt.Sprintf("%s-%d", r.target.name, i)
+			r.instances[i] = newLoadInstance(startLoadServer(b, bin, dir, name, r.target, addr))
+		}
+	}
+	for _, r := range runs {
+		for _, in := range r.instances {
+			for range loadWarmUp {
+				r.block(b, in, false)
+			}
+		}
+	}
+	rounds := loadRoundsFor(benchtime())
+	for _, r := range runs {
+		r.latencies = make([]time.Duration, 0, b.N*rounds*loadBlock)
+	}
+	order := make([]int, len(runs))
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for range b.N {
+		for round := range rounds {
+			for i := range order {
+				order[i] = i
+			}
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for _, i := range order {
+				runs[i].block(b, runs[i].instances[round%2], true)
+			}
+		}
+	}
+	b.StopTimer()
+	for _, r := range runs {
+		r.report(b, runs[0].rate())
 	}
 }
 
-// attack sends b.N requests to url and reports the metrics of
-// BenchmarkLoad. Any answer but 200 (or 429 when denying) fails the row.
-func attack(b *testing.B, url string, denying bool) {
+// loadRedisAddr returns the redis-server of the Redis target, and false
+// when there is none to use (it fails b when RLKIT_REQUIRE_REDIS=1).
+func loadRedisAddr(b *testing.B) (string, bool) {
+	if os.Getenv(redisserver.AddrEnv) == "" && !redisserver.Available() && os.Getenv(requireRedisEnv) != "1" {
+		return "", false
+	}
+	return benchRedisAddr(b), true
+}
+
+// benchtime returns the -test.benchtime of this run when it is a
+// duration, else 0 (its default, or a count of iterations: "3x").
+func benchtime() time.Duration {
+	f := flag.Lookup("test.benchtime")
+	if f == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// loadRoundsFor returns the rounds of one measurement under -test.benchtime
+// d: loadRounds, or fewer in proportion to a d under 1s (at least 1).
+func loadRoundsFor(d time.Duration) int {
+	if d <= 0 || d >= time.Second {
+		return loadRounds
+	}
+	return max(1, int(float64(loadRounds)*d.Seconds()))
+}
+
+// TestLoadRoundsFor checks the rounds of one measurement: all of them
+// under go test's default -benchtime or a count of iterations, fewer in
+// proportion under a short one, never none.
+func TestLoadRoundsFor(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{{0, loadRounds}, {time.Second, loadRounds}, {5 * time.Second, loadRounds}, {100 * time.Millisecond, loadRounds / 10}, {500 * time.Millisecond, loadRounds / 2}, {time.Millisecond, 1}} {
+		if got := loadRoundsFor(tc.d); got != tc.want {
+			t.Errorf("loadRoundsFor(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
+
+// A loadRun is one target of the load run: its two server processes
+// and what its timed blocks measured.
+type loadRun struct {
+	target    loadTarget
+	instances [2]*loadInstance
+	spent     time.Duration // wall time of the timed blocks
+	// CPU time the server and this process (the client) used during the
+	// timed blocks; cpuLost when it could not be read (not Linux).
+	serverCPU, clientCPU time.Duration
+	cpuLost              bool
+	latencies            []time.Duration
+	denied               int
+}
+
+// A loadInstance is one server process of a target, with the client its
+// blocks share.
+type loadInstance struct {
+	server *loadServer
+	url    string
+	client *http.Client
+}
+
+// newLoadInstance returns the instance of server s, with a client that
+// keeps a keep-alive connection per worker from one block to the next (as
+// vegeta's own: a dialer with TCP keep-alive, no redirects followed).
+func newLoadInstance(s *loadServer) *loadInstance {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	return &loadInstance{
+		server: s,
+		url:    "http://" + s.addr + "/api/search",
+		client: &http.Client{
+			Timeout:       loadTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport: &http.Transport{
+				DialContext:         dialer.DialContext,
+				MaxIdleConnsPerHost: loadWorkers,
+			},
+		},
+	}
+}
+
+// block sends loadBlock requests to instance in of the run's target from
+// loadWorkers vegeta workers in a closed loop and, when timed, adds its
+// wall time, CPU times, latencies and 429s to the run. Any answer but 200
+// (or 429 when the target is denying) fails b.
+func (r *loadRun) block(b *testing.B, in *loadInstance, timed bool) {
 	var issued atomic.Int64
-	n := int64(b.N)
 	targeter := func(t *vegeta.Target) error {
-		if issued.Add(1) > n {
+		if issued.Add(1) > loadBlock {
 			return vegeta.ErrNoTargets
 		}
-		t.Method, t.URL = "GET", url
+		t.Method, t.URL = "GET", in.url
 		return nil
 	}
-	atk := vegeta.NewAttacker(
-		vegeta.Workers(loadWorkers), vegeta.MaxWorkers(loadWorkers),
-		vegeta.Connections(loadWorkers), vegeta.KeepAlive(true),
-		vegeta.Timeout(loadTimeout), vegeta.Redirects(vegeta.NoFollow),
-	)
-	latencies := make([]time.Duration, 0, b.N)
-	var denied, failed int
+	atk := vegeta.NewAttacker(vegeta.Client(in.client), vegeta.Workers(loadWorkers), vegeta.MaxWorkers(loadWorkers))
+	var answered, denied, failed int
 	var firstErr string
-	b.ResetTimer()
-	for res := range atk.Attack(targeter, vegeta.ConstantPacer{}, loadMaxDuration, "load") {
+	server0, ok0 := processCPU(in.server.cmd.Process.Pid)
+	client0, ok1 := selfCPU()
+	start := time.Now()
+	for res := range atk.Attack(targeter, vegeta.ConstantPacer{}, loadMaxDuration, r.target.name) {
 		if res.Error == vegeta.ErrNoTargets.Error() && res.Code == 0 {
 			continue // a worker asked for a target after the last one
 		}
-		latencies = append(latencies, res.Latency)
+		answered++
+		if timed {
+			r.latencies = append(r.latencies, res.Latency)
+		}
 		switch {
 		case res.Code == http.StatusOK:
-		case res.Code == http.StatusTooManyRequests && denying:
+		case res.Code == http.StatusTooManyRequests && r.target.denying:
 			denied++
 		default:
 			failed++
@@ -163,54 +343,44 @@ func attack(b *testing.B, url string, denying bool) {
 			}
 		}
 	}
-	b.StopTimer()
+	elapsed := time.Since(start)
+	server1, ok2 := processCPU(in.server.cmd.Process.Pid)
+	client1, ok3 := selfCPU()
 	if failed > 0 {
-		b.Fatalf("%d of %d requests failed, the first: %s", failed, len(latencies), firstErr)
+		b.Fatalf("%s: %d of %d requests failed, the first: %s", r.target.name, failed, answered, firstErr)
 	}
-	if len(latencies) != b.N {
-		b.Fatalf("%d of %d requests answered within %v", len(latencies), b.N, loadMaxDuration)
+	if answered != loadBlock {
+		b.Fatalf("%s: %d of %d requests answered within %v", r.target.name, answered, loadBlock, loadMaxDuration)
 	}
-	slices.Sort(latencies)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
-	b.ReportMetric(float64(quantile(latencies, 0.50)), "p50-ns")
-	b.ReportMetric(float64(quantile(latencies, 0.99)), "p99-ns")
-	if denying {
-		b.ReportMetric(float64(denied)/float64(b.N), "denied/op")
+	if timed {
+		r.spent += elapsed
+		r.serverCPU += server1 - server0
+		r.clientCPU += client1 - client0
+		r.cpuLost = r.cpuLost || !(ok0 && ok1 && ok2 && ok3)
+		r.denied += denied
 	}
 }
 
-// warmUpRequests are sent to a new server before its first measured run,
-// so that no target's first run pays for the server's first connections,
-// its heap growing and the limiter's first keys.
-const warmUpRequests = 512
+// rate returns the run's requests per second of its timed blocks.
+func (r *loadRun) rate() float64 { return float64(len(r.latencies)) / r.spent.Seconds() }
 
-// warmUp sends warmUpRequests to url from loadWorkers goroutines.
-func warmUp(b *testing.B, url string) {
-	c := &http.Client{Timeout: loadTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: loadWorkers}}
-	defer c.CloseIdleConnections()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range loadWorkers {
-		wg.Go(func() {
-			for range warmUpRequests / loadWorkers {
-				resp, err := c.Get(url)
-				if err != nil {
-					mu.Lock()
-					firstErr = cmp.Or(firstErr, err)
-					mu.Unlock()
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		})
+// report reports the run's metrics, among them its req/s over bare's (the
+// baseline's req/s in the same rounds).
+func (r *loadRun) report(b *testing.B, bare float64) {
+	slices.Sort(r.latencies)
+	name := r.target.name
+	b.ReportMetric(r.rate(), name+"-req/s")
+	b.ReportMetric(float64(quantile(r.latencies, 0.50)), name+"-p50-ns")
+	b.ReportMetric(float64(quantile(r.latencies, 0.99)), name+"-p99-ns")
+	if name != loadTargets[0].name {
+		b.ReportMetric(r.rate()/bare, name+"-x-bare")
 	}
-	wg.Wait()
-	if firstErr != nil {
-		b.Fatalf("warm-up of %s: %v", url, firstErr)
+	if r.target.denying {
+		b.ReportMetric(float64(r.denied)/float64(len(r.latencies)), name+"-denied/op")
+	}
+	if !r.cpuLost {
+		b.ReportMetric(float64(r.serverCPU)/float64(len(r.latencies)), name+"-server-cpu-ns")
+		b.ReportMetric(float64(r.clientCPU)/float64(len(r.latencies)), name+"-client-cpu-ns")
 	}
 }
 
@@ -228,10 +398,11 @@ type loadServer struct {
 	stderr *cappedBuffer
 }
 
-// startLoadServer starts bin with target t's configuration on a free port
-// of 127.0.0.1 (-addr 127.0.0.1:0; the address is read from its banner).
-func startLoadServer(b *testing.B, bin, dir string, t loadTarget, redisAddr string) *loadServer {
-	cfg := filepath.Join(dir, t.name+".yaml")
+// startLoadServer starts bin with target t's configuration, written to
+// dir/<name>.yaml, on a free port of 127.0.0.1 (-addr 127.0.0.1:0; the
+// address is read from its banner).
+func startLoadServer(b *testing.B, bin, dir, name string, t loadTarget, redisAddr string) *loadServer {
+	cfg := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(cfg, []byte(t.config()), 0o644); err != nil {
 		b.Fatal(err)
 	}

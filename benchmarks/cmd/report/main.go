@@ -190,6 +190,7 @@ func run(o options, args []string) error {
 	for _, sc := range scenarios {
 		renderScenario(&b, res, sc, versions)
 	}
+	renderLoad(&b, res, versions)
 	renderOverAdmission(&b, res, versions)
 	renderMetrics(&b, res)
 	renderFeatures(&b, res)

@@ -174,12 +174,4 @@ var scenarios = []scenario{
 		prefix: "BenchmarkRedis/", suffix: "/par64", base: "floor/raw-evalsha", rlkit: "rlkit/fixed_window", rlkitFor: redisRlkitFor,
 		primary: colTime, secondary: []column{colRedis, colBytes, colAllocs, colFailed},
 	},
-	{
-		title:  "Real server over loopback (examples/server)",
-		about:  "rlkit's demo server, `examples/server`, in its own process, driven over loopback by vegeta (as a library): 16 workers in a closed loop, each with a keep-alive connection, `GET /api/search` without a token (so the limiter counts every request under the one client IP), b.N requests per run. The same YAML with `enabled: false` (bare) and `enabled: true`. req/s is answers per second of wall time; p50/p99 the latency of one request. Client and server share the machine's cores, so read req/s against bare.",
-		prefix: "BenchmarkLoad/", base: "bare",
-		labels:  map[string]string{"bare": "examples/server, `enabled: false` (no limiter)"},
-		primary: column{unit: "req/s", header: "req/s", format: fmtRate}, higher: true,
-		secondary: []column{{unit: "p50-ns", header: "p50", format: fmtNs}, {unit: "p99-ns", header: "p99", format: fmtNs}, {unit: "denied/op", header: "429s", format: fmtPercent}},
-	},
 }
