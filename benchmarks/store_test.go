@@ -46,12 +46,16 @@ var keyCount = sync.OnceValue(func() int {
 })
 
 // shuffledKeys returns "user-0" … "user-<n-1>" in a fixed random order.
-func shuffledKeys(n int) []string {
+func shuffledKeys(n int) []string { return shuffledKeysBy(n, 1) }
+
+// shuffledKeysBy returns "user-0" … "user-<n-1>" in the fixed random order
+// of seed: another seed, another order of the same keys.
+func shuffledKeysBy(n int, seed uint64) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = "user-" + strconv.Itoa(i)
 	}
-	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { out[i], out[j] = out[j], out[i] })
+	rand.New(rand.NewPCG(seed, 2)).Shuffle(n, func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
 
@@ -60,6 +64,9 @@ func shuffledKeys(n int) []string {
 var (
 	millionKeySet  = sync.OnceValue(func() []string { return shuffledKeys(keyCount()) })
 	parallelKeySet = sync.OnceValue(func() []string { return shuffledKeys(parallelKeys) })
+	// parallelVisitSet holds the keys of parallelKeySet in another random
+	// order, for BenchmarkParallel10kKeysUnordered.
+	parallelVisitSet = sync.OnceValue(func() []string { return shuffledKeysBy(parallelKeys, 7) })
 )
 
 // settle collects the garbage of a benchmark's setup (up to a few hundred
@@ -147,13 +154,30 @@ func BenchmarkMillionKeys(b *testing.B) {
 // (b.RunParallel) over 10,000 existing keys, each goroutine starting at a
 // random place in the same shuffled key list: contention on each limiter's
 // locks and shared memory, with the clock read included. The keyed
-// participants of BenchmarkMillionKeys and the map baseline.
+// participants of BenchmarkMillionKeys and the map baseline. The keys are
+// visited in the order they were created (warm's order), so a limiter that
+// allocates one object per key in creation order reads its memory in
+// sequence; BenchmarkParallel10kKeysUnordered visits them in another order.
 func BenchmarkParallel10kKeys(b *testing.B) {
-	ks := parallelKeySet()
+	benchParallel(b, parallelKeySet(), parallelKeySet())
+}
+
+// BenchmarkParallel10kKeysUnordered is BenchmarkParallel10kKeys with the
+// keys created in one random order and visited in another, as under real
+// traffic, where the next request's key has nothing to do with the order
+// in which keys were first seen.
+func BenchmarkParallel10kKeysUnordered(b *testing.B) {
+	benchParallel(b, parallelKeySet(), parallelVisitSet())
+}
+
+// benchParallel creates the keys of created in their order, then measures
+// decisions from GOMAXPROCS goroutines, each cycling through visit from a
+// random place.
+func benchParallel(b *testing.B, created, visit []string) {
 	for _, im := range impls(implSet{baselines: true}) {
 		b.Run(im.name, func(b *testing.B) {
-			decide := im.build(b, unreached, ks)
-			warm(b, decide, ks)
+			decide := im.build(b, unreached, created)
+			warm(b, decide, created)
 			ctx := context.Background()
 			settle()
 			b.ReportAllocs()
@@ -163,10 +187,10 @@ func BenchmarkParallel10kKeys(b *testing.B) {
 					ok  = true
 					err error
 				)
-				i := rand.IntN(len(ks))
+				i := rand.IntN(len(visit))
 				for pb.Next() {
-					ok, err = decide(ctx, ks[i])
-					if i++; i == len(ks) {
+					ok, err = decide(ctx, visit[i])
+					if i++; i == len(visit) {
 						i = 0
 					}
 				}

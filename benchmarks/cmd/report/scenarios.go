@@ -126,6 +126,12 @@ var scenarios = []scenario{
 		primary: colTime, secondary: []column{colBytes, colAllocs},
 	},
 	{
+		title:  "Parallel over 10,000 keys, visited in another order than created",
+		about:  "As above, except that the keys are created in one random order and visited in another. Above, each goroutine walks the keys in the order they were created, so a limiter that allocates one object per key reads its memory in sequence, which real traffic does not do; rlkit places a key by its hash, so the order changes nothing for it.",
+		prefix: "BenchmarkParallel10kKeysUnordered/", base: "baseline-map-atomic", rlkit: "rlkit-memstore-Take",
+		primary: colTime, secondary: []column{colBytes, colAllocs},
+	},
+	{
 		title:  "A denied key",
 		about:  "One decision on a key over its quota (1 per hour, used up before the timer), one goroutine: what saying no costs, paid for every request of a client being held back. The baseline's counter is at its count: one Add, one compare, one Add back.",
 		prefix: "BenchmarkDeniedKey/", base: "baseline-map-atomic", rlkit: "rlkit-memstore-Take",
