@@ -36,3 +36,11 @@ func ScriptSources() []string {
 	}
 	return out
 }
+
+// SetLanes sets how many calls of decisions go to one node at once, for
+// benchmarks; it returns the previous value.
+func SetLanes(n int) int {
+	old := batchLanes
+	batchLanes = n
+	return old
+}

@@ -66,14 +66,16 @@ var decision = [...]*script{
 }
 
 // batchScript runs several decisions, of any algorithms, in one call: each
-// algorithm's decide in a block of its own, kept in decide_by under the
-// algorithm's value plus one, then batch.lua. Its shebang lets it touch
-// keys of several hash slots of one Cluster node (Redis 7.0 or newer).
+// algorithm's decide is built by a function of its own, build[algorithm
+// value + 1], which the batch calls only for the algorithms it meets (so a
+// call defines the Lua functions of those alone), then batch.lua. Its
+// shebang lets it touch keys of several hash slots of one Cluster node
+// (Redis 7.0 or newer).
 var batchScript = func() *script {
 	var b strings.Builder
-	b.WriteString("#!lua flags=allow-cross-slot-keys\nlocal decide_by = {}\n")
+	b.WriteString("#!lua flags=allow-cross-slot-keys\nlocal build = {}\n")
 	for a, src := range decider {
-		fmt.Fprintf(&b, "do\n%s\ndecide_by[%d] = decide\nend\n", src, a+1)
+		fmt.Fprintf(&b, "build[%d] = function()\n%s\nreturn decide\nend\n", a+1, src)
 	}
 	b.WriteString(batchLua)
 	return newScript(b.String())

@@ -104,8 +104,10 @@ func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire =
 // Store is a core.Store in Redis. Every decision is one Lua script (one
 // round trip, EVALSHA with an EVAL fallback) that reads the server's clock
 // (TIME), evaluates every limit of the policy, and writes only when all
-// admit, with a TTL on every key it writes. Replicas whose clocks disagree
-// therefore agree on every count.
+// admit, with a TTL on every key it writes; under load, the decisions that
+// wait for one node together share one such call (WithBatch), each still
+// evaluated as it is alone. Replicas whose clocks disagree therefore agree
+// on every count.
 //
 // It works with every go-redis client: Client (standalone or Sentinel
 // through NewFailoverClient), ClusterClient and Ring. All counters of one
