@@ -238,12 +238,12 @@ func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 		args = append(args, evalshaCmd, sc.sha, oneKey, w.key, w.arg)
 		args = append(args, w.tail...)
 	} else {
-		args = append(args, evalshaCmd, sc.sha, int64(len(batch)))
+		// One key declared, the first decision's, routes the call (a
+		// Cluster refuses declared keys of several slots); each
+		// decision's key is among its arguments.
+		args = append(args, evalshaCmd, sc.sha, oneKey, batch[0].key)
 		for _, w := range batch {
-			args = append(args, w.key)
-		}
-		for _, w := range batch {
-			args = append(args, int64(w.alg)+1, int64(1+len(w.tail)), w.arg)
+			args = append(args, int64(w.alg)+1, int64(1+len(w.tail)), w.key, w.arg)
 			args = append(args, w.tail...)
 		}
 	}
@@ -283,10 +283,34 @@ func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 	n.answered.Add(1)
 	n.br.success(probe)
 	for i, w := range batch {
-		w.reply = replies[i]
+		switch e, failed := replies[i].(redis.Error); {
+		case !failed:
+			w.reply = replies[i]
+		case len(batch) > 1 && redirected(e):
+			w.alone = true
+		default:
+			w.err = s.nodeError(n, e, now)
+		}
 		w.done <- struct{}{}
 	}
 	return args
+}
+
+// redirected reports whether err, met by one decision of a batch, says
+// that the node does not serve its key (its slot moved, or is moving):
+// the decision is then sent alone, to the node the cluster names. It met
+// the error at its first access to a key (the keys of one decision share
+// a slot), so nothing of it was applied, unless the slot was moving and
+// only some of its keys had moved, when a limit's count may be taken
+// twice: the decision may be denied, never admitted beyond its limits.
+func redirected(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, m := range []string{"non local key", "moved ", "ask ", "tryagain", "crossslot"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // unbatchable reports whether err, the error of a batch, says that the

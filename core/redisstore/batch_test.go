@@ -68,8 +68,15 @@ func (h recHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			s.sha = args[1].(string)
 		}
 		nk := int(args[2].(int64))
-		for _, k := range args[3 : 3+nk] {
-			s.keys = append(s.keys, k.(string))
+		if s.sha == redisstore.BatchSHA {
+			// ARGV: per decision, algorithm, m, key, m arguments.
+			for a := args[3+nk:]; len(a) > 0; a = a[3+int(a[1].(int64)):] {
+				s.keys = append(s.keys, a[2].(string))
+			}
+		} else {
+			for _, k := range args[3 : 3+nk] {
+				s.keys = append(s.keys, k.(string))
+			}
 		}
 		r := h.r
 		r.mu.Lock()
@@ -450,7 +457,11 @@ func TestBatchCluster(t *testing.T) {
 	waitQueued(t, s, len(users))
 	close(rec.open)
 	wg.Wait()
-	bs := batches(rec.take())
+	all := rec.take()
+	bs := batches(all)
+	if len(all) != 3*redisstore.Lanes()+len(bs) {
+		t.Fatalf("sent %d script calls, %d of them batches; want only the %d held in flight and the batches", len(all), len(bs), 3*redisstore.Lanes())
+	}
 	nodes := map[string]bool{}
 	for _, b := range bs {
 		slots := map[int64]bool{}
