@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,7 +63,10 @@ type waiter struct {
 	alg  core.Algorithm
 	arg  int64 // the cost, negative for a dry run
 	tail []any
-	dl   *callCtx // the decision's deadline
+	// deadline is the decision's (see Store.deadline), and expired is
+	// closed once the store's timeout has passed.
+	deadline time.Time
+	expired  <-chan struct{}
 	// state is queued until a batch takes the decision or its caller gives
 	// up; under the queue's lock.
 	state waitState
@@ -149,7 +153,9 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 		}
 		return v, err
 	}
-	w := &waiter{key: key, alg: pl.algorithm, arg: arg, tail: pl.tail, dl: s.callContext(ctx), done: make(chan struct{}, 1)}
+	w := waiters.Get().(*waiter)
+	w.key, w.alg, w.arg, w.tail, w.state = key, pl.algorithm, arg, pl.tail, queued
+	w.deadline, w.expired = s.deadline(ctx)
 	q.waiting = append(q.waiting, w)
 	q.mu.Unlock()
 	var end error
@@ -157,7 +163,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 	case <-w.done:
 	case <-ctx.Done():
 		end = ctx.Err()
-	case <-w.dl.done:
+	case <-w.expired:
 		end = context.DeadlineExceeded
 	}
 	if end != nil {
@@ -170,6 +176,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 		select {
 		case <-w.done: // answered meanwhile
 		default:
+			// Not put back in the pool: a batch may still answer it.
 			ne := &NodeError{Node: n.addr, Err: end}
 			if st == queued && end == context.DeadlineExceeded {
 				ne.LastDial = s.nodes.lastDial(n, now-int64(s.timeout))
@@ -177,11 +184,17 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 			return nil, ne
 		}
 	}
-	if w.alone {
+	reply, err, alone := w.reply, w.err, w.alone
+	*w = waiter{done: w.done}
+	waiters.Put(w)
+	if alone {
 		return s.callNode(ctx, n, nil, false, s.clock.Now(), sc, singleArgs(key, pl, arg))
 	}
-	return w.reply, w.err
+	return reply, err
 }
+
+// waiters recycles the waiters whose answer their caller took.
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
 // singleArgs returns the command of one decision alone.
 func singleArgs(key string, pl *plan, arg int64) []any {
@@ -215,13 +228,12 @@ func (s *Store) next(n *node) {
 // reuse.
 func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 	// The call lasts until the latest deadline of its decisions.
-	dl := batch[0].dl
+	cctx := &callCtx{Context: context.Background(), deadline: batch[0].deadline, done: batch[0].expired}
 	for _, w := range batch[1:] {
-		if w.dl.deadline.After(dl.deadline) {
-			dl = w.dl
+		if w.deadline.After(cctx.deadline) {
+			cctx.deadline, cctx.done = w.deadline, w.expired
 		}
 	}
-	cctx := &callCtx{Context: context.Background(), deadline: dl.deadline, done: dl.done}
 	now := s.clock.Now()
 	ok, probe := n.br.allow(now)
 	if !ok {

@@ -52,7 +52,9 @@ func TestBatchRedirected(t *testing.T) {
 	var batch []*waiter
 	for i := range 6 {
 		for _, k := range []string{own[i], other[i]} {
-			batch = append(batch, &waiter{key: k, alg: pl.algorithm, arg: 1, tail: pl.tail, dl: s.callContext(ctx), done: make(chan struct{}, 1)})
+			w := &waiter{key: k, alg: pl.algorithm, arg: 1, tail: pl.tail, done: make(chan struct{}, 1)}
+			w.deadline, w.expired = s.deadline(ctx)
+			batch = append(batch, w)
 		}
 	}
 	s.sendBatch(first, batch, nil)
