@@ -34,6 +34,8 @@ type recorder struct {
 	hold int
 	open chan struct{}
 	fail error
+	// stubborn: held calls wait for open even past their context's end.
+	stubborn bool
 }
 
 func newRecorder(hold int) *recorder {
@@ -85,9 +87,11 @@ func (h recHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if wait {
 			r.held[h.node]++
 		}
-		fail := r.fail
+		fail, stubborn := r.fail, r.stubborn
 		r.mu.Unlock()
-		if wait {
+		if wait && stubborn {
+			<-r.open
+		} else if wait {
 			select {
 			case <-r.open:
 			case <-ctx.Done():
@@ -303,10 +307,12 @@ func (r *recorder) heldCount() int {
 }
 
 // TestBatchStoreTimeout: a decision queued past the store's timeout
-// returns a timeout NodeError.
+// returns a timeout NodeError, though the calls ahead of it have not
+// returned.
 func TestBatchStoreTimeout(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(redisstore.Lanes())
+	rec.stubborn = true
 	c := recordedClient(t, redistest.StartServer(t).Addr(), rec)
 	s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithTimeout(200*time.Millisecond), redisstore.WithBreaker(0, time.Second))
 	p := policy("timeout", core.FixedWindow, "1/hour")
@@ -319,7 +325,18 @@ func TestBatchStoreTimeout(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	start := time.Now()
-	_, err := s.Take(ctx, "queued", p, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Take(ctx, "queued", p, 1)
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		close(rec.open)
+		t.Fatal("a decision queued behind calls that do not return waited past the store's timeout")
+	}
 	var ne *redisstore.NodeError
 	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) || core.StoreErrorKind(err) != "timeout" {
 		t.Fatalf("queued past the timeout: %v (kind %q); want a timeout NodeError", err, core.StoreErrorKind(err))
