@@ -213,14 +213,18 @@ func (s *Store) next(n *node) {
 		return
 	}
 	s.inflight.Add(1) // the caller holds s.mu: Close is not waiting yet
-	go func() {
-		defer s.inflight.Done()
-		var args []any
-		for len(batch) > 0 {
-			args = s.sendBatch(n, batch, args[:0])
-			batch = n.q.take(batch, s.batch)
-		}
-	}()
+	go s.send(n, batch)
+}
+
+// send sends batch to n, then the batches that queue meanwhile, until the
+// queue is empty.
+func (s *Store) send(n *node, batch []*waiter) {
+	defer s.inflight.Done()
+	var args []any
+	for len(batch) > 0 {
+		args = s.sendBatch(n, batch, args[:0])
+		batch = n.q.take(batch, s.batch)
+	}
 }
 
 // sendBatch sends batch to n as one call (a decision alone as its own
