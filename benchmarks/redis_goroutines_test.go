@@ -51,7 +51,8 @@ func redisPeer(name string) redisImpl {
 // its own key, every call admitted.
 //
 // One op is the whole sweep: at each point, for each participant in turn
-// (so that noise spreads over all of them), g goroutines released together
+// (so that noise spreads over all of them; each point starts with the
+// next participant), g goroutines released together
 // make sweepDecisions(g) decisions between them; the metric
 // "<participant>:g<g>:dec/s" is those decisions over the wall time from
 // release to the last answer. The sweep keeps its time short (a few
@@ -80,8 +81,12 @@ func BenchmarkRedisGoroutines(b *testing.B) {
 	}
 	rates := map[string]float64{}
 	for b.Loop() {
-		for _, g := range sweepGoroutines {
-			for i, sw := range sweepImpls {
+		for j, g := range sweepGoroutines {
+			// Each point starts with another participant, so that none
+			// is always the first after a change of load.
+			for k := range sweepImpls {
+				i := (j + k) % len(sweepImpls)
+				sw := sweepImpls[i]
 				settle()
 				d, err := sweepPoint(ops[i], g, sweepDecisions(g))
 				if err != nil {
