@@ -40,7 +40,9 @@ const maxQueueBatches = 16
 // declares allow-cross-slot-keys, which needs Redis 7.0; on an older
 // server the store stops batching at the first batch the server refuses).
 // A batch that the cluster redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT,
-// while slots move) is sent again decision by decision.
+// while slots move) is sent again decision by decision, and so is each
+// decision of a batch whose key the node does not serve (the others are
+// answered).
 //
 // A node's queue holds at most 16 batches (16 × max decisions); a decision
 // that finds it full goes out alone, as with batching off. A decision
@@ -93,8 +95,9 @@ type queue struct {
 	waiting  []*waiter
 }
 
-// take moves up to max queued decisions into batch and reports whether it
-// took any; when it took none, the caller's lane ends (inflight drops).
+// take moves up to max queued decisions into batch (its old contents
+// dropped) and returns it; when it took none, the caller's lane ends
+// (inflight drops).
 func (q *queue) take(batch []*waiter, max int) []*waiter {
 	batch = batch[:0]
 	q.mu.Lock()

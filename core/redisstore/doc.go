@@ -39,7 +39,9 @@
 // slots, which the batch script allows with its shebang flag
 // allow-cross-slot-keys (Redis 7.0 or newer). A batch the cluster
 // redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT, while slots move) is sent
-// again decision by decision; a server that refuses the batch script (one
+// again decision by decision, as is each decision of a batch whose key the
+// node does not serve (the batch script runs each decision under pcall,
+// and answers the others); a server that refuses the batch script (one
 // older than 7.0, or miniredis) turns batching off at the first batch,
 // whose decisions are then sent one by one. A queued decision waits until
 // its caller's context ends or the store's timeout passes at most, then
