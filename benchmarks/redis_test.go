@@ -66,13 +66,14 @@ type redisImpl struct {
 }
 
 // rlkitRedis is rlkit's Redis store with algorithm a, deny cache off (so
-// every call is a round trip) and a 5 s timeout (see redisTimeout).
-func rlkitRedis(a core.Algorithm) redisImpl {
+// every call is a round trip), a 5 s timeout (see redisTimeout) and opts
+// (batching on unless opts turn it off).
+func rlkitRedis(a core.Algorithm, opts ...redisstore.Option) redisImpl {
 	return redisImpl{
 		name:   "rlkit/" + a.String(),
 		strict: true,
 		build: func(tb testing.TB, c *redis.Client, q quota) decideFunc {
-			s, err := redisstore.New(c, redisstore.WithDenyCache(false), redisstore.WithTimeout(redisTimeout))
+			s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithDenyCache(false), redisstore.WithTimeout(redisTimeout)}, opts...)...)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -173,7 +174,8 @@ var redisQuota = quota{redisLimitCount, redisLimitPeriod}
 //   - rlkit/<algorithm> (fixed_window, sliding_window, token_bucket, gcra):
 //     redisstore.Store.Take(ctx, key, policy, 1), deny cache off (so every
 //     call is a round trip), timeout 5 s (see redisTimeout), other store
-//     options at their defaults.
+//     options at their defaults (batching on: under par64 the decisions
+//     that wait together go to Redis as one script call).
 //   - ulule/fixed_window: github.com/ulule/limiter/v3 Limiter.Get over its
 //     drivers/store/redis store (INCRBY and PTTL in a script, PEXPIRE on a
 //     window's first call).

@@ -49,6 +49,15 @@ func (t *tick) stop() {
 // callContext returns the context of a call starting now: a deadline
 // between timeout and timeout plus one grain from now.
 func (s *Store) callContext(parent context.Context) *callCtx {
+	c := &callCtx{Context: parent}
+	c.deadline, c.done = s.deadline(parent)
+	return c
+}
+
+// deadline returns the deadline of a call starting now (see callContext)
+// and a channel closed when the store's timeout has passed: at the
+// deadline, or up to one grain after it when parent's is sooner.
+func (s *Store) deadline(parent context.Context) (time.Time, <-chan struct{}) {
 	now := time.Now()
 	soonest := now.Add(s.timeout)
 	t := s.tick.Load()
@@ -64,9 +73,9 @@ func (s *Store) callContext(parent context.Context) *callCtx {
 			t = nt // lost a race to a tick that is no better: use ours, unshared
 		}
 	}
-	c := &callCtx{Context: parent, deadline: t.deadline, done: t.done}
-	if d, ok := parent.Deadline(); ok && d.Before(c.deadline) {
-		c.deadline = d
+	deadline := t.deadline
+	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	return c
+	return deadline, t.done
 }

@@ -23,6 +23,35 @@
 // counted by outcome asks before the handler) is the same script in a dry
 // run, a negative cost in ARGV[1]: it evaluates and writes nothing.
 //
+// # Batches under load
+//
+// A decision that finds fewer than two calls of decisions in flight to its
+// node goes out at once, alone, as above: an idle store adds no delay (no
+// timer, no linger). Decisions that arrive while two are in flight wait in
+// the node's queue, and each call that returns takes up to 128 of them
+// (WithBatch) and sends them as one call of a batch script, which reads
+// TIME once and runs each decision's own logic in turn: one round trip for
+// all of them, each decision still evaluated as it is alone (all of a
+// policy's limits or none, the same keys and replies), so replicas stay
+// exact. What batching saves is the server's per-call cost, which bounds a
+// single-threaded Redis under many goroutines. For a Cluster, a batch
+// holds the decisions of one master; their keys may lie in several hash
+// slots, which the batch script allows with its shebang flag
+// allow-cross-slot-keys (Redis 7.0 or newer). A batch the cluster
+// redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT, while slots move) is sent
+// again decision by decision, as is each decision of a batch whose key the
+// node does not serve (the batch script runs each decision under pcall,
+// and answers the others); a server that refuses the batch script (one
+// older than 7.0, or miniredis) turns batching off at the first batch,
+// whose decisions are then sent one by one. A queued decision waits until
+// its caller's context ends or the store's timeout passes at most, then
+// returns that error (a *NodeError) without being sent; one whose batch
+// was sent may have been applied, as a call that timed out may have been.
+// Each node's queue holds at most 16 batches (past that, a decision goes
+// out alone), and a slow node delays only its own decisions. A batch is
+// one call to its node for the breaker, and its failure is every one of
+// its decisions' error. Reset is never batched.
+//
 // Lua numbers are doubles, exact for integers below 2^53. The fixed window
 // forms no products and counts in microseconds. The other algorithms count
 // each limit in a time unit: the smallest power of ten from 1 µs to 1 s
@@ -32,7 +61,8 @@
 // limit that cannot be counted exactly is refused with core.ErrBadPolicy.
 //
 // The scripts need Redis 6.0 or newer (scripts replicated by their effects,
-// SET KEEPTTL).
+// SET KEEPTTL); batches, Redis 7.0 (on older servers the store does not
+// batch).
 // They declare the key of a policy's first limit and derive the others
 // from it (a limit's suffix, a fixed window's index from the server's
 // clock), always inside the same hash slot: Redis and Redis Cluster allow

@@ -131,6 +131,8 @@ type node struct {
 	// hooked is the node client (of a ClusterClient or a Ring) last given
 	// the dial hook, so that locate hooks each client once.
 	hooked atomic.Pointer[redis.Client]
+	// q holds the decisions waiting for a batch to the node.
+	q queue
 }
 
 func newNode(addr string, threshold, cooldown int64) *node {

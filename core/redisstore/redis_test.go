@@ -239,6 +239,49 @@ func oneRoundTrip(t *testing.T, rc *redis.Client) {
 			t.Fatalf("then sent %v, want one evalsha", got)
 		}
 	})
+	// Decisions that wait together share a round trip: N concurrent
+	// decisions take at most N commands, and those that queue while the
+	// node's calls are in flight go out as one.
+	t.Run("Concurrent", func(t *testing.T) {
+		loadScripts(t, rc)
+		s := newStore(t, rc, redisstore.WithDenyCache(false))
+		p := policy("rt-concurrent-"+t.Name(), core.TokenBucket, "3/minute", "10/hour")
+		const n = 64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		cmds.take()
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				if r, err := s.Take(ctx, fmt.Sprint("c", i), p, 1); err != nil || !r.Allowed {
+					t.Errorf("take %d: %+v, %v", i, r, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		// (New connections' HELLO and CLIENT are not script calls.)
+		if got := cmds.take(); got["eval"] != 0 || got["evalsha"] < 1 || got["evalsha"] > n {
+			t.Fatalf("%d concurrent decisions sent %v, want at most %d evalsha", n, got, n)
+		}
+		// Held in flight, the node's lanes let the others queue: they
+		// then go out together, one command.
+		rec := newRecorder(redisstore.Lanes())
+		rc.AddHook(rec.hook("gate"))
+		for i := range n {
+			wg.Go(func() {
+				if r, err := s.Take(ctx, fmt.Sprint("w", i), p, 1); err != nil || !r.Allowed {
+					t.Errorf("take %d: %+v, %v", i, r, err)
+				}
+			})
+		}
+		waitQueued(t, s, n-redisstore.Lanes())
+		close(rec.open)
+		wg.Wait()
+		if got := cmds.take(); got["eval"] != 0 || got["evalsha"] != redisstore.Lanes()+1 {
+			t.Fatalf("%d decisions waiting together sent %v, want %d evalsha: %d in flight, then one batch", n, got, redisstore.Lanes()+1, redisstore.Lanes())
+		}
+	})
 	t.Run("DenyCache", func(t *testing.T) {
 		for _, a := range algorithms {
 			s := newStore(t, rc)

@@ -4,6 +4,8 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
+	"strings"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -13,6 +15,10 @@ var (
 	prelude string
 	//go:embed lua/driver.lua
 	driver string
+	//go:embed lua/single.lua
+	single string
+	//go:embed lua/batch.lua
+	batchLua string
 	//go:embed lua/fixed.lua
 	fixedLua string
 	//go:embed lua/sliding.lua
@@ -40,15 +46,40 @@ func newScript(src string) *script {
 	return &script{src: src, sha: hex.EncodeToString(sum[:]), eval: src}
 }
 
-// decision holds the decision script of each algorithm: the shared prelude,
-// the algorithm's load/take/save, and the shared driver (the fixed window's
-// script stands alone).
-var decision = [...]*script{
-	core.FixedWindow:   newScript(fixedLua), // stands alone
-	core.SlidingWindow: newScript(prelude + slidingLua + driver),
-	core.TokenBucket:   newScript(prelude + bucketLua + driver),
-	core.GCRA:          newScript(prelude + gcraLua + driver),
+// decider holds the Lua that defines decide(key, A, o, m, now_us), one
+// decision, per algorithm: the shared prelude, the algorithm's
+// load/take/encode and the shared driver (the fixed window's stands alone).
+var decider = [...]string{
+	core.FixedWindow:   fixedLua,
+	core.SlidingWindow: prelude + slidingLua + driver,
+	core.TokenBucket:   prelude + bucketLua + driver,
+	core.GCRA:          prelude + gcraLua + driver,
 }
+
+// decision holds the decision script of each algorithm: its decide and the
+// tail that applies it to KEYS[1] and ARGV.
+var decision = [...]*script{
+	core.FixedWindow:   newScript(decider[core.FixedWindow] + single),
+	core.SlidingWindow: newScript(decider[core.SlidingWindow] + single),
+	core.TokenBucket:   newScript(decider[core.TokenBucket] + single),
+	core.GCRA:          newScript(decider[core.GCRA] + single),
+}
+
+// batchScript runs several decisions, of any algorithms, in one call: each
+// algorithm's decide is built by a function of its own, build[algorithm
+// value + 1], which the batch calls only for the algorithms it meets (so a
+// call defines the Lua functions of those alone), then batch.lua. Its
+// shebang lets it touch keys of several hash slots of one Cluster node
+// (Redis 7.0 or newer).
+var batchScript = func() *script {
+	var b strings.Builder
+	b.WriteString("#!lua flags=allow-cross-slot-keys\nlocal build = {}\n")
+	for a, src := range decider {
+		fmt.Fprintf(&b, "build[%d] = function()\n%s\nreturn decide\nend\n", a+1, src)
+	}
+	b.WriteString(batchLua)
+	return newScript(b.String())
+}()
 
 // resets holds the reset script of each algorithm: the fixed window's
 // stands alone; the others are the prelude, the algorithm's load/take and

@@ -104,8 +104,10 @@ func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire =
 // Store is a core.Store in Redis. Every decision is one Lua script (one
 // round trip, EVALSHA with an EVAL fallback) that reads the server's clock
 // (TIME), evaluates every limit of the policy, and writes only when all
-// admit, with a TTL on every key it writes. Replicas whose clocks disagree
-// therefore agree on every count.
+// admit, with a TTL on every key it writes; under load, the decisions that
+// wait for one node together share one such call (WithBatch), each still
+// evaluated as it is alone. Replicas whose clocks disagree therefore agree
+// on every count.
 //
 // It works with every go-redis client: Client (standalone or Sentinel
 // through NewFailoverClient), ClusterClient and Ring. All counters of one
@@ -125,6 +127,10 @@ type Store struct {
 	deny     *denyCache
 	// incrExpire: one-limit fixed windows use the INCR+EXPIRE layout.
 	incrExpire bool
+	// batch is the most decisions one call carries (WithBatch); noBatch is
+	// set once the server refused the batch script.
+	batch   int
+	noBatch atomic.Bool
 
 	plans  sync.Map // policy fingerprint → *plan
 	nplans atomic.Int64
@@ -165,6 +171,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		clock:    core.SystemClock,
 		denyOn:   true,
 		denySize: DefaultDenyCacheSize,
+		batch:    DefaultBatch,
 	}
 	s.nodes.threshold, s.nodes.cooldown = DefaultBreakerFails, int64(DefaultBreakerPause)
 	for _, o := range opts {
@@ -261,16 +268,12 @@ func (s *Store) decide(ctx context.Context, key string, p *core.Policy, cost int
 		return r, nil
 	}
 	resets := s.resets.Load()
-	sc := decision[pl.algorithm]
-	args := make([]any, 0, 5+len(pl.tail))
 	k := redisKey(s.prefix, key, pl.rule)
 	arg := cost
 	if dry {
 		arg = -cost // a dry run; -0 is 0, and a cost of 0 writes nothing anyway
 	}
-	args = append(args, evalshaCmd, sc.sha, oneKey, k, arg)
-	args = append(args, pl.tail...)
-	reply, err := s.call(ctx, k, sc, args)
+	reply, err := s.decideCall(ctx, k, pl, arg)
 	if err != nil {
 		return r, err
 	}
@@ -422,8 +425,16 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 	if !ok {
 		return nil, n.openErr
 	}
+	return s.callNode(ctx, n, err, probe, now, sc, args)
+}
+
+// callNode runs one script on node n, which the breaker let through at
+// now (as its probe, when probe is set); locErr is the error of finding n,
+// which fails the call as the call's own would. The caller holds s.mu.
+func (s *Store) callNode(ctx context.Context, n *node, locErr error, probe bool, now int64, sc *script, args []any) (any, error) {
 	answered := n.answered.Load()
 	var v any
+	err := locErr
 	if err == nil {
 		cctx := s.callContext(ctx)
 		v, err = s.do(cctx, args)
@@ -441,14 +452,7 @@ func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (a
 		} else if probe {
 			n.br.probing.Store(false) // let another call probe
 		}
-		ne := &NodeError{Node: n.addr, Err: err}
-		if waited(err) {
-			// go-redis dials in the background and its caller sees only
-			// the deadline: name what the dials met, if they failed
-			// since shortly before the call.
-			ne.LastDial = s.nodes.lastDial(n, now-int64(s.timeout))
-		}
-		return nil, ne
+		return nil, s.nodeError(n, err, now)
 	}
 	n.answered.Add(1)
 	n.br.success(probe)

@@ -1,5 +1,6 @@
 // Command report runs rlkit's benchmarks against the peer libraries and
-// writes RESULTS.md and algorithms.png. From the benchmarks module:
+// writes RESULTS.md, algorithms.png and redis-goroutines.png. From the
+// benchmarks module:
 //
 //	cd benchmarks && go run ./cmd/report
 //
@@ -12,7 +13,8 @@
 // parses the standard benchmark output itself and renders one table per
 // scenario: median, min–max, B/op, allocs/op and the ratio to the baseline
 // measured in the same run. It also simulates rlkit's algorithms on a fake
-// clock and draws algorithms.png.
+// clock and draws algorithms.png, and draws the Redis goroutines sweep
+// (decisions per second against goroutines) as redis-goroutines.png.
 //
 // Flags:
 //
@@ -22,6 +24,7 @@
 //	-quick          a fast smoke run: -benchtime 100ms unless given
 //	-out FILE       the report (default RESULTS.md)
 //	-png FILE       the picture (default algorithms.png)
+//	-gpng FILE      the goroutines sweep's picture (default redis-goroutines.png)
 //	-raw FILE       the raw output of every run (default results/latest.txt)
 //
 // Relative paths are relative to the benchmarks module's directory.
@@ -59,6 +62,7 @@ type options struct {
 	bench     string
 	quick     bool
 	out, png  string
+	gpng      string
 	raw       string
 }
 
@@ -70,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "fast smoke run: -benchtime 100ms unless -benchtime is given")
 	flag.StringVar(&o.out, "out", "RESULTS.md", "the report to write")
 	flag.StringVar(&o.png, "png", "algorithms.png", "the picture of the algorithms to write")
+	flag.StringVar(&o.gpng, "gpng", "redis-goroutines.png", "the picture of the Redis goroutines sweep to write")
 	flag.StringVar(&o.raw, "raw", filepath.Join("results", "latest.txt"), "where to keep the raw benchmark output")
 	flag.Parse()
 	if flag.NArg() > 0 || o.count < 1 {
@@ -177,6 +182,12 @@ func run(o options, args []string) error {
 	}
 
 	versions := moduleVersions(dir)
+	sw := res.sweep()
+	if len(sw.participants) > 0 {
+		if err := writeSweepPNG(abs(o.gpng), sw, versions); err != nil {
+			return fmt.Errorf("write %s: %w", o.gpng, err)
+		}
+	}
 	var b strings.Builder
 	writeHeader(&b, o, args, info, redisNote, started, relTo(dir, abs(o.raw)))
 	writeNotes(&b, notes, res)
@@ -189,6 +200,9 @@ func run(o options, args []string) error {
 		"The counts come from `core/algo`, the functions every rlkit store applies; `algoplot`'s test pins them.\n\n")
 	for _, sc := range scenarios {
 		renderScenario(&b, res, sc, versions)
+		if sc.prefix == "BenchmarkRedis/" && sc.suffix == "/par64" {
+			renderSweep(&b, sw, relTo(filepath.Dir(abs(o.out)), abs(o.gpng)), versions)
+		}
 	}
 	renderLoad(&b, res, versions)
 	renderOverAdmission(&b, res, versions)

@@ -176,7 +176,7 @@ var scenarios = []scenario{
 	},
 	{
 		title:  "Redis, 64 goroutines",
-		about:  "As above from 64 goroutines at once (`b.RunParallel`): ns/op is wall time per decision over all of them, the inverse of throughput; the single-threaded server is the bottleneck. A peer's failed calls are counted, not fatal (throttled gives up after 10 lost compare-and-swap rounds).",
+		about:  "As above from 64 goroutines at once (`b.RunParallel`): ns/op is wall time per decision over all of them, the inverse of throughput; the single-threaded server is the bottleneck. rlkit's store batches (its default): the decisions that wait while its calls are in flight go to Redis as one script call, each evaluated as alone (server time/op is per decision). A peer's failed calls are counted, not fatal (throttled gives up after 10 lost compare-and-swap rounds).",
 		prefix: "BenchmarkRedis/", suffix: "/par64", base: "floor/raw-evalsha", rlkit: "rlkit/fixed_window", rlkitFor: redisRlkitFor,
 		primary: colTime, secondary: []column{colRedis, colBytes, colAllocs, colFailed},
 	},

@@ -1,9 +1,11 @@
 -- rlkit: the prelude of every decision script and of the reset scripts
--- but the fixed window's; the algorithm's file and driver.lua (a decision)
--- or reset_driver.lua (a reset) follow it. Lua numbers are doubles: every value here is an
+-- but the fixed window's; the algorithm's file and driver.lua, which
+-- defines decide (then single.lua, for a decision alone, or batch.lua), or
+-- reset_driver.lua (a reset) follow it. Lua numbers are doubles: every value here is an
 -- integer below 2^53, which the Go side guarantees by choosing, per limit, a
 -- time unit U (microseconds per unit) that keeps all products in range.
 --
+-- A decision alone (single.lua) takes, as decide takes in A[o + 1] onwards:
 -- KEYS[1]  the key of the policy's first limit; limit i > 1 uses KEYS[1]..'.'..i
 -- ARGV[1]  cost (an integer); a negative one, -c, is a dry run (a peek): the
 --          driver evaluates cost c and writes nothing
