@@ -27,19 +27,21 @@ var (
 	oneSecond         = []string{"1"}
 )
 
-// prepare renders what never changes for a rule: the name of each limit in
-// the draft headers, the RateLimit-Policy and X-RateLimit-Limit values and
+// prepare renders what never changes for a rule: the start of each limit's
+// item in the draft RateLimit header (its name and ";r="), the RateLimit-Policy and X-RateLimit-Limit values and
 // the 429 body.
 func (r *Rule) prepare() {
-	r.limitNames = r.limitNames[:0]
+	r.rateItems = r.rateItems[:0]
 	r.limitValue = r.limitValue[:0]
 	var b []byte
 	for i, l := range r.Policy.Limits {
 		name := limitName(r.Name, r.Policy.Limits, i)
-		r.limitNames = append(r.limitNames, name)
+		item := `"` + name + `";r=`
 		if i > 0 {
 			b = append(b, ", "...)
+			item = ", " + item
 		}
+		r.rateItems = append(r.rateItems, item)
 		b = append(b, '"')
 		b = append(b, name...)
 		b = append(b, `";q=`...)
@@ -103,20 +105,73 @@ func ceilSeconds(d time.Duration) int64 {
 // up, at least 1, so a client that waits that long is never early.
 func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
-// appendRateLimit appends the RateLimit header value: one item per limit.
+// appendRateLimit appends the RateLimit header value: one item per limit,
+// each its prepared start (Rule.rateItems: the limit's name and ";r="),
+// the units remaining, ";t=" and the seconds until the limit resets.
 func (d *Decision) appendRateLimit(b []byte) []byte {
-	for i := range d.Rule.Policy.Limits {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, '"')
-		b = append(b, d.Rule.limitNames[i]...)
-		b = append(b, `";r=`...)
-		b = strconv.AppendInt(b, d.Result.Limits[i].Remaining, 10)
+	for i, item := range d.Rule.rateItems {
+		l := &d.Result.Limits[i&(MaxLimits-1)] // a policy has at most MaxLimits limits
+		b = append(b, item...)
+		b = appendDecimal(b, l.Remaining)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.Result.Limits[i].ResetAfter), 10)
+		b = appendDecimal(b, ceilSeconds(l.ResetAfter))
 	}
 	return b
+}
+
+// appendDecimal appends v in decimal, as strconv.AppendInt(b, v, 10) does,
+// writing the digits of a non-negative v in place, two at a time, when b
+// has room for them.
+func appendDecimal(b []byte, v int64) []byte {
+	if v < 0 {
+		return strconv.AppendInt(b, v, 10)
+	}
+	u := uint64(v)
+	n := decimalLen(u)
+	if cap(b)-len(b) < n {
+		return strconv.AppendInt(b, v, 10)
+	}
+	dst := b[len(b) : len(b)+n]
+	i := n
+	for u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		dst[i], dst[i+1] = decimalPairs[r], decimalPairs[r+1]
+		u = q
+	}
+	if u >= 10 {
+		dst[1], dst[0] = decimalPairs[2*u+1], decimalPairs[2*u]
+	} else {
+		dst[0] = byte('0' + u)
+	}
+	return b[:len(b)+n]
+}
+
+// decimalPairs holds the two digits of each number below 100.
+const decimalPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// decimalLen is the number of decimal digits of u.
+func decimalLen(u uint64) int {
+	n := 1
+	for ; n < len(powersOf10) && u >= powersOf10[n]; n++ {
+	}
+	return n
+}
+
+// powersOf10[i] is 10 to the i-th.
+var powersOf10 = [...]uint64{
+	1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
 }
 
 // decidingIndex is the index of the limit Result.Limit refers to.
@@ -186,8 +241,8 @@ func (d *Decision) SetHeaders(h http.Header) {
 		i := d.decidingIndex()
 		h[hdrLimit] = d.Rule.limitValue[i : i+1 : i+1]
 		var tmp [20]byte
-		h[hdrRemaining] = headerValue(strconv.AppendInt(tmp[:0], d.Result.Remaining, 10))
-		h[hdrReset] = headerValue(strconv.AppendInt(tmp[:0], ceilSeconds(d.Result.ResetAfter), 10))
+		h[hdrRemaining] = headerValue(appendDecimal(tmp[:0], d.Result.Remaining))
+		h[hdrReset] = headerValue(appendDecimal(tmp[:0], ceilSeconds(d.Result.ResetAfter)))
 		return
 	}
 	var tmp [len(largeValue{}.b)]byte

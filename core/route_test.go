@@ -312,3 +312,55 @@ func TestRouteMethods(t *testing.T) {
 		t.Fatalf("route cache %v, want one route with GET and POST", m)
 	}
 }
+
+// TestRouteRecent: the answers a route's string finds by its address
+// (routes.recent) are its own: a route that is the start of another one's
+// string (same address, shorter), the same route under another method,
+// and the same route spelled by another string all get their own answer,
+// in any order, again and again.
+func TestRouteRecent(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Clone("/api/users/admin")
+	users, admin := s[:len("/api/users")], s // one address, two routes
+	login := strings.Clone("/api/login")
+	cases := []struct {
+		method, path, route, want string
+	}{
+		{"GET", "/api/users", users, DefaultRuleName},
+		{"GET", "/api/users/admin", admin, "special"},
+		{"POST", "/api/login", login, "login"},
+		{"GET", "/api/login", login, DefaultRuleName},
+		{"GET", "/api/login", strings.Clone(login), DefaultRuleName},
+		{"POST", "/api/login", strings.Clone(login), "login"},
+	}
+	for round := range 4 {
+		for i := range cases {
+			c := cases[(i*(round+1))%len(cases)]
+			m, exempt := cfg.decide(c.method, Path(c.path), c.route, false)
+			if exempt || m.rule == nil || m.rule.Name != c.want {
+				t.Fatalf("round %d: %s %s (route %q): rule %v, exempt %v; want %s", round, c.method, c.path, c.route, m.rule, exempt, c.want)
+			}
+		}
+	}
+	if n := cfg.CachedRoutes(); n != 4 {
+		t.Errorf("%d routes cached, want 4", n)
+	}
+}
+
+// TestRouteLiteralEscaped: a route without parameters whose path is not
+// clean (an escape) answers nothing for the path: the request is matched
+// by every spelling of it, which names the rule.
+func TestRouteLiteralEscaped(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if m, _ := cfg.decide("GET", "/api/s%65arch", "/api/s%65arch", false); m.rule == nil || m.rule.Name != "search" {
+			t.Fatalf("GET /api/s%%65arch by its own route: rule %v, want search", m.rule)
+		}
+	}
+}

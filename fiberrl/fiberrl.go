@@ -179,7 +179,8 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if caseInsensitive(c.App(), &seen) {
 			f = &folded
 		}
-		d, err := f.Decide(c.UserContext(), c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
+		var d core.Decision
+		err := f.DecideTo(c.UserContext(), &d, c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
 		if err != nil {
 			return o.onError(c, err)
 		}
