@@ -60,7 +60,7 @@ func TestHandlersPerRoute(t *testing.T) {
 	}
 	for i := range routes {
 		serve(i * 7 % routes)
-		serve((i * 13 + 5) % routes)
+		serve((i*13 + 5) % routes)
 	}
 }
 
