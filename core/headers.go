@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -160,12 +161,14 @@ const decimalPairs = "00010203040506070809" +
 	"80818283848586878889" +
 	"90919293949596979899"
 
-// decimalLen is the number of decimal digits of u.
+// decimalLen is the number of decimal digits of u: from its bit length,
+// log10(2) being about 1233/4096, corrected by one comparison.
 func decimalLen(u uint64) int {
-	n := 1
-	for ; n < len(powersOf10) && u >= powersOf10[n]; n++ {
+	t := bits.Len64(u) * 1233 >> 12 // at most 19
+	if u < powersOf10[t] {
+		return max(t, 1)
 	}
-	return n
+	return t + 1
 }
 
 // powersOf10[i] is 10 to the i-th.
