@@ -2,7 +2,6 @@ package core
 
 import (
 	"encoding/json"
-	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -121,61 +120,49 @@ func (d *Decision) appendRateLimit(b []byte) []byte {
 }
 
 // appendDecimal appends v in decimal, as strconv.AppendInt(b, v, 10) does,
-// writing the digits of a non-negative v in place, two at a time, when b
-// has room for them.
+// for a non-negative v four digits at a time, from tables no index can
+// fall out of.
 func appendDecimal(b []byte, v int64) []byte {
 	if v < 0 {
 		return strconv.AppendInt(b, v, 10)
 	}
+	var t [32]byte // 20 digits at most
+	i := uint(len(t))
 	u := uint64(v)
-	n := decimalLen(u)
-	if cap(b)-len(b) < n {
-		return strconv.AppendInt(b, v, 10)
-	}
-	dst := b[len(b) : len(b)+n]
-	i := n
-	for u >= 100 {
-		q := u / 100
-		r := (u - q*100) * 2
-		i -= 2
-		dst[i], dst[i+1] = decimalPairs[r], decimalPairs[r+1]
+	for u >= 10000 {
+		q := u / 10000
+		r := uint32(u - q*10000)
+		hi, lo := r/100, r%100
+		i -= 4
+		t[i&31], t[(i+1)&31] = decimalTens[hi%100], decimalOnes[hi%100]
+		t[(i+2)&31], t[(i+3)&31] = decimalTens[lo], decimalOnes[lo]
 		u = q
 	}
-	if u >= 10 {
-		dst[1], dst[0] = decimalPairs[2*u+1], decimalPairs[2*u]
+	r := uint32(u) // below 10000
+	if r >= 100 {
+		lo := r % 100
+		i -= 2
+		t[i&31], t[(i+1)&31] = decimalTens[lo], decimalOnes[lo]
+		r /= 100
+	}
+	if r >= 10 {
+		i -= 2
+		t[i&31], t[(i+1)&31] = decimalTens[r%100], decimalOnes[r%100]
 	} else {
-		dst[0] = byte('0' + u)
+		i--
+		t[i&31] = byte('0' + r)
 	}
-	return b[:len(b)+n]
+	return append(b, t[i&31:]...)
 }
 
-// decimalPairs holds the two digits of each number below 100.
-const decimalPairs = "00010203040506070809" +
-	"10111213141516171819" +
-	"20212223242526272829" +
-	"30313233343536373839" +
-	"40414243444546474849" +
-	"50515253545556575859" +
-	"60616263646566676869" +
-	"70717273747576777879" +
-	"80818283848586878889" +
-	"90919293949596979899"
-
-// decimalLen is the number of decimal digits of u: from its bit length,
-// log10(2) being about 1233/4096, corrected by one comparison.
-func decimalLen(u uint64) int {
-	t := bits.Len64(u) * 1233 >> 12 // at most 19
-	if u < powersOf10[t] {
-		return max(t, 1)
+// decimalTens and decimalOnes hold the two digits of each number below
+// 100.
+var decimalTens, decimalOnes = func() (tens, ones [100]byte) {
+	for i := range 100 {
+		tens[i], ones[i] = byte('0'+i/10), byte('0'+i%10)
 	}
-	return t + 1
-}
-
-// powersOf10[i] is 10 to the i-th.
-var powersOf10 = [...]uint64{
-	1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
-}
+	return tens, ones
+}()
 
 // decidingIndex is the index of the limit Result.Limit refers to.
 func (d *Decision) decidingIndex() int {
