@@ -70,7 +70,8 @@ type Flow[R any] struct {
 // configuration's route cache, and the identity the key function or
 // ClientIP returns goes to the store, which may keep it (the Redis store's
 // deny cache does). Adapters over reused memory (fasthttp) pass copies of
-// those; method and path are not kept.
+// those; method and path are not kept (the configuration keeps a copy of
+// its own of a path it is asked for again).
 func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, route string) (d Decision, err error) {
 	err = f.DecideTo(ctx, &d, r, method, path, route)
 	return d, err
