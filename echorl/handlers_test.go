@@ -77,7 +77,7 @@ func TestAllocsMiddlewareAfter(t *testing.T) {
 		return func(c echo.Context) error { return next(c) }
 	}
 	served := 0
-	allocs := func(mw ...echo.MiddlewareFunc) float64 {
+	allocs := func(limited bool, mw ...echo.MiddlewareFunc) float64 {
 		e := echo.New()
 		e.Use(mw...)
 		e.GET("/api/search", func(c echo.Context) error { served++; return c.JSONBlob(http.StatusOK, okBody) })
@@ -88,14 +88,15 @@ func TestAllocsMiddlewareAfter(t *testing.T) {
 		return testing.AllocsPerRun(100, func() {
 			clear(w.h)
 			e.ServeHTTP(w, r)
-			if w.h.Get("RateLimit") == "" && len(mw) > 1 {
+			if limited && len(w.h["Ratelimit"]) == 0 { // the map read allocates nothing, as Get would
+
 				t.Fatal("no RateLimit header")
 			}
 		})
 	}
-	bare := allocs(after)
+	bare := allocs(false, after)
 	served = 0
-	if n := allocs(echorl.New(adaptertest.BenchConfig(t)), after) - bare; n != 2 {
+	if n := allocs(true, echorl.New(adaptertest.BenchConfig(t)), after) - bare; n != 2 {
 		t.Errorf("%v allocations more than Echo's own with the other middleware, want 2", n)
 	}
 	if served != 102 {
