@@ -88,8 +88,7 @@ func TestAllocsMiddlewareAfter(t *testing.T) {
 		return testing.AllocsPerRun(100, func() {
 			clear(w.h)
 			e.ServeHTTP(w, r)
-			if limited && len(w.h["Ratelimit"]) == 0 { // the map read allocates nothing, as Get would
-
+			if limited && len(w.h["Ratelimit"]) == 0 { // a map read: Get would allocate
 				t.Fatal("no RateLimit header")
 			}
 		})
