@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 )
 
 // IPHeader names the header a trusted proxy uses to pass on the client address.
@@ -136,12 +137,16 @@ func cipParsePrefix(s string) (netip.Prefix, string) {
 // that does not parse is returned as-is, so the caller still gets a stable
 // key. ClientIP never
 // panics and, when the answer is already canonical in the input (the common
-// case), returns a substring of it without allocating.
+// case), returns a substring of it without allocating. remoteAddr must not
+// change while it is in use (as no Go string does; never one over reused
+// bytes): with no trusted proxy, the answer for an IPv4 peer is kept by
+// the address of remoteAddr's bytes, so that the later requests of a
+// connection, which share its RemoteAddr, find it at once.
 func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []string) string {
 	if c == nil || len(c.TrustedProxies) == 0 {
 		// No proxy is trusted: the peer is the client. An IPv4 peer, the
 		// common case, is its host part as it stands.
-		if host, ok := cipPlainIPv4(remoteAddr); ok {
+		if host, ok := cipPeerIPv4(remoteAddr); ok {
 			return host
 		}
 	}
@@ -373,39 +378,74 @@ func cipTrimOWS(s string) string {
 	return strings.Trim(s, " \t")
 }
 
-// cipPlainIPv4 returns the host of "a.b.c.d:port" when it is an IPv4
-// address in canonical form (four decimal octets ≤ 255, no leading zeros),
-// as netip would print it.
-func cipPlainIPv4(hostport string) (string, bool) {
-	colon := strings.LastIndexByte(hostport, ':')
-	if colon < 7 || colon > 15 {
-		return "", false
+// cipPeers caches the host of recently seen plain IPv4 peers
+// ("a.b.c.d:port", see cipPlainIPv4) by the address of their string: a
+// server hands every request of one connection the same RemoteAddr string,
+// so that the requests after the first two find its host with one load
+// and two comparisons instead of reading the string again. A direct-mapped
+// table, so a lookup is one load and its size is fixed; a slot holds an
+// immutable entry, replaced whole. An entry holds the string it was made
+// for, so the address stands for that string while the entry is there. A
+// string is only remembered (cipSeen, which keeps it alive) the first time
+// its slot sees it and gets an entry the second, so that a peer seen once
+// (a connection with one request) costs no allocation.
+var (
+	cipPeers [4096]atomic.Pointer[cipPeer]
+	cipSeen  [4096]atomic.Pointer[byte]
+)
+
+type cipPeer struct {
+	addr, host string
+}
+
+// cipPeerIPv4 is cipPlainIPv4 through cipPeers.
+func cipPeerIPv4(hostport string) (string, bool) {
+	p := unsafe.StringData(hostport)
+	i := uint64(uintptr(unsafe.Pointer(p))) >> 3 * 0x9E3779B97F4A7C15 >> 52 // Fibonacci hashing to 12 bits
+	if e := cipPeers[i].Load(); e != nil && unsafe.StringData(e.addr) == p && len(e.addr) == len(hostport) {
+		return e.host, true
 	}
-	if _, ok := cipAtoi(hostport[colon+1:], 65535); !ok {
-		return "", false // as cipParseHost: a port must be a number
+	host, ok := cipPlainIPv4(hostport)
+	if !ok || p == nil {
+		return host, ok
 	}
-	host := hostport[:colon]
-	dots, val, digits := 0, 0, 0
-	for i := 0; i < len(host); i++ {
-		switch c := host[i]; {
-		case c >= '0' && c <= '9':
-			if digits == 1 && val == 0 {
-				return "", false // a leading zero
-			}
-			val = val*10 + int(c-'0')
-			digits++
-			if val > 255 {
-				return "", false
-			}
-		case c == '.' && digits > 0:
-			dots++
-			val, digits = 0, 0
-		default:
-			return "", false
-		}
-	}
-	if dots != 3 || digits == 0 {
-		return "", false
+	if seen := &cipSeen[i]; seen.Load() == p {
+		cipPeers[i].Store(&cipPeer{addr: hostport, host: host})
+	} else {
+		seen.Store(p)
 	}
 	return host, true
+}
+
+// cipPlainIPv4 returns the host of "a.b.c.d:port" when it is an IPv4
+// address in canonical form (four decimal octets ≤ 255, no leading zeros),
+// as netip would print it, and the port is 1 to 5 digits, at most 65535.
+// It reads the string once, from the left.
+func cipPlainIPv4(hostport string) (string, bool) {
+	s := hostport
+	i := 0
+	for k := 0; k < 4; k++ {
+		// An octet: "0", or 1 to 3 digits without a leading zero, ≤ 255.
+		if i >= len(s) || s[i]-'0' > 9 {
+			return "", false
+		}
+		v := uint(s[i] - '0')
+		i++
+		for n := 1; v != 0 && n < 3 && i < len(s) && s[i]-'0' <= 9; n++ {
+			v = v*10 + uint(s[i]-'0')
+			i++
+		}
+		sep := byte('.')
+		if k == 3 {
+			sep = ':'
+		}
+		if v > 255 || i >= len(s) || s[i] != sep {
+			return "", false
+		}
+		i++
+	}
+	if _, ok := cipAtoi(s[i:], 65535); !ok {
+		return "", false // as cipParseHost: a port must be a number
+	}
+	return s[:i-1], true
 }

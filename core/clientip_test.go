@@ -1,9 +1,11 @@
 package core
 
 import (
+	"fmt"
 	"math"
 	"net/netip"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -354,5 +356,134 @@ func TestPlainIPv4(t *testing.T) {
 	}
 	if _, ok := cipPlainIPv4("192.0.2.1:1234"); !ok {
 		t.Error("the fast path refused a plain IPv4 peer")
+	}
+}
+
+// plainIPv4Reference is cipPlainIPv4 as it was first written: it returns the host of "a.b.c.d:port" when it is an IPv4
+// address in canonical form (four decimal octets ≤ 255, no leading zeros),
+// as netip would print it.
+func plainIPv4Reference(hostport string) (string, bool) {
+	colon := strings.LastIndexByte(hostport, ':')
+	if colon < 7 || colon > 15 {
+		return "", false
+	}
+	if _, ok := cipAtoi(hostport[colon+1:], 65535); !ok {
+		return "", false // as cipParseHost: a port must be a number
+	}
+	host := hostport[:colon]
+	dots, val, digits := 0, 0, 0
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c >= '0' && c <= '9':
+			if digits == 1 && val == 0 {
+				return "", false // a leading zero
+			}
+			val = val*10 + int(c-'0')
+			digits++
+			if val > 255 {
+				return "", false
+			}
+		case c == '.' && digits > 0:
+			dots++
+			val, digits = 0, 0
+		default:
+			return "", false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return "", false
+	}
+	return host, true
+}
+
+// TestPlainIPv4Reference: cipPlainIPv4 answers as plainIPv4Reference, its
+// first, plainer form, for every string of up to 9 bytes over the
+// characters "0", "1", "9", "." and ":" (the shortest dotted quad with a
+// port has 9), and for dotted quads and ports around every bound.
+func TestPlainIPv4Reference(t *testing.T) {
+	check := func(in string) {
+		host, ok := cipPlainIPv4(in)
+		if wantHost, wantOK := plainIPv4Reference(in); host != wantHost || ok != wantOK {
+			t.Fatalf("cipPlainIPv4(%q) = %q, %v; want %q, %v", in, host, ok, wantHost, wantOK)
+		}
+	}
+	const alphabet = "019.:"
+	var walk func(prefix []byte)
+	walk = func(prefix []byte) {
+		check(string(prefix))
+		if len(prefix) == 9 {
+			return
+		}
+		for i := range len(alphabet) {
+			walk(append(prefix, alphabet[i]))
+		}
+	}
+	walk(nil)
+	octets := []string{"0", "00", "01", "1", "9", "10", "99", "100", "199", "200", "249", "250", "255", "256", "260", "300", "999", "1000", "0255", ""}
+	ports := []string{"", "0", "1", "80", "65535", "65536", "99999", "100000", "012", "1a", ":1"}
+	for _, a := range octets {
+		for _, b := range octets {
+			for _, p := range ports {
+				check(a + "." + b + ".2.3:" + p)
+				check("1.2." + a + "." + b + ":" + p)
+				check(a + "." + b + ".2:" + p)
+			}
+		}
+	}
+}
+
+// TestClientIPPeers: the hosts ClientIP keeps by the address of a peer's
+// string (cipPeers) are each string's own: strings that start at one
+// address but differ in length (the longer not a plain IPv4 peer), equal
+// strings at other addresses, and thousands of peers, each asked again and
+// again, in any order, all get the answer the full parse gives.
+func TestClientIPPeers(t *testing.T) {
+	var zero ClientIPConfig
+	long := strings.Clone("198.51.100.7:4711x")
+	short := long[:len("198.51.100.7:4711")] // same address, a plain peer
+	peers := []struct{ addr, want string }{
+		{short, "198.51.100.7"},
+		{long, long}, // does not parse: returned as it is
+		{strings.Clone(short), "198.51.100.7"},
+	}
+	for i := range 5000 {
+		addr := fmt.Sprintf("10.%d.%d.%d:%d", i>>16&255, i>>8&255, i&255, 1024+i)
+		peers = append(peers, struct{ addr, want string }{addr, addr[:strings.LastIndexByte(addr, ':')]})
+	}
+	for range 3 { // the first three alone: the two strings at one address in turn
+		for _, p := range peers[:3] {
+			if got := zero.ClientIP(p.addr, nil); got != p.want {
+				t.Fatalf("ClientIP(%q) = %q, want %q", p.addr, got, p.want)
+			}
+		}
+	}
+	for round := range 4 {
+		for i := range peers {
+			p := peers[(i*(2*round+1))%len(peers)]
+			if got := zero.ClientIP(p.addr, nil); got != p.want {
+				t.Fatalf("round %d: ClientIP(%q) = %q, want %q", round, p.addr, got, p.want)
+			}
+		}
+	}
+}
+
+// TestClientIPPeerOnce: a peer asked once (a connection with a single
+// request) costs no allocation: only the second request of a string gives
+// it an entry.
+func TestClientIPPeerOnce(t *testing.T) {
+	addrs, hosts := make([]string, 200), make([]string, 200)
+	for i := range addrs {
+		hosts[i] = fmt.Sprint("192.0.2.", i%250)
+		addrs[i] = fmt.Sprint(hosts[i], ":", 40000+i)
+	}
+	var zero ClientIPConfig
+	i := 0
+	if n := testing.AllocsPerRun(100, func() {
+		if got := zero.ClientIP(addrs[i], nil); got != hosts[i] {
+			t.Fatalf("ClientIP(%q) = %q, want %q", addrs[i], got, hosts[i])
+		}
+		i++
+	}); n != 0 {
+		t.Errorf("%v allocations for a peer seen once, want 0", n)
 	}
 }

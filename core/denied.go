@@ -44,9 +44,9 @@ func (d *Decision) LimitHeader(i int, buf []byte) (name string, value []byte, ok
 			case 0:
 				return hdrLimit, readOnly(d.Rule.limitValue[d.decidingIndex()]), true
 			case 1:
-				return hdrRemaining, strconv.AppendInt(buf[:0], d.Result.Remaining, 10), true
+				return hdrRemaining, appendDecimal(buf[:0], d.Result.Remaining), true
 			case 2:
-				return hdrReset, strconv.AppendInt(buf[:0], ceilSeconds(d.Result.ResetAfter), 10), true
+				return hdrReset, appendDecimal(buf[:0], ceilSeconds(d.Result.ResetAfter)), true
 			}
 		} else {
 			switch i {

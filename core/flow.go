@@ -70,12 +70,24 @@ type Flow[R any] struct {
 // configuration's route cache, and the identity the key function or
 // ClientIP returns goes to the store, which may keep it (the Redis store's
 // deny cache does). Adapters over reused memory (fasthttp) pass copies of
-// those; method and path are not kept.
+// those; method and path are not kept (the configuration keeps a copy of
+// its own of a path it is asked for again).
 func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, route string) (d Decision, err error) {
+	err = f.DecideTo(ctx, &d, r, method, path, route)
+	return d, err
+}
+
+// DecideTo is Decide writing the Decision into *d, which it overwrites
+// whole, instead of returning it: a Decision is a few hundred bytes, and an
+// adapter that keeps it in a variable of its own saves copying it. The
+// error is the key function's; *d is then zero.
+func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string, path Path, route string) error {
+	*d = Decision{}
 	l := f.Limiter
 	cfg := l.cfg.Load() // the one configuration this request is decided under
 	if !cfg.Enabled() {
-		return Decision{Allowed: true}, nil
+		d.Allowed = true
+		return nil
 	}
 	// 0. A banned network is refused.
 	var ip netip.Addr // the client IP when the lists have networks
@@ -84,25 +96,27 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 			addr = f.ClientIP
 		}
 		if ip = listIP(addr(r)); cfg.banned(ip) {
-			l.banned(&d)
-			return d, nil
+			l.banned(d)
+			return nil
 		}
 	}
 	// 1. An exempt path passes uncounted.
 	m, exempt := cfg.decide(method, path, route, f.FoldCase)
 	if exempt {
 		l.observe(Event{Outcome: OutcomeExempt, Allowed: true})
-		return Decision{Allowed: true}, nil
+		d.Allowed = true
+		return nil
 	}
 	// 2. So does a bypassed caller, and an allowed network.
 	if f.Bypass != nil && f.Bypass(r) || cfg.allowsIP(ip) {
 		l.bypassed(&m)
-		return Decision{Allowed: true}, nil
+		d.Allowed = true
+		return nil
 	}
 	// 3. The key function names the caller, else the client IP.
 	id, err := f.Identity(r)
 	if err != nil {
-		return Decision{}, err
+		return err
 	}
 	// 4. The request counts under its rules (its plan's, if any). (The
 	// plan is kept out of m: a match returned in registers is not copied.)
@@ -110,8 +124,8 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 	if f.Plan != nil && cfg.tiers != nil {
 		plan = f.Plan(r)
 	}
-	l.count(ctx, cfg, &m, id, plan, &d)
-	return d, nil
+	l.count(ctx, cfg, &m, id, plan, d)
+	return nil
 }
 
 // Identity returns the identity a request counts under: the key

@@ -27,19 +27,21 @@ var (
 	oneSecond         = []string{"1"}
 )
 
-// prepare renders what never changes for a rule: the name of each limit in
-// the draft headers, the RateLimit-Policy and X-RateLimit-Limit values and
+// prepare renders what never changes for a rule: the start of each limit's
+// item in the draft RateLimit header (its name and ";r="), the RateLimit-Policy and X-RateLimit-Limit values and
 // the 429 body.
 func (r *Rule) prepare() {
-	r.limitNames = r.limitNames[:0]
+	r.rateItems = r.rateItems[:0]
 	r.limitValue = r.limitValue[:0]
 	var b []byte
 	for i, l := range r.Policy.Limits {
 		name := limitName(r.Name, r.Policy.Limits, i)
-		r.limitNames = append(r.limitNames, name)
+		item := `"` + name + `";r=`
 		if i > 0 {
 			b = append(b, ", "...)
+			item = ", " + item
 		}
+		r.rateItems = append(r.rateItems, item)
 		b = append(b, '"')
 		b = append(b, name...)
 		b = append(b, `";q=`...)
@@ -103,21 +105,64 @@ func ceilSeconds(d time.Duration) int64 {
 // up, at least 1, so a client that waits that long is never early.
 func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
-// appendRateLimit appends the RateLimit header value: one item per limit.
+// appendRateLimit appends the RateLimit header value: one item per limit,
+// each its prepared start (Rule.rateItems: the limit's name and ";r="),
+// the units remaining, ";t=" and the seconds until the limit resets.
 func (d *Decision) appendRateLimit(b []byte) []byte {
-	for i := range d.Rule.Policy.Limits {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, '"')
-		b = append(b, d.Rule.limitNames[i]...)
-		b = append(b, `";r=`...)
-		b = strconv.AppendInt(b, d.Result.Limits[i].Remaining, 10)
+	for i, item := range d.Rule.rateItems {
+		l := &d.Result.Limits[i&(MaxLimits-1)] // a policy has at most MaxLimits limits
+		b = append(b, item...)
+		b = appendDecimal(b, l.Remaining)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.Result.Limits[i].ResetAfter), 10)
+		b = appendDecimal(b, ceilSeconds(l.ResetAfter))
 	}
 	return b
 }
+
+// appendDecimal appends v in decimal, as strconv.AppendInt(b, v, 10) does,
+// for a non-negative v four digits at a time, from tables no index can
+// fall out of.
+func appendDecimal(b []byte, v int64) []byte {
+	if v < 0 {
+		return strconv.AppendInt(b, v, 10)
+	}
+	var t [32]byte // 20 digits at most
+	i := uint(len(t))
+	u := uint64(v)
+	for u >= 10000 {
+		q := u / 10000
+		r := uint32(u - q*10000)
+		hi, lo := r/100, r%100
+		i -= 4
+		t[i&31], t[(i+1)&31] = decimalTens[hi%100], decimalOnes[hi%100]
+		t[(i+2)&31], t[(i+3)&31] = decimalTens[lo], decimalOnes[lo]
+		u = q
+	}
+	r := uint32(u) // below 10000
+	if r >= 100 {
+		lo := r % 100
+		i -= 2
+		t[i&31], t[(i+1)&31] = decimalTens[lo], decimalOnes[lo]
+		r /= 100
+	}
+	if r >= 10 {
+		i -= 2
+		t[i&31], t[(i+1)&31] = decimalTens[r%100], decimalOnes[r%100]
+	} else {
+		i--
+		t[i&31] = byte('0' + r)
+	}
+	return append(b, t[i&31:]...)
+}
+
+// decimalTens and decimalOnes hold the two digits of each number below
+// 100.
+var decimalTens, decimalOnes = func() (tens, ones [100]byte) {
+	for i := range 100 {
+		tens[i], ones[i] = byte('0'+i/10), byte('0'+i%10)
+	}
+	return tens, ones
+}()
 
 // decidingIndex is the index of the limit Result.Limit refers to.
 func (d *Decision) decidingIndex() int {
@@ -186,8 +231,8 @@ func (d *Decision) SetHeaders(h http.Header) {
 		i := d.decidingIndex()
 		h[hdrLimit] = d.Rule.limitValue[i : i+1 : i+1]
 		var tmp [20]byte
-		h[hdrRemaining] = headerValue(strconv.AppendInt(tmp[:0], d.Result.Remaining, 10))
-		h[hdrReset] = headerValue(strconv.AppendInt(tmp[:0], ceilSeconds(d.Result.ResetAfter), 10))
+		h[hdrRemaining] = headerValue(appendDecimal(tmp[:0], d.Result.Remaining))
+		h[hdrReset] = headerValue(appendDecimal(tmp[:0], ceilSeconds(d.Result.ResetAfter)))
 		return
 	}
 	var tmp [len(largeValue{}.b)]byte

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"bytes"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -479,8 +481,16 @@ func TestLimitNames(t *testing.T) {
 		if tt.rule != DefaultRuleName {
 			r = rule(t, c, tt.rule)
 		}
-		if !slices.Equal(r.limitNames, tt.want) {
-			t.Errorf("rule %q: limit names %q, want %q", tt.rule, r.limitNames, tt.want)
+		var items []string // each limit's item in the RateLimit header starts with its name
+		for i, name := range tt.want {
+			item := `"` + name + `";r=`
+			if i > 0 {
+				item = ", " + item
+			}
+			items = append(items, item)
+		}
+		if !slices.Equal(r.rateItems, items) {
+			t.Errorf("rule %q: RateLimit items start %q, want %q", tt.rule, r.rateItems, items)
 		}
 	}
 	if got, want := rule(t, c, "odd.rule_2").policyValue[0],
@@ -492,6 +502,27 @@ func TestLimitNames(t *testing.T) {
 	for i, want := range []string{"x-1500ms", "x-2us", "x-7ns"} {
 		if got := limitName("x", lims, i); got != want {
 			t.Errorf("limitName(%v) = %q, want %q", lims[i].Period, got, want)
+		}
+	}
+}
+
+// TestAppendDecimal: the header values' numbers are written as
+// strconv.AppendInt writes them, for every number of digits, either side
+// of each power of ten, negative ones, and into a buffer with room to
+// spare, exactly enough room, or too little.
+func TestAppendDecimal(t *testing.T) {
+	vals := []int64{0, 1, 9, 10, 11, 99, 100, 101, 3599, 86400, 1999999999, math.MaxInt64, -1, -10, math.MinInt64}
+	for p := int64(1); p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, 10*p-1, 7*p+3)
+	}
+	for _, v := range vals {
+		want := strconv.AppendInt([]byte("r="), v, 10)
+		for _, room := range []int{0, len(want) - 3, len(want) - 2, len(want) - 1, 40} {
+			buf := make([]byte, 2, 2+max(room, 0))
+			copy(buf, "r=")
+			if got := appendDecimal(buf, v); !bytes.Equal(got, want) {
+				t.Errorf("appendDecimal(%d) with room for %d = %q, want %q", v, room, got, want)
+			}
 		}
 	}
 }

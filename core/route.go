@@ -1,10 +1,12 @@
 package core
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A route is a router's template for the paths of one handler: segments
@@ -33,6 +35,8 @@ type routeAnswer struct {
 	segs    []string // the route's segments, to check a path against
 	literal string   // the route itself when it has no parameter, else ""
 	upper   bool     // the route has an ASCII upper-case letter
+	// cleanLiteral: literal is not "" and clean, so a path that fits is.
+	cleanLiteral bool
 }
 
 // fits reports whether path (a clean one) is one of the route's paths: the same
@@ -78,43 +82,113 @@ type match struct {
 // framework's template, or ""; fold says whether the router ignores ASCII
 // case (see Flow.FoldCase).
 func (c *Config) decide(method string, p Path, route string, fold bool) (m match, exempt bool) {
-	var (
-		sp  []string
-		one [1]string
-	)
-	if path := string(p); clean(path) {
-		one[0] = path
-		sp = one[:]
-		// A route's answer is worked out case by case: without regard to
-		// case it holds only when neither the route nor a pattern has an
-		// upper-case letter (the path then fits the route only as written).
-		if a := c.routeAnswer(method, path, route); a != nil && !(fold && (c.upper || a.upper)) {
-			if a.exempt {
-				return match{}, true
-			}
-			m.rule, m.cost = a.rule, a.cost
-		} else {
-			if c.exemptAll(sp) {
-				return match{}, true
-			}
-			m.rule, m.cost = c.matchAll(method, sp, fold)
-		}
-	} else {
+	path := string(p)
+	a := c.routeAnswer(method, path, route)
+	// A path that fits a route whose only path is clean is that path: it
+	// need not be checked again.
+	if !(a != nil && a.cleanLiteral || clean(path)) {
 		var buf [maxSpellings]string
-		sp = spellings(p, &buf)
-		if c.exemptAll(sp) {
-			return match{}, true
-		}
-		m.rule, m.cost = c.matchAll(method, sp, fold)
+		return c.matchSpellings(method, spellings(p, &buf), fold)
 	}
+	// A route's answer is worked out case by case: without regard to case
+	// it holds only when neither the route nor a pattern has an upper-case
+	// letter (the path then fits the route only as written).
+	if a == nil || fold && (c.upper || a.upper) {
+		return c.matchPath(method, path, fold)
+	}
+	if a.exempt {
+		return match{}, true
+	}
+	m.rule, m.cost = a.rule, a.cost
+	if c.shadows != nil || c.shadowDef != nil {
+		m.shadow, m.shadowCost = matchIn(c.shadows, c.shadowDef, method, []string{path}, fold)
+	}
+	return m, false
+}
+
+// matchSpellings returns what a request whose path has the spellings sp
+// counts under, or exempt: Exempt, then Match, and the rules in shadow
+// mode apart.
+func (c *Config) matchSpellings(method string, sp []string, fold bool) (m match, exempt bool) {
+	if c.exemptAll(sp) {
+		return match{}, true
+	}
+	m.rule, m.cost = c.matchAll(method, sp, fold)
 	if c.shadows != nil || c.shadowDef != nil {
 		m.shadow, m.shadowCost = matchIn(c.shadows, c.shadowDef, method, sp, fold)
 	}
 	return m, false
 }
 
-// routeAnswer returns the answer of route for a request for path (a clean
-// one: its only spelling), or nil when the path is to be matched.
+// matchPath is matchSpellings for a clean path (its only spelling),
+// through the answers kept for recent paths (see pathAnswers).
+func (c *Config) matchPath(method, path string, fold bool) (match, bool) {
+	std, ok := standardMethod(method)
+	if !ok || len(path) > maxPathAnswer {
+		return c.matchSpellings(method, []string{path}, fold)
+	}
+	h := pathHash(std, path, fold)
+	pa := &c.routes.paths
+	i := h >> (64 - pathSlotBits)
+	if e := pa.answers[i].Load(); e != nil && e.path == path && e.method == std && e.fold == fold {
+		return e.m, e.exempt
+	}
+	m, exempt := c.matchSpellings(method, []string{path}, fold)
+	if seen := &pa.seen[i]; seen.Load() == h {
+		pa.answers[i].Store(&pathAnswer{path: strings.Clone(path), method: std, fold: fold, m: m, exempt: exempt})
+	} else {
+		seen.Store(h)
+	}
+	return m, exempt
+}
+
+// pathHash is the hash of (method, path, fold) in pathAnswers, whose slot
+// is its top pathSlotBits. method is one of standardMethod's, which differ
+// in their first two letters.
+func pathHash(method, path string, fold bool) uint64 {
+	h := maphash.String(pathSeed, path) ^ uint64(method[0])<<56 ^ uint64(method[1])<<48
+	if fold {
+		h ^= 1 << 40
+	}
+	return h
+}
+
+// pathAnswers keeps what recent clean paths (of a standard method) count
+// under, for the requests whose route gives no answer (a router that
+// names no route, a middleware mounted on a prefix, as Fiber's app.Use):
+// a direct-mapped table by a seeded hash of (method, path, case folding),
+// so that a lookup is one load and a comparison of the path, and its size
+// is fixed. A slot holds an immutable entry, replaced whole, with its own
+// copy of the path (an adapter's path may point into memory the framework
+// reuses). A (method, path) is only remembered by its hash (seen) the
+// first time its slot sees it, and gets an entry the second, so that a
+// path seen once costs no allocation: a client sending a new path with
+// every request makes the limiter match each, as without the table, and
+// allocates nothing.
+type pathAnswers struct {
+	answers [1 << pathSlotBits]atomic.Pointer[pathAnswer]
+	seen    [1 << pathSlotBits]atomic.Uint64
+}
+
+const (
+	pathSlotBits = 9
+	// maxPathAnswer is the longest path kept.
+	maxPathAnswer = 256
+)
+
+// pathSeed seeds the hash of pathAnswers, so that no client can choose
+// paths that share a slot.
+var pathSeed = maphash.MakeSeed()
+
+type pathAnswer struct {
+	path, method string
+	fold, exempt bool
+	m            match
+}
+
+// routeAnswer returns the answer of route for a request for path, or nil
+// when the path is to be matched. The answer holds for path only when path
+// is clean (its only spelling; see decide).
 func (c *Config) routeAnswer(method, path, route string) *routeAnswer {
 	// A route without parameters serves only its own path; any other (a
 	// mount prefix such as Fiber's app.Use gives) is not looked up.
@@ -135,24 +209,44 @@ func (c *Config) routeAnswer(method, path, route string) *routeAnswer {
 // per method, replaced whole on every insertion (copy on write), so that a
 // lookup is one map read without a lock. Routes come from a program's
 // router: a few hundred at most, each inserted once per method.
+//
+// In front of the map, recent holds the last entry found in each slot,
+// by the address of its route's string: a router hands over the same
+// string (its own copy of the template) for every request of a route, so
+// that a lookup is then one load and a few comparisons, without hashing
+// the route. An entry holds the string it was found by, so the address
+// stands for that string while the entry is there.
 type routes struct {
-	mu sync.Mutex // serializes insertions
-	m  atomic.Pointer[map[string][]methodAnswer]
+	mu     sync.Mutex // serializes insertions
+	m      atomic.Pointer[map[string][]*routeEntry]
+	recent [64]atomic.Pointer[routeEntry]
+	paths  pathAnswers // answers by path, when the route gives none
 }
 
-type methodAnswer struct {
-	method string
-	answer *routeAnswer
+// routeEntry is the answer for (method, route), route as the first
+// request for it spelled it.
+type routeEntry struct {
+	route, method string
+	answer        *routeAnswer
 }
 
 // maxRoutes bounds the cache; past it, routes are matched by path.
 const maxRoutes = 10_000
 
-// route returns the answer for (method, route).
+// route returns the answer for (method, route). method is one of
+// standardMethod's.
 func (c *Config) route(method, route string) *routeAnswer {
+	addr := unsafe.StringData(route)
+	slot := &c.routes.recent[uint64(uintptr(unsafe.Pointer(addr)))>>3*0x9E3779B97F4A7C15>>58] // Fibonacci hashing to 6 bits
+	if e := slot.Load(); e != nil && unsafe.StringData(e.route) == addr && len(e.route) == len(route) && e.method == method {
+		return e.answer
+	}
 	if m := c.routes.m.Load(); m != nil {
 		for _, e := range (*m)[route] {
 			if e.method == method {
+				if unsafe.StringData(e.route) == addr {
+					slot.Store(e) // found by its address next time
+				}
 				return e.answer
 			}
 		}
@@ -164,7 +258,7 @@ func (c *Config) route(method, route string) *routeAnswer {
 	if old != nil && len(*old) >= maxRoutes {
 		return a
 	}
-	next := make(map[string][]methodAnswer, 1+func() int {
+	next := make(map[string][]*routeEntry, 1+func() int {
 		if old == nil {
 			return 0
 		}
@@ -181,8 +275,10 @@ func (c *Config) route(method, route string) *routeAnswer {
 		}
 	}
 	// A new slice: readers may hold the old one.
-	next[route] = append(append([]methodAnswer(nil), next[route]...), methodAnswer{method, a})
+	e := &routeEntry{route: route, method: method, answer: a}
+	next[route] = append(append([]*routeEntry(nil), next[route]...), e)
 	c.routes.m.Store(&next)
+	slot.Store(e)
 	return a
 }
 
@@ -209,6 +305,7 @@ func (c *Config) answerRoute(method, route string) *routeAnswer {
 	a := &routeAnswer{decided: true, segs: segs, upper: hasUpperASCII(route)}
 	if !slices.Contains(segs, ":") {
 		a.literal = trimSlash(route)
+		a.cleanLiteral = clean(a.literal)
 	}
 	for i := range c.exempt {
 		if c.exempt[i].slash {

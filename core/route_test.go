@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 const routeConfig = `
@@ -310,5 +311,204 @@ func TestRouteMethods(t *testing.T) {
 	m := cfg.routes.m.Load()
 	if m == nil || len(*m) != 1 || len((*m)["/api/kb/:id/reindex"]) != 2 {
 		t.Fatalf("route cache %v, want one route with GET and POST", m)
+	}
+}
+
+// TestRouteRecent: the answers a route's string finds by its address
+// (routes.recent) are its own: a route that is the start of another one's
+// string (same address, shorter), the same route under another method,
+// and the same route spelled by another string all get their own answer,
+// in any order, again and again.
+func TestRouteRecent(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Clone("/api/users/admin")
+	users, admin := s[:len("/api/users")], s // one address, two routes
+	login := strings.Clone("/api/login")
+	cases := []struct {
+		method, path, route, want string
+	}{
+		{"GET", "/api/users", users, DefaultRuleName},
+		{"GET", "/api/users/admin", admin, "special"},
+		{"POST", "/api/login", login, "login"},
+		{"GET", "/api/login", login, DefaultRuleName},
+		{"GET", "/api/login", strings.Clone(login), DefaultRuleName},
+		{"POST", "/api/login", strings.Clone(login), "login"},
+	}
+	for round := range 4 {
+		for i := range cases {
+			c := cases[(i*(round+1))%len(cases)]
+			m, exempt := cfg.decide(c.method, Path(c.path), c.route, false)
+			if exempt || m.rule == nil || m.rule.Name != c.want {
+				t.Fatalf("round %d: %s %s (route %q): rule %v, exempt %v; want %s", round, c.method, c.path, c.route, m.rule, exempt, c.want)
+			}
+		}
+	}
+	if n := cfg.CachedRoutes(); n != 4 {
+		t.Errorf("%d routes cached, want 4", n)
+	}
+}
+
+// TestRouteLiteralEscaped: a route without parameters whose path is not
+// clean (an escape) answers nothing for the path: the request is matched
+// by every spelling of it, which names the rule.
+func TestRouteLiteralEscaped(t *testing.T) {
+	cfg, err := ParseConfig([]byte(routeConfig), "route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if m, _ := cfg.decide("GET", "/api/s%65arch", "/api/s%65arch", false); m.rule == nil || m.rule.Name != "search" {
+			t.Fatalf("GET /api/s%%65arch by its own route: rule %v, want search", m.rule)
+		}
+	}
+}
+
+// pathAnswerConfig has rules by method, by case, a weight, exempt paths
+// and a rule in shadow mode: what a path counts under depends on all of
+// them.
+const pathAnswerConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/api/login"]
+      methods: ["POST"]
+      limit: "5/minute"
+    - name: Upper
+      paths: ["/API/Upper"]
+      limit: "5/minute"
+    - name: kb
+      paths: ["/api/kb/*/docs/upload", "/api/kb/*/docs/upload/batch"]
+      limit: "30/minute"
+      weights:
+        "/api/kb/*/docs/upload/batch": 10
+    - name: watch
+      mode: shadow
+      paths: ["/api/*"]
+      limit: "1/minute"
+  default: "120/minute"
+  exempt_paths: ["/health", "/docs/*"]
+`
+
+// TestPathAnswers: the answers kept for recent paths (pathAnswers) are
+// each (method, path, case folding)'s own: every request, asked again and
+// again in several orders, by every standard method, with and without case
+// folding, gets what matching its path gives.
+func TestPathAnswers(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/api/login", "/API/LOGIN", "/api/upper", "/API/Upper", "/api/kb/1/docs/upload",
+		"/api/kb/1/docs/upload/batch", "/health", "/HEALTH", "/docs/x", "/api/other", "/other", "/"}
+	for i := range 300 {
+		paths = append(paths, fmt.Sprintf("/api/kb/%d/docs/upload/batch", i), fmt.Sprintf("/p/%d", i))
+	}
+	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	type req struct {
+		method, path string
+		fold         bool
+	}
+	var reqs []req
+	for _, p := range paths {
+		for _, m := range methods {
+			reqs = append(reqs, req{m, p, false}, req{m, p, true})
+		}
+	}
+	for round := range 4 {
+		for i := range reqs {
+			r := reqs[(i*(2*round+1))%len(reqs)]
+			wantM, wantExempt := cfg.matchSpellings(r.method, []string{r.path}, r.fold)
+			if m, exempt := cfg.decide(r.method, Path(r.path), "", r.fold); m != wantM || exempt != wantExempt {
+				t.Fatalf("round %d: %s %s (fold %v): %+v, exempt %v; want %+v, exempt %v", round, r.method, r.path, r.fold, m, exempt, wantM, wantExempt)
+			}
+		}
+	}
+}
+
+// TestPathAnswerOwnCopy: a path kept among the recent ones is a copy: a
+// request whose path points into memory the framework then reuses for
+// another path (fasthttp's), one of the same slot, gets the other path's
+// answer.
+func TestPathAnswerOwnCopy(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kb = "/api/kb/7/docs/upload/batch"
+	other := "" // a path of kb's slot, of kb's length, that no rule names
+	for i := 0; other == ""; i++ {
+		p := fmt.Sprintf("/p/%024d", i)
+		if pathHash("GET", p, true)>>(64-pathSlotBits) == pathHash("GET", kb, true)>>(64-pathSlotBits) {
+			other = p
+		}
+	}
+	buf := []byte(kb)
+	path := Path(unsafe.String(&buf[0], len(buf)))
+	for range 3 {
+		if m, _ := cfg.decide("GET", path, "", true); m.rule == nil || m.rule.Name != "kb" || m.cost != 10 {
+			t.Fatalf("%s: %+v, want kb at cost 10", path, m)
+		}
+	}
+	copy(buf, other)
+	if m, _ := cfg.decide("GET", path, "", true); m.rule == nil || m.rule.Name != DefaultRuleName || m.cost != 1 {
+		t.Fatalf("%s in reused memory: %+v, want the default at cost 1", path, m)
+	}
+}
+
+// TestPathAnswerSlot: an entry answers only its own method and case
+// folding: a request that finds in its slot the entry of the same path
+// under another method, or with the other folding, is matched.
+func TestPathAnswerSlot(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		fold         bool
+		// the entry put in the request's slot
+		entryMethod string
+		entryFold   bool
+	}{
+		{"POST", "/api/login", false, "GET", false},
+		{"GET", "/api/login", false, "POST", false},
+		{"GET", "/API/LOGIN", false, "GET", true},
+		{"POST", "/API/LOGIN", true, "POST", false},
+	} {
+		want, wantExempt := cfg.matchSpellings(c.method, []string{c.path}, c.fold)
+		other, otherExempt := cfg.matchSpellings(c.entryMethod, []string{c.path}, c.entryFold)
+		if other == want {
+			t.Fatalf("%+v: the entry's answer is the request's own: the case proves nothing", c)
+		}
+		i := pathHash(c.method, c.path, c.fold) >> (64 - pathSlotBits)
+		cfg.routes.paths.answers[i].Store(&pathAnswer{path: c.path, method: c.entryMethod, fold: c.entryFold, m: other, exempt: otherExempt})
+		if m, exempt := cfg.decide(c.method, Path(c.path), "", c.fold); m != want || exempt != wantExempt {
+			t.Errorf("%s %s (fold %v) beside the entry of %s (fold %v): %+v, want %+v", c.method, c.path, c.fold, c.entryMethod, c.entryFold, m, want)
+		}
+	}
+}
+
+// TestPathAnswerOnce: a path asked once costs no allocation (only the
+// second request of a (method, path) gives it an entry), and one asked
+// again and again none either.
+func TestPathAnswerOnce(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]Path, 200)
+	for i := range paths {
+		paths[i] = Path(fmt.Sprintf("/api/kb/%d/docs/upload", i))
+	}
+	i := 0
+	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", paths[i], "", false); i++ }); n != 0 {
+		t.Errorf("%v allocations for a path seen once, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", "/api/other", "", true) }); n != 0 {
+		t.Errorf("%v allocations for a path seen again, want 0", n)
 	}
 }

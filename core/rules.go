@@ -255,7 +255,7 @@ type Rule struct {
 	count   CountMode
 
 	// Precomputed responses and header values; see headers.go.
-	limitNames  []string // each limit's item name in the draft headers
+	rateItems   []string // the start of each limit's item in the RateLimit header
 	policyValue []string // RateLimit-Policy
 	limitValue  []string // X-RateLimit-Limit
 	body        []byte   // the 429 body

@@ -127,7 +127,7 @@ func (c *Config) tier(plan string) *tier {
 // policy, "<rule>@<plan>", and its own prepared headers.
 func variant(base *Rule, plan string, lims []Limit) *Rule {
 	v := *base
-	v.limitNames, v.limitValue = nil, nil // prepare appends: never into base's
+	v.rateItems, v.limitValue = nil, nil // prepare appends: never into base's
 	v.Policy = &Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims}
 	v.plan = plan
 	v.prepare()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -31,11 +33,10 @@ type options struct {
 	denied  DeniedHandler
 	inCtx   bool
 
-	// run is the flow New decides with, its limiter set. Echo builds the
-	// handler chain again for every request, allocating the closure New's
-	// middleware returns: that closure holds only next and the options,
-	// to keep it small.
+	// run is the flow New decides with, its limiter set.
 	run *core.Flow[echo.Context]
+	// wrapped holds the handlers built in front of the nexts Echo passes.
+	wrapped handlerCache
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -169,31 +170,78 @@ func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
 	o.run = o.flow()
 	o.run.Limiter = lim
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			r := c.Request()
-			d, err := o.run.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.Path())
-			switch {
-			case err != nil:
-				return o.onError(c, err)
-			case !d.Allowed:
-				if o.denied != nil {
-					return o.deny(c, d)
-				}
-				d.WriteDenied(c.Response())
-				return nil
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return o.wrapped.get(next, o.handler) }
+}
+
+// handler returns the middleware's handler in front of next.
+func (o *options) handler(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		var d core.Decision
+		err := o.run.DecideTo(r.Context(), &d, c, r.Method, core.URLPath(r.URL), c.Path())
+		switch {
+		case err != nil:
+			return o.onError(c, err)
+		case !d.Allowed:
+			if o.denied != nil {
+				return o.deny(c, d)
 			}
-			d.SetHeaders(c.Response().Header())
-			if o.inCtx {
-				withDecision(c, d)
-			}
-			if !d.Deferred() {
-				return next(c)
-			}
-			return nextCounted(o.run.Limiter, next, c, r.Context(), &d) // counted by outcome: once the handler has answered
+			d.WriteDenied(c.Response())
+			return nil
 		}
+		d.SetHeaders(c.Response().Header())
+		if o.inCtx {
+			withDecision(c, d)
+		}
+		if !d.Deferred() {
+			return next(c)
+		}
+		return nextCounted(o.run.Limiter, next, c, r.Context(), &d) // counted by outcome: once the handler has answered
 	}
 }
+
+// handlerCache keeps the handlers the middleware built in front of the
+// nexts it was given more than once. Echo builds the chain of middlewares
+// again for every request, calling each middleware with the handler that
+// follows it: when no middleware follows this one, that is the route's
+// handler, the same function value every time, and its cached handler
+// spares the request an allocation. A next is recognised by the address
+// of its function value (its closure), which an entry keeps alive, so the
+// address stands for no other function while the entry holds it. A slot
+// holds an immutable entry, replaced whole; a next seen once is only
+// remembered (in seen), so that a middleware after this one, whose next is
+// new on each request, costs no allocation more than building the handler.
+type handlerCache struct {
+	built [64]atomic.Pointer[builtHandler]
+	seen  [64]atomic.Pointer[byte] // a next's closure, seen once
+}
+
+type builtHandler struct {
+	next, handler echo.HandlerFunc
+}
+
+// get returns the handler build makes in front of next: the cached one
+// when next was seen before.
+func (hc *handlerCache) get(next echo.HandlerFunc, build func(echo.HandlerFunc) echo.HandlerFunc) echo.HandlerFunc {
+	p := funcAddr(next)
+	i := uint64(uintptr(p)) >> 4 * 0x9E3779B97F4A7C15 >> 58 // Fibonacci hashing to 6 bits
+	if e := hc.built[i].Load(); e != nil && funcAddr(e.next) == p {
+		return e.handler
+	}
+	h := build(next)
+	switch seen := &hc.seen[i]; {
+	case p == nil:
+	case unsafe.Pointer(seen.Load()) == p:
+		hc.built[i].Store(&builtHandler{next: next, handler: h})
+	default:
+		seen.Store((*byte)(p))
+	}
+	return h
+}
+
+// funcAddr is the address of fn's function value: its closure, or the
+// static value of a function that captures nothing.
+func funcAddr(fn echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&fn)) }
 
 // deny answers a denied request with the application's handler. d is a
 // copy, here and in withDecision, so that the caller's stays on its stack.

@@ -179,7 +179,8 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 		if caseInsensitive(c.App(), &seen) {
 			f = &folded
 		}
-		d, err := f.Decide(c.UserContext(), c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
+		var d core.Decision
+		err := f.DecideTo(c.UserContext(), &d, c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
 		if err != nil {
 			return o.onError(c, err)
 		}
@@ -203,9 +204,11 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 }
 
 // setHeaders sets on c's response the headers of d: core.Decision.Header,
-// or, with limitOnly, LimitHeader (those without the default body's).
+// or, with limitOnly, LimitHeader (those without the default body's;
+// for an allowed request they are the same).
 func setHeaders(c *fiber.Ctx, d *core.Decision, limitOnly bool) {
 	h := &c.Response().Header
+	limitOnly = limitOnly || d.Allowed
 	var buf [128]byte
 	for i := 0; ; i++ {
 		var name string

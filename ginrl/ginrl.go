@@ -164,7 +164,8 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 	flow.Limiter = lim
 	return func(c *gin.Context) {
 		r := c.Request
-		d, err := flow.Decide(r.Context(), c, r.Method, core.URLPath(r.URL), c.FullPath())
+		var d core.Decision
+		err := flow.DecideTo(r.Context(), &d, c, r.Method, core.URLPath(r.URL), c.FullPath())
 		switch {
 		case err != nil:
 			o.onError(c, err)

@@ -181,7 +181,8 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 	flow.Limiter = lim
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, err := flow.Decide(r.Context(), r, r.Method, core.URLPath(r.URL), route(r.Pattern))
+			var d core.Decision
+			err := flow.DecideTo(r.Context(), &d, r, r.Method, core.URLPath(r.URL), route(r.Pattern))
 			switch {
 			case err != nil:
 				o.onError(w, r, err)
