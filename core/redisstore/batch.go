@@ -42,7 +42,9 @@ const maxQueueBatches = 16
 // A batch that the cluster redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT,
 // while slots move) is sent again decision by decision, and so is each
 // decision of a batch whose key the node does not serve (the others are
-// answered).
+// answered), and a batch the server refuses before it runs because it may
+// write (OOM, READONLY, MISCONF, NOREPLICAS: a decision alone is refused
+// only at its first write, so a peek or a denial is still answered).
 //
 // A node's queue holds at most 16 batches (16 × max decisions); a decision
 // that finds it full goes out alone, as with batching off. A decision

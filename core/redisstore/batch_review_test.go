@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,14 +253,14 @@ func TestFaultBatchBreakerCallerGaveUp(t *testing.T) {
 	}
 }
 
-// TestBatchRefusedWholeNotAlone: a server refuses a script that may write
+// TestFaultBatchRefusedWhole: a server refuses a script that may write
 // as a whole, before it runs (the batch script declares flags), when it is
 // out of memory (maxmemory, noeviction), a read-only replica, or cannot
 // persist; a decision alone (a script without flags) is refused only at
 // its first write. So a batch the server refuses that way must be sent
 // again decision by decision: a peek and a denial (which write nothing)
 // are answered as they are alone, and batching stays on.
-func TestBatchRefusedWholeNotAlone(t *testing.T) {
+func TestFaultBatchRefusedWhole(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
 	admin := client(t, srv.Addr())
@@ -408,6 +409,214 @@ func TestBatchWrongType(t *testing.T) {
 			}
 			if bs := batches(rec.take()); len(bs) != 1 || len(bs[0].keys) != 3 {
 				t.Fatalf("want one batch of the three")
+			}
+		})
+	}
+}
+
+// TestFaultBatchNoLeak: a paused Redis times out every call and every
+// queued decision; once it is back, batches form again; after Close no
+// goroutine of the store (senders, calls of a client that ignores
+// deadlines) is left.
+func TestFaultBatchNoLeak(t *testing.T) {
+	for _, bounded := range []bool{true, false} {
+		t.Run(fmt.Sprint("bounded=", bounded), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			check := leaks(t)
+			rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: bounded, ReadTimeout: 2 * time.Second})
+			s, err := redisstore.New(rc, redisstore.WithTimeout(200*time.Millisecond), redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := policy("leak", core.TokenBucket, "1000/hour")
+			ctx := context.Background()
+			if _, err := s.Take(ctx, "warm", p, 1); err != nil {
+				t.Fatal(err)
+			}
+			run := func() (ok, failed int64) {
+				var wg sync.WaitGroup
+				var nok, nfailed atomic.Int64
+				for g := range 64 {
+					wg.Go(func() {
+						if _, err := s.Take(ctx, fmt.Sprint("u", g%8), p, 1); err != nil {
+							if k := core.StoreErrorKind(err); k != "timeout" && k != "pool_timeout" {
+								t.Errorf("while paused: %v (kind %q), want a timeout", err, k)
+							}
+							nfailed.Add(1)
+						} else {
+							nok.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				return nok.Load(), nfailed.Load()
+			}
+			srv.Pause()
+			if ok, _ := run(); ok != 0 {
+				srv.Resume()
+				t.Fatalf("%d decisions answered by a paused Redis", ok)
+			}
+			srv.Resume()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				if _, err := s.Take(ctx, "warm", p, 1); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("Redis never answered again")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if ok, failed := run(); failed != 0 {
+				t.Fatalf("after Redis came back: %d answered, %d failed", ok, failed)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			check()
+		})
+	}
+}
+
+// TestFaultBatchClusterPausedNode: one paused master delays only its own
+// decisions: while its lanes hang and its queue fills, decisions for the
+// other masters are answered at once, batched or not.
+func TestFaultBatchClusterPausedNode(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	cc := clusterClient(t, cl)
+	const timeout = 2 * time.Second
+	s := newStore(t, cc, redisstore.WithTimeout(timeout), redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
+	p := policy("paused", core.GCRA, "1000000/hour")
+	ctx := context.Background()
+	paused := cl.Nodes()[0]
+	var slow, fast []string
+	for i := 0; len(slow) < 16 || len(fast) < 16; i++ {
+		k := fmt.Sprint("user", i)
+		m, err := cc.MasterForKey(ctx, "rl:{"+k+"}:x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr == paused.Addr() {
+			slow = append(slow, k)
+		} else {
+			fast = append(fast, k)
+		}
+	}
+	for _, k := range append(slow, fast...) { // every node client dialled
+		if _, err := s.Take(ctx, k, p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused.Pause()
+	t.Cleanup(paused.Resume)
+	var wg sync.WaitGroup
+	var slowErrs atomic.Int64
+	for g := range 128 {
+		wg.Go(func() {
+			if _, err := s.Take(ctx, slow[g%len(slow)], p, 1); err != nil {
+				slowErrs.Add(1)
+			}
+		})
+	}
+	// The paused node's lanes hang now, and its queue fills.
+	var worst atomic.Int64
+	var fastErrs atomic.Int64
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range 8 {
+				start := time.Now()
+				if _, err := s.Take(ctx, fast[(g+i)%len(fast)], p, 1); err != nil {
+					fastErrs.Add(1)
+				}
+				for d := int64(time.Since(start)); ; {
+					w := worst.Load()
+					if d <= w || worst.CompareAndSwap(w, d) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	paused.Resume()
+	if slowErrs.Load() != 128 {
+		t.Fatalf("%d of 128 decisions for the paused master failed, want all", slowErrs.Load())
+	}
+	// A decision for a healthy master waits for nothing of the paused one:
+	// far below the timeout even on a loaded machine.
+	if fastErrs.Load() != 0 || time.Duration(worst.Load()) > timeout/2 {
+		t.Fatalf("decisions for the other masters: %d failed, the slowest took %v; want none failed, each well below the %v timeout", fastErrs.Load(), time.Duration(worst.Load()), timeout)
+	}
+}
+
+// TestBatchWrongTypeAllOrNothing: a fixed window's decision over several
+// limits whose second limit's key holds another type fails with WRONGTYPE
+// and takes nothing from its first limit (all of its limits or none),
+// alone and in a batch.
+func TestBatchWrongTypeAllOrNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	admin := client(t, srv.Addr())
+	ctx := context.Background()
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
+			p := policy(fmt.Sprint("wrongtype2-", batched), core.FixedWindow, "3/hour", "10/day")
+			user := fmt.Sprint("two", batched)
+			probe := newStore(t, admin)
+			if _, err := probe.Take(ctx, user, p, 1); err != nil {
+				t.Fatal(err)
+			}
+			first, err1 := admin.Keys(ctx, "*{"+user+"}:*").Result()
+			if err1 != nil {
+				t.Fatal(err1)
+			}
+			var k1, k2 string
+			for _, k := range first {
+				if strings.Contains(k, ".2:") {
+					k2 = k
+				} else {
+					k1 = k
+				}
+			}
+			if k1 == "" || k2 == "" {
+				t.Fatalf("keys %v", first)
+			}
+			admin.Del(ctx, k2)
+			admin.HSet(ctx, k2, "f", "v")
+			rec := newRecorder(0)
+			var s *redisstore.Store
+			var wg sync.WaitGroup
+			if batched {
+				rec = newRecorder(redisstore.Lanes())
+				s = newStore(t, recordedClient(t, srv.Addr(), rec), redisstore.WithDenyCache(false))
+				for i := range redisstore.Lanes() {
+					wg.Go(func() { _, _ = s.Take(ctx, fmt.Sprint("lane", i), p, 1) })
+				}
+				for rec.heldCount() < redisstore.Lanes() {
+					time.Sleep(time.Millisecond)
+				}
+			} else {
+				s = newStore(t, recordedClient(t, srv.Addr(), rec), redisstore.WithDenyCache(false), redisstore.WithBatch(1))
+			}
+			var err error
+			wg.Go(func() { _, err = s.Take(ctx, user, p, 1) })
+			wg.Go(func() { _, _ = s.Take(ctx, "other", p, 1) })
+			if batched {
+				waitQueued(t, s, 2)
+				close(rec.open)
+			}
+			wg.Wait()
+			if core.StoreErrorKind(err) != "redis" {
+				t.Fatalf("take: %v (kind %q), want the WRONGTYPE error", err, core.StoreErrorKind(err))
+			}
+			if got, _ := admin.Get(ctx, k1).Result(); got != "1" {
+				t.Fatalf("the first limit's count after the failed take is %q, want 1: a decision takes from all of its limits or none", got)
+			}
+			if batched && len(batches(rec.take())) != 1 {
+				t.Fatal("want one batch")
 			}
 		})
 	}

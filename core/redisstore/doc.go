@@ -41,9 +41,12 @@
 // redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT, while slots move) is sent
 // again decision by decision, as is each decision of a batch whose key the
 // node does not serve (the batch script runs each decision under pcall,
-// and answers the others); a server that refuses the batch script (one
-// older than 7.0, or miniredis) turns batching off at the first batch,
-// whose decisions are then sent one by one. A queued decision waits until
+// and answers the others), and a batch the server refuses before it runs
+// because it may write (OOM, READONLY, MISCONF, NOREPLICAS; alone, a
+// decision that writes nothing, a peek or a denial, is answered); a
+// server that refuses the batch script (one older than 7.0, or miniredis)
+// turns batching off at the first batch, whose decisions are then sent
+// one by one. A queued decision waits until
 // its caller's context ends or the store's timeout passes at most, then
 // returns that error (a *NodeError) without being sent; one whose batch
 // was sent may have been applied, as a call that timed out may have been.
