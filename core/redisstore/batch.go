@@ -42,7 +42,9 @@ const maxQueueBatches = 16
 // A batch that the cluster redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT,
 // while slots move) is sent again decision by decision, and so is each
 // decision of a batch whose key the node does not serve (the others are
-// answered).
+// answered), and a batch the server refuses before it runs because it may
+// write (OOM, READONLY, MISCONF, NOREPLICAS: a decision alone is refused
+// only at its first write, so a peek or a denial is still answered).
 //
 // A node's queue holds at most 16 batches (16 × max decisions); a decision
 // that finds it full goes out alone, as with batching off. A decision
@@ -69,6 +71,9 @@ type waiter struct {
 	// closed once the store's timeout has passed.
 	deadline time.Time
 	expired  <-chan struct{}
+	// ctx is the caller's: a batch whose callers' contexts have all ended
+	// says nothing against the node when it fails.
+	ctx context.Context
 	// state is queued until a batch takes the decision or its caller gives
 	// up; under the queue's lock.
 	state waitState
@@ -159,6 +164,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 	w := waiters.Get().(*waiter)
 	w.key, w.alg, w.arg, w.tail, w.state = key, pl.algorithm, arg, pl.tail, queued
 	w.deadline, w.expired = s.deadline(ctx)
+	w.ctx = ctx
 	q.waiting = append(q.waiting, w)
 	q.mu.Unlock()
 	var end error
@@ -279,7 +285,13 @@ func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 	case err == nil && (!isArray || len(replies) != len(batch)):
 		err = &kindError{"redisstore: unexpected reply to a batch of decisions", "other"}
 	}
-	clear(args) // drop the references to keys and replies
+	if errors.Is(err, errTimeout) {
+		// The call goes on in the background (a client that ignores
+		// deadlines) and its command holds args: leave them to it.
+		args = nil
+	} else {
+		clear(args) // drop the references to keys and replies
+	}
 	if err != nil && len(batch) > 1 && s.unbatchable(err) {
 		for _, w := range batch {
 			w.alone = true
@@ -288,7 +300,9 @@ func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 		return args
 	}
 	if err != nil {
-		if counts(err, n.answered.Load() != answered) {
+		// Nothing counts once every caller's own context has ended (as
+		// for a call alone).
+		if waitedFor(batch) && counts(err, n.answered.Load() != answered) {
 			n.br.failure(s.clock.Now(), probe)
 		} else if probe {
 			n.br.probing.Store(false)
@@ -315,6 +329,17 @@ func (s *Store) sendBatch(n *node, batch []*waiter, args []any) []any {
 	return args
 }
 
+// waitedFor reports whether a caller of batch still waits: its context
+// has not ended.
+func waitedFor(batch []*waiter) bool {
+	for _, w := range batch {
+		if w.ctx.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // redirected reports whether err, met by one decision of a batch, says
 // that the node does not serve its key (its slot moved, or is moving):
 // the decision is then sent alone, to the node the cluster names. It met
@@ -335,12 +360,15 @@ func redirected(err error) bool {
 // unbatchable reports whether err, the error of a batch, says that the
 // server cannot run it as one call, though each decision alone may run:
 // the cluster redirects it (MOVED, ASK, TRYAGAIN, CROSSSLOT: slots are
-// moving, or the client's map is stale), or the server refuses the batch
-// script itself (a server older than Redis 7.0, or a Redis-compatible one,
-// that does not know the shebang or its flag), after which the store stops
-// batching.
+// moving, or the client's map is stale); the server refuses, before it
+// runs, a script with flags that may write (OOM, READONLY, MISCONF,
+// NOREPLICAS), while a decision alone, a script without flags, is refused
+// only at its first write, and one that writes nothing (a peek, a denial)
+// is answered; or the server refuses the batch script itself (a server
+// older than Redis 7.0, or a Redis-compatible one, that does not know the
+// shebang or its flag), after which the store stops batching.
 func (s *Store) unbatchable(err error) bool {
-	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CROSSSLOT"} {
+	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CROSSSLOT", "OOM", "READONLY", "MISCONF", "NOREPLICAS"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}
@@ -349,7 +377,7 @@ func (s *Store) unbatchable(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
-	for _, m := range []string{"shebang", "flag", "compiling script"} {
+	for _, m := range []string{"shebang", "compiling script"} {
 		if strings.Contains(msg, m) {
 			s.noBatch.Store(true)
 			return true

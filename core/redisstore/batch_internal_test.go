@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,7 +20,9 @@ func TestBatchRedirected(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })
-	s, err := New(cc, WithDenyCache(false))
+	// A generous timeout: the first batch loads the batch script (EVAL)
+	// on a loaded machine under -race.
+	s, err := New(cc, WithDenyCache(false), WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +57,7 @@ func TestBatchRedirected(t *testing.T) {
 		for _, k := range []string{own[i], other[i]} {
 			w := &waiter{key: k, alg: pl.algorithm, arg: 1, tail: pl.tail, done: make(chan struct{}, 1)}
 			w.deadline, w.expired = s.deadline(ctx)
+			w.ctx = ctx
 			batch = append(batch, w)
 		}
 	}

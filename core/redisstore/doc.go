@@ -41,16 +41,20 @@
 // redirects (MOVED, ASK, TRYAGAIN, CROSSSLOT, while slots move) is sent
 // again decision by decision, as is each decision of a batch whose key the
 // node does not serve (the batch script runs each decision under pcall,
-// and answers the others); a server that refuses the batch script (one
-// older than 7.0, or miniredis) turns batching off at the first batch,
-// whose decisions are then sent one by one. A queued decision waits until
-// its caller's context ends or the store's timeout passes at most, then
-// returns that error (a *NodeError) without being sent; one whose batch
-// was sent may have been applied, as a call that timed out may have been.
-// Each node's queue holds at most 16 batches (past that, a decision goes
-// out alone), and a slow node delays only its own decisions. A batch is
-// one call to its node for the breaker, and its failure is every one of
-// its decisions' error. Reset is never batched.
+// and answers the others), and a batch the server refuses before it runs
+// because it may write (OOM, READONLY, MISCONF, NOREPLICAS; alone, a
+// decision that writes nothing, a peek or a denial, is answered); a
+// server that refuses the batch script (one older than 7.0, or miniredis)
+// turns batching off at the first batch, whose decisions are then sent
+// one by one. A queued decision waits until its caller's context ends or
+// the store's timeout passes at most, then returns that error (a
+// *NodeError) without being sent; one whose batch was sent may have been
+// applied, as a call that timed out may have been. Each node's queue holds
+// at most 16 batches (past that, a decision goes out alone), and a slow
+// node delays only its own decisions. A batch is one call to its node for
+// the breaker (which it does not count against the node once every one of
+// its callers' contexts has ended, as for a call alone), and its failure
+// is every one of its decisions' error. Reset is never batched.
 //
 // Lua numbers are doubles, exact for integers below 2^53. The fixed window
 // forms no products and counts in microseconds. The other algorithms count

@@ -23,6 +23,16 @@
 -- limit only reads. Several limits: per limit {admitted 0/1, remaining,
 -- reset-after, retry-after}.
 
+-- giveback fails a decision over several limits whose limit i met err (a
+-- key of another type: WRONGTYPE) as a whole: it gives back what the
+-- limits before i took, and returns err.
+local function giveback(keys, incr, i, cost, err)
+  for j = 1, i - 1 do
+    if incr[j] then redis.call('DECRBY', keys[j], cost) end
+  end
+  return err
+end
+
 local function decide(key, A, o, m, now)
   local cost = tonumber(A[o + 1])
   local dry = cost < 0
@@ -61,11 +71,14 @@ local function decide(key, A, o, m, now)
     local reset = (idx + 1) * p - now
     local count
     if cost > 0 and cost <= r and not dry then
-      count = redis.call('INCRBY', wk, cost)
+      count = redis.pcall('INCRBY', wk, cost)
+      if type(count) == 'table' then return giveback(keys, incr, i, cost, count) end
       if count == cost then redis.call('PEXPIRE', wk, math.ceil(reset / 1000)) end
       keys[i], incr[i] = wk, true
     else
-      count = (tonumber(redis.call('GET', wk)) or 0) + cost
+      count = redis.pcall('GET', wk)
+      if type(count) == 'table' then return giveback(keys, incr, i, cost, count) end
+      count = (tonumber(count) or 0) + cost
     end
     local q = (i - 1) * 4
     if cost <= r and count <= r then
