@@ -2,6 +2,7 @@ package core
 
 import (
 	"math"
+	"strings"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -53,6 +54,46 @@ func TestAppendDecimalEdges(t *testing.T) {
 	for v := int64(-20000); v <= 200000; v++ {
 		if got, want := string(appendDecimal(nil, v)), strconv.FormatInt(v, 10); got != want {
 			t.Fatalf("appendDecimal(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestDecideHostileSpellings: whatever route an adapter names and however
+// a client spells the path (escapes, //, /./, /../, case, a trailing
+// slash, a long path, any method), decide, through the route answers, the
+// literal-route shortcut and the recent paths' answers, asked again and
+// again, gives what matching every spelling of the path gives.
+func TestDecideHostileSpellings(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "/api/login/" + strings.Repeat("a", 250)
+	paths := []string{"/api/login", "/api/login/", "/api//login", "//api/login", "/api/./login", "/x/../api/login",
+		"/api/%6cogin", "/api%2flogin", "/API/LOGIN", "/Api/Login/", "/health", "/health/", "/health/.", "//health",
+		"/%68ealth", "/x/../health", "/HEALTH", "/docs/x", "/docs/x/../../api/login", "/docs/%2e%2e/api/login",
+		"/docs/..%2fapi%2flogin", "/api/kb/1/docs/upload", "/api/kb/1/docs/upload/", "/api/kb/1/docs/upload/batch",
+		"/api/kb/1/docs/upload/./batch", "/api/kb/%31/docs/upload/batch", "/api/kb//docs/upload/batch", "/API/Upper",
+		"/api/upper", "/", "", "api/login", long, long[:256], long[:257], long + "/..", "/api/login%00", "/api/login?x"}
+	routes := []string{"", "/", "/api/login", "/api/login/", "/api/:x", "/api/*", "/api/kb/:id/docs/upload/batch",
+		"/api/kb/:id/docs/upload", "/health", "/health/", "/docs/:p", "/API/Upper", "/api/upper", "/:a/:b", "/api/{x}"}
+	routes = append(routes, paths...) // a router that names the path itself
+	methods := []string{"GET", "HEAD", "POST", "post", "Post", "PUT", "DELETE", "OPTIONS", "PROPFIND", ""}
+	for round := range 3 {
+		for _, p := range paths {
+			var buf [maxSpellings]string
+			sp := spellings(Path(p), &buf)
+			for _, r := range routes {
+				for _, m := range methods {
+					for _, fold := range []bool{false, true} {
+						wantM, wantEx := cfg.matchSpellings(m, sp, fold)
+						if gotM, gotEx := cfg.decide(m, Path(p), r, fold); gotM != wantM || gotEx != wantEx {
+							t.Fatalf("round %d: %s %q route %q fold %v: %+v exempt %v; want %+v exempt %v",
+								round, m, p, r, fold, gotM, gotEx, wantM, wantEx)
+						}
+					}
+				}
+			}
 		}
 	}
 }
