@@ -2,8 +2,8 @@ package core
 
 import (
 	"math"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 )
