@@ -1,9 +1,11 @@
 package core
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -96,4 +98,84 @@ func TestDecideHostileSpellings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCachesConcurrent: goroutines asking at once for peers and paths that
+// share the peer, route and recent-path tables' slots each get their own
+// answer (run with -race: the tables' entries are published whole).
+func TestCachesConcurrent(t *testing.T) {
+	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zero ClientIPConfig
+	type peer struct{ addr, host string }
+	var peers []peer
+	for i := range 6000 {
+		host := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		peers = append(peers, peer{fmt.Sprintf("%s:%d", host, 1024+i%3000), host})
+	}
+	var paths []string
+	for i := range 1200 {
+		paths = append(paths, fmt.Sprintf("/api/kb/%d/docs/upload/batch", i), fmt.Sprintf("/p/%d", i), "/api/login", "/health")
+	}
+	routes := []string{"", "/api/kb/:id/docs/upload/batch", "/api/login", "/health"}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i := range peers {
+					p := peers[(i*(2*g+1)+round)%len(peers)]
+					if got := zero.ClientIP(p.addr, nil); got != p.host {
+						errs <- fmt.Sprintf("ClientIP(%q) = %q", p.addr, got)
+						return
+					}
+				}
+				for i := range paths {
+					p := paths[(i*(2*g+1)+round)%len(paths)]
+					r := routes[(i+g)%len(routes)]
+					m, ex := cfg.decide("POST", Path(p), r, g%2 == 1)
+					wm, wex := cfg.matchSpellings("POST", []string{p}, g%2 == 1)
+					if m != wm || ex != wex {
+						errs <- fmt.Sprintf("decide(%q, route %q) = %+v %v, want %+v %v", p, r, m, ex, wm, wex)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// BenchmarkClientIPPeer: ClientIP for a plain IPv4 peer with no trusted
+// proxy, the string asked for again (the cipPeers hit: a load and a
+// comparison with the entry's copy), and a new string each time (a parse).
+func BenchmarkClientIPPeer(b *testing.B) {
+	var zero ClientIPConfig
+	b.Run("kept", func(b *testing.B) {
+		addr := strings.Clone("203.0.113.254:54321")
+		b.ReportAllocs()
+		for b.Loop() {
+			zero.ClientIP(addr, nil)
+		}
+	})
+	b.Run("parsed", func(b *testing.B) {
+		var addrs [1 << 14]string
+		for i := range addrs {
+			addrs[i] = fmt.Sprintf("203.0.%d.%d:54321", i>>8&255, i&255)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			zero.ClientIP(addrs[i&(len(addrs)-1)], nil)
+			i++
+		}
+	})
 }
