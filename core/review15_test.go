@@ -66,19 +66,43 @@ func TestAppendDecimalEdges(t *testing.T) {
 // literal-route shortcut and the recent paths' answers, asked again and
 // again, gives what matching every spelling of the path gives.
 func TestDecideHostileSpellings(t *testing.T) {
-	cfg, err := ParseConfig([]byte(pathAnswerConfig), "paths.yaml")
-	if err != nil {
-		t.Fatal(err)
+	for _, text := range []string{pathAnswerConfig, hostileConfig} {
+		cfg, err := ParseConfig([]byte(text), "paths.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		decideHostile(t, cfg)
 	}
+}
+
+const hostileConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: get
+      paths: ["/api/*", "/r"]
+      methods: ["GET"]
+      limit: "5/minute"
+      weights:
+        "/api/login": 3
+    - name: Other
+      paths: ["/Api/*/x", "/api/login/"]
+      limit: "5/minute"
+  default: "120/minute"
+  exempt_paths: ["/static/", "/", "/a/*/b", "/Health"]
+`
+
+func decideHostile(t *testing.T, cfg *Config) {
 	long := "/api/login/" + strings.Repeat("a", 250)
 	paths := []string{"/api/login", "/api/login/", "/api//login", "//api/login", "/api/./login", "/x/../api/login",
 		"/api/%6cogin", "/api%2flogin", "/API/LOGIN", "/Api/Login/", "/health", "/health/", "/health/.", "//health",
 		"/%68ealth", "/x/../health", "/HEALTH", "/docs/x", "/docs/x/../../api/login", "/docs/%2e%2e/api/login",
 		"/docs/..%2fapi%2flogin", "/api/kb/1/docs/upload", "/api/kb/1/docs/upload/", "/api/kb/1/docs/upload/batch",
 		"/api/kb/1/docs/upload/./batch", "/api/kb/%31/docs/upload/batch", "/api/kb//docs/upload/batch", "/API/Upper",
-		"/api/upper", "/", "", "api/login", long, long[:256], long[:257], long + "/..", "/api/login%00", "/api/login?x"}
+		"/api/upper", "/", "", "api/login", "/static/", "/static", "/static/x", "/a/1/b", "/a/1/b/", "/A/1/B", "/a//b",
+		"/Health", "/Api/z/x", "/api/z/X", "/static/%2e%2e/", "/a/%2F/b", long, long[:256], long[:257], long + "/..", "/api/login%00", "/api/login?x"}
 	routes := []string{"", "/", "/api/login", "/api/login/", "/api/:x", "/api/*", "/api/kb/:id/docs/upload/batch",
-		"/api/kb/:id/docs/upload", "/health", "/health/", "/docs/:p", "/API/Upper", "/api/upper", "/:a/:b", "/api/{x}"}
+		"/api/kb/:id/docs/upload", "/health", "/health/", "/docs/:p", "/static/", "/static/:f", "/a/:x/b", "/Health", "/Api/:y/x", "/API/Upper", "/api/upper", "/:a/:b", "/api/{x}"}
 	routes = append(routes, paths...) // a router that names the path itself
 	methods := []string{"GET", "HEAD", "POST", "post", "Post", "PUT", "DELETE", "OPTIONS", "PROPFIND", ""}
 	for round := range 3 {
@@ -113,7 +137,7 @@ func TestCachesConcurrent(t *testing.T) {
 	var peers []peer
 	for i := range 6000 {
 		host := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-		peers = append(peers, peer{fmt.Sprintf("%s:%d", host, 1024+i%3000), host})
+		peers = append(peers, peer{fmt.Sprintf("%s:%d", host, 1+i*7919%65535), host}) // ports of 1 to 5 digits
 	}
 	var paths []string
 	for i := range 1200 {
