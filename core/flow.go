@@ -78,7 +78,7 @@ func (f *Flow[R]) Decide(ctx context.Context, r R, method string, path Path, rou
 }
 
 // DecideTo is Decide writing the Decision into *d, which it overwrites
-// whole, instead of returning it: a Decision is a few hundred bytes, and an
+// whole, instead of returning it: a Decision is over 200 bytes, and an
 // adapter that keeps it in a variable of its own saves copying it. The
 // error is the key function's; *d is then zero.
 func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string, path Path, route string) error {

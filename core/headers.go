@@ -119,6 +119,10 @@ func (d *Decision) appendRateLimit(b []byte) []byte {
 	return b
 }
 
+// appendRateLimit indexes Result.Limits by i&(MaxLimits-1): MaxLimits must
+// be a power of two (this does not compile otherwise).
+const _ uint = -(MaxLimits & (MaxLimits - 1))
+
 // appendDecimal appends v in decimal, as strconv.AppendInt(b, v, 10) does,
 // for a non-negative v four digits at a time, from tables no index can
 // fall out of.
