@@ -131,21 +131,13 @@ func (q *queue) take(batch []*waiter, max int) []*waiter {
 func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	n, now, probe, located, err := s.admit(ctx, key)
+	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
-	n, err := s.nodes.locate(ctx, key, now, s.timeout)
-	ok, probe := n.br.allow(now)
-	if !ok {
-		return nil, n.openErr
-	}
 	sc := decision[pl.algorithm]
-	if err != nil || probe || s.batch <= 1 || s.noBatch.Load() || n == s.nodes.unmapped {
-		return s.callNode(ctx, n, err, probe, now, sc, singleArgs(key, pl, arg))
+	if located != nil || probe || s.batch <= 1 || s.noBatch.Load() || n == s.nodes.unmapped {
+		return s.callNode(ctx, n, located, probe, now, sc, singleArgs(key, pl, arg))
 	}
 	q := &n.q
 	q.mu.Lock()

@@ -413,19 +413,32 @@ func parseFixed(p *core.Policy, v []any, cost int64, r *core.Result) error {
 func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	n, now, probe, located, err := s.admit(ctx, key)
+	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
-	n, err := s.nodes.locate(ctx, key, now, s.timeout)
+	return s.callNode(ctx, n, located, probe, now, sc, args)
+}
+
+// admit is the start of every call on key, under s.mu's read lock: it
+// fails when the store is closed, ctx has ended or the breaker of key's
+// node is open, and otherwise returns the node, the instant, whether the
+// call is the breaker's probe, and the error of locating the node (for
+// callNode, which counts it).
+func (s *Store) admit(ctx context.Context, key string) (n *node, now int64, probe bool, located, err error) {
+	if s.closed.Load() {
+		return nil, 0, false, nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, false, nil, err
+	}
+	now = s.clock.Now()
+	n, located = s.nodes.locate(ctx, key, now, s.timeout)
 	ok, probe := n.br.allow(now)
 	if !ok {
-		return nil, n.openErr
+		return nil, 0, false, nil, n.openErr
 	}
-	return s.callNode(ctx, n, err, probe, now, sc, args)
+	return n, now, probe, located, nil
 }
 
 // callNode runs one script on node n, which the breaker let through at
