@@ -405,7 +405,7 @@ type cipPeer struct {
 // cipPeerIPv4 is cipPlainIPv4 through cipPeers.
 func cipPeerIPv4(hostport string) (string, bool) {
 	p := unsafe.StringData(hostport)
-	i := uint64(uintptr(unsafe.Pointer(p))) >> 3 * 0x9E3779B97F4A7C15 >> 52 // Fibonacci hashing to 12 bits
+	i := addrSlot(unsafe.Pointer(p), 12)
 	if e := cipPeers[i].Load(); e != nil && int(e.n) == len(hostport) && string(e.addr[:e.n]) == hostport {
 		return hostport[:e.host], true
 	}
@@ -454,4 +454,12 @@ func cipPlainIPv4(hostport string) (string, bool) {
 		return "", false // as cipParseHost: a port must be a number
 	}
 	return s[:i-1], true
+}
+
+// addrSlot is the slot, among 2^bits, of the memory at p: Fibonacci
+// hashing of its address (without the alignment bits every such address
+// shares). It serves the tables that recognise a string by its address
+// (cipPeers, routes.recent).
+func addrSlot(p unsafe.Pointer, bits uint) uint64 {
+	return uint64(uintptr(p)) >> 3 * 0x9E3779B97F4A7C15 >> (64 - bits)
 }

@@ -237,7 +237,7 @@ const maxRoutes = 10_000
 // standardMethod's.
 func (c *Config) route(method, route string) *routeAnswer {
 	addr := unsafe.StringData(route)
-	slot := &c.routes.recent[uint64(uintptr(unsafe.Pointer(addr)))>>3*0x9E3779B97F4A7C15>>58] // Fibonacci hashing to 6 bits
+	slot := &c.routes.recent[addrSlot(unsafe.Pointer(addr), 6)]
 	if e := slot.Load(); e != nil && unsafe.StringData(e.route) == addr && len(e.route) == len(route) && e.method == method {
 		return e.answer
 	}
