@@ -30,7 +30,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The test service, written by hand (no protoc): test.Echo with the unary
-// Say and the server stream Watch, both on wrapperspb.StringValue.
+// Say, Other and Ping and the bidirectional stream Watch, all on
+// wrapperspb.StringValue.
 const (
 	sayMethod   = "/test.Echo/Say"
 	watchMethod = "/test.Echo/Watch"
@@ -75,18 +76,19 @@ func answer(in string) error {
 	return nil
 }
 
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Say",
+// unaryMethod is the echo service's unary method name: it answers its
+// request (see answer).
+func unaryMethod(name string) grpc.MethodDesc {
+	full := "/test.Echo/" + name
+	return grpc.MethodDesc{
+		MethodName: name,
 		Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.StringValue)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			h := func(ctx context.Context, req any) (any, error) {
-				srv.(*echo).record(ctx, sayMethod)
+				srv.(*echo).record(ctx, full)
 				v := req.(*wrapperspb.StringValue).GetValue()
 				if err := answer(v); err != nil {
 					return nil, err
@@ -96,9 +98,15 @@ var echoDesc = grpc.ServiceDesc{
 			if ic == nil {
 				return h(ctx, in)
 			}
-			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: sayMethod}, h)
+			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, h)
 		},
-	}},
+	}
+}
+
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "test.Echo",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{unaryMethod("Say"), unaryMethod("Other"), unaryMethod("Ping")},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Watch",
 		ServerStreams: true,
@@ -182,14 +190,20 @@ func resultOf(err error, header, trailer metadata.MD) result {
 // say makes one Say call with the metadata pairs md (key, value...).
 func say(t testing.TB, conn *grpc.ClientConn, in string, md ...string) result {
 	t.Helper()
+	return invoke(t, conn, sayMethod, in, md...)
+}
+
+// invoke makes one call of a unary method with the metadata pairs md.
+func invoke(t testing.TB, conn *grpc.ClientConn, method, in string, md ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, md...)
 	var header, trailer metadata.MD
 	out := new(wrapperspb.StringValue)
-	err := conn.Invoke(ctx, sayMethod, wrapperspb.String(in), out, grpc.Header(&header), grpc.Trailer(&trailer))
+	err := conn.Invoke(ctx, method, wrapperspb.String(in), out, grpc.Header(&header), grpc.Trailer(&trailer))
 	if err == nil && out.GetValue() != in {
-		t.Fatalf("Say(%q) answered %q", in, out.GetValue())
+		t.Fatalf("%s(%q) answered %q", method, in, out.GetValue())
 	}
 	return resultOf(err, header, trailer)
 }
@@ -278,18 +292,30 @@ func memAt(t testing.TB, clock core.Clock) *memstore.Store {
 	return mem
 }
 
-// spyStore counts the calls to a store and fails them all while fail is
-// set.
+// spyStore counts the calls to a store, records the keys Take is asked
+// for, and fails every call while fail is set.
 type spyStore struct {
 	core.Store
 	calls atomic.Int64
 	fail  atomic.Bool
+	mu    sync.Mutex
+	taken []string // "key rule cost" of each Take
+}
+
+// takes returns what Take was asked, in order.
+func (s *spyStore) takes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.taken...)
 }
 
 var errDown = errors.New("store down")
 
 func (s *spyStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
 	s.calls.Add(1)
+	s.mu.Lock()
+	s.taken = append(s.taken, key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	s.mu.Unlock()
 	if s.fail.Load() {
 		return core.Result{}, errDown
 	}

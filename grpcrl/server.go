@@ -2,7 +2,10 @@ package grpcrl
 
 import (
 	"context"
+	"hash/maphash"
 	"log/slog"
+	"net"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -290,10 +293,37 @@ func (o *options) flow() *core.Flow[call] {
 
 // peerAddr is the address of ctx's peer ("ip:port"), "" when unknown.
 func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	tcp, ok := p.Addr.(*net.TCPAddr)
+	if !ok {
 		return p.Addr.String()
 	}
-	return ""
+	slot := &peers[maphash.Comparable(peerSeed, tcp)%uint64(len(peers))]
+	if e := slot.Load(); e != nil && e.addr == tcp {
+		return e.s
+	}
+	s := tcp.String()
+	slot.Store(&peerEntry{addr: tcp, s: s})
+	return s
+}
+
+// peers remembers the text of recent TCP peer addresses by the identity of
+// their *net.TCPAddr: grpc gives every call of a connection the same one
+// (its net.Conn's RemoteAddr), so that the calls of a connection after its
+// first format none. A direct-mapped table of fixed size, chosen by a
+// seeded hash of the pointer; an entry holds the address it was made for,
+// so that its pointer stands for it while the entry is there.
+var (
+	peers    [256]atomic.Pointer[peerEntry]
+	peerSeed = maphash.MakeSeed()
+)
+
+type peerEntry struct {
+	addr *net.TCPAddr
+	s    string
 }
 
 // incoming returns the getter of ctx's incoming metadata that

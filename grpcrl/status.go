@@ -51,21 +51,42 @@ func withRetry(st *status.Status, delay time.Duration) *status.Status {
 // and, when it is denied (not banned), retry-after: the names an HTTP
 // adapter writes, in lower case (ratelimit-policy and ratelimit, or
 // x-ratelimit-limit, -remaining and -reset), with the same values. nil
-// when there are none.
+// when there are none. The values share one string and the entries one
+// backing array: three allocations and the map's.
 func limitMetadata(d *core.Decision) metadata.MD {
-	var md metadata.MD
-	var buf [128]byte
-	for i := 0; ; i++ {
-		name, value, ok := d.LimitHeader(i, buf[:0])
+	var (
+		names   [maxEntries]string
+		ends    [maxEntries]int
+		scratch [128]byte
+		buf     [256]byte
+	)
+	all, n := buf[:0], 0
+	for ; n < maxEntries; n++ {
+		name, value, ok := d.LimitHeader(n, scratch[:0])
 		if !ok {
-			return md
+			break
 		}
-		if md == nil {
-			md = make(metadata.MD, 3)
-		}
-		md[lowerName(name)] = []string{string(value)}
+		names[n] = lowerName(name)
+		all = append(all, value...)
+		ends[n] = len(all)
 	}
+	if n == 0 {
+		return nil
+	}
+	text := string(all)
+	entries := make([]string, n)
+	md := make(metadata.MD, n)
+	for i, from := 0, 0; i < n; i++ {
+		entries[i] = text[from:ends[i]]
+		md[names[i]] = entries[i : i+1 : i+1]
+		from = ends[i]
+	}
+	return md
 }
+
+// maxEntries bounds the metadata entries of a decision: three legacy
+// headers and retry-after.
+const maxEntries = 4
 
 // lowerName is name in lower case, the form of gRPC metadata keys, without
 // allocating for the names rlkit reads or writes.
