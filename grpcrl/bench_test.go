@@ -98,7 +98,6 @@ func (s *headerStream) SetHeader(md metadata.MD) error  { s.header = md; return 
 func (s *headerStream) SendHeader(md metadata.MD) error { s.header = md; return nil }
 func (s *headerStream) SetTrailer(metadata.MD) error    { return nil }
 
-
 // TestUnaryAllocs pins what the unary interceptor allocates for an
 // admitted call from a known peer: the metadata's values (one string),
 // its entries (one array) and the map (two), nothing for the decision.

@@ -195,4 +195,3 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 		t.Errorf("dave's say calls reached the store %d times, want 9", n)
 	}
 }
-
