@@ -177,10 +177,6 @@ func New(cfg *core.Config, opts ...Option) *Interceptor {
 	return &Interceptor{o: o, lim: lim, flow: flow}
 }
 
-// Limiter returns the limiter the interceptors decide with: WithLimiter's,
-// or the one New made.
-func (i *Interceptor) Limiter() *core.Limiter { return i.lim }
-
 // Unary returns the unary server interceptor (grpc.ChainUnaryInterceptor
 // or grpc.UnaryInterceptor).
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor { return i.unary }
