@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -303,4 +304,24 @@ rate_limit:
 
 func retryInfo(d time.Duration) *errdetails.RetryInfo {
 	return &errdetails.RetryInfo{RetryDelay: durationpb.New(d)}
+}
+
+// TestClientTrailers: a server that is not rlkit may say its limit in the
+// trailer of a trailers-only answer (a proxy in front of it, say): the
+// client reads it there as well.
+func TestClientTrailers(t *testing.T) {
+	trailing := func(ctx context.Context, _ any, _ *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-ratelimit-remaining", "0", "x-ratelimit-reset", "30"))
+		return nil, status.Error(codes.Unavailable, "busy")
+	}
+	server, _ := serveWith(t, nil, grpc.UnaryInterceptor(trailing))
+	w := newRecWaiter()
+	conn := dialPaced(t, server.Target(), w)
+	if r := say(t, conn, "hi"); r.code != codes.Unavailable || len(r.header) != 0 || get(t, r.trailer, "x-ratelimit-reset") != "30" {
+		t.Fatalf("got %v header %v trailer %v, want Unavailable with the limit in the trailer only", r.code, r.header, r.trailer)
+	}
+	want := []string{"wait POST " + sayMethod + " " + server.Target(), "observe " + server.Target() + " retry=0s remaining=0 reset=30s"}
+	if got := w.got(); !slices.Equal(got, want) {
+		t.Errorf("waiter saw %q, want %q", got, want)
+	}
 }
