@@ -260,9 +260,9 @@ func TestClientNilWaiter(t *testing.T) {
 // TestPacedClientNoResourceExhausted: end to end, a client paced by an
 // outbound.Limiter whose own limit is far above the server's (1000 a
 // second) reads the server's metadata and waits for the window's reset
-// instead of being refused: 12 calls against 4 a second all pass. The
-// same calls without the interceptor are refused (the control). Real
-// time: about two seconds of waiting.
+// instead of being refused: 12 calls against 4 a second all pass, in at
+// least a second. The same calls without the interceptor are refused
+// (the control). Real time: one to three seconds of waiting.
 func TestPacedClientNoResourceExhausted(t *testing.T) {
 	cfg := config(t, `
 rate_limit:
@@ -292,6 +292,7 @@ rate_limit:
 		t.Fatal(err)
 	}
 	conn := dialPaced(t, server.Target(), lim)
+	began := time.Now()
 	for i := range 12 {
 		if r := say(t, conn, "hi"); r.code != codes.OK {
 			t.Fatalf("paced call %d: %v %q %v", i+1, r.code, r.msg, limitMD(r.header))
@@ -299,6 +300,12 @@ rate_limit:
 	}
 	if got := e.served.Load(); got != 12 {
 		t.Errorf("served %d, want 12", got)
+	}
+	// Three windows of a second: the client waited at least the whole
+	// second between the second's start and the third's, and (a bound for
+	// a loaded machine) not much more than the three.
+	if took := time.Since(began); took < time.Second || took > 20*time.Second {
+		t.Errorf("12 paced calls took %v, want from 1s to 20s", took)
 	}
 }
 
