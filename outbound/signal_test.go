@@ -14,7 +14,9 @@ func TestReadSignal(t *testing.T) {
 	unix := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
 	unixMilli := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
 	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
-	rem := func(n int64, reset time.Duration) Signal { return Signal{Remaining: n, HasRemaining: true, Reset: reset} }
+	rem := func(n int64, reset time.Duration) Signal {
+		return Signal{Remaining: n, HasRemaining: true, Reset: reset}
+	}
 	for _, tc := range []struct {
 		name string
 		h    map[string]string
