@@ -82,6 +82,16 @@ func (h headers) value(name, lower string) string {
 	return h.get(lower)
 }
 
+// date returns the response's Date when it has a valid one, else now.
+func (h headers) date(now time.Time) time.Time {
+	if v := h.value("Date", "date"); v != "" {
+		if date, err := http.ParseTime(v); err == nil {
+			return date
+		}
+	}
+	return now
+}
+
 // reset reads the reset header name: delta seconds, or a Unix time.
 func (h headers) reset(name, lower string, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.value(name, lower))
@@ -98,9 +108,7 @@ func (h headers) reset(name, lower string, now time.Time) time.Duration {
 	default:
 		return seconds(secs, frac)
 	}
-	if date, err := http.ParseTime(h.value("Date", "date")); err == nil {
-		now = date
-	}
+	now = h.date(now)
 	return min(max(at.Sub(now), 0), MaxHold)
 }
 
@@ -274,8 +282,6 @@ func retryAfter(get func(string) string, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if date, err := http.ParseTime(h.value("Date", "date")); err == nil {
-		now = date
-	}
+	now = h.date(now)
 	return min(max(at.Sub(now), 0), MaxHold), true
 }
