@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rlkit/rlkit/grpcrl"
+	"github.com/rlkit/rlkit/outbound"
 )
 
 // benchConfig admits every call a benchmark makes (2,000,000,000 an hour),
@@ -114,4 +116,42 @@ func TestUnaryAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { _, _ = unary(ctx, in, info, handler) }); n > 4 {
 		t.Errorf("unary interceptor: %v allocations a call, want at most 4", n)
 	}
+}
+
+// BenchmarkUnaryClientInterceptor measures the client interceptor alone,
+// in process: "bare" calls an invoker that answers at once, "paced" calls
+// it through UnaryClientInterceptor on an outbound.Limiter that admits
+// every call (2,000,000,000 an hour, default in-memory store, one key):
+// the wait, the header and trailer options, reading a Signal (none here)
+// and Observe.
+func BenchmarkUnaryClientInterceptor(b *testing.B) {
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	ctx := context.Background()
+	in, out := wrapperspb.String("hi"), new(wrapperspb.StringValue)
+	key := grpcrl.WithCallKey(func(context.Context, string) string { return "upstream" })
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := invoker(ctx, sayMethod, in, out, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("paced", func(b *testing.B) {
+		cfg, err := outbound.Rate(2_000_000_000, time.Hour, 2_000_000_000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim, err := outbound.New(cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		unary := grpcrl.UnaryClientInterceptor(lim, key)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := unary(ctx, sayMethod, in, out, nil, invoker); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

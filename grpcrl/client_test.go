@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -259,9 +260,9 @@ func TestClientNilWaiter(t *testing.T) {
 // TestPacedClientNoResourceExhausted: end to end, a client paced by an
 // outbound.Limiter whose own limit is far above the server's (1000 a
 // second) reads the server's metadata and waits for the window's reset
-// instead of being refused: 12 calls against 4 a second all pass. The
-// same calls without the interceptor are refused (the control). Real
-// time: about two seconds of waiting.
+// instead of being refused: 12 calls against 4 a second all pass, in at
+// least a second. The same calls without the interceptor are refused
+// (the control). Real time: one to three seconds of waiting.
 func TestPacedClientNoResourceExhausted(t *testing.T) {
 	cfg := config(t, `
 rate_limit:
@@ -291,6 +292,7 @@ rate_limit:
 		t.Fatal(err)
 	}
 	conn := dialPaced(t, server.Target(), lim)
+	began := time.Now()
 	for i := range 12 {
 		if r := say(t, conn, "hi"); r.code != codes.OK {
 			t.Fatalf("paced call %d: %v %q %v", i+1, r.code, r.msg, limitMD(r.header))
@@ -299,8 +301,34 @@ rate_limit:
 	if got := e.served.Load(); got != 12 {
 		t.Errorf("served %d, want 12", got)
 	}
+	// Three windows of a second: the client waited at least the whole
+	// second between the second's start and the third's, and (a bound for
+	// a loaded machine) not much more than the three.
+	if took := time.Since(began); took < time.Second || took > 20*time.Second {
+		t.Errorf("12 paced calls took %v, want from 1s to 20s", took)
+	}
 }
 
 func retryInfo(d time.Duration) *errdetails.RetryInfo {
 	return &errdetails.RetryInfo{RetryDelay: durationpb.New(d)}
+}
+
+// TestClientTrailers: a server that is not rlkit may say its limit in the
+// trailer of a trailers-only answer (a proxy in front of it, say): the
+// client reads it there as well.
+func TestClientTrailers(t *testing.T) {
+	trailing := func(ctx context.Context, _ any, _ *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-ratelimit-remaining", "0", "x-ratelimit-reset", "30"))
+		return nil, status.Error(codes.Unavailable, "busy")
+	}
+	server, _ := serveWith(t, nil, grpc.UnaryInterceptor(trailing))
+	w := newRecWaiter()
+	conn := dialPaced(t, server.Target(), w)
+	if r := say(t, conn, "hi"); r.code != codes.Unavailable || len(r.header) != 0 || get(t, r.trailer, "x-ratelimit-reset") != "30" {
+		t.Fatalf("got %v header %v trailer %v, want Unavailable with the limit in the trailer only", r.code, r.header, r.trailer)
+	}
+	want := []string{"wait POST " + sayMethod + " " + server.Target(), "observe " + server.Target() + " retry=0s remaining=0 reset=30s"}
+	if got := w.got(); !slices.Equal(got, want) {
+		t.Errorf("waiter saw %q, want %q", got, want)
+	}
 }

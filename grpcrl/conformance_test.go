@@ -37,26 +37,43 @@ rate_limit:
   exempt_paths: ["/test.Echo/Ping"]
 `
 
-// outcome is what one call got, in the terms both protocols share.
+// outcome is what one call got, in the terms both protocols share: the
+// kind of answer and every rate-limit header, by its lower-case name.
 type outcome struct {
-	kind                          string // allowed, limited, unauthenticated
-	policy, rateLimit, retryAfter string
+	kind    string // allowed, limited, unauthenticated
+	headers string // "name=value" of each rate-limit header, by name
 }
 
-func (a outcome) String() string {
-	return fmt.Sprintf("%s policy=%s ratelimit=%s retry-after=%s", a.kind, a.policy, a.rateLimit, a.retryAfter)
+func (a outcome) String() string { return a.kind + " " + a.headers }
+
+// headerLine formats the rate-limit headers get gives for limitKeys.
+func headerLine(get func(name string) string) string {
+	var parts []string
+	for _, k := range limitKeys {
+		if v := get(k); v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // TestConformanceWithNetHTTP runs the same rule file through nethttp (a
 // real HTTP server on loopback) and grpcrl (a real gRPC server on a
 // 127.0.0.1 listener) with the same identities (an API key, a bearer
 // token's subject, a forged token, the client's IP) and the same methods
-// as paths, calling both at the same instants of one clock, and checks
-// that every call gets the same outcome (allowed or refused, the same
-// RateLimit-Policy, RateLimit and Retry-After values, and for gRPC a
+// as paths, calling both at the same instants of one clock, in both
+// header styles, and checks that every call gets the same outcome
+// (allowed or refused, the same RateLimit-Policy and RateLimit, or
+// X-RateLimit-*, values and the same Retry-After, and for gRPC a
 // RetryInfo of the wait those seconds round up), that the stores were
 // asked the same keys, and the exact allowed and refused counts.
 func TestConformanceWithNetHTTP(t *testing.T) {
+	for _, style := range []core.HeaderStyle{core.HeadersDraft, core.HeadersLegacy} {
+		t.Run(fmt.Sprint(style), func(t *testing.T) { conformance(t, style) })
+	}
+}
+
+func conformance(t *testing.T, style core.HeaderStyle) {
 	clock := core.NewManualClock(start)
 	httpStore := &spyStore{Store: memAt(t, clock)}
 	grpcStore := &spyStore{Store: memAt(t, clock)}
@@ -64,14 +81,14 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 
 	jwt := nethttp.JWTSubject(func(r *http.Request, tok string) (string, error) { return verify(r.Context(), tok) })
 	apiKeyHTTP := nethttp.HeaderKey("X-Api-Key")
-	h := nethttp.New(cfg, nethttp.WithStore(httpStore), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+	h := nethttp.New(cfg, nethttp.WithStore(httpStore), nethttp.WithHeaders(style), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
 		if id, err := jwt(r); err != nil || id != "" {
 			return id, err
 		}
 		return apiKeyHTTP(r)
 	}))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
 	base := adaptertest.ServeHTTP(t, h)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(grpcStore), keys)
+	conn, _ := serve(t, cfg, grpcrl.WithStore(grpcStore), grpcrl.WithHeaders(style), keys)
 
 	callHTTP := func(method string, md []string) outcome {
 		req, err := http.NewRequest("POST", base+method, nil)
@@ -86,7 +103,7 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		a := outcome{policy: resp.Header.Get("RateLimit-Policy"), rateLimit: resp.Header.Get("RateLimit"), retryAfter: resp.Header.Get("Retry-After")}
+		a := outcome{headers: headerLine(resp.Header.Get)}
 		switch resp.StatusCode {
 		case http.StatusOK:
 			a.kind = "allowed"
@@ -106,15 +123,15 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 		} else {
 			r = invoke(t, conn, method, "hi", md...)
 		}
-		a := outcome{policy: get(t, r.header, "ratelimit-policy"), rateLimit: get(t, r.header, "ratelimit"), retryAfter: get(t, r.header, "retry-after")}
+		a := outcome{headers: headerLine(func(k string) string { return get(t, r.header, k) })}
 		switch r.code {
 		case codes.OK:
 			a.kind = "allowed"
 		case codes.ResourceExhausted:
 			a.kind = "limited"
 			// RetryInfo is the exact wait; retry-after its seconds rounded up.
-			if got := strconv.FormatInt(core.RetryAfterSeconds(r.retry), 10); got != a.retryAfter {
-				t.Errorf("%s: RetryInfo %v rounds to %s s, retry-after says %s", method, r.retry, got, a.retryAfter)
+			if got, ra := strconv.FormatInt(core.RetryAfterSeconds(r.retry), 10), get(t, r.header, "retry-after"); got != ra {
+				t.Errorf("%s: RetryInfo %v rounds to %s s, retry-after says %s", method, r.retry, got, ra)
 			}
 		case codes.Unauthenticated:
 			a.kind = "unauthenticated"
@@ -168,6 +185,9 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 					t.Errorf("step %d %s %s call %d:\n nethttp: %v\n grpcrl:  %v", step, c.name, s.method, i+1, hg, gg)
 				}
 				counts[c.name][gg.kind]++
+				if gg.kind != "unauthenticated" && s.method != "/test.Echo/Ping" && gg.headers == "" {
+					t.Fatalf("step %d %s %s: no rate-limit headers", step, c.name, s.method)
+				}
 			}
 		}
 	}

@@ -400,3 +400,29 @@ rate_limit:
 	}
 	checkExhausted(t, "after two failures", say(t, conn, "hi"), "say", time.Minute, deniedMD("say", 2, 60, 60, 60))
 }
+
+// TestWithLimiter: interceptors deciding with a limiter the application
+// keeps; Identity gives what a call counted under, and Reset with it
+// gives the caller its quota back. A configuration or store given with
+// the limiter is a mistake New refuses.
+func TestWithLimiter(t *testing.T) {
+	lim := core.NewLimiter(config(t, testConfig), memAt(t, core.NewManualClock(start)))
+	conn, e := serve(t, nil, grpcrl.WithLimiter(lim), keys)
+	for range 4 {
+		say(t, conn, "hi", apiKey("alice")...)
+	}
+	ids := e.identities()
+	if len(ids) != 3 || ids[0] != core.SecretIdentity("X-Api-Key", "alice") {
+		t.Fatalf("identities %q, want alice's three", ids)
+	}
+	if cleared, err := lim.Reset(context.Background(), ids[0], "say"); !cleared || err != nil {
+		t.Fatalf("Reset: %v %v", cleared, err)
+	}
+	checkOK(t, "after the reset", say(t, conn, "hi", apiKey("alice")...), allowedMD("say", 3, 60, 2, 60))
+	defer func() {
+		if recover() == nil {
+			t.Error("New with a limiter and a store did not panic")
+		}
+	}()
+	grpcrl.New(nil, grpcrl.WithLimiter(lim), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+}

@@ -104,6 +104,12 @@ func lowerName(name string) string {
 		return "x-ratelimit-reset"
 	case "Retry-After":
 		return "retry-after"
+	case "Ratelimit-Remaining":
+		return "ratelimit-remaining"
+	case "Ratelimit-Reset":
+		return "ratelimit-reset"
+	case "Date":
+		return "date"
 	case "X-Forwarded-For":
 		return "x-forwarded-for"
 	case "Forwarded":
