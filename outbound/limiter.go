@@ -82,7 +82,7 @@ func WithCoreOptions(opts ...core.Option) Option {
 //
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
-// flight (or none started for a minute) is dropped by a sweep that runs
+// flight (requests never observed are forgotten within a minute) is dropped by a sweep that runs
 // when a shard's table doubles: amortised O(1) per new key.
 type Limiter struct {
 	core     *core.Limiter
@@ -306,9 +306,8 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	sh.mu.Lock()
 	now := l.now()
 	ks := sh.state(key, now)
-	if ks.inflight > 0 {
-		ks.inflight--
-	}
+	ks.roll(now)
+	ks.landed(true)
 	hold := s.RetryAfter
 	if s.HasRemaining && s.Reset > 0 {
 		if s.Remaining <= 0 {

@@ -674,3 +674,46 @@ func TestWaitAllocs(t *testing.T) {
 }
 
 var _ core.Store = (*memstore.Store)(nil)
+
+// TestObserveForgetsRequestsNeverObserved: requests a caller never
+// reports (no Observe) stop counting as in flight within a minute, so they
+// do not shrink a later budget for good.
+func TestObserveForgetsRequestsNeverObserved(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	for range 3 {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(30 * time.Second)
+	if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+		t.Fatal(err)
+	}
+	// 30 s on: all four still count. The answer of the latest leaves 3
+	// in flight: 5 remaining allow 2 starts.
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 5, Reset: 10 * time.Second})
+	for i := range 2 {
+		if !tryWait(t, l, clk, "k") {
+			t.Fatalf("start %d of 2", i)
+		}
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a third start: the requests in flight were not counted")
+	}
+	// Over a minute after the first three, their answers never came: only
+	// the three starts of 30 s ago count, one of them answered now (the
+	// first answer was counted against the oldest): 5 remain, 2 in
+	// flight, 3 may start.
+	clk.Advance(35 * time.Second)
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 5, Reset: 10 * time.Second})
+	for i := range 3 {
+		if !tryWait(t, l, clk, "k") {
+			t.Fatalf("start %d of 3: old requests never observed still count", i)
+		}
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a fourth start")
+	}
+}
