@@ -56,8 +56,17 @@ func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
 // behaviour). Default: on.
 func WithAdaptive(on bool) TransportOption { return func(t *Transport) { t.adaptive = on } }
 
-// withClock sets the Transport's clock (tests). Default: SystemClock.
-func withClock(c Clock) TransportOption { return func(t *Transport) { t.clock = c } }
+// WithTransportClock sets the time of the Transport: the start of a retry
+// budget, the "now" of the headers it reads, and its own waits before a
+// retry (give the Limiter the same clock with WithClock). nil keeps the
+// default. Default: SystemClock.
+func WithTransportClock(c Clock) TransportOption {
+	return func(t *Transport) {
+		if c != nil {
+			t.clock = c
+		}
+	}
+}
 
 // Transport is an http.RoundTripper that waits on a Waiter before each
 // request, per rate-limit key, and tells it what the upstream answered.
