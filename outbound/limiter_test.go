@@ -88,10 +88,15 @@ func goWait(t *testing.T, ctx context.Context, l *Limiter, clk Clock, key string
 	goWaitOn(t, ctx, l, clk, "/x", key, i, inLine, out)
 }
 
-// goWaitOn is goWait for a GET of path.
+// goWaitOn is goWait for a GET of path. A Wait still waiting when the
+// test ends is cancelled then (out must have room for its report).
 func goWaitOn(t *testing.T, ctx context.Context, l *Limiter, clk Clock, path, key string, i, inLine int, out chan<- start) {
 	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-finished })
 	go func() {
+		defer close(finished)
 		err := l.Wait(ctx, "GET", path, key)
 		out <- start{i, clk.Now(), err}
 	}()
