@@ -120,6 +120,7 @@ func TestHoldStoreGetsStoreKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.Observe(ctx, key, Signal{RetryAfter: 2 * time.Second})
+		l.Observe(ctx, key, Signal{HasRemaining: true, Remaining: 3, Reset: 5 * time.Second})
 	}
 	for k := range holds.until {
 		if strings.Contains(k, "s3cr3t") || len(k) > core.MaxKeyLen {
