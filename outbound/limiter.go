@@ -186,7 +186,8 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 	}
 	skey := l.core.Key(key)
 	sh := l.shard(skey)
-	ks, w, r := sh.enqueue(skey, rule, l.now())
+	now := l.now()
+	ks, w, r := sh.enqueue(skey, rule, now)
 	if w != nil {
 		select {
 		case <-w.turn:
@@ -194,41 +195,46 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 			sh.leave(skey, ks, rule, w, l.now())
 			return ctx.Err()
 		}
-		r = sh.reserve(ks, l.now())
+		now = l.now()
+		r = sh.reserve(ks, now)
 	}
-	err := l.head(ctx, method, p, key, skey, counted, sh, ks, r)
-	sh.leave(skey, ks, rule, nil, l.now())
+	now, err := l.head(ctx, method, p, key, skey, counted, sh, ks, r, now)
+	sh.leave(skey, ks, rule, nil, now)
 	return err
 }
 
 // head is the wait of the request at the head of its queue, whose first
-// reservation is r: until the key's holds and budget let it start and the
-// store admits it.
-func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation) error {
+// reservation r was made at now: until the key's holds and budget let it
+// start and the store admits it. It returns the instant of its last
+// reservation (a recent enough "now" for the queue's clean-up, without
+// reading the clock again).
+func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
 			if err := sleep(ctx, l.clock, r.wait); err != nil {
-				return err
+				return now, err
 			}
-			r = sh.reserve(ks, l.now())
+			now = l.now()
+			r = sh.reserve(ks, now)
 			continue
 		}
 		if err := ctx.Err(); err != nil { // done as the turn came
 			sh.unreserve(ks, r.ticket)
-			return err
+			return now, err
 		}
 		retry, err := l.ask(ctx, method, p, key, skey, counted)
 		if err == nil && retry == 0 {
-			return nil // started: the reservation stands
+			return now, nil // started: the reservation stands
 		}
 		sh.unreserve(ks, r.ticket)
 		if err != nil {
-			return err
+			return now, err
 		}
 		if err := sleep(ctx, l.clock, retry); err != nil {
-			return err
+			return now, err
 		}
-		r = sh.reserve(ks, l.now())
+		now = l.now()
+		r = sh.reserve(ks, now)
 	}
 }
 
