@@ -174,9 +174,12 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 	}
 	cfg := l.core.Config()
 	p := core.Path(path)
-	counted := cfg.Enabled() && !cfg.Exempt(p)
+	// With limiting on, every request asks the core limiter (which lets
+	// an exempt path through uncounted, and refuses a banned network
+	// first); an exempt path waits in a queue of its own, behind no rule.
+	counted := cfg.Enabled()
 	rule := ""
-	if counted {
+	if counted && !cfg.Exempt(p) {
 		if r, cost := cfg.Match(method, p); r != nil {
 			rule = r.Name
 			if c := r.Policy.Capacity(); cost > c {

@@ -722,3 +722,25 @@ func TestObserveForgetsRequestsNeverObserved(t *testing.T) {
 		t.Fatal("a fourth start")
 	}
 }
+
+func TestWaitBannedKey(t *testing.T) {
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  exempt_paths: ["/health"]
+  ban:
+    networks: ["198.51.100.0/24"]
+`)
+	l := mustNew(t, cfg, newFakeClock())
+	for _, path := range []string{"/x", "/health"} {
+		if err := l.Wait(context.Background(), "GET", path, "198.51.100.7"); !errors.Is(err, ErrBanned) {
+			t.Fatalf("%s: Wait = %v, want ErrBanned", path, err)
+		}
+	}
+	if err := l.Wait(context.Background(), "GET", "/x", "203.0.113.1"); err != nil {
+		t.Fatalf("a key outside the ban list: %v", err)
+	}
+	if n := l.queued("198.51.100.7"); n != 0 {
+		t.Fatalf("%d left in line", n)
+	}
+}
