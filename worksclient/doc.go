@@ -1,6 +1,9 @@
 // Package worksclient paces calls to the Works API (LINE WORKS / NAVER
 // WORKS) so that a relay worker never exceeds its limit of 240 requests a
-// minute per API, and lets only one replica relay at a time.
+// minute per API. It needs only the standard library; its Redis parts (a
+// pacer shared by replicas, the leader lock that lets only one replica
+// relay at a time) are in the subpackage worksredis, so that a program
+// without Redis compiles no Redis client.
 //
 // # Keys
 //
@@ -22,14 +25,14 @@
 // the same key, one at a time, with no burst; different keys never wait on
 // each other. A request whose context is cancelled while it waits fails
 // with ctx.Err() and takes no slot: at once with a Pacer; with a
-// RedisPacer after one round trip that gives the slot back, which frees it
-// only while it is still the key's latest reservation (otherwise that
-// interval stays empty).
+// worksredis.Pacer after one round trip that gives the slot back, which
+// frees it only while it is still the key's latest reservation (otherwise
+// that interval stays empty).
 //
 //   - Pacer paces within one process: a FIFO queue per key, no goroutine,
 //     bounded memory.
-//   - RedisPacer paces every process that shares a Redis, with one Lua
-//     script on the server's clock.
+//   - worksredis.Pacer paces every process that shares a Redis, with one
+//     Lua script on the server's clock.
 //
 // Transport is the http.RoundTripper that waits on the limiter before each
 // request. A 429 or 503 with Retry-After holds its key back until then
@@ -50,14 +53,8 @@
 //
 // # Leader lock
 //
-// LeaderLock lets one replica at a time run the relay: the holder of the
-// Redis key LeaderKey ("baron:worksmobile:relay:leader", TTL 30 s, both
-// constants). Run takes it with SET NX PX, renews it, cancels the relay's
-// context as soon as it cannot be sure it still holds it (well before
-// another replica could take it over), and releases it only if it still
-// holds it. Without Redis (a nil client) Run just runs the relay, as a
-// single instance does. Redis must not lose the key while it is held (a
-// restart without persistence, a failover to a lagging replica): use AOF
-// with appendfsync always, or keep a restarted Redis out for a TTL; and
-// the lock is a lease with no fencing token (see LeaderLock).
+// worksredis.LeaderLock lets one replica at a time run the relay: the
+// holder of a Redis key ("baron:worksmobile:relay:leader" by default, TTL
+// 30 s). Without Redis there is nothing to take: a single instance just
+// runs the relay.
 package worksclient

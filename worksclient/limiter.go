@@ -11,14 +11,14 @@ import (
 const DefaultInterval = 250 * time.Millisecond
 
 // RateLimiter paces the starts of requests per key. Tests and special
-// callers inject their own; Pacer (one process) and RedisPacer (several
-// processes) are the two in this package.
+// callers inject their own; Pacer (one process) and worksredis.Pacer
+// (several processes, through Redis) are the two of this module.
 type RateLimiter interface {
 	// Wait blocks until a request under key may start, and returns nil
 	// then: the caller starts it at once. When ctx is done first, Wait
 	// returns ctx.Err() at once and the request takes no slot. An
-	// implementation may also fail for its own reasons (RedisPacer when
-	// Redis does); the request must not be sent then.
+	// implementation may also fail for its own reasons (worksredis.Pacer
+	// when Redis does); the request must not be sent then.
 	Wait(ctx context.Context, key string) error
 }
 

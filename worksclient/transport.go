@@ -76,14 +76,14 @@ func WithTemplates(templates ...string) TransportOption {
 //
 // For each request it waits on the limiter, then sends the request through
 // the base transport. When the limiter fails (the request's context done,
-// or Redis down under a RedisPacer), RoundTrip closes the request body and
+// or Redis down under a worksredis.Pacer), RoundTrip closes the request body and
 // returns the error, without sending. A response 429 or 503 with a valid
 // Retry-After, in seconds or as an HTTP-date (measured from the
 // response's Date header when it has one, so a skewed local clock does not
 // matter) and capped at MaxRetryAfter, holds the key back until then when
 // the limiter is a Delayer:
 // no request under that key starts earlier, from this process or (with a
-// RedisPacer) any other. With WithRetry the request is then retried.
+// worksredis.Pacer) any other. With WithRetry the request is then retried.
 //
 // A Transport never modifies the request (a retry sends a clone), returns
 // an error only when it has no response, and is safe for concurrent use.

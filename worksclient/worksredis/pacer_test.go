@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"
@@ -18,7 +18,7 @@ type serverStarts struct {
 	us []int64
 }
 
-func (s *serverStarts) hook(p *RedisPacer) *RedisPacer {
+func (s *serverStarts) hook(p *Pacer) *Pacer {
 	p.onStart = func(us int64) {
 		s.mu.Lock()
 		s.us = append(s.us, us)
@@ -41,7 +41,7 @@ func TestRedisPacerShared(t *testing.T) {
 	t.Logf("on %s", kind)
 	const interval = 50 * time.Millisecond
 	var st serverStarts
-	pacers := []*RedisPacer{st.hook(NewRedisPacer(cs[0], interval)), st.hook(NewRedisPacer(cs[1], interval))}
+	pacers := []*Pacer{st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))}
 	const perGoroutine = 3
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -82,7 +82,7 @@ func TestRedisPacerRoundTrips(t *testing.T) {
 	cs, _ := redisClients(t, 1)
 	h := &countHook{}
 	cs[0].AddHook(h)
-	p := NewRedisPacer(cs[0], 30*time.Millisecond)
+	p := NewPacer(cs[0], 30*time.Millisecond)
 	ctx := t.Context()
 	if err := p.Wait(ctx, "warm"); err != nil { // loads the script (NOSCRIPT, EVAL)
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestRedisPacerCancel(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 300 * time.Millisecond
 	var st serverStarts
-	a, b := st.hook(NewRedisPacer(cs[0], interval)), st.hook(NewRedisPacer(cs[1], interval))
+	a, b := st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))
 	const key = "POST /v1.0/users"
 	if err := a.Wait(t.Context(), key); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestRedisPacerDelay(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 100 * time.Millisecond
 	var st serverStarts
-	a, b := st.hook(NewRedisPacer(cs[0], interval)), st.hook(NewRedisPacer(cs[1], interval))
+	a, b := st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))
 	const key = "PUT /v1.0/users/{id}"
 	if err := a.Wait(t.Context(), key); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestRedisPacerDelay(t *testing.T) {
 // last start, no longer.
 func TestRedisPacerExpiry(t *testing.T) {
 	cs, _ := redisClients(t, 1)
-	p := NewRedisPacer(cs[0], time.Second, WithKeyPrefix("t:"))
+	p := NewPacer(cs[0], time.Second, WithKeyPrefix("t:"))
 	if err := p.Wait(t.Context(), "GET /v1.0/users/{id}"); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestRedisPacerExpiry(t *testing.T) {
 func TestRedisPacerDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
-	p := NewRedisPacer(c, time.Second, WithRedisTimeout(500*time.Millisecond))
+	p := NewPacer(c, time.Second, WithTimeout(500*time.Millisecond))
 	t0 := time.Now()
 	err := p.Wait(t.Context(), "k")
 	if err == nil || errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "worksclient: redis pacer:") {
@@ -207,13 +207,13 @@ func TestRedisPacerDown(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("Wait failed after %v, want within the timeout", d)
 	}
-	if err := NewRedisPacer(nil, 0).Wait(t.Context(), "k"); err == nil {
+	if err := NewPacer(nil, 0).Wait(t.Context(), "k"); err == nil {
 		t.Error("Wait with a nil client succeeded")
 	}
 }
 
 func TestRedisKey(t *testing.T) {
-	p := NewRedisPacer(nil, 0)
+	p := NewPacer(nil, 0)
 	long := "GET /" + strings.Repeat("a/", 150)
 	for key, want := range map[string]string{
 		"PATCH /v1.0/users/{id}": "worksclient:pace:PATCH%20/v1.0/users/%7Bid%7D",
@@ -232,7 +232,7 @@ func TestRedisKey(t *testing.T) {
 	if p.redisKey(long) == p.redisKey(long+"a/") {
 		t.Error("two long keys share a Redis key")
 	}
-	if got := NewRedisPacer(nil, 1500*time.Nanosecond).Interval(); got != time.Microsecond {
+	if got := NewPacer(nil, 1500*time.Nanosecond).Interval(); got != time.Microsecond {
 		t.Errorf("Interval = %v, want whole microseconds", got)
 	}
 }

@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"
@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/internal/redisbound"
+	"github.com/rlkit/rlkit/worksclient"
 )
 
-// Defaults of the RedisPacer options.
+// Defaults of the Pacer options.
 const (
-	DefaultKeyPrefix    = "worksclient:pace:"
-	DefaultRedisTimeout = time.Second
+	DefaultKeyPrefix = "worksclient:pace:"
+	DefaultTimeout   = time.Second
 )
 
 var (
@@ -24,8 +27,8 @@ var (
 	paceScript = redis.NewScript(paceLua)
 )
 
-// RedisPacerOption configures a RedisPacer.
-type RedisPacerOption func(*RedisPacer)
+// PacerOption configures a Pacer.
+type PacerOption func(*Pacer)
 
 // WithKeyPrefix sets the prefix of the Redis keys the pacer writes, one
 // hash per rate-limit key: prefix + the key with '{', '}', '%', spaces
@@ -33,21 +36,21 @@ type RedisPacerOption func(*RedisPacer)
 // replaced by '#' and its SHA-256). With no hash tag in the prefix, keys
 // spread over a Redis Cluster; a prefix such as "{works}:pace:" puts them
 // all in one slot. Default: "worksclient:pace:".
-func WithKeyPrefix(prefix string) RedisPacerOption {
-	return func(p *RedisPacer) { p.prefix = prefix }
+func WithKeyPrefix(prefix string) PacerOption {
+	return func(p *Pacer) { p.prefix = prefix }
 }
 
-// WithRedisTimeout bounds each call to Redis; a call that takes longer
-// fails Wait. Default: 1s.
-func WithRedisTimeout(d time.Duration) RedisPacerOption {
-	return func(p *RedisPacer) {
+// WithTimeout bounds each call of a Pacer to Redis; a call that takes
+// longer fails Wait. Default: DefaultTimeout (1s).
+func WithTimeout(d time.Duration) PacerOption {
+	return func(p *Pacer) {
 		if d > 0 {
 			p.timeout = d
 		}
 	}
 }
 
-// RedisPacer is a RateLimiter whose spacing is shared by every process
+// Pacer is a worksclient.RateLimiter whose spacing is shared by every process
 // that paces the same keys in the same Redis: for each key, requests start
 // at least interval apart on the Redis server's clock, whichever process
 // sends them.
@@ -76,8 +79,8 @@ func WithRedisTimeout(d time.Duration) RedisPacerOption {
 //
 // When Redis fails or does not answer within the timeout, Wait returns the
 // error, and the request must not be sent: a Transport returns it. A
-// RedisPacer holds no state of its own and is safe for concurrent use.
-type RedisPacer struct {
+// Pacer holds no state of its own and is safe for concurrent use.
+type Pacer struct {
 	client   redis.UniversalClient
 	interval time.Duration
 	prefix   string
@@ -88,32 +91,32 @@ type RedisPacer struct {
 }
 
 var (
-	_ RateLimiter = (*RedisPacer)(nil)
-	_ Delayer     = (*RedisPacer)(nil)
+	_ worksclient.RateLimiter = (*Pacer)(nil)
+	_ worksclient.Delayer     = (*Pacer)(nil)
 )
 
-// NewRedisPacer returns a RedisPacer in client that starts requests of one
-// key at least interval apart. An interval ≤ 0 means DefaultInterval; an
-// interval is counted in whole microseconds.
-func NewRedisPacer(client redis.UniversalClient, interval time.Duration, opts ...RedisPacerOption) *RedisPacer {
+// NewPacer returns a Pacer in client that starts requests of one key at
+// least interval apart. An interval ≤ 0 means worksclient.DefaultInterval
+// (250 ms, 240 a minute); an interval is counted in whole microseconds.
+func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
 	if interval <= 0 {
-		interval = DefaultInterval
+		interval = worksclient.DefaultInterval
 	}
-	p := &RedisPacer{
+	p := &Pacer{
 		client:   client,
 		interval: max(interval.Truncate(time.Microsecond), time.Microsecond),
 		prefix:   DefaultKeyPrefix,
-		timeout:  DefaultRedisTimeout,
+		timeout:  DefaultTimeout,
 	}
 	for _, o := range opts {
 		o(p)
 	}
-	p.bounded = boundedClient(client)
+	p.bounded = redisbound.Bounded(client)
 	return p
 }
 
 // Interval returns the spacing of starts per key.
-func (p *RedisPacer) Interval() time.Duration { return p.interval }
+func (p *Pacer) Interval() time.Duration { return p.interval }
 
 // ErrBadReply is returned when Redis answers the pacing script with
 // something it cannot have sent.
@@ -126,8 +129,8 @@ type reply struct {
 	valid bool
 }
 
-// Wait implements RateLimiter.
-func (p *RedisPacer) Wait(ctx context.Context, key string) error {
+// Wait implements worksclient.RateLimiter.
+func (p *Pacer) Wait(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func (p *RedisPacer) Wait(ctx context.Context, key string) error {
 			return nil
 		case 1:
 			token := r.b
-			err = sleep(ctx, SystemClock, time.Duration(r.a)*time.Microsecond)
+			err = sleep(ctx, time.Duration(r.a)*time.Microsecond)
 			if err == nil {
 				r, err = p.run(ctx, rk, "c", token)
 			}
@@ -159,12 +162,12 @@ func (p *RedisPacer) Wait(ctx context.Context, key string) error {
 
 // giveBack gives a reservation back, bounded by the timeout but not by ctx,
 // which is done.
-func (p *RedisPacer) giveBack(ctx context.Context, rk string, token int64) {
+func (p *Pacer) giveBack(ctx context.Context, rk string, token int64) {
 	_, _ = p.run(context.WithoutCancel(ctx), rk, "g", token)
 }
 
-// Delay implements Delayer, on the server's clock.
-func (p *RedisPacer) Delay(ctx context.Context, key string, d time.Duration) error {
+// Delay implements worksclient.Delayer, on the server's clock.
+func (p *Pacer) Delay(ctx context.Context, key string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
@@ -174,18 +177,19 @@ func (p *RedisPacer) Delay(ctx context.Context, key string, d time.Duration) err
 
 // run runs the script once, bounded by the timeout. When ctx is done it
 // returns ctx.Err() itself.
-func (p *RedisPacer) run(ctx context.Context, rk, op string, arg int64) (reply, error) {
+func (p *Pacer) run(ctx context.Context, rk, op string, arg int64) (reply, error) {
 	if p.client == nil {
 		return reply{}, errors.New("worksclient: redis pacer: nil client")
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	v, err := redisCall(cctx, p.bounded, func(cctx context.Context) (any, error) {
-		return paceScript.Run(cctx, p.client, []string{rk}, op, p.interval.Microseconds(), arg).Result()
-	})
+	v, err := redisbound.Call(cctx, p.bounded, &inflight, paceCall{p, rk, op, arg}, runPace)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return reply{}, cerr
+		}
+		if err == redisbound.ErrTimeout {
+			err = cctx.Err() // the timeout's, as a bounded client reports it
 		}
 		return reply{}, fmt.Errorf("worksclient: redis pacer: %w", err)
 	}
@@ -203,12 +207,24 @@ func (p *RedisPacer) run(ctx context.Context, rk, op string, arg int64) (reply, 
 	return r, nil
 }
 
+// paceCall is one run of the pacing script.
+type paceCall struct {
+	p   *Pacer
+	rk  string
+	op  string
+	arg int64
+}
+
+func runPace(ctx context.Context, c paceCall) (any, error) {
+	return paceScript.Run(ctx, c.p.client, []string{c.rk}, c.op, c.p.interval.Microseconds(), c.arg).Result()
+}
+
 // maxKeyPart is the longest escaped key kept in a Redis key as it is.
 const maxKeyPart = 200
 
 // redisKey returns the Redis key of a rate-limit key. The escaping is
 // injective ('%' is escaped too, and an escaped key never starts with '#').
-func (p *RedisPacer) redisKey(key string) string {
+func (p *Pacer) redisKey(key string) string {
 	const hex = "0123456789ABCDEF"
 	n := len(key)
 	for i := 0; i < len(key); i++ {
