@@ -1,0 +1,322 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+// MaxHold is the longest hold any upstream header can cause (Retry-After,
+// a reset time): a longer one (a day, a date years ahead, a number too
+// large for a time.Duration) holds the key for MaxHold only, so that a
+// bogus header cannot block a key for good.
+const MaxHold = 10 * time.Minute
+
+// ErrNeverAdmitted is the error (errors.Is) of Wait for a request whose
+// cost is more than its rule's capacity: no wait would ever let it start.
+var ErrNeverAdmitted = errors.New("outbound: the request's cost exceeds its rule's capacity: it could never start")
+
+// ErrBanned is the error (errors.Is) of Wait for a key that is an IP
+// address in a network of the configuration's ban list (core.BanSpec).
+var ErrBanned = errors.New("outbound: the key is in a banned network")
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithClock sets the time of the Limiter: its timers, its holds, and the
+// "now" of the decisions of the store New makes when given none (through
+// memstore.WithClock) and of the core limiter (core.WithClock). A store
+// given to New keeps its own clock. Default: SystemClock.
+func WithClock(c Clock) Option {
+	return func(l *Limiter) {
+		if c != nil {
+			l.clock = c
+		}
+	}
+}
+
+// WithHoldStore shares holds between processes: every hold (Delay, and
+// what Observe derives from Retry-After or a remaining count of 0) is
+// written there too, and a request starts only when the store has no hold
+// on its key. The local budget Observe derives from a positive remaining
+// count stays in the process. A failure of the HoldStore is handled as the
+// configuration's failure policy says (core.Spec.Failure): open, the
+// request starts; closed, Wait returns the error. Default: none, holds are
+// kept in the process only.
+func WithHoldStore(h HoldStore) Option { return func(l *Limiter) { l.holds = h } }
+
+// WithCoreOptions passes options to the core limiter that decides each
+// request (core.NewLimiter): the identity key of secret keys, fail-open or
+// closed, an Observer for metrics, a logger, a LimitProvider. Default:
+// none (core's defaults).
+func WithCoreOptions(opts ...core.Option) Option {
+	return func(l *Limiter) { l.coreOpts = append(l.coreOpts, opts...) }
+}
+
+// Limiter waits (it never fails for being over a limit) until a request
+// may start, under the same rules and policies as the inbound side
+// (core.Config, from YAML or Rate), on any core.Store (memstore in one
+// process; redisstore shared by replicas). It implements Waiter, Delayer
+// and Observer, and is safe for concurrent use.
+//
+// Requests of one key under one rule wait in a queue, first come first
+// served, within the process; only the request at the head asks the store,
+// and sleeps the store's RetryAfter between asks, so a waiting queue costs
+// one store call per admission, not one per waiter. A request whose
+// context is done leaves the queue at once with ctx.Err() and takes no
+// slot: the one behind it becomes the head at once. Different keys (and
+// different rules) never wait on each other.
+//
+// Before asking the store, the head checks the key's holds: those Delay
+// sets and those Observe derives from an upstream's response headers
+// (Retry-After; a remaining count of 0 until the reset), and the key's
+// budget (a positive remaining count: at most that many more starts before
+// the reset, less the requests still in flight). Holds apply to every
+// request under the key, even on an exempt path or when limiting is off:
+// they are what the upstream said.
+//
+// Memory is bounded: a key's queue is dropped when empty, and the state of
+// a key with no waiter, no hold or budget in force and no request in
+// flight (or none started for a minute) is dropped by a sweep that runs
+// when a shard's table doubles: amortised O(1) per new key.
+type Limiter struct {
+	core     *core.Limiter
+	clock    Clock
+	holds    HoldStore
+	coreOpts []core.Option
+	seed     maphash.Seed
+	shards   [numShards]shard
+}
+
+var (
+	_ Waiter   = (*Limiter)(nil)
+	_ Delayer  = (*Limiter)(nil)
+	_ Observer = (*Limiter)(nil)
+)
+
+// New returns a Limiter deciding under cfg (nil or disabled: nothing is
+// counted, only holds apply) in store (nil: a new memstore on the
+// Limiter's clock). A rule that counts by outcome (core.RuleSpec.Count
+// failures or successes) is an error naming the rule: an outbound request
+// is decided before its response exists.
+func New(cfg *core.Config, store core.Store, opts ...Option) (*Limiter, error) {
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	l := &Limiter{clock: SystemClock, seed: maphash.MakeSeed()}
+	for _, o := range opts {
+		o(l)
+	}
+	cc := coreClock{l.clock}
+	if store == nil {
+		store = memstore.New(memstore.WithClock(cc))
+	}
+	l.core = core.NewLimiter(cfg, store, append([]core.Option{core.WithClock(cc)}, l.coreOpts...)...)
+	for i := range l.shards {
+		l.shards[i].init()
+	}
+	return l, nil
+}
+
+// checkConfig refuses rules that count by outcome.
+func checkConfig(cfg *core.Config) error {
+	if cfg == nil {
+		return nil
+	}
+	for _, r := range cfg.Rules() {
+		if r.Count() != core.CountAll {
+			return fmt.Errorf("outbound: rule %q counts by outcome (count: %v): an outbound request is decided before its response, so only count: all can be used", r.Name, r.Count())
+		}
+	}
+	return nil
+}
+
+// SetConfig swaps cfg in (see core.Limiter.SetConfig): requests waiting
+// ask the store under cfg from their next ask. A rule that counts by
+// outcome is an error naming the rule, and the running configuration
+// stays.
+func (l *Limiter) SetConfig(cfg *core.Config) error {
+	if err := checkConfig(cfg); err != nil {
+		return err
+	}
+	l.core.SetConfig(cfg)
+	return nil
+}
+
+// Core returns the core limiter that decides each request: its Config,
+// Store, Key, Reset.
+func (l *Limiter) Core() *core.Limiter { return l.core }
+
+// now is the clock's instant in Unix nanoseconds.
+func (l *Limiter) now() int64 { return l.clock.Now().UnixNano() }
+
+// Wait implements Waiter: it returns nil when a request of method on path
+// (escaped) under key may start, after the requests that were waiting
+// under the same key and rule before it. It returns ctx.Err() as soon as
+// ctx is done (also when it is done on entry), taking no slot; an error
+// wrapping the store's when the store fails and the configuration fails
+// closed; ErrNeverAdmitted at once for a cost above the rule's capacity;
+// ErrBanned for a banned key. A request on an exempt path, or with
+// limiting off, waits only for the key's holds; one under a rule in shadow
+// mode is counted and never waits for it.
+func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cfg := l.core.Config()
+	p := core.Path(path)
+	counted := cfg.Enabled() && !cfg.Exempt(p)
+	rule := ""
+	if counted {
+		if r, cost := cfg.Match(method, p); r != nil {
+			rule = r.Name
+			if c := r.Policy.Capacity(); cost > c {
+				return fmt.Errorf("%w (rule %q: cost %d, capacity %d)", ErrNeverAdmitted, r.Name, cost, c)
+			}
+		}
+	}
+	sh := l.shard(key)
+	ks, w := sh.enqueue(key, rule, l.now())
+	if w != nil {
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			sh.leave(key, ks, rule, w, l.now())
+			return ctx.Err()
+		}
+	}
+	err := l.head(ctx, method, p, key, counted, sh, ks)
+	sh.leave(key, ks, rule, nil, l.now())
+	return err
+}
+
+// head is the wait of the request at the head of its queue: until the
+// key's holds and budget let it start and the store admits it.
+func (l *Limiter) head(ctx context.Context, method string, p core.Path, key string, counted bool, sh *shard, ks *keyState) error {
+	for {
+		wait, ticket := sh.reserve(ks, l.now())
+		if wait > 0 {
+			if err := sleep(ctx, l.clock, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		retry, err := l.ask(ctx, method, p, key, counted)
+		if err == nil && retry == 0 {
+			return nil // started: the reservation stands
+		}
+		sh.unreserve(ks, ticket)
+		if err != nil {
+			return err
+		}
+		if err := sleep(ctx, l.clock, retry); err != nil {
+			return err
+		}
+	}
+}
+
+// ask asks the hold store (when there is one) and then the core limiter
+// whether the request may start now: 0 and nil when it may; how long to
+// wait before asking again; or the error Wait returns.
+func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key string, counted bool) (time.Duration, error) {
+	if l.holds != nil {
+		left, err := l.holds.Held(ctx, key)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return 0, ctx.Err()
+		case err != nil && !l.core.Config().FailOpen():
+			return 0, fmt.Errorf("outbound: hold store: %w", err)
+		case err == nil && left > 0:
+			left = min(left, MaxHold)
+			l.holdLocal(key, left)
+			return left, nil
+		}
+	}
+	if !counted {
+		return 0, nil
+	}
+	d := l.core.Decide(ctx, method, p, key, false)
+	switch {
+	case d.Allowed:
+		return 0, nil
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	case d.Err != nil:
+		return 0, fmt.Errorf("outbound: rate-limit store: %w", d.Err)
+	case d.Banned:
+		return 0, ErrBanned
+	case d.Rule != nil && d.Cost > d.Rule.Policy.Capacity():
+		return 0, fmt.Errorf("%w (rule %q: cost %d, capacity %d)", ErrNeverAdmitted, d.Rule.Name, d.Cost, d.Rule.Policy.Capacity())
+	}
+	return max(d.Result.RetryAfter, minRetry), nil
+}
+
+// minRetry is the least sleep between two asks of the store, should a
+// store deny with no RetryAfter.
+const minRetry = time.Millisecond
+
+// Delay implements Delayer: no request under key starts until d from now
+// has passed (at most MaxHold). With a HoldStore the hold is written there
+// too, and its error returned.
+func (l *Limiter) Delay(ctx context.Context, key string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	d = min(d, MaxHold)
+	l.holdLocal(key, d)
+	if l.holds != nil {
+		if err := l.holds.Hold(ctx, key, d); err != nil {
+			return fmt.Errorf("outbound: hold store: %w", err)
+		}
+	}
+	return nil
+}
+
+// holdLocal holds key back in this process for d from now.
+func (l *Limiter) holdLocal(key string, d time.Duration) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	now := l.now()
+	ks := sh.state(key, now)
+	ks.hold = max(ks.hold, now+int64(d))
+	sh.mu.Unlock()
+}
+
+// Observe implements Observer: it learns what a response under key said.
+// A Retry-After holds the key for that long; a remaining count of 0 with a
+// reset holds it until the reset; a positive remaining count r with a
+// reset lets at most r more requests start under key before the reset,
+// less the requests under key still in flight (started, not yet observed),
+// which the upstream may not have counted yet. A response from an older
+// window (its reset more than a second before the budget's) never raises
+// the budget of a newer one; within one window the lower count wins. Holds
+// go through Delay (and so to the HoldStore); the budget stays in the
+// process. Each call also counts one request under key as no longer in
+// flight.
+func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	now := l.now()
+	ks := sh.state(key, now)
+	if ks.inflight > 0 {
+		ks.inflight--
+	}
+	hold := s.RetryAfter
+	if s.HasRemaining && s.Reset > 0 {
+		if s.Remaining <= 0 {
+			hold = max(hold, s.Reset)
+		} else {
+			ks.limit(now, s.Remaining, min(s.Reset, MaxHold))
+		}
+	}
+	sh.drop(key, ks, now)
+	sh.mu.Unlock()
+	if hold > 0 {
+		_ = l.Delay(ctx, key, hold)
+	}
+}

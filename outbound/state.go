@@ -1,0 +1,225 @@
+package outbound
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+const (
+	// numShards is the number of locks the keys are spread over.
+	numShards = 64
+	// minSweep is the size below which a shard's table is never swept.
+	minSweep = 64
+	// inflightTTL is how long a key remembers requests in flight that
+	// were never observed (a caller of Wait that never calls Observe):
+	// past it the key's state may be dropped.
+	inflightTTL = int64(time.Minute)
+	// windowSlack is how much later a budget's reset must be to belong to
+	// a newer window: resets given in whole seconds move by up to a second
+	// within one window.
+	windowSlack = int64(time.Second)
+)
+
+// shard holds the state of the keys whose hash falls in it.
+type shard struct {
+	mu      sync.Mutex
+	keys    map[string]*keyState
+	sweepAt int
+}
+
+func (sh *shard) init() {
+	sh.keys = make(map[string]*keyState)
+	sh.sweepAt = minSweep
+}
+
+// shard returns key's shard.
+func (l *Limiter) shard(key string) *shard {
+	return &l.shards[maphash.String(l.seed, key)%numShards]
+}
+
+// keyState is what a Limiter knows of one key. Instants are Unix ns.
+type keyState struct {
+	hold      int64   // no start before; 0: none
+	budget    int64   // starts left before budgetEnd, when budgetEnd != 0
+	budgetEnd int64   // when the budget's window resets; 0: no budget
+	inflight  int64   // starts not yet observed
+	lastStart int64   // the latest start
+	queues    []queue // one per rule with requests waiting
+}
+
+// queue is the line of one rule's requests under a key.
+type queue struct {
+	rule       string
+	busy       bool    // a request is at the head (and in no list)
+	head, tail *waiter // the requests behind it, in arrival order
+}
+
+// waiter is one request waiting behind the head.
+type waiter struct {
+	prev, next *waiter
+	turn       chan struct{} // closed when the waiter becomes the head
+	isHead     bool
+}
+
+// state returns key's state, made when missing. sh.mu is held.
+func (sh *shard) state(key string, now int64) *keyState {
+	if ks := sh.keys[key]; ks != nil {
+		return ks
+	}
+	if len(sh.keys) >= sh.sweepAt {
+		sh.sweep(now)
+		sh.sweepAt = max(minSweep, 2*len(sh.keys))
+	}
+	ks := new(keyState)
+	sh.keys[key] = ks
+	return ks
+}
+
+// idle reports whether ks is in the state of a key never seen.
+func (ks *keyState) idle(now int64) bool {
+	return len(ks.queues) == 0 && ks.hold <= now && ks.budgetEnd <= now &&
+		(ks.inflight == 0 || now-ks.lastStart >= inflightTTL)
+}
+
+// drop forgets key when its state is idle. sh.mu is held.
+func (sh *shard) drop(key string, ks *keyState, now int64) {
+	if ks.idle(now) && sh.keys[key] == ks {
+		delete(sh.keys, key)
+	}
+}
+
+// sweep drops the idle keys. sh.mu is held.
+func (sh *shard) sweep(now int64) {
+	for key, ks := range sh.keys {
+		if ks.idle(now) {
+			delete(sh.keys, key)
+		}
+	}
+}
+
+// find returns the index of rule's queue in ks, -1 when none.
+func (ks *keyState) find(rule string) int {
+	for i := range ks.queues {
+		if ks.queues[i].rule == rule {
+			return i
+		}
+	}
+	return -1
+}
+
+// enqueue puts a request under key and rule in line: it returns the key's
+// state, and nil when the request is the head, else its waiter, whose turn
+// is closed when it becomes the head.
+func (sh *shard) enqueue(key, rule string, now int64) (*keyState, *waiter) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ks := sh.state(key, now)
+	i := ks.find(rule)
+	if i < 0 {
+		ks.queues = append(ks.queues, queue{rule: rule, busy: true})
+		return ks, nil
+	}
+	q := &ks.queues[i]
+	if !q.busy {
+		q.busy = true
+		return ks, nil
+	}
+	w := &waiter{turn: make(chan struct{})}
+	if q.tail == nil {
+		q.head, q.tail = w, w
+	} else {
+		w.prev, q.tail.next, q.tail = q.tail, w, w
+	}
+	return ks, w
+}
+
+// leave takes a request out of line: w (nil: the head) leaves, and when it
+// was the head the next in line becomes the head at once. An empty queue
+// is dropped, and the key's state when idle.
+func (sh *shard) leave(key string, ks *keyState, rule string, w *waiter, now int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := ks.find(rule)
+	q := &ks.queues[i]
+	if w != nil && !w.isHead {
+		if w.prev != nil {
+			w.prev.next = w.next
+		} else {
+			q.head = w.next
+		}
+		if w.next != nil {
+			w.next.prev = w.prev
+		} else {
+			q.tail = w.prev
+		}
+		return
+	}
+	if next := q.head; next != nil {
+		q.head = next.next
+		if q.head != nil {
+			q.head.prev = nil
+		} else {
+			q.tail = nil
+		}
+		next.next, next.isHead = nil, true
+		close(next.turn)
+		return
+	}
+	last := len(ks.queues) - 1
+	ks.queues[i] = ks.queues[last]
+	ks.queues[last] = queue{}
+	ks.queues = ks.queues[:last]
+	if last == 0 {
+		ks.queues = nil
+	}
+	sh.drop(key, ks, now)
+}
+
+// reserve returns how long the head must wait for the key's hold or
+// budget; when it need not, it takes a start from the budget and counts the
+// request in flight (undone by unreserve with the ticket when the request
+// does not start after all).
+func (sh *shard) reserve(ks *keyState, now int64) (wait time.Duration, ticket int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ks.hold > now {
+		return time.Duration(ks.hold - now), 0
+	}
+	if ks.budgetEnd != 0 {
+		if ks.budgetEnd <= now {
+			ks.budgetEnd, ks.budget = 0, 0
+		} else if ks.budget <= 0 {
+			return time.Duration(ks.budgetEnd - now), 0
+		} else {
+			ks.budget--
+		}
+	}
+	ks.inflight++
+	ks.lastStart = now
+	return 0, ks.budgetEnd
+}
+
+// unreserve undoes reserve's accounting of a request that did not start.
+func (sh *shard) unreserve(ks *keyState, ticket int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ticket != 0 && ks.budgetEnd == ticket {
+		ks.budget++
+	}
+	if ks.inflight > 0 {
+		ks.inflight--
+	}
+}
+
+// limit applies a remaining count r > 0 whose window resets in reset. The
+// state's mutex is held.
+func (ks *keyState) limit(now, r int64, reset time.Duration) {
+	end := now + int64(reset)
+	b := max(r-ks.inflight, 0)
+	if ks.budgetEnd <= now || end >= ks.budgetEnd+windowSlack {
+		ks.budget, ks.budgetEnd = b, end // a newer window
+		return
+	}
+	ks.budget = min(ks.budget, b)
+}

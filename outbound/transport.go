@@ -1,0 +1,276 @@
+package outbound
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+)
+
+// maxDrain is how much of a response being retried is read to let its
+// connection be reused.
+const maxDrain = 4 << 10
+
+// TransportOption configures a Transport.
+type TransportOption func(*Transport)
+
+// WithKey sets how a request's rate-limit key is made: the host
+// (KeyHost), a token, worksclient's "METHOD normalized-path", anything.
+// Keys are bounded by the core limiter (core.BoundKey) before they reach a
+// store; a key function fed by secrets should return
+// core.SecretIdentity(label, secret) so that only a keyed hash is kept.
+// Default: KeyHost.
+func WithKey(f func(*http.Request) string) TransportOption {
+	return func(t *Transport) {
+		if f != nil {
+			t.key = f
+		}
+	}
+}
+
+// WithRetry makes the Transport retry a request that got 429 or 503 with a
+// valid Retry-After, up to maxAttempts attempts in all (the first
+// included) and only while the next attempt can start within budget of
+// the first attempt's start. A request is retried when its body can be
+// sent again (no body, or Request.GetBody set, as http.NewRequest sets it
+// for in-memory bodies) and it is idempotent: GET, HEAD, OPTIONS, TRACE,
+// PUT, DELETE, or any method with an Idempotency-Key or X-Idempotency-Key
+// header, as net/http decides. This holds after a 429 as after a 503: a
+// POST or PATCH without such a key is returned as it is (its Retry-After
+// still holds the key back).
+//
+// The retry waits until Retry-After has passed (through the Waiter, which
+// the response held back, or on its own when the Waiter is nil or neither
+// an Observer nor a Delayer) and for its turn in the Waiter; when that
+// wait would end past the budget, or the request's context is done, the
+// Transport returns the last response as it is, unread. maxAttempts ≤ 1
+// turns retries off. Default: off.
+func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
+	return func(t *Transport) { t.maxAttempts, t.budget = maxAttempts, max(budget, 0) }
+}
+
+// WithAdaptive says whether the Transport tells the Waiter what each
+// response said of the upstream's limit (ReadSignal, then Observe, or
+// Delay with its Retry-After when the Waiter is only a Delayer). Off, only
+// a 429 or 503 with Retry-After holds the key back (worksclient's
+// behaviour). Default: on.
+func WithAdaptive(on bool) TransportOption { return func(t *Transport) { t.adaptive = on } }
+
+// withClock sets the Transport's clock (tests). Default: SystemClock.
+func withClock(c Clock) TransportOption { return func(t *Transport) { t.clock = c } }
+
+// Transport is an http.RoundTripper that waits on a Waiter before each
+// request, per rate-limit key, and tells it what the upstream answered.
+//
+// For each request it makes the key (WithKey), waits (Waiter.Wait with the
+// method, escaped path and key), then sends the request through the base
+// transport. When the wait fails (the request's context done, a store
+// that fails closed), RoundTrip closes the request body and returns the
+// error, without sending. Every response is read for the upstream's
+// rate-limit headers (ReadSignal, capped at MaxHold) and, when the Waiter
+// is an Observer (Limiter is), handed to Observe, which slows the key down
+// before the upstream refuses it (see Limiter.Observe); when the Waiter is
+// only a Delayer, a Retry-After on any status holds the key back through
+// Delay. A request that got no response is observed with a zero Signal.
+// With WithRetry a 429 or 503 with Retry-After is then retried.
+//
+// A Transport never modifies the request (a retry sends a clone), returns
+// an error only when it has no response, and is safe for concurrent use.
+// A nil Waiter paces nothing (a Retry-After then only delays retries).
+type Transport struct {
+	base        http.RoundTripper
+	waiter      Waiter
+	key         func(*http.Request) string
+	adaptive    bool
+	maxAttempts int
+	budget      time.Duration
+	clock       Clock
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// NewTransport returns a Transport that sends through base
+// (http.DefaultTransport when nil) and waits on w (nothing when nil).
+func NewTransport(base http.RoundTripper, w Waiter, opts ...TransportOption) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, waiter: w, key: KeyHost, adaptive: true, maxAttempts: 1, clock: SystemClock}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// KeyHost is the key of a request by its host (with the port, when the
+// URL gives one): one limit per upstream.
+func KeyHost(r *http.Request) string {
+	if r.URL != nil && r.URL.Host != "" {
+		return r.URL.Host
+	}
+	return r.Host
+}
+
+// Key returns the rate-limit key of r, by the Transport's key function.
+func (t *Transport) Key(r *http.Request) string { return t.key(r) }
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.waiter == nil && t.maxAttempts <= 1 {
+		return t.base.RoundTrip(req)
+	}
+	ctx := req.Context()
+	key := t.Key(req)
+	path := ""
+	if req.URL != nil {
+		path = req.URL.EscapedPath()
+	}
+	if err := t.wait(ctx, req.Method, path, key); err != nil {
+		closeBody(req.Body)
+		return nil, err
+	}
+	deadline := t.clock.Now().Add(t.budget)
+	resp, err := t.send(ctx, req, key)
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			return nil, err
+		}
+		d, ok := throttled(resp, t.clock.Now())
+		if !ok {
+			return resp, nil
+		}
+		wait := t.held(ctx, key, d)
+		if attempt >= t.maxAttempts || !replayable(req) || t.clock.Now().Add(d).After(deadline) {
+			return resp, nil
+		}
+		retry, ok := rewind(req)
+		if !ok {
+			return resp, nil
+		}
+		if !t.await(ctx, req.Method, path, key, wait, deadline) {
+			closeBody(retry.Body)
+			return resp, nil
+		}
+		drain(resp)
+		resp, err = t.send(ctx, retry, key)
+	}
+}
+
+// wait waits on the Waiter, if any.
+func (t *Transport) wait(ctx context.Context, method, path, key string) error {
+	if t.waiter == nil {
+		return nil
+	}
+	return t.waiter.Wait(ctx, method, path, key)
+}
+
+// send sends req and tells the Waiter what the response said.
+func (t *Transport) send(ctx context.Context, req *http.Request, key string) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if t.waiter == nil {
+		return resp, err
+	}
+	var s Signal
+	if err == nil {
+		if t.adaptive {
+			s = ReadSignal(resp.Header.Get, t.clock.Now())
+		} else if d, ok := throttled(resp, t.clock.Now()); ok {
+			s.RetryAfter = d
+		}
+	}
+	if o, ok := t.waiter.(Observer); ok {
+		o.Observe(ctx, key, s)
+	} else if dl, ok := t.waiter.(Delayer); ok && s.RetryAfter > 0 {
+		_ = dl.Delay(ctx, key, s.RetryAfter)
+	}
+	return resp, err
+}
+
+// held returns how long the Transport must wait on its own before a retry
+// after a response that asked for d: 0 when the Waiter holds the key (it
+// was told by send), d when it cannot.
+func (t *Transport) held(ctx context.Context, key string, d time.Duration) time.Duration {
+	switch t.waiter.(type) {
+	case Observer, Delayer:
+		return 0
+	}
+	return d
+}
+
+// await waits wait, then for the Waiter, both within the deadline and
+// ctx, and reports whether the retry may start.
+func (t *Transport) await(ctx context.Context, method, path, key string, wait time.Duration, deadline time.Time) bool {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if sleep(ctx, t.clock, wait) != nil {
+		return false
+	}
+	return t.wait(ctx, method, path, key) == nil
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// when it has such a method; http.Client.CloseIdleConnections calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// throttled returns the Retry-After of a 429 or 503 response, at most
+// MaxHold, and false for any other response or one without a valid
+// Retry-After.
+func throttled(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	return retryAfter(resp.Header.Get, now)
+}
+
+// replayable reports whether req may be sent again after a 429 or 503: when
+// it is idempotent (by its method, or an idempotency key) and its body can
+// be sent again.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+// rewind returns a clone of req with a fresh body, and false when the body
+// cannot be had again.
+func rewind(req *http.Request) (*http.Request, bool) {
+	r := req.Clone(req.Context())
+	if req.Body == nil || req.Body == http.NoBody {
+		return r, true
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, false
+	}
+	r.Body = body
+	return r, true
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		_ = b.Close()
+	}
+}
+
+// drain reads a little of a response that is dropped, so that its
+// connection can be reused, and closes it.
+func drain(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	_ = resp.Body.Close()
+}
