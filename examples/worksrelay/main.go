@@ -158,7 +158,9 @@ func relayOutbox(ctx context.Context, cfg config, rdb redis.UniversalClient, std
 	if rdb == nil {
 		pacer, where = worksclient.NewPacer(cfg.interval), "in this process"
 	} else {
-		pacer, where = worksredis.NewPacer(rdb, cfg.interval), "in Redis, shared by every replica"
+		rp := worksredis.NewPacer(rdb, cfg.interval)
+		defer rp.Close()
+		pacer, where = rp, "in Redis, shared by every replica"
 	}
 	relayClient := client.WithRateLimiter(pacer)
 	tokens.hc = relayClient.HTTPClient() // the relay's token requests are paced too

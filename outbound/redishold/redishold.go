@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,11 +75,17 @@ func WithTimeout(d time.Duration) Option {
 // Store is an outbound.HoldStore in Redis. It holds no state of its own
 // besides its options and is safe for concurrent use.
 type Store struct {
-	client   redis.UniversalClient
-	prefix   string
-	timeout  time.Duration
-	bounded  bool           // the client bounds its calls by the context's deadline
-	inflight sync.WaitGroup // calls given up on, still running (tests wait for them)
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	bounded bool // the client bounds its calls by the context's deadline
+
+	// mu is held (shared) by every call and (exclusive) by Close, which so
+	// waits for the calls running; inflight counts the calls given up on
+	// at their timeout, still running.
+	mu       sync.RWMutex
+	closed   atomic.Bool
+	inflight sync.WaitGroup
 }
 
 var _ outbound.HoldStore = (*Store)(nil)
@@ -96,6 +103,23 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 
 // errNilClient is the error of every call of a Store without a client.
 var errNilClient = errors.New("redishold: nil client")
+
+// ErrClosed is the error of every call after Close.
+var ErrClosed = errors.New("redishold: store closed")
+
+// Close stops the Store: later calls fail with ErrClosed. It waits for the
+// calls running (and, with a client without ContextTimeoutEnabled, for
+// those given up on at their timeout) and does not close the client, which
+// belongs to the caller.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock() // no call holds mu now, and none can start
+	s.mu.Unlock()
+	s.inflight.Wait()
+	return nil
+}
 
 // Hold implements outbound.HoldStore: no request under key starts until d
 // from now has passed, on the Redis server's clock, unless a later hold is
@@ -147,6 +171,11 @@ func runHeld(ctx context.Context, a holdArgs) (int64, error) {
 func (s *Store) call(ctx context.Context, a holdArgs, f func(context.Context, holdArgs) (int64, error)) (int64, error) {
 	if s.client == nil {
 		return 0, errNilClient
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

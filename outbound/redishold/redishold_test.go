@@ -120,7 +120,14 @@ func TestHoldBounded(t *testing.T) {
 	var h *redishold.Store
 	// Registered first, so it runs last: the calls given up on end once
 	// the black hole has closed their connections.
-	t.Cleanup(func() { redishold.WaitCalls(h) })
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Error(err)
+		}
+		if _, err := h.Held(context.Background(), "k"); err != redishold.ErrClosed {
+			t.Errorf("Held after Close = %v, want ErrClosed", err)
+		}
+	})
 	addr, _ := redistest.BlackHole(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: readTimeout, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })

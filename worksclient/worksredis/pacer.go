@@ -2,16 +2,17 @@ package worksredis
 
 import (
 	"context"
-	"crypto/sha256"
-	_ "embed"
-	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/internal/redisbound"
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/outbound"
+	"github.com/rlkit/rlkit/outbound/redishold"
 	"github.com/rlkit/rlkit/worksclient"
 )
 
@@ -21,21 +22,17 @@ const (
 	DefaultTimeout   = time.Second
 )
 
-var (
-	//go:embed lua/pace.lua
-	paceLua    string
-	paceScript = redis.NewScript(paceLua)
-)
-
 // PacerOption configures a Pacer.
 type PacerOption func(*Pacer)
 
-// WithKeyPrefix sets the prefix of the Redis keys the pacer writes, one
-// hash per rate-limit key: prefix + the key with '{', '}', '%', spaces
-// and control bytes written %XX (a key longer than 200 bytes that way is
-// replaced by '#' and its SHA-256). With no hash tag in the prefix, keys
-// spread over a Redis Cluster; a prefix such as "{works}:pace:" puts them
-// all in one slot. Default: "worksclient:pace:".
+// WithKeyPrefix sets the prefix of the Redis keys the pacer writes: the
+// counters of core/redisstore (one per rate-limit key, the key escaped and
+// in a Cluster hash tag of its own, so keys spread over a Redis Cluster)
+// under prefix, and the Retry-After holds of outbound/redishold (one per
+// key held, the key's SHA-256) under prefix + "hold:". The prefix must not
+// contain '{' or '}', which would move the hash tag: such a prefix makes
+// every Wait and Delay fail with an error that says so. Default:
+// DefaultKeyPrefix ("worksclient:pace:").
 func WithKeyPrefix(prefix string) PacerOption {
 	return func(p *Pacer) { p.prefix = prefix }
 }
@@ -50,44 +47,44 @@ func WithTimeout(d time.Duration) PacerOption {
 	}
 }
 
-// Pacer is a worksclient.RateLimiter whose spacing is shared by every process
-// that paces the same keys in the same Redis: for each key, requests start
-// at least interval apart on the Redis server's clock, whichever process
-// sends them.
+// Pacer is a worksclient.RateLimiter whose spacing is shared by every
+// process that paces the same keys in the same Redis: for each key,
+// requests start at least interval apart on the Redis server's clock,
+// whichever process sends them.
 //
-// Each call is one Lua script (EVALSHA, EVAL when the server lacks it)
-// that reads the time with TIME on the server, so processes with skewed
-// clocks agree. The spacing is exact on the server's clock, at the
-// instants the script grants the starts; a request leaves its process
-// when the grant has come back, so the gaps seen locally, or at the API,
-// also vary by the variation of that half round trip. Wait is one round trip when the key is free. Otherwise the
-// script reserves the key's next slot and Wait sleeps until it (a timer
-// and ctx), then confirms with a second round trip, which makes the start
-// at least interval after the previous actual start (a request whose
-// timer fired late pushes the next one back) and after any hold put in
-// meanwhile by Delay. Reservations give the order of starts: first come,
-// first served across processes.
+// It is one configuration of outbound.Limiter: outbound.Rate(1, interval,
+// 0) (GCRA, one start per interval, no burst) in core/redisstore, whose
+// decisions are each one Lua script (EVALSHA, EVAL when the server lacks
+// it) that reads the time with TIME on the server, so processes with
+// skewed clocks agree; and with its holds (Delay, which a
+// worksclient.Transport calls on a Retry-After) in outbound/redishold,
+// on the server's clock too. The spacing is exact on the server's clock,
+// at the instants the script admits the starts; a request leaves its
+// process when the answer has come back, so the gaps seen locally, or at
+// the API, also vary by the variation of that half round trip.
 //
-// When ctx is done while Wait sleeps, Wait returns ctx.Err(), after giving
-// the slot back. The give-back costs one more round trip to Redis before
-// Wait returns (bounded by the timeout, not by ctx, which is done), and it
-// frees the slot only when that slot is still the key's latest
-// reservation; when a later request has reserved one since, the slot
-// stays empty, since moving the later reservations would need their
-// processes to hear of it. Spacing never suffers; only throughput does,
-// by one interval.
+// Within a process, the requests of a key wait in a queue, first come
+// first served, and only the head asks Redis: whether the key is held
+// (PTTL), then whether it may start, and when it may not, it sleeps until
+// the key's next slot and asks again. A free key costs two round trips; a
+// request that waits, two more per ask. Across processes, whichever head
+// asks first once the slot is free starts. A denied ask takes nothing, so
+// a request whose ctx is done while it waits returns ctx.Err() at once and
+// leaves no slot empty.
 //
 // When Redis fails or does not answer within the timeout, Wait returns the
-// error, and the request must not be sent: a Transport returns it. A
-// Pacer holds no state of its own and is safe for concurrent use.
+// error (the store fails closed, and logs nothing), and the request must
+// not be sent: a Transport returns it. A key's counter expires at most two
+// intervals after its last start, a hold when it ends. A Pacer is safe
+// for concurrent use.
 type Pacer struct {
-	client   redis.UniversalClient
 	interval time.Duration
 	prefix   string
 	timeout  time.Duration
-	bounded  bool // the client bounds its calls by the context's deadline
-
-	onStart func(serverMicros int64) // tests: the server time of each start
+	lim      *outbound.Limiter
+	store    *redisstore.Store
+	holds    *redishold.Store
+	err      error // the configuration's error, returned by every call
 }
 
 var (
@@ -97,13 +94,14 @@ var (
 
 // NewPacer returns a Pacer in client that starts requests of one key at
 // least interval apart. An interval ≤ 0 means worksclient.DefaultInterval
-// (250 ms, 240 a minute); an interval is counted in whole microseconds.
+// (250 ms, 240 a minute); an interval is counted in whole microseconds. It
+// does not contact Redis. A nil client, or a prefix with '{' or '}',
+// makes every Wait and Delay fail with an error that says so.
 func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
 	if interval <= 0 {
 		interval = worksclient.DefaultInterval
 	}
 	p := &Pacer{
-		client:   client,
 		interval: max(interval.Truncate(time.Microsecond), time.Microsecond),
 		prefix:   DefaultKeyPrefix,
 		timeout:  DefaultTimeout,
@@ -111,143 +109,71 @@ func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...Pace
 	for _, o := range opts {
 		o(p)
 	}
-	p.bounded = redisbound.Bounded(client)
+	p.err = p.init(client)
 	return p
+}
+
+// init builds the Limiter, its store and its hold store.
+func (p *Pacer) init(client redis.UniversalClient) error {
+	if client == nil {
+		return errors.New("worksclient: redis pacer: nil client")
+	}
+	cfg, err := outbound.Rate(1, p.interval, 0)
+	if err != nil {
+		return fmt.Errorf("worksclient: redis pacer: %w", err)
+	}
+	p.store, err = redisstore.New(client, redisstore.WithPrefix(p.prefix), redisstore.WithTimeout(p.timeout))
+	if err != nil {
+		return fmt.Errorf("worksclient: redis pacer: %w", err)
+	}
+	p.holds = redishold.New(client, redishold.WithPrefix(p.prefix+"hold:"), redishold.WithTimeout(p.timeout))
+	// Fail closed, and log nothing: Wait returns every failure.
+	p.lim, err = outbound.New(cfg, p.store, outbound.WithHoldStore(p.holds),
+		outbound.WithCoreOptions(core.WithFailOpen(false), core.WithLogger(slog.New(slog.DiscardHandler))))
+	if err != nil {
+		return fmt.Errorf("worksclient: redis pacer: %w", err)
+	}
+	return nil
 }
 
 // Interval returns the spacing of starts per key.
 func (p *Pacer) Interval() time.Duration { return p.interval }
 
-// ErrBadReply is returned when Redis answers the pacing script with
-// something it cannot have sent.
-var ErrBadReply = errors.New("worksclient: unexpected reply from the pacing script")
-
-// reply is the script's answer.
-type reply struct {
-	op    int64 // 0 start, 1 sleep, 2 given back, 3 delayed
-	a, b  int64
-	valid bool
-}
-
-// Wait implements worksclient.RateLimiter.
+// Wait implements worksclient.RateLimiter. It returns ctx.Err() when ctx
+// is done first, and an error that begins "worksclient: redis pacer:" when
+// Redis fails.
 func (p *Pacer) Wait(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if p.err != nil {
+		return p.err
 	}
-	rk := p.redisKey(key)
-	r, err := p.run(ctx, rk, "r", 0)
-	for err == nil {
-		switch r.op {
-		case 0:
-			if p.onStart != nil {
-				p.onStart(r.a)
-			}
-			return nil
-		case 1:
-			token := r.b
-			err = sleep(ctx, time.Duration(r.a)*time.Microsecond)
-			if err == nil {
-				r, err = p.run(ctx, rk, "c", token)
-			}
-			if err != nil && ctx.Err() != nil {
-				p.giveBack(ctx, rk, token)
-				return ctx.Err()
-			}
-		default:
-			return fmt.Errorf("%w: operation %d", ErrBadReply, r.op)
-		}
-	}
-	return err
+	return p.wrap(ctx, p.lim.Wait(ctx, "", "/", key))
 }
 
-// giveBack gives a reservation back, bounded by the timeout but not by ctx,
-// which is done.
-func (p *Pacer) giveBack(ctx context.Context, rk string, token int64) {
-	_, _ = p.run(context.WithoutCancel(ctx), rk, "g", token)
-}
-
-// Delay implements worksclient.Delayer, on the server's clock.
+// Delay implements worksclient.Delayer, on the server's clock: no request
+// under key, from any process, starts until d from now has passed (at
+// most outbound.MaxHold, 10 minutes). This process holds the key back even
+// when Redis fails, and returns the error.
 func (p *Pacer) Delay(ctx context.Context, key string, d time.Duration) error {
-	if d <= 0 {
+	if p.err != nil {
+		return p.err
+	}
+	return p.wrap(ctx, p.lim.Delay(ctx, key, d))
+}
+
+// Close stops the Pacer: later calls fail. It waits for the calls to
+// Redis running (and, with a client without ContextTimeoutEnabled, for
+// those given up on at their timeout) and does not close the client.
+func (p *Pacer) Close() error {
+	if p.lim == nil {
 		return nil
 	}
-	_, err := p.run(ctx, p.redisKey(key), "d", max(d.Microseconds(), 1))
-	return err
+	return errors.Join(p.store.Close(), p.holds.Close())
 }
 
-// run runs the script once, bounded by the timeout. When ctx is done it
-// returns ctx.Err() itself.
-func (p *Pacer) run(ctx context.Context, rk, op string, arg int64) (reply, error) {
-	if p.client == nil {
-		return reply{}, errors.New("worksclient: redis pacer: nil client")
+// wrap names the pacer in an error that is not ctx's.
+func (p *Pacer) wrap(ctx context.Context, err error) error {
+	if err == nil || err == ctx.Err() {
+		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	v, err := redisbound.Call(cctx, p.bounded, &inflight, paceCall{p, rk, op, arg}, runPace)
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return reply{}, cerr
-		}
-		if err == redisbound.ErrTimeout {
-			err = cctx.Err() // the timeout's, as a bounded client reports it
-		}
-		return reply{}, fmt.Errorf("worksclient: redis pacer: %w", err)
-	}
-	var r reply
-	if s, ok := v.([]any); ok && len(s) >= 2 {
-		r.op, r.valid = s[0].(int64)
-		r.a, _ = s[1].(int64)
-		if len(s) > 2 {
-			r.b, _ = s[2].(int64)
-		}
-	}
-	if !r.valid || r.a < 0 {
-		return reply{}, fmt.Errorf("%w: %v", ErrBadReply, v)
-	}
-	return r, nil
-}
-
-// paceCall is one run of the pacing script.
-type paceCall struct {
-	p   *Pacer
-	rk  string
-	op  string
-	arg int64
-}
-
-func runPace(ctx context.Context, c paceCall) (any, error) {
-	return paceScript.Run(ctx, c.p.client, []string{c.rk}, c.op, c.p.interval.Microseconds(), c.arg).Result()
-}
-
-// maxKeyPart is the longest escaped key kept in a Redis key as it is.
-const maxKeyPart = 200
-
-// redisKey returns the Redis key of a rate-limit key. The escaping is
-// injective ('%' is escaped too, and an escaped key never starts with '#').
-func (p *Pacer) redisKey(key string) string {
-	const hex = "0123456789ABCDEF"
-	n := len(key)
-	for i := 0; i < len(key); i++ {
-		if escapeByte(key[i], i) {
-			n += 2
-		}
-	}
-	if n > maxKeyPart {
-		sum := sha256.Sum256([]byte(key))
-		return p.prefix + "#" + base64.RawURLEncoding.EncodeToString(sum[:])
-	}
-	b := make([]byte, 0, len(p.prefix)+n)
-	b = append(b, p.prefix...)
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; escapeByte(c, i) {
-			b = append(b, '%', hex[c>>4], hex[c&15])
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b)
-}
-
-func escapeByte(c byte, i int) bool {
-	return c <= ' ' || c >= 0x7f || c == '{' || c == '}' || c == '%' || (i == 0 && c == '#')
+	return fmt.Errorf("worksclient: redis pacer: %w", err)
 }

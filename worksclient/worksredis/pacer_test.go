@@ -10,46 +10,65 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/worksclient"
 )
 
-// serverStarts collects the server time (µs) of every start of pacers.
-type serverStarts struct {
+// starts collects when Wait returned (local monotonic time), for every
+// pacer of a test: the pacers of one test run in one process, so they
+// share this clock. A start is admitted on the server's clock, where its
+// spacing is exact; here it is seen half a round trip later, by a varying
+// amount.
+type starts struct {
 	mu sync.Mutex
-	us []int64
+	at []time.Time
 }
 
-func (s *serverStarts) hook(p *Pacer) *Pacer {
-	p.onStart = func(us int64) {
+func (s *starts) wait(ctx context.Context, p *Pacer, key string) error {
+	err := p.Wait(ctx, key)
+	if err == nil {
+		now := time.Now()
 		s.mu.Lock()
-		s.us = append(s.us, us)
+		s.at = append(s.at, now)
 		s.mu.Unlock()
 	}
+	return err
+}
+
+func (s *starts) sorted() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.SortedFunc(slices.Values(s.at), time.Time.Compare)
+}
+
+// seenJitter is how much later than its admission on the server a start may be
+// seen here, on a loaded machine, compared with the one before it.
+const seenJitter = 20 * time.Millisecond
+
+// newPacer returns a Pacer closed at the end of the test.
+func newPacer(t *testing.T, c redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
+	p := NewPacer(c, interval, opts...)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 
-func (s *serverStarts) sorted() []int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Sorted(slices.Values(s.us))
-}
-
 // TestRedisPacerShared: two pacers on two connections to one Redis, as two
-// processes would be, four goroutines each on one key: every start is at
-// least an interval after the one before, on the server's clock.
+// processes would be, four goroutines each on one key: every start is an
+// interval after the one before (less the seenJitter of seeing it here), and
+// the starts take (n-1) intervals.
 func TestRedisPacerShared(t *testing.T) {
 	cs, kind := redisClients(t, 2)
 	t.Logf("on %s", kind)
 	const interval = 50 * time.Millisecond
-	var st serverStarts
-	pacers := []*Pacer{st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))}
+	var st starts
+	pacers := []*Pacer{newPacer(t, cs[0], interval), newPacer(t, cs[1], interval)}
 	const perGoroutine = 3
 	var wg sync.WaitGroup
-	t0 := time.Now()
 	for _, p := range pacers {
 		for range 4 {
 			wg.Go(func() {
 				for range perGoroutine {
-					if err := p.Wait(t.Context(), "PATCH /v1.0/users/{id}"); err != nil {
+					if err := st.wait(t.Context(), p, "PATCH /v1.0/users/{id}"); err != nil {
 						t.Error(err)
 						return
 					}
@@ -58,39 +77,39 @@ func TestRedisPacerShared(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(t0)
-	us := st.sorted()
-	if len(us) != 2*4*perGoroutine {
-		t.Fatalf("%d starts, want %d", len(us), 2*4*perGoroutine)
+	at := st.sorted()
+	if len(at) != 2*4*perGoroutine {
+		t.Fatalf("%d starts, want %d", len(at), 2*4*perGoroutine)
 	}
-	minGap := int64(1 << 62)
-	for i := 1; i < len(us); i++ {
-		minGap = min(minGap, us[i]-us[i-1])
+	minGap := time.Duration(1 << 62)
+	for i := 1; i < len(at); i++ {
+		minGap = min(minGap, at[i].Sub(at[i-1]))
 	}
-	t.Logf("%d starts in %v; smallest gap on the server's clock %v", len(us), elapsed, time.Duration(minGap)*time.Microsecond)
-	if minGap < interval.Microseconds() {
-		t.Errorf("two starts %v apart on the server's clock, want at least %v", time.Duration(minGap)*time.Microsecond, interval)
+	span, want := at[len(at)-1].Sub(at[0]), time.Duration(len(at)-1)*interval
+	t.Logf("%d starts over %v (%v of intervals); smallest gap seen here %v", len(at), span, want, minGap)
+	if minGap < interval-seenJitter {
+		t.Errorf("two starts %v apart, want %v (less %v of seenJitter)", minGap, interval, seenJitter)
 	}
-	if span, want := time.Duration(us[len(us)-1]-us[0])*time.Microsecond, time.Duration(len(us)-1)*interval; span > want+time.Second {
+	if span < want-seenJitter || span > want+time.Second {
 		t.Errorf("starts spread over %v, want about %v", span, want)
 	}
 }
 
-// TestRedisPacerRoundTrips: a free key costs one round trip, a busy one two
-// (reserve, then confirm after the sleep).
+// TestRedisPacerRoundTrips: a free key costs two commands (is it held,
+// may it start); a request that waits once, four.
 func TestRedisPacerRoundTrips(t *testing.T) {
 	cs, _ := redisClients(t, 1)
 	h := &countHook{}
 	cs[0].AddHook(h)
-	p := NewPacer(cs[0], 30*time.Millisecond)
+	p := newPacer(t, cs[0], 30*time.Millisecond)
 	ctx := t.Context()
-	if err := p.Wait(ctx, "warm"); err != nil { // loads the script (NOSCRIPT, EVAL)
+	if err := p.Wait(ctx, "warm"); err != nil { // loads the scripts (NOSCRIPT, EVAL)
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		key  string
 		want int64
-	}{{"GET /v1.0/users", 1}, {"GET /v1.0/users", 2}, {"GET /v1.0/orgunits", 1}} {
+	}{{"GET /v1.0/users", 2}, {"GET /v1.0/users", 4}, {"GET /v1.0/orgunits", 2}} {
 		before := h.n.Load()
 		if err := p.Wait(ctx, tc.key); err != nil {
 			t.Fatal(err)
@@ -99,24 +118,28 @@ func TestRedisPacerRoundTrips(t *testing.T) {
 			t.Errorf("Wait(%q): %d commands, want %d", tc.key, got, tc.want)
 		}
 	}
-	// The script survives a SCRIPT FLUSH: EVALSHA fails with NOSCRIPT, EVAL runs it.
+	// The scripts survive a SCRIPT FLUSH: EVALSHA fails with NOSCRIPT, EVAL runs them.
 	if err := cs[0].ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Wait(ctx, "GET /v1.0/groups"); err != nil {
 		t.Fatalf("Wait after SCRIPT FLUSH: %v", err)
 	}
+	if err := p.Delay(ctx, "GET /v1.0/groups", time.Millisecond); err != nil {
+		t.Fatalf("Delay after SCRIPT FLUSH: %v", err)
+	}
 }
 
 // TestRedisPacerCancel: a waiter whose context ends returns ctx.Err() at
-// once and gives its slot back: the next request takes it.
+// once and takes no slot: the next request starts an interval after the
+// first, not two.
 func TestRedisPacerCancel(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 300 * time.Millisecond
-	var st serverStarts
-	a, b := st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))
+	var st starts
+	a, b := newPacer(t, cs[0], interval), newPacer(t, cs[1], interval)
 	const key = "POST /v1.0/users"
-	if err := a.Wait(t.Context(), key); err != nil {
+	if err := st.wait(t.Context(), a, key); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
@@ -129,12 +152,11 @@ func TestRedisPacerCancel(t *testing.T) {
 	if d := time.Since(t0); d > 30*time.Millisecond+interval/2 {
 		t.Errorf("cancelled Wait returned after %v", d)
 	}
-	if err := a.Wait(t.Context(), key); err != nil {
+	if err := st.wait(t.Context(), a, key); err != nil {
 		t.Fatal(err)
 	}
-	us := st.sorted()
-	gap := time.Duration(us[1]-us[0]) * time.Microsecond
-	if gap < interval || gap >= 2*interval {
+	at := st.sorted()
+	if gap := at[1].Sub(at[0]); gap < interval-seenJitter || gap >= 2*interval-seenJitter {
 		t.Errorf("next start %v after the first, want the cancelled slot (%v, not %v)", gap, interval, 2*interval)
 	}
 	ctx, cancel = context.WithCancel(t.Context())
@@ -145,21 +167,22 @@ func TestRedisPacerCancel(t *testing.T) {
 }
 
 // TestRedisPacerDelay: a hold on the server's clock moves the next start of
-// the key, including one already asleep; another key is not held.
+// the key, including that of a request already waiting in another
+// process; another key is not held.
 func TestRedisPacerDelay(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 100 * time.Millisecond
-	var st serverStarts
-	a, b := st.hook(NewPacer(cs[0], interval)), st.hook(NewPacer(cs[1], interval))
+	var st starts
+	a, b := newPacer(t, cs[0], interval), newPacer(t, cs[1], interval)
 	const key = "PUT /v1.0/users/{id}"
-	if err := a.Wait(t.Context(), key); err != nil {
+	if err := st.wait(t.Context(), a, key); err != nil {
 		t.Fatal(err)
 	}
-	reserved := &firstCommand{done: make(chan struct{})}
-	cs[1].AddHook(reserved)
+	asked := &firstCommand{done: make(chan struct{})}
+	cs[1].AddHook(asked)
 	done := make(chan error, 1)
-	go func() { done <- b.Wait(context.Background(), key) }() // reserves +interval
-	<-reserved.done
+	go func() { done <- st.wait(context.Background(), b, key) }() // must wait an interval
+	<-asked.done
 	if err := a.Delay(t.Context(), key, 400*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +193,8 @@ func TestRedisPacerDelay(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	us := st.sorted()
-	if gap := time.Duration(us[len(us)-1]-us[0]) * time.Microsecond; gap < 400*time.Millisecond {
+	at := st.sorted()
+	if gap := at[len(at)-1].Sub(at[0]); gap < 400*time.Millisecond {
 		t.Errorf("held request started %v after the first, want at least 400ms", gap)
 	}
 	if err := a.Delay(t.Context(), key, 0); err != nil {
@@ -179,26 +202,53 @@ func TestRedisPacerDelay(t *testing.T) {
 	}
 }
 
-// TestRedisPacerExpiry: the key's hash lives about an interval past the
-// last start, no longer.
-func TestRedisPacerExpiry(t *testing.T) {
+// TestRedisPacerKeys: what a pacer leaves in Redis lives at most two
+// intervals past the last start (core/redisstore sets a TTL one period
+// past the need, so that most writes keep it) and a hold until it ends, no
+// longer; every key has the prefix, and a held key is written only as its
+// hash.
+func TestRedisPacerKeys(t *testing.T) {
 	cs, _ := redisClients(t, 1)
-	p := NewPacer(cs[0], time.Second, WithKeyPrefix("t:"))
-	if err := p.Wait(t.Context(), "GET /v1.0/users/{id}"); err != nil {
+	c := cs[0]
+	p := newPacer(t, c, time.Second, WithKeyPrefix("t:"))
+	const key = "GET /v1.0/users/{id}"
+	if err := p.Wait(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}
-	pttl, err := cs[0].PTTL(t.Context(), "t:GET%20/v1.0/users/%7Bid%7D").Result()
-	if err != nil || pttl <= 0 || pttl > time.Second+2*time.Millisecond {
-		t.Fatalf("PTTL = %v, %v; want at most the interval", pttl, err)
+	if err := p.Delay(t.Context(), key, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 {
+		t.Fatalf("Redis keys %q, want a counter and a hold", keys)
+	}
+	for _, k := range keys {
+		pttl, err := c.PTTL(t.Context(), k).Result()
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !strings.HasPrefix(k, "t:"):
+			t.Errorf("key %q without the prefix", k)
+		case strings.HasPrefix(k, "t:hold:"):
+			if strings.Contains(k, "users") || pttl <= 2*time.Second || pttl > 3*time.Second {
+				t.Errorf("hold %q with PTTL %v, want the key hashed and 3s", k, pttl)
+			}
+		case pttl <= 0 || pttl > 2*time.Second+2*time.Millisecond:
+			t.Errorf("counter %q with PTTL %v, want at most two intervals", k, pttl)
+		}
 	}
 }
 
 // TestRedisPacerDown: when Redis does not answer, Wait fails, quickly, with
-// Redis's error and not a context's.
+// Redis's error and not a context's; a nil client and a prefix that would
+// break the hash tag fail every call.
 func TestRedisPacerDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
-	p := NewPacer(c, time.Second, WithTimeout(500*time.Millisecond))
+	p := newPacer(t, c, time.Second, WithTimeout(500*time.Millisecond))
 	t0 := time.Now()
 	err := p.Wait(t.Context(), "k")
 	if err == nil || errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "worksclient: redis pacer:") {
@@ -207,32 +257,26 @@ func TestRedisPacerDown(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("Wait failed after %v, want within the timeout", d)
 	}
-	if err := NewPacer(nil, 0).Wait(t.Context(), "k"); err == nil {
-		t.Error("Wait with a nil client succeeded")
+	for name, p := range map[string]*Pacer{"nil client": NewPacer(nil, 0), "prefix {": NewPacer(c, 0, WithKeyPrefix("{works}:"))} {
+		if err := p.Wait(t.Context(), "k"); err == nil || !strings.HasPrefix(err.Error(), "worksclient: redis pacer:") {
+			t.Errorf("%s: Wait = %v, want an error", name, err)
+		}
+		if err := p.Delay(t.Context(), "k", time.Second); err == nil {
+			t.Errorf("%s: Delay succeeded", name)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("%s: Close = %v", name, err)
+		}
 	}
 }
 
-func TestRedisKey(t *testing.T) {
-	p := NewPacer(nil, 0)
-	long := "GET /" + strings.Repeat("a/", 150)
-	for key, want := range map[string]string{
-		"PATCH /v1.0/users/{id}": "worksclient:pace:PATCH%20/v1.0/users/%7Bid%7D",
-		"100%":                   "worksclient:pace:100%25",
-		"#x":                     "worksclient:pace:%23x",
-		"a\nb\x7f":               "worksclient:pace:a%0Ab%7F",
-		"":                       "worksclient:pace:",
+func TestRedisPacerInterval(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, worksclient.DefaultInterval}, {-time.Second, worksclient.DefaultInterval},
+		{1500 * time.Nanosecond, time.Microsecond}, {time.Nanosecond, time.Microsecond}, {time.Second, time.Second},
 	} {
-		if got := p.redisKey(key); got != want {
-			t.Errorf("redisKey(%q) = %q, want %q", key, got, want)
+		if got := NewPacer(nil, tc.in).Interval(); got != tc.want {
+			t.Errorf("NewPacer(%v).Interval() = %v, want %v", tc.in, got, tc.want)
 		}
-	}
-	if got := p.redisKey(long); !strings.HasPrefix(got, "worksclient:pace:#") || len(got) != len("worksclient:pace:#")+43 {
-		t.Errorf("redisKey of a long key = %q, want prefix, '#' and a hash", got)
-	}
-	if p.redisKey(long) == p.redisKey(long+"a/") {
-		t.Error("two long keys share a Redis key")
-	}
-	if got := NewPacer(nil, 1500*time.Nanosecond).Interval(); got != time.Microsecond {
-		t.Errorf("Interval = %v, want whole microseconds", got)
 	}
 }

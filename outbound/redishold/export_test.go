@@ -1,4 +1,0 @@
-package redishold
-
-// WaitCalls waits for the calls s stopped waiting for to end.
-func WaitCalls(s *Store) { s.inflight.Wait() }
