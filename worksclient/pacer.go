@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/outbound"
 )
@@ -81,17 +82,18 @@ var (
 
 // NewPacer returns a Pacer that starts requests of one key at least
 // interval apart. An interval ≤ 0 means DefaultInterval (250 ms, 240 a
-// minute).
+// minute); one above 2^60 ns (36 years) is 2^60 ns.
 func NewPacer(interval time.Duration, opts ...PacerOption) *Pacer {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
+	interval = min(interval, algo.MaxDrain)
 	p := &Pacer{interval: interval, clock: SystemClock, sweepAt: minSweep}
 	for _, o := range opts {
 		o(p)
 	}
 	cfg, err := outbound.Rate(1, interval, 0)
-	if err != nil { // a positive interval is always a valid rate
+	if err != nil { // an interval in (0, 2^60 ns] is always a valid rate
 		panic("worksclient: " + err.Error())
 	}
 	p.store = memstore.New(memstore.WithShards(1), memstore.WithClock(pacerClock{p.clock}))

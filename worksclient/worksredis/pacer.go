@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/outbound"
 	"github.com/rlkit/rlkit/outbound/redishold"
@@ -94,7 +95,8 @@ var (
 
 // NewPacer returns a Pacer in client that starts requests of one key at
 // least interval apart. An interval ≤ 0 means worksclient.DefaultInterval
-// (250 ms, 240 a minute); an interval is counted in whole microseconds. It
+// (250 ms, 240 a minute), one above 2^60 ns (36 years) is 2^60 ns; an
+// interval is counted in whole microseconds. It
 // does not contact Redis. A nil client, or a prefix with '{' or '}',
 // makes every Wait and Delay fail with an error that says so.
 func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
@@ -102,7 +104,7 @@ func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...Pace
 		interval = worksclient.DefaultInterval
 	}
 	p := &Pacer{
-		interval: max(interval.Truncate(time.Microsecond), time.Microsecond),
+		interval: max(min(interval, algo.MaxDrain).Truncate(time.Microsecond), time.Microsecond),
 		prefix:   DefaultKeyPrefix,
 		timeout:  DefaultTimeout,
 	}

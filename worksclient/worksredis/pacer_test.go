@@ -274,6 +274,7 @@ func TestRedisPacerInterval(t *testing.T) {
 	for _, tc := range []struct{ in, want time.Duration }{
 		{0, worksclient.DefaultInterval}, {-time.Second, worksclient.DefaultInterval},
 		{1500 * time.Nanosecond, time.Microsecond}, {time.Nanosecond, time.Microsecond}, {time.Second, time.Second},
+		{1<<63 - 1, time.Duration(1 << 60).Truncate(time.Microsecond)},
 	} {
 		if got := NewPacer(nil, tc.in).Interval(); got != tc.want {
 			t.Errorf("NewPacer(%v).Interval() = %v, want %v", tc.in, got, tc.want)
