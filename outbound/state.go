@@ -169,10 +169,7 @@ func (sh *shard) leave(key string, ks *keyState, rule string, w *waiter, now int
 	last := len(ks.queues) - 1
 	ks.queues[i] = ks.queues[last]
 	ks.queues[last] = queue{}
-	ks.queues = ks.queues[:last]
-	if last == 0 {
-		ks.queues = nil
-	}
+	ks.queues = ks.queues[:last] // the array stays for the key's next request
 	sh.drop(key, ks, now)
 }
 

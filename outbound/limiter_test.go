@@ -1,0 +1,638 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+)
+
+func mustNew(t testing.TB, cfg *core.Config, clk Clock, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(cfg, nil, append([]Option{WithClock(clk)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustRate(t testing.TB, count int64, period time.Duration, burst int64) *core.Config {
+	t.Helper()
+	cfg, err := Rate(count, period, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func mustParse(t testing.TB, yaml string) *core.Config {
+	t.Helper()
+	cfg, err := core.ParseConfig([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// queued returns the requests in line under key (heads included).
+func (l *Limiter) queued(key string) int {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ks := sh.keys[key]
+	if ks == nil {
+		return 0
+	}
+	n := 0
+	for _, q := range ks.queues {
+		if q.busy {
+			n++
+		}
+		for w := q.head; w != nil; w = w.next {
+			n++
+		}
+	}
+	return n
+}
+
+// states returns the keys the Limiter holds state for.
+func (l *Limiter) states() int {
+	n := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		n += len(sh.keys)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+type start struct {
+	i   int
+	at  time.Time
+	err error
+}
+
+// goWait starts Wait for request i in a goroutine, waits until it is in
+// line (the queue under key holds inLine requests), and returns where its
+// start (or error) is reported.
+func goWait(t *testing.T, ctx context.Context, l *Limiter, clk Clock, key string, i, inLine int, out chan<- start) {
+	t.Helper()
+	go func() {
+		err := l.Wait(ctx, "GET", "/x", key)
+		out <- start{i, clk.Now(), err}
+	}()
+	eventually(t, func() (int, bool) { n := l.queued(key); return n, n == inLine })
+}
+
+func TestWaitSpacesStartsExactlyInOrder(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 240, time.Minute, 0), clk)
+	ctx := context.Background()
+	if err := l.Wait(ctx, "GET", "/x", "k"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	starts := make(chan start, n)
+	for i := 1; i < n; i++ {
+		goWait(t, ctx, l, clk, "k", i, i, starts)
+	}
+	for i := 1; i < n; i++ {
+		if d := clk.waitTimers(t, 1); d != 250*time.Millisecond {
+			t.Fatalf("request %d: timer %v, want 250ms", i, d)
+		}
+		clk.Advance(250 * time.Millisecond)
+		s := <-starts
+		if s.err != nil || s.i != i || !s.at.Equal(t0.Add(time.Duration(i)*250*time.Millisecond)) {
+			t.Fatalf("start %d: got request %d at %v (err %v), want request %d at +%v", i, s.i, s.at.Sub(t0), s.err, i, time.Duration(i)*250*time.Millisecond)
+		}
+	}
+	if n := l.queued("k"); n != 0 {
+		t.Fatalf("queue holds %d after all started, want 0", n)
+	}
+}
+
+func TestWaitBurst(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 10, time.Second, 3), clk)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := l.Wait(ctx, "GET", "/x", "k"); err != nil {
+			t.Fatalf("start %d of the burst: %v", i, err)
+		}
+	}
+	starts := make(chan start, 2)
+	goWait(t, ctx, l, clk, "k", 3, 1, starts)
+	if d := clk.waitTimers(t, 1); d != 100*time.Millisecond {
+		t.Fatalf("4th request waits %v, want 100ms", d)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(100*time.Millisecond)) {
+		t.Fatalf("4th start at %v (err %v), want +100ms", s.at.Sub(t0), s.err)
+	}
+}
+
+func TestWaitCancelReturnsAtOnceAndTakesNoSlot(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 240, time.Minute, 0), clk)
+	bg := context.Background()
+	if err := l.Wait(bg, "GET", "/x", "k"); err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan start, 4)
+	ctx1, cancel1 := context.WithCancel(bg)
+	ctx2, cancel2 := context.WithCancel(bg)
+	goWait(t, ctx1, l, clk, "k", 1, 1, starts) // the head, asleep on the store's RetryAfter
+	clk.waitTimers(t, 1)
+	goWait(t, ctx2, l, clk, "k", 2, 2, starts)
+	goWait(t, bg, l, clk, "k", 3, 3, starts)
+
+	cancel2() // behind the head
+	if s := <-starts; s.i != 2 || !errors.Is(s.err, context.Canceled) || !s.at.Equal(t0) {
+		t.Fatalf("cancelled waiter: got %+v, want request 2 with context.Canceled at once", s)
+	}
+	cancel1() // the head: request 3 becomes the head at once and takes its slot
+	if s := <-starts; s.i != 1 || !errors.Is(s.err, context.Canceled) || !s.at.Equal(t0) {
+		t.Fatalf("cancelled head: got %+v, want request 1 with context.Canceled at once", s)
+	}
+	if d := clk.waitTimers(t, 1); d != 250*time.Millisecond {
+		t.Fatalf("new head waits %v, want 250ms (the cancelled head's slot)", d)
+	}
+	clk.Advance(250 * time.Millisecond)
+	if s := <-starts; s.i != 3 || s.err != nil || !s.at.Equal(t0.Add(250*time.Millisecond)) {
+		t.Fatalf("got %+v, want request 3 started at +250ms", s)
+	}
+	// A context done on entry fails even on a free key.
+	done, cancel := context.WithCancel(bg)
+	cancel()
+	if err := l.Wait(done, "GET", "/x", "free"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a done context: %v, want context.Canceled", err)
+	}
+	if n := l.queued("k") + l.queued("free"); n != 0 {
+		t.Fatalf("%d left in line, want 0", n)
+	}
+}
+
+func TestWaitKeysDoNotWaitOnEachOther(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 1, time.Hour, 0), clk)
+	ctx := context.Background()
+	if err := l.Wait(ctx, "GET", "/x", "a"); err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan start, 1)
+	goWait(t, ctx, l, clk, "a", 1, 1, starts) // blocked for an hour
+	for i := range 100 {
+		if err := l.Wait(ctx, "GET", "/x", fmt.Sprintf("b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := clk.pending(); n != 1 {
+		t.Fatalf("%d timers, want 1 (only key a waits)", n)
+	}
+}
+
+func TestWaitQueuesPerRule(t *testing.T) {
+	clk := newFakeClock()
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  algorithm: gcra
+  rules:
+    - name: slow
+      paths: ["/slow"]
+      limit: "1/hour"
+      burst: 1
+  default: "1000/second"
+  exempt_paths: ["/health"]
+`)
+	l := mustNew(t, cfg, clk)
+	ctx := context.Background()
+	if err := l.Wait(ctx, "GET", "/slow", "k"); err != nil {
+		t.Fatal(err)
+	}
+	starts := make(chan start, 1)
+	go func() {
+		err := l.Wait(ctx, "GET", "/slow", "k")
+		starts <- start{1, clk.Now(), err}
+	}()
+	clk.waitTimers(t, 1)
+	for _, p := range []string{"/fast", "/health", "/other"} {
+		if err := l.Wait(ctx, "GET", p, "k"); err != nil {
+			t.Fatalf("%s under the same key: %v", p, err)
+		}
+	}
+	clk.Advance(time.Hour)
+	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("second /slow: %+v, want a start at +1h", s)
+	}
+}
+
+func TestWaitExemptAndDisabledStartAtOnce(t *testing.T) {
+	clk := newFakeClock()
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  default: "1/hour"
+  exempt_paths: ["/health"]
+`)
+	l := mustNew(t, cfg, clk)
+	ctx := context.Background()
+	for i := range 5 {
+		if err := l.Wait(ctx, "GET", "/health", "k"); err != nil {
+			t.Fatalf("exempt %d: %v", i, err)
+		}
+	}
+	off := mustNew(t, nil, clk)
+	for i := range 5 {
+		if err := off.Wait(ctx, "GET", "/x", "k"); err != nil {
+			t.Fatalf("disabled %d: %v", i, err)
+		}
+	}
+	if n, _ := clk.pending(); n != 0 {
+		t.Fatalf("%d timers, want 0", n)
+	}
+	// Nothing was counted: the one request of the hour is still there.
+	if err := l.Wait(ctx, "GET", "/x", "k"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitShadowRuleNeverWaits(t *testing.T) {
+	clk := newFakeClock()
+	var shadowDenied int
+	var mu sync.Mutex
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  mode: shadow
+  default: "2/hour"
+`)
+	l := mustNew(t, cfg, clk, WithCoreOptions(core.WithObserver(func(e core.Event) {
+		if e.Outcome == core.OutcomeShadowDenied {
+			mu.Lock()
+			shadowDenied++
+			mu.Unlock()
+		}
+	})))
+	for i := range 5 {
+		if err := l.Wait(context.Background(), "GET", "/x", "k"); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if shadowDenied != 3 {
+		t.Fatalf("shadow denials %d, want 3 (counted, never waited)", shadowDenied)
+	}
+}
+
+// failingStore fails every call.
+type failingStore struct{ calls int }
+
+var errDown = errors.New("store down")
+
+func (s *failingStore) Take(context.Context, string, *core.Policy, int64) (core.Result, error) {
+	s.calls++
+	return core.Result{}, errDown
+}
+func (s *failingStore) Peek(context.Context, string, *core.Policy, int64) (core.Result, error) {
+	return core.Result{}, errDown
+}
+func (s *failingStore) Reset(context.Context, string, *core.Policy) (bool, error) {
+	return false, errDown
+}
+
+func TestWaitStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		failure string
+		wantErr bool
+	}{{"open", false}, {"closed", true}} {
+		cfg := mustParse(t, "rate_limit:\n  enabled: true\n  failure: "+tc.failure+"\n")
+		st := &failingStore{}
+		l, err := New(cfg, st, WithClock(newFakeClock()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Wait(ctx, "GET", "/x", "k")
+		if tc.wantErr != (err != nil) || (tc.wantErr && !errors.Is(err, errDown)) {
+			t.Fatalf("failure %s: Wait = %v, want error %v wrapping the store's", tc.failure, err, tc.wantErr)
+		}
+		if st.calls != 1 {
+			t.Fatalf("failure %s: %d store calls, want 1", tc.failure, st.calls)
+		}
+		if n := l.queued("k"); n != 0 {
+			t.Fatalf("failure %s: %d left in line", tc.failure, n)
+		}
+	}
+}
+
+func TestWaitCostNeverAdmitted(t *testing.T) {
+	clk := newFakeClock()
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: batch
+      paths: ["/batch"]
+      limit: "10/second"
+      weights:
+        "/batch": 5
+`)
+	// Core refuses such a weight at load; a policy swapped into the rule
+	// afterwards (the Policy field is exported) can still make one.
+	cfg.Rule("batch").Policy = &core.Policy{Name: "batch", Limits: []core.Limit{{Count: 2, Period: time.Second}}}
+	l := mustNew(t, cfg, clk)
+	err := l.Wait(context.Background(), "POST", "/batch", "k")
+	if !errors.Is(err, ErrNeverAdmitted) || !strings.Contains(err.Error(), `rule "batch": cost 5, capacity 2`) {
+		t.Fatalf("Wait = %v, want ErrNeverAdmitted naming the rule, cost and capacity", err)
+	}
+	if n, _ := clk.pending(); n != 0 || l.queued("k") != 0 {
+		t.Fatalf("a request that can never pass waited (%d timers, %d in line)", n, l.queued("k"))
+	}
+}
+
+func TestNewRejectsCountByOutcome(t *testing.T) {
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: logins
+      paths: ["/login"]
+      limit: "5/minute"
+      count: failures
+`)
+	_, err := New(cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), `rule "logins"`) {
+		t.Fatalf("New = %v, want an error naming rule \"logins\"", err)
+	}
+	l := mustNew(t, mustRate(t, 1, time.Second, 0), newFakeClock())
+	if err := l.SetConfig(cfg); err == nil || !strings.Contains(err.Error(), `rule "logins"`) {
+		t.Fatalf("SetConfig = %v, want an error naming rule \"logins\"", err)
+	}
+	if l.Core().Config().Rule("logins") != nil {
+		t.Fatal("SetConfig swapped in a refused configuration")
+	}
+}
+
+func TestDelayHoldsTheKey(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	ctx := context.Background()
+	if err := l.Delay(ctx, "k", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Delay(ctx, "k", time.Second) // shorter: changes nothing
+	_ = l.Delay(ctx, "k", -time.Second)
+	starts := make(chan start, 1)
+	goWait(t, ctx, l, clk, "k", 1, 1, starts)
+	if d := clk.waitTimers(t, 1); d != 2*time.Second {
+		t.Fatalf("hold %v, want 2s", d)
+	}
+	clk.Advance(2 * time.Second)
+	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("start %+v, want +2s", s)
+	}
+	// Capped at MaxHold.
+	_ = l.Delay(ctx, "k", 100*time.Hour)
+	goWait(t, ctx, l, clk, "k", 2, 1, starts)
+	if d := clk.waitTimers(t, 1); d != MaxHold {
+		t.Fatalf("hold %v, want MaxHold", d)
+	}
+	clk.Advance(MaxHold)
+	<-starts
+}
+
+func TestObserveHolds(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		s    Signal
+		want time.Duration
+	}{
+		{"retry-after", Signal{RetryAfter: 3 * time.Second}, 3 * time.Second},
+		{"remaining 0 until reset", Signal{HasRemaining: true, Remaining: 0, Reset: 7 * time.Second}, 7 * time.Second},
+		{"the later of the two", Signal{RetryAfter: 2 * time.Second, HasRemaining: true, Reset: 5 * time.Second}, 5 * time.Second},
+		{"capped", Signal{RetryAfter: time.Hour}, MaxHold},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			l := mustNew(t, nil, clk)
+			l.Observe(ctx, "k", tc.s)
+			starts := make(chan start, 1)
+			goWait(t, ctx, l, clk, "k", 1, 1, starts)
+			if d := clk.waitTimers(t, 1); d != tc.want {
+				t.Fatalf("hold %v, want %v", d, tc.want)
+			}
+			clk.Advance(tc.want)
+			if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(tc.want)) {
+				t.Fatalf("start %+v", s)
+			}
+		})
+	}
+	// Remaining 0 with no reset, or a count with no reset: nothing to go by.
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	l.Observe(ctx, "k", Signal{HasRemaining: true})
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 1})
+	for range 3 {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := clk.pending(); n != 0 {
+		t.Fatalf("%d timers, want 0", n)
+	}
+}
+
+// tryWait reports whether a Wait under key starts at once; when it does
+// not, it cancels it.
+func tryWait(t *testing.T, l *Limiter, clk *fakeClock, key string) bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx, "GET", "/", key) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		default:
+		}
+		if n, _ := clk.pending(); n > 0 {
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled Wait: %v", err)
+			}
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestObserveBudget(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	// Four requests start before anything is known.
+	for range 4 {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first answer says 4 remain; three others are still in flight,
+	// and the upstream may not have counted them: one more may start.
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 4, Reset: time.Second})
+	if !tryWait(t, l, clk, "k") {
+		t.Fatal("the one start the budget allows did not happen")
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a start beyond the budget")
+	}
+	// Answers of the same window: the lower count wins, never raises.
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 9, Reset: 900 * time.Millisecond})
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("an answer of the same window raised the budget")
+	}
+	clk.Advance(500 * time.Millisecond)
+	// An older window's answer (its reset earlier) does not raise it either.
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 9, Reset: 100 * time.Millisecond})
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("an older window's answer raised the budget")
+	}
+	// The window resets: starts are free again.
+	clk.Advance(500 * time.Millisecond)
+	if !tryWait(t, l, clk, "k") {
+		t.Fatal("no start after the reset")
+	}
+	// A newer window's answer replaces the budget: 3 remain, and of the
+	// 6 requests started, 5 are answered with it: 1 in flight, 2 may start.
+	l.Observe(ctx, "k", Signal{})
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 3, Reset: 2 * time.Second})
+	for i := range 2 {
+		if !tryWait(t, l, clk, "k") {
+			t.Fatalf("start %d of the new window's budget did not happen", i)
+		}
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a start beyond the new window's budget")
+	}
+}
+
+// TestObserveBudgetConcurrent runs goroutines against a simulated upstream
+// counting 5 per fixed window of 1 s on the fake clock, which answers each
+// request with its remaining count: the Limiter, told only those answers,
+// never lets more than 5 start in a window.
+func TestObserveBudgetConcurrent(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	var mu sync.Mutex
+	counts := map[int64]int64{} // window → requests the upstream saw
+	upstream := func() Signal {
+		mu.Lock()
+		defer mu.Unlock()
+		now := clk.Now().Sub(t0)
+		w := int64(now / time.Second)
+		counts[w]++
+		reset := time.Duration(w+1)*time.Second - now
+		return Signal{HasRemaining: true, Remaining: max(5-counts[w], 0), Reset: reset}
+	}
+	const workers, each = 4, 15
+	var wg sync.WaitGroup
+	var active atomic.Int64
+	active.Store(workers)
+	for range workers {
+		wg.Go(func() {
+			defer active.Add(-1)
+			for range each {
+				if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+					t.Error(err)
+					return
+				}
+				l.Observe(ctx, "k", upstream())
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			total := int64(0)
+			for w, n := range counts {
+				if n > 5 {
+					t.Errorf("window %d: %d requests, limit 5", w, n)
+				}
+				total += n
+			}
+			if total != workers*each {
+				t.Fatalf("%d requests, want %d", total, workers*each)
+			}
+			return
+		default:
+		}
+		if n, next := clk.pending(); n > 0 && int64(l.queued("k")) == active.Load() {
+			clk.Advance(next) // every worker waits: move to the first wake-up
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func TestMemoryBoundedWithManyKeys(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 10, time.Second, 0), clk)
+	// Observed requests leave nothing behind.
+	for i := range 20_000 {
+		key := fmt.Sprintf("k%d", i)
+		if err := l.Wait(ctx, "GET", "/", key); err != nil {
+			t.Fatal(err)
+		}
+		l.Observe(ctx, key, Signal{})
+	}
+	if n := l.states(); n != 0 {
+		t.Fatalf("%d key states after observed requests, want 0", n)
+	}
+	// Requests never observed are forgotten a minute later.
+	for i := range 20_000 {
+		_ = l.Wait(ctx, "GET", "/", fmt.Sprintf("a%d", i))
+	}
+	clk.Advance(2 * time.Minute)
+	for i := range 20_000 {
+		_ = l.Wait(ctx, "GET", "/", fmt.Sprintf("b%d", i))
+	}
+	if n := l.states(); n > 2*20_000 || n < 20_000 {
+		t.Fatalf("%d key states, want between 20000 and 40000 (the live ones, at most twice)", n)
+	}
+	if n := l.states(); n >= 40_000 {
+		t.Fatalf("nothing swept: %d", n)
+	}
+}
+
+func TestWaitAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations differ under the race detector")
+	}
+	l := mustNew(t, mustRate(t, 1_000_000_000, time.Second, 1_000_000), SystemClock, WithClock(nil))
+	ctx := context.Background()
+	_ = l.Wait(ctx, "GET", "/x", "k")
+	if n := testing.AllocsPerRun(1000, func() { _ = l.Wait(ctx, "GET", "/x", "k") }); n != 0 {
+		t.Fatalf("Wait on a free key: %v allocations, want 0", n)
+	}
+}
+
+var _ core.Store = (*memstore.Store)(nil)

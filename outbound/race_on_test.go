@@ -1,0 +1,5 @@
+//go:build race
+
+package outbound
+
+const raceEnabled = true
