@@ -1,9 +1,8 @@
 // Package worksclient paces calls to the Works API (LINE WORKS / NAVER
 // WORKS) so that a relay worker never exceeds its limit of 240 requests a
-// minute per API. It needs only the standard library; its Redis parts (a
-// pacer shared by replicas, the leader lock that lets only one replica
-// relay at a time) are in the subpackage worksredis, so that a program
-// without Redis compiles no Redis client.
+// minute per API. Its Redis parts (a pacer shared by replicas, the leader
+// lock that lets only one replica relay at a time) are in the subpackage
+// worksredis, so that a program without Redis compiles no Redis client.
 //
 // # Keys
 //

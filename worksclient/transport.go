@@ -23,13 +23,13 @@ const maxDrain = 4 << 10
 type TransportOption func(*Transport)
 
 // WithRetry makes the Transport retry a request that got 429 or 503 with a
-// valid Retry-After, up to maxAttempts attempts in all (the first
-// included) and only while the next attempt can start within budget of
-// the first attempt's start (outbound.WithRetry). A request is retried when its body can be
-// sent again (no body, or Request.GetBody set, as http.NewRequest sets it
-// for in-memory bodies) and it is idempotent: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE, or any method with an Idempotency-Key or X-Idempotency-Key
-// header, as net/http decides. This holds after a 429 as after a 503: a
+// valid Retry-After (it is outbound.WithRetry), up to maxAttempts attempts
+// in all (the first included) and only while the next attempt can start
+// within budget of the first attempt's start. A request is retried when
+// its body can be sent again (no body, or Request.GetBody set, as
+// http.NewRequest sets it for in-memory bodies) and it is idempotent: GET,
+// HEAD, OPTIONS, TRACE, PUT, DELETE, or any method with an Idempotency-Key
+// or X-Idempotency-Key header, as net/http decides. This holds after a 429 as after a 503: a
 // POST or PATCH without such a key is returned as it is (its Retry-After
 // still holds the key back).
 //

@@ -8,10 +8,14 @@
 // Pacer is a worksclient.RateLimiter (and worksclient.Delayer) whose
 // spacing is shared by every process that paces the same keys in the same
 // Redis: for each key, requests start at least the interval apart on the
-// Redis server's clock, whichever process sends them. Give it to a
-// worksclient.Transport, or to Client.WithRateLimiter:
+// Redis server's clock, whichever process sends them. It is the same
+// pacing as worksclient.Pacer (an outbound.Limiter under outbound.Rate(1,
+// interval, 0)), on core/redisstore, with its holds in outbound/redishold.
+// Give it to a worksclient.Transport, or to Client.WithRateLimiter, and
+// Close it when done:
 //
 //	pacer := worksredis.NewPacer(rdb, worksclient.DefaultInterval)
+//	defer pacer.Close()
 //	relayAPI := api.WithRateLimiter(pacer)
 //
 // # Leader lock

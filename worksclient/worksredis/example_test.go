@@ -16,6 +16,7 @@ func ExampleNewPacer() {
 	defer rdb.Close()
 	// Every replica paces through the same Redis: 250ms per key in total.
 	pacer := worksredis.NewPacer(rdb, worksclient.DefaultInterval)
+	defer pacer.Close()
 	client, err := worksclient.NewClient(worksclient.DefaultBaseURL)
 	if err != nil {
 		log.Fatal(err)
