@@ -181,7 +181,7 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 		}
 	}
 	sh := l.shard(key)
-	ks, w := sh.enqueue(key, rule, l.now())
+	ks, w, r := sh.enqueue(key, rule, l.now())
 	if w != nil {
 		select {
 		case <-w.turn:
@@ -189,34 +189,37 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 			sh.leave(key, ks, rule, w, l.now())
 			return ctx.Err()
 		}
+		r = sh.reserve(ks, l.now())
 	}
-	err := l.head(ctx, method, p, key, counted, sh, ks)
+	err := l.head(ctx, method, p, key, counted, sh, ks, r)
 	sh.leave(key, ks, rule, nil, l.now())
 	return err
 }
 
-// head is the wait of the request at the head of its queue: until the
-// key's holds and budget let it start and the store admits it.
-func (l *Limiter) head(ctx context.Context, method string, p core.Path, key string, counted bool, sh *shard, ks *keyState) error {
+// head is the wait of the request at the head of its queue, whose first
+// reservation is r: until the key's holds and budget let it start and the
+// store admits it.
+func (l *Limiter) head(ctx context.Context, method string, p core.Path, key string, counted bool, sh *shard, ks *keyState, r reservation) error {
 	for {
-		wait, ticket := sh.reserve(ks, l.now())
-		if wait > 0 {
-			if err := sleep(ctx, l.clock, wait); err != nil {
+		if r.wait > 0 {
+			if err := sleep(ctx, l.clock, r.wait); err != nil {
 				return err
 			}
+			r = sh.reserve(ks, l.now())
 			continue
 		}
 		retry, err := l.ask(ctx, method, p, key, counted)
 		if err == nil && retry == 0 {
 			return nil // started: the reservation stands
 		}
-		sh.unreserve(ks, ticket)
+		sh.unreserve(ks, r.ticket)
 		if err != nil {
 			return err
 		}
 		if err := sleep(ctx, l.clock, retry); err != nil {
 			return err
 		}
+		r = sh.reserve(ks, l.now())
 	}
 }
 

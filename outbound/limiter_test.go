@@ -633,6 +633,15 @@ func TestWaitAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { _ = l.Wait(ctx, "GET", "/x", "k") }); n != 0 {
 		t.Fatalf("Wait on a free key: %v allocations, want 0", n)
 	}
+	s := Signal{HasRemaining: true, Remaining: 1 << 40, Reset: time.Minute}
+	if n := testing.AllocsPerRun(1000, func() { l.Observe(ctx, "k", s) }); n != 0 {
+		t.Fatalf("Observe: %v allocations, want 0", n)
+	}
+	h := map[string]string{"ratelimit": `"default";r=4;t=1`, "retry-after": "1", "x-ratelimit-reset": "1700000000"}
+	get := func(k string) string { return h[k] }
+	if n := testing.AllocsPerRun(1000, func() { _ = ReadSignal(get, t0) }); n != 0 {
+		t.Fatalf("ReadSignal: %v allocations, want 0", n)
+	}
 }
 
 var _ core.Store = (*memstore.Store)(nil)

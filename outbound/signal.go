@@ -61,9 +61,9 @@ func ReadSignal(get func(name string) string, now time.Time) Signal {
 		s.RetryAfter = d
 	}
 	var best remaining
-	readRateLimit(h.value("Ratelimit"), &best)
-	best.offer(parseCount(h.value("Ratelimit-Remaining")), h.reset("Ratelimit-Reset", now))
-	best.offer(parseCount(h.value("X-Ratelimit-Remaining")), h.reset("X-Ratelimit-Reset", now))
+	readRateLimit(h.value("Ratelimit", "ratelimit"), &best)
+	best.offer(parseCount(h.value("Ratelimit-Remaining", "ratelimit-remaining")), h.reset("Ratelimit-Reset", "ratelimit-reset", now))
+	best.offer(parseCount(h.value("X-Ratelimit-Remaining", "x-ratelimit-remaining")), h.reset("X-Ratelimit-Reset", "x-ratelimit-reset", now))
 	if best.ok {
 		s.Remaining, s.HasRemaining, s.Reset = best.n, true, best.reset
 	}
@@ -73,16 +73,28 @@ func ReadSignal(get func(name string) string, now time.Time) Signal {
 // headers asks a getter for a name in canonical form, then in lower case.
 type headers struct{ get func(string) string }
 
-func (h headers) value(name string) string {
+// value asks for the canonical name, then (when that gives nothing) for
+// lower, the same in lower case.
+func (h headers) value(name, lower string) string {
 	if v := h.get(name); v != "" {
 		return v
 	}
-	return h.get(strings.ToLower(name))
+	return h.get(lower)
+}
+
+// date returns the response's Date when it has a valid one, else now.
+func (h headers) date(now time.Time) time.Time {
+	if v := h.value("Date", "date"); v != "" {
+		if date, err := http.ParseTime(v); err == nil {
+			return date
+		}
+	}
+	return now
 }
 
 // reset reads the reset header name: delta seconds, or a Unix time.
-func (h headers) reset(name string, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.value(name))
+func (h headers) reset(name, lower string, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.value(name, lower))
 	secs, frac, ok := parseNumber(v)
 	if !ok {
 		return 0
@@ -96,9 +108,7 @@ func (h headers) reset(name string, now time.Time) time.Duration {
 	default:
 		return seconds(secs, frac)
 	}
-	if date, err := http.ParseTime(h.value("Date")); err == nil {
-		now = date
-	}
+	now = h.date(now)
 	return min(max(at.Sub(now), 0), MaxHold)
 }
 
@@ -257,7 +267,7 @@ func seconds(secs, frac int64) time.Duration {
 // when the header is missing or invalid.
 func retryAfter(get func(string) string, now time.Time) (time.Duration, bool) {
 	h := headers{get: get}
-	v := strings.TrimSpace(h.value("Retry-After"))
+	v := strings.TrimSpace(h.value("Retry-After", "retry-after"))
 	if v == "" {
 		return 0, false
 	}
@@ -272,8 +282,6 @@ func retryAfter(get func(string) string, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if date, err := http.ParseTime(h.value("Date")); err == nil {
-		now = date
-	}
+	now = h.date(now)
 	return min(max(at.Sub(now), 0), MaxHold), true
 }

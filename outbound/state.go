@@ -108,22 +108,30 @@ func (ks *keyState) find(rule string) int {
 	return -1
 }
 
+// reservation is what reserve answered: how long to wait, else the
+// budget's ticket for unreserve.
+type reservation struct {
+	wait   time.Duration
+	ticket int64
+}
+
 // enqueue puts a request under key and rule in line: it returns the key's
-// state, and nil when the request is the head, else its waiter, whose turn
-// is closed when it becomes the head.
-func (sh *shard) enqueue(key, rule string, now int64) (*keyState, *waiter) {
+// state, and, when the request is the head at once, a nil waiter and
+// reserve's answer (taken under the same lock), else its waiter, whose
+// turn is closed when it becomes the head.
+func (sh *shard) enqueue(key, rule string, now int64) (*keyState, *waiter, reservation) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ks := sh.state(key, now)
 	i := ks.find(rule)
 	if i < 0 {
 		ks.queues = append(ks.queues, queue{rule: rule, busy: true})
-		return ks, nil
+		return ks, nil, ks.reserve(now)
 	}
 	q := &ks.queues[i]
 	if !q.busy {
 		q.busy = true
-		return ks, nil
+		return ks, nil, ks.reserve(now)
 	}
 	w := &waiter{turn: make(chan struct{})}
 	if q.tail == nil {
@@ -131,7 +139,7 @@ func (sh *shard) enqueue(key, rule string, now int64) (*keyState, *waiter) {
 	} else {
 		w.prev, q.tail.next, q.tail = q.tail, w, w
 	}
-	return ks, w
+	return ks, w, reservation{}
 }
 
 // leave takes a request out of line: w (nil: the head) leaves, and when it
@@ -177,24 +185,29 @@ func (sh *shard) leave(key string, ks *keyState, rule string, w *waiter, now int
 // budget; when it need not, it takes a start from the budget and counts the
 // request in flight (undone by unreserve with the ticket when the request
 // does not start after all).
-func (sh *shard) reserve(ks *keyState, now int64) (wait time.Duration, ticket int64) {
+func (sh *shard) reserve(ks *keyState, now int64) reservation {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return ks.reserve(now)
+}
+
+// reserve is shard.reserve with the shard's mutex held.
+func (ks *keyState) reserve(now int64) reservation {
 	if ks.hold > now {
-		return time.Duration(ks.hold - now), 0
+		return reservation{wait: time.Duration(ks.hold - now)}
 	}
 	if ks.budgetEnd != 0 {
 		if ks.budgetEnd <= now {
 			ks.budgetEnd, ks.budget = 0, 0
 		} else if ks.budget <= 0 {
-			return time.Duration(ks.budgetEnd - now), 0
+			return reservation{wait: time.Duration(ks.budgetEnd - now)}
 		} else {
 			ks.budget--
 		}
 	}
 	ks.inflight++
 	ks.lastStart = now
-	return 0, ks.budgetEnd
+	return reservation{ticket: ks.budgetEnd}
 }
 
 // unreserve undoes reserve's accounting of a request that did not start.

@@ -200,7 +200,7 @@ func (t *Transport) held(ctx context.Context, key string, d time.Duration) time.
 // await waits wait, then for the Waiter, both within the deadline and
 // ctx, and reports whether the retry may start.
 func (t *Transport) await(ctx context.Context, method, path, key string, wait time.Duration, deadline time.Time) bool {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(t.clock.Now())) // the budget left, on the Transport's clock
 	defer cancel()
 	if sleep(ctx, t.clock, wait) != nil {
 		return false

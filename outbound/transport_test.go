@@ -1,0 +1,322 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// adaptiveClient returns a client whose Transport waits on a Limiter with
+// nothing configured (only what the upstream says paces it), on clk.
+func adaptiveClient(t *testing.T, clk *fakeClock, opts ...TransportOption) (*http.Client, *Limiter) {
+	t.Helper()
+	l := mustNew(t, nil, clk)
+	tr := NewTransport(nil, l, append([]TransportOption{withClock(clk)}, opts...)...)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, l
+}
+
+// get sends a GET and returns the status, failing the test on an error.
+func get(t *testing.T, c *http.Client, url string) int {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestTransportHeaderFamilies: an upstream answering with each family of
+// rate-limit headers holds the next request back as long as it says.
+func TestTransportHeaderFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header func(now time.Time) map[string]string
+		want   time.Duration
+	}{
+		{"ietf structured", 200, func(time.Time) map[string]string {
+			return map[string]string{"RateLimit-Policy": `"default";q=5;w=1`, "RateLimit": `"default";r=0;t=3`}
+		}, 3 * time.Second},
+		{"ietf draft-07", 200, func(time.Time) map[string]string {
+			return map[string]string{"RateLimit": "limit=5, remaining=0, reset=4"}
+		}, 4 * time.Second},
+		{"ratelimit-remaining/-reset", 200, func(time.Time) map[string]string {
+			return map[string]string{"RateLimit-Limit": "5", "RateLimit-Remaining": "0", "RateLimit-Reset": "2"}
+		}, 2 * time.Second},
+		{"x-ratelimit delta", 200, func(time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "5"}
+		}, 5 * time.Second},
+		{"x-ratelimit unix reset", 200, func(now time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(6*time.Second).Unix(), 10), "Date": now.Format(http.TimeFormat)}
+		}, 6 * time.Second},
+		{"retry-after on 200", 200, func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "7"}
+		}, 7 * time.Second},
+		{"retry-after on 429", 429, func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "8"}
+		}, 8 * time.Second},
+		{"retry-after on 503", 503, func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "9"}
+		}, 9 * time.Second},
+		{"retry-after http-date", 429, func(now time.Time) map[string]string {
+			return map[string]string{"Retry-After": now.Add(time.Hour + 11*time.Second).Format(http.TimeFormat), "Date": now.Add(time.Hour).Format(http.TimeFormat)}
+		}, 11 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			var hits atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) == 1 {
+					for k, v := range tc.header(clk.Now()) {
+						w.Header().Set(k, v)
+					}
+					w.WriteHeader(tc.status)
+				}
+			}))
+			defer srv.Close()
+			c, _ := adaptiveClient(t, clk)
+			if got := get(t, c, srv.URL); got != tc.status {
+				t.Fatalf("status %d, want %d", got, tc.status)
+			}
+			done := make(chan int, 1)
+			go func() { done <- get(t, c, srv.URL+"/next") }()
+			if d := clk.waitTimers(t, 1); d != tc.want {
+				t.Fatalf("next request held %v, want %v", d, tc.want)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("the upstream saw %d requests before the hold ended, want 1", n)
+			}
+			clk.Advance(tc.want)
+			if got := <-done; got != 200 {
+				t.Fatalf("after the hold: status %d", got)
+			}
+		})
+	}
+}
+
+// TestTransportBudgetBeforeThe429: an upstream saying "2 remaining" lets
+// exactly 2 more requests start before its reset.
+func TestTransportBudgetBeforeThe429(t *testing.T) {
+	clk := newFakeClock()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := hits.Add(1)
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(max(3-n, 0), 10))
+		w.Header().Set("X-RateLimit-Reset", "10")
+	}))
+	defer srv.Close()
+	c, _ := adaptiveClient(t, clk)
+	for range 3 {
+		get(t, c, srv.URL)
+	}
+	done := make(chan int, 1)
+	go func() { done <- get(t, c, srv.URL) }()
+	if d := clk.waitTimers(t, 1); d != 10*time.Second {
+		t.Fatalf("4th request held %v, want 10s", d)
+	}
+	clk.Advance(10 * time.Second)
+	<-done
+	if n := hits.Load(); n != 4 {
+		t.Fatalf("upstream saw %d, want 4", n)
+	}
+}
+
+func TestTransportRetry(t *testing.T) {
+	clk := newFakeClock()
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, r.Method+" "+string(b))
+		n := len(bodies)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "slow down")
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	c, _ := adaptiveClient(t, clk, WithRetry(3, time.Minute))
+
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/r", strings.NewReader("payload"))
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	if d := clk.waitTimers(t, 1); d != 2*time.Second {
+		t.Fatalf("retry waits %v, want the Retry-After 2s", d)
+	}
+	clk.Advance(2 * time.Second)
+	resp := <-done
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "ok" {
+		t.Fatalf("got %d %q, want the retry's 200 ok", resp.StatusCode, b)
+	}
+	mu.Lock()
+	if len(bodies) != 2 || bodies[0] != "PUT payload" || bodies[1] != "PUT payload" {
+		t.Fatalf("upstream saw %q, want the PUT twice with its body", bodies)
+	}
+	bodies = nil
+	mu.Unlock()
+
+	// A POST without an idempotency key is not retried: the 429 is
+	// returned as it is, and its Retry-After still holds the key.
+	clk2 := newFakeClock()
+	c2, l2 := adaptiveClient(t, clk2, WithRetry(3, time.Minute))
+	resp, err := c2.Post(srv.URL, "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || string(b) != "slow down" {
+		t.Fatalf("POST: got %d %q, want the 429 unread", resp.StatusCode, b)
+	}
+	if tryWait(t, l2, clk2, KeyHost(resp.Request)) {
+		t.Fatal("the 429's Retry-After did not hold the key")
+	}
+	mu.Lock()
+	bodies = nil
+	mu.Unlock()
+
+	// Over budget: the Retry-After ends past it, so the 429 comes back.
+	clk3 := newFakeClock()
+	c3, _ := adaptiveClient(t, clk3, WithRetry(3, time.Second))
+	if got := get(t, c3, srv.URL); got != 429 {
+		t.Fatalf("over budget: %d, want 429", got)
+	}
+}
+
+// failWaiter fails every Wait.
+type failWaiter struct{}
+
+var errWait = errors.New("no slot")
+
+func (failWaiter) Wait(context.Context, string, string, string) error { return errWait }
+
+type trackedBody struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *trackedBody) Close() error { b.closed.Store(true); return nil }
+
+func TestTransportWaitErrorClosesBodyAndSendsNothing(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	tr := NewTransport(nil, failWaiter{})
+	body := &trackedBody{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, body)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil || !errors.Is(err, errWait) {
+		t.Fatalf("got %v, %v; want no response and the Waiter's error", resp, err)
+	}
+	if !body.closed.Load() || hits.Load() != 0 {
+		t.Fatalf("body closed %v, upstream hits %d; want closed and 0", body.closed.Load(), hits.Load())
+	}
+}
+
+func TestTransportNeverModifiesRequest(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	c, _ := adaptiveClient(t, newFakeClock(), WithRetry(2, time.Minute))
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/a?b=c", nil)
+	req.Header.Set("X-Mine", "1")
+	before := req.Header.Clone()
+	url := req.URL.String()
+	resp, err := c.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if req.URL.String() != url || len(req.Header) != len(before) || req.Header.Get("X-Mine") != "1" {
+		t.Fatalf("request modified: %v %v", req.URL, req.Header)
+	}
+}
+
+// failRT fails every round trip.
+type failRT struct{}
+
+func (failRT) RoundTrip(*http.Request) (*http.Response, error) { return nil, errors.New("dial failed") }
+
+func TestTransportObservesFailedRequests(t *testing.T) {
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	tr := NewTransport(failRT{}, l, withClock(clk))
+	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("no error")
+	}
+	if n := l.states(); n != 0 {
+		t.Fatalf("%d key states after a failed request, want 0 (it is no longer in flight)", n)
+	}
+}
+
+// delayer is a Waiter and Delayer only.
+type delayer struct {
+	mu     sync.Mutex
+	delays []string
+}
+
+func (*delayer) Wait(context.Context, string, string, string) error { return nil }
+func (d *delayer) Delay(_ context.Context, key string, dur time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.delays = append(d.delays, key+" "+dur.String())
+	return nil
+}
+
+func TestTransportDelayerOnly(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3") // on a 200
+	}))
+	defer srv.Close()
+	for _, adaptive := range []bool{true, false} {
+		d := &delayer{}
+		c := &http.Client{Transport: NewTransport(nil, d, WithAdaptive(adaptive), WithKey(func(*http.Request) string { return "api" }))}
+		get(t, c, srv.URL)
+		want := 0
+		if adaptive {
+			want = 1
+		}
+		if len(d.delays) != want || (want == 1 && d.delays[0] != "api 3s") {
+			t.Fatalf("adaptive %v: delays %q, want %d of \"api 3s\"", adaptive, d.delays, want)
+		}
+	}
+}
+
+func TestKeyHost(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com:8443/v1/x", nil)
+	if got := KeyHost(req); got != "api.example.com:8443" {
+		t.Fatalf("KeyHost = %q", got)
+	}
+	tr := NewTransport(nil, nil, WithKey(func(r *http.Request) string { return r.Method + " " + r.URL.Path }))
+	if got := tr.Key(req); got != "GET /v1/x" {
+		t.Fatalf("Key = %q", got)
+	}
+}
