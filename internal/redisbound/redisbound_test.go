@@ -3,6 +3,7 @@ package redisbound_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -95,12 +96,15 @@ func TestCallResult(t *testing.T) {
 }
 
 // TestCallBoundedInline: a bounded call runs on the caller's goroutine and
-// is not cut short by Call: the client bounds it.
+// is not cut short by Call, even with ctx done: the client bounds it.
 func TestCallBoundedInline(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	ran := false
 	v, err := redisbound.Call(ctx, true, nil, &ran, func(_ context.Context, ran *bool) (int, error) {
+		for range 1000 { // a call that takes a while
+			runtime.Gosched()
+		}
 		*ran = true // no race: the same goroutine
 		return 7, nil
 	})
