@@ -18,10 +18,13 @@ import (
 // context's deadline, well before the client's own ReadTimeout.
 func TestRedisCallsBoundedWithoutContextTimeout(t *testing.T) {
 	const readTimeout = 2 * time.Second
-	newClient := func(t *testing.T) *redis.Client {
-		// Registered first, so it runs last: the calls given up on end
+	newClient := func(t *testing.T, closers ...func() error) *redis.Client {
+		// Registered first, so they run last: the calls given up on end
 		// once the black hole has closed their connections.
 		t.Cleanup(inflight.Wait)
+		for _, c := range closers {
+			t.Cleanup(func() { _ = c() })
+		}
 		addr, _ := redistest.BlackHole(t)
 		c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: readTimeout, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
@@ -31,7 +34,8 @@ func TestRedisCallsBoundedWithoutContextTimeout(t *testing.T) {
 		return c
 	}
 	t.Run("Pacer.Wait", func(t *testing.T) {
-		p := NewPacer(newClient(t), 0)
+		var p *Pacer
+		p = NewPacer(newClient(t, func() error { return p.Close() }), 0)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		t0 := time.Now()
