@@ -45,9 +45,12 @@ func WithClock(c Clock) Option {
 // written there too, and a request starts only when the store has no hold
 // on its key. The local budget Observe derives from a positive remaining
 // count stays in the process. A failure of the HoldStore is handled as the
-// configuration's failure policy says (core.Spec.Failure): open, the
-// request starts; closed, Wait returns the error. Default: none, holds are
-// kept in the process only.
+// configuration's failure policy says (core.Spec.Failure; a
+// core.WithFailOpen given through WithCoreOptions applies to the rate-limit
+// store only): open, the request starts; closed, Wait returns an error
+// wrapping the HoldStore's. Delay returns the HoldStore's error (the hold
+// still applies in the process). Default: none, holds are kept in the
+// process only.
 func WithHoldStore(h HoldStore) Option { return func(l *Limiter) { l.holds = h } }
 
 // WithCoreOptions passes options to the core limiter that decides each
@@ -82,8 +85,9 @@ func WithCoreOptions(opts ...core.Option) Option {
 //
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
-// flight (or none started for a minute) is dropped by a sweep that runs
-// when a shard's table doubles: amortised O(1) per new key.
+// flight (requests never observed are forgotten within a minute) is
+// dropped at once, or by a sweep that runs when a shard's table doubles:
+// amortised O(1) per new key.
 type Limiter struct {
 	core     *core.Limiter
 	clock    Clock
@@ -208,6 +212,10 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key stri
 			r = sh.reserve(ks, l.now())
 			continue
 		}
+		if err := ctx.Err(); err != nil { // done as the turn came
+			sh.unreserve(ks, r.ticket)
+			return err
+		}
 		retry, err := l.ask(ctx, method, p, key, counted)
 		if err == nil && retry == 0 {
 			return nil // started: the reservation stands
@@ -306,9 +314,8 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	sh.mu.Lock()
 	now := l.now()
 	ks := sh.state(key, now)
-	if ks.inflight > 0 {
-		ks.inflight--
-	}
+	ks.roll(now)
+	ks.landed(true)
 	hold := s.RetryAfter
 	if s.HasRemaining && s.Reset > 0 {
 		if s.Remaining <= 0 {

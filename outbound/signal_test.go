@@ -36,6 +36,7 @@ func TestReadSignal(t *testing.T) {
 		{"ietf structured, equal counts: the later reset", map[string]string{"Ratelimit": `"a";r=0;t=1, "b";r=0;t=60`}, rem(0, time.Minute)},
 		{"ietf structured, token name and spaces", map[string]string{"Ratelimit": `default ; r=3 ; t=4`}, rem(3, 4*time.Second)},
 		{"ietf structured, quoted comma", map[string]string{"Ratelimit": `"a,b;r=0";r=3;t=2`}, rem(3, 2*time.Second)},
+		{"ietf structured, parameters inside the name", map[string]string{"Ratelimit": `"a;t=9;b";r=3`}, rem(3, 0)},
 		{"ietf draft-07 dictionary", map[string]string{"Ratelimit": `limit=10, remaining=4, reset=7`}, rem(4, 7*time.Second)},
 		{"families disagree: the most restrictive", map[string]string{"Ratelimit": `"d";r=1;t=3`, "X-Ratelimit-Remaining": "5", "X-Ratelimit-Reset": "3"}, rem(1, 3*time.Second)},
 		{"negative and junk ignored", map[string]string{"X-Ratelimit-Remaining": "-1", "Ratelimit-Remaining": "ten", "Ratelimit": `"a";r=-2;t=1`}, Signal{}},

@@ -19,7 +19,7 @@ import (
 func adaptiveClient(t *testing.T, clk *fakeClock, opts ...TransportOption) (*http.Client, *Limiter) {
 	t.Helper()
 	l := mustNew(t, nil, clk)
-	tr := NewTransport(nil, l, append([]TransportOption{withClock(clk)}, opts...)...)
+	tr := NewTransport(nil, l, append([]TransportOption{WithTransportClock(clk)}, opts...)...)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}, l
 }
@@ -267,7 +267,7 @@ func (failRT) RoundTrip(*http.Request) (*http.Response, error) { return nil, err
 func TestTransportObservesFailedRequests(t *testing.T) {
 	clk := newFakeClock()
 	l := mustNew(t, nil, clk)
-	tr := NewTransport(failRT{}, l, withClock(clk))
+	tr := NewTransport(failRT{}, l, WithTransportClock(clk))
 	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
 	if _, err := tr.RoundTrip(req); err == nil {
 		t.Fatal("no error")
