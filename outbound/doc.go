@@ -43,8 +43,9 @@
 // A request whose context ends leaves at once with ctx.Err() and takes no
 // slot. Different keys never wait on each other. A cost above its rule's
 // capacity, which no wait could admit, fails at once (ErrNeverAdmitted).
-// Exempt paths and a disabled configuration start at once; rules in
-// shadow mode count and never hold a request back; a store failure starts
+// Exempt paths and a disabled configuration count nothing (only the
+// upstream's holds, below, apply to them); rules in shadow mode count and
+// never hold a request back; a store failure starts
 // the request or fails it as the configuration's failure policy says.
 // Rules that count by outcome (count: failures or successes) are refused
 // by New and SetConfig, since an outbound request is decided before its

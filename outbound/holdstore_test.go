@@ -104,3 +104,41 @@ func TestRate(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldStoreGetsStoreKeys: the HoldStore and the Limiter's own state
+// see a key as the store does: a secret as its keyed hash, a long key as
+// a digest.
+func TestHoldStoreGetsStoreKeys(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	holds := &memHolds{clk: clk, until: map[string]time.Time{}}
+	l := mustNew(t, nil, clk, WithHoldStore(holds))
+	secret := core.SecretIdentity("token", "s3cr3t-token-value")
+	long := strings.Repeat("x", 10_000)
+	for _, key := range []string{secret, long} {
+		if err := l.Delay(ctx, key, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		l.Observe(ctx, key, Signal{RetryAfter: 2 * time.Second})
+		l.Observe(ctx, key, Signal{HasRemaining: true, Remaining: 3, Reset: 5 * time.Second})
+	}
+	for k := range holds.until {
+		if strings.Contains(k, "s3cr3t") || len(k) > core.MaxKeyLen {
+			t.Fatalf("hold store key %q: a secret or unbounded", k)
+		}
+	}
+	if want := []string{l.Core().Key(secret), l.Core().Key(long)}; len(holds.until) != 2 || holds.until[want[0]].IsZero() || holds.until[want[1]].IsZero() {
+		t.Fatalf("hold store keys %v, want %v", holds.until, want)
+	}
+	for i := range l.shards {
+		for k := range l.shards[i].keys {
+			if strings.Contains(k, "s3cr3t") || len(k) > core.MaxKeyLen {
+				t.Fatalf("local state key %q: a secret or unbounded", k)
+			}
+		}
+	}
+	// The secret key is still held back under its store key.
+	if tryWait(t, l, clk, secret) {
+		t.Fatal("a held secret key started")
+	}
+}

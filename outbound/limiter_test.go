@@ -88,10 +88,15 @@ func goWait(t *testing.T, ctx context.Context, l *Limiter, clk Clock, key string
 	goWaitOn(t, ctx, l, clk, "/x", key, i, inLine, out)
 }
 
-// goWaitOn is goWait for a GET of path.
+// goWaitOn is goWait for a GET of path. A Wait still waiting when the
+// test ends is cancelled then (out must have room for its report).
 func goWaitOn(t *testing.T, ctx context.Context, l *Limiter, clk Clock, path, key string, i, inLine int, out chan<- start) {
 	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-finished })
 	go func() {
+		defer close(finished)
 		err := l.Wait(ctx, "GET", path, key)
 		out <- start{i, clk.Now(), err}
 	}()
@@ -715,5 +720,27 @@ func TestObserveForgetsRequestsNeverObserved(t *testing.T) {
 	}
 	if tryWait(t, l, clk, "k") {
 		t.Fatal("a fourth start")
+	}
+}
+
+func TestWaitBannedKey(t *testing.T) {
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  exempt_paths: ["/health"]
+  ban:
+    networks: ["198.51.100.0/24"]
+`)
+	l := mustNew(t, cfg, newFakeClock())
+	for _, path := range []string{"/x", "/health"} {
+		if err := l.Wait(context.Background(), "GET", path, "198.51.100.7"); !errors.Is(err, ErrBanned) {
+			t.Fatalf("%s: Wait = %v, want ErrBanned", path, err)
+		}
+	}
+	if err := l.Wait(context.Background(), "GET", "/x", "203.0.113.1"); err != nil {
+		t.Fatalf("a key outside the ban list: %v", err)
+	}
+	if n := l.queued("198.51.100.7"); n != 0 {
+		t.Fatalf("%d left in line", n)
 	}
 }

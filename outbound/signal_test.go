@@ -25,6 +25,7 @@ func TestReadSignal(t *testing.T) {
 		{"none", nil, Signal{}},
 		{"x-ratelimit delta", map[string]string{"X-Ratelimit-Remaining": "3", "X-Ratelimit-Reset": "2"}, rem(3, 2*time.Second)},
 		{"x-ratelimit unix seconds", map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": unix(30 * time.Second)}, rem(0, 30*time.Second)},
+		{"x-ratelimit unix seconds with a fraction", map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": unix(2*time.Second) + ".5"}, rem(0, 2500*time.Millisecond)},
 		{"x-ratelimit unix ms", map[string]string{"X-Ratelimit-Remaining": "7", "X-Ratelimit-Reset": unixMilli(1500 * time.Millisecond)}, rem(7, 1500*time.Millisecond)},
 		{"x-ratelimit unix vs Date", map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": unix(time.Hour + 20*time.Second), "Date": date(time.Hour)}, rem(0, 20*time.Second)},
 		{"x-ratelimit unix past", map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": unix(-time.Minute)}, rem(0, 0)},

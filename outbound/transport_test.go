@@ -298,7 +298,9 @@ func TestTransportDelayerOnly(t *testing.T) {
 	defer srv.Close()
 	for _, adaptive := range []bool{true, false} {
 		d := &delayer{}
-		c := &http.Client{Transport: NewTransport(nil, d, WithAdaptive(adaptive), WithKey(func(*http.Request) string { return "api" }))}
+		tr := NewTransport(nil, d, WithAdaptive(adaptive), WithKey(func(*http.Request) string { return "api" }))
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr}
 		get(t, c, srv.URL)
 		want := 0
 		if adaptive {
