@@ -86,12 +86,15 @@ func UnaryClientInterceptor(w outbound.Waiter, opts ...ClientOption) grpc.UnaryC
 		if err := c.wait(ctx, method, key); err != nil {
 			return err
 		}
-		var header, trailer metadata.MD
-		err := invoker(ctx, method, req, reply, cc, append(copts[:len(copts):len(copts)], grpc.Header(&header), grpc.Trailer(&trailer))...)
-		c.observe(ctx, key, header, trailer, err)
+		md := new(answerMD) // one allocation for both
+		err := invoker(ctx, method, req, reply, cc, append(copts[:len(copts):len(copts)], grpc.Header(&md.header), grpc.Trailer(&md.trailer))...)
+		c.observe(ctx, key, md.header, md.trailer, err)
 		return err
 	}
 }
+
+// answerMD receives the metadata of a call's answer.
+type answerMD struct{ header, trailer metadata.MD }
 
 // StreamClientInterceptor paces streams with w as UnaryClientInterceptor
 // paces calls: a stream waits once, before it opens (a server limited by
@@ -175,7 +178,10 @@ func (s *pacedStream) RecvMsg(m any) error {
 // metadata and the RetryInfo of its status err.
 func (c *client) observe(ctx context.Context, key string, header, trailer metadata.MD, err error) {
 	get := func(name string) string {
-		k := lowerName(name)
+		k := name // ReadSignal asks in lower case too: such a name is the key
+		if k != "" && k[0] >= 'A' && k[0] <= 'Z' {
+			k = lowerName(k)
+		}
 		if v := header[k]; len(v) > 0 {
 			return v[0]
 		}

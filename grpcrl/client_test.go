@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -328,6 +329,27 @@ func TestClientTrailers(t *testing.T) {
 		t.Fatalf("got %v header %v trailer %v, want Unavailable with the limit in the trailer only", r.code, r.header, r.trailer)
 	}
 	want := []string{"wait POST " + sayMethod + " " + server.Target(), "observe " + server.Target() + " retry=0s remaining=0 reset=30s"}
+	if got := w.got(); !slices.Equal(got, want) {
+		t.Errorf("waiter saw %q, want %q", got, want)
+	}
+}
+
+// TestClientNoAnswer: a call that got no answer (nothing listens) is
+// still reported once, with nothing said, so that the Observer knows it
+// is no longer in flight.
+func TestClientNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	w := newRecWaiter()
+	conn := dialPaced(t, target, w)
+	if r := say(t, conn, "hi"); r.code != codes.Unavailable {
+		t.Fatalf("got %v, want Unavailable", r.code)
+	}
+	want := []string{"wait POST " + sayMethod + " " + target, "observe " + target + " retry=0s reset=0s"}
 	if got := w.got(); !slices.Equal(got, want) {
 		t.Errorf("waiter saw %q, want %q", got, want)
 	}

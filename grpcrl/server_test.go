@@ -426,3 +426,34 @@ func TestWithLimiter(t *testing.T) {
 	}()
 	grpcrl.New(nil, grpcrl.WithLimiter(lim), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
 }
+
+// TestPlan: WithPlan picks the caller's limits (a claim of its verified
+// token, here the subject's), shown in the metadata; no plan or an
+// unknown one counts under the rule's own.
+func TestPlan(t *testing.T) {
+	cfg := config(t, testConfig+`  tiers:
+    pro:
+      rules:
+        say: ["5/minute", "2/second"]
+`)
+	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, core.NewManualClock(start))), keys,
+		grpcrl.WithPlan(func(ctx context.Context, m string) string {
+			if id, _ := grpcrl.JWTSubject(verify)(ctx, m); id == "sub:pat" {
+				return "pro"
+			}
+			return ""
+		}))
+	pro := func(r1m, r1s int) map[string]string {
+		return map[string]string{
+			"ratelimit-policy": `"say-1m";q=5;w=60, "say-1s";q=2;w=1`,
+			"ratelimit":        `"say-1m";r=` + strconv.Itoa(r1m) + `;t=60, "say-1s";r=` + strconv.Itoa(r1s) + `;t=1`,
+		}
+	}
+	checkOK(t, "pat 1", say(t, conn, "hi", bearer("good-pat")...), pro(4, 1))
+	checkOK(t, "pat 2", say(t, conn, "hi", bearer("good-pat")...), pro(3, 0))
+	r := say(t, conn, "hi", bearer("good-pat")...)
+	want := pro(3, 0)
+	want["retry-after"] = "1"
+	checkExhausted(t, "pat 3", r, "say", time.Second, want)
+	checkOK(t, "sam", say(t, conn, "hi", bearer("good-sam")...), allowedMD("say", 3, 60, 2, 60))
+}

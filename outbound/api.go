@@ -34,8 +34,10 @@ type Observer interface {
 
 // HoldStore shares holds (and so the slow-downs an upstream asks for)
 // between processes: a Limiter given one (WithHoldStore) writes every hold
-// there and asks it before each start. Package outbound/redishold holds
-// them in Redis.
+// there and asks it before each start. The key it gets is the store key
+// (core.Limiter.Key): bounded in length, and a core.SecretIdentity as its
+// keyed hash, never the secret. Package outbound/redishold holds them in
+// Redis.
 type HoldStore interface {
 	// Hold holds key back for d from now, keeping the later of this
 	// hold and one already in place.

@@ -19,7 +19,8 @@ import (
 )
 
 // TestEndToEndRlkitServer: a client paced only by the rate-limit headers
-// of an rlkit server (its own Limiter allows a thousand a second) sends 30
+// of an rlkit server (its own Limiter has no limit, or a thousand a
+// second) sends 30
 // requests, one at a time and from 4 goroutines, and gets no 429; the
 // server admitted exactly 30 and denied none. Real time: about 6 s each,
 // run in parallel.
@@ -27,13 +28,14 @@ func TestEndToEndRlkitServer(t *testing.T) {
 	for _, tc := range []struct {
 		headers, limit string
 		workers        int
+		own            bool // the client's Limiter has a limit of its own (far above), else none
 	}{
-		{"draft", "5/second", 1},
-		{"draft", "5/second", 4},
-		{"legacy", "10/2s", 1},
-		{"legacy", "10/2s", 4},
+		{"draft", "5/second", 1, false},
+		{"draft", "5/second", 4, true},
+		{"legacy", "10/2s", 1, true},
+		{"legacy", "10/2s", 4, false},
 	} {
-		t.Run(fmt.Sprintf("%s %s x%d", tc.headers, tc.limit, tc.workers), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s %s x%d own limit %v", tc.headers, tc.limit, tc.workers, tc.own), func(t *testing.T) {
 			t.Parallel()
 			cfg := mustParse(t, fmt.Sprintf(`
 rate_limit:
@@ -57,7 +59,11 @@ rate_limit:
 			})))
 			defer srv.Close()
 
-			l, err := New(mustRate(t, 1000, time.Second, 1000), nil)
+			var own *core.Config
+			if tc.own {
+				own = mustRate(t, 1000, time.Second, 1000)
+			}
+			l, err := New(own, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

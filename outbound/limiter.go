@@ -45,9 +45,12 @@ func WithClock(c Clock) Option {
 // written there too, and a request starts only when the store has no hold
 // on its key. The local budget Observe derives from a positive remaining
 // count stays in the process. A failure of the HoldStore is handled as the
-// configuration's failure policy says (core.Spec.Failure): open, the
-// request starts; closed, Wait returns the error. Default: none, holds are
-// kept in the process only.
+// configuration's failure policy says (core.Spec.Failure; a
+// core.WithFailOpen given through WithCoreOptions applies to the rate-limit
+// store only): open, the request starts; closed, Wait returns an error
+// wrapping the HoldStore's. Delay returns the HoldStore's error (the hold
+// still applies in the process). Default: none, holds are kept in the
+// process only.
 func WithHoldStore(h HoldStore) Option { return func(l *Limiter) { l.holds = h } }
 
 // WithCoreOptions passes options to the core limiter that decides each
@@ -82,8 +85,9 @@ func WithCoreOptions(opts ...core.Option) Option {
 //
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
-// flight (or none started for a minute) is dropped by a sweep that runs
-// when a shard's table doubles: amortised O(1) per new key.
+// flight (requests never observed are forgotten within a minute) is
+// dropped at once, or by a sweep that runs when a shard's table doubles:
+// amortised O(1) per new key.
 type Limiter struct {
 	core     *core.Limiter
 	clock    Clock
@@ -170,9 +174,12 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 	}
 	cfg := l.core.Config()
 	p := core.Path(path)
-	counted := cfg.Enabled() && !cfg.Exempt(p)
+	// With limiting on, every request asks the core limiter (which lets
+	// an exempt path through uncounted, and refuses a banned network
+	// first); an exempt path waits in a queue of its own, behind no rule.
+	counted := cfg.Enabled()
 	rule := ""
-	if counted {
+	if counted && !cfg.Exempt(p) {
 		if r, cost := cfg.Match(method, p); r != nil {
 			rule = r.Name
 			if c := r.Policy.Capacity(); cost > c {
@@ -180,55 +187,67 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 			}
 		}
 	}
-	sh := l.shard(key)
-	ks, w, r := sh.enqueue(key, rule, l.now())
+	skey := l.core.Key(key)
+	sh := l.shard(skey)
+	now := l.now()
+	ks, w, r := sh.enqueue(skey, rule, now)
 	if w != nil {
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			sh.leave(key, ks, rule, w, l.now())
+			sh.leave(skey, ks, rule, w, l.now())
 			return ctx.Err()
 		}
-		r = sh.reserve(ks, l.now())
+		now = l.now()
+		r = sh.reserve(ks, now)
 	}
-	err := l.head(ctx, method, p, key, counted, sh, ks, r)
-	sh.leave(key, ks, rule, nil, l.now())
+	now, err := l.head(ctx, method, p, key, skey, counted, sh, ks, r, now)
+	sh.leave(skey, ks, rule, nil, now)
 	return err
 }
 
 // head is the wait of the request at the head of its queue, whose first
-// reservation is r: until the key's holds and budget let it start and the
-// store admits it.
-func (l *Limiter) head(ctx context.Context, method string, p core.Path, key string, counted bool, sh *shard, ks *keyState, r reservation) error {
+// reservation r was made at now: until the key's holds and budget let it
+// start and the store admits it. It returns the instant of its last
+// reservation (a recent enough "now" for the queue's clean-up, without
+// reading the clock again).
+func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
 			if err := sleep(ctx, l.clock, r.wait); err != nil {
-				return err
+				return now, err
 			}
-			r = sh.reserve(ks, l.now())
+			now = l.now()
+			r = sh.reserve(ks, now)
 			continue
 		}
-		retry, err := l.ask(ctx, method, p, key, counted)
+		if err := ctx.Err(); err != nil { // done as the turn came
+			sh.unreserve(ks, r.ticket)
+			return now, err
+		}
+		retry, err := l.ask(ctx, method, p, key, skey, counted)
 		if err == nil && retry == 0 {
-			return nil // started: the reservation stands
+			return now, nil // started: the reservation stands
 		}
 		sh.unreserve(ks, r.ticket)
 		if err != nil {
-			return err
+			return now, err
 		}
 		if err := sleep(ctx, l.clock, retry); err != nil {
-			return err
+			return now, err
 		}
-		r = sh.reserve(ks, l.now())
+		now = l.now()
+		r = sh.reserve(ks, now)
 	}
 }
 
-// ask asks the hold store (when there is one) and then the core limiter
-// whether the request may start now: 0 and nil when it may; how long to
-// wait before asking again; or the error Wait returns.
-func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key string, counted bool) (time.Duration, error) {
+// ask asks the hold store (when there is one, under the store key skey)
+// and then the core limiter (with the identity key) whether the request may
+// start now: 0 and nil when it may; how long to wait before asking again;
+// or the error Wait returns.
+func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey string, counted bool) (time.Duration, error) {
 	if l.holds != nil {
-		left, err := l.holds.Held(ctx, key)
+		left, err := l.holds.Held(ctx, skey)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, ctx.Err()
@@ -236,7 +255,7 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key strin
 			return 0, fmt.Errorf("outbound: hold store: %w", err)
 		case err == nil && left > 0:
 			left = min(left, MaxHold)
-			l.holdLocal(key, left)
+			l.holdLocal(skey, left)
 			return left, nil
 		}
 	}
@@ -271,16 +290,17 @@ func (l *Limiter) Delay(ctx context.Context, key string, d time.Duration) error 
 		return nil
 	}
 	d = min(d, MaxHold)
-	l.holdLocal(key, d)
+	skey := l.core.Key(key)
+	l.holdLocal(skey, d)
 	if l.holds != nil {
-		if err := l.holds.Hold(ctx, key, d); err != nil {
+		if err := l.holds.Hold(ctx, skey, d); err != nil {
 			return fmt.Errorf("outbound: hold store: %w", err)
 		}
 	}
 	return nil
 }
 
-// holdLocal holds key back in this process for d from now.
+// holdLocal holds the store key key back in this process for d from now.
 func (l *Limiter) holdLocal(key string, d time.Duration) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -302,13 +322,13 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // process. Each call also counts one request under key as no longer in
 // flight.
 func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
-	sh := l.shard(key)
+	skey := l.core.Key(key)
+	sh := l.shard(skey)
 	sh.mu.Lock()
 	now := l.now()
-	ks := sh.state(key, now)
-	if ks.inflight > 0 {
-		ks.inflight--
-	}
+	ks := sh.state(skey, now)
+	ks.roll(now)
+	ks.landed(true)
 	hold := s.RetryAfter
 	if s.HasRemaining && s.Reset > 0 {
 		if s.Remaining <= 0 {
@@ -317,7 +337,7 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 			ks.limit(now, s.Remaining, min(s.Reset, MaxHold))
 		}
 	}
-	sh.drop(key, ks, now)
+	sh.drop(skey, ks, now)
 	sh.mu.Unlock()
 	if hold > 0 {
 		_ = l.Delay(ctx, key, hold)

@@ -85,8 +85,19 @@ type start struct {
 // start (or error) is reported.
 func goWait(t *testing.T, ctx context.Context, l *Limiter, clk Clock, key string, i, inLine int, out chan<- start) {
 	t.Helper()
+	goWaitOn(t, ctx, l, clk, "/x", key, i, inLine, out)
+}
+
+// goWaitOn is goWait for a GET of path. A Wait still waiting when the
+// test ends is cancelled then (out must have room for its report).
+func goWaitOn(t *testing.T, ctx context.Context, l *Limiter, clk Clock, path, key string, i, inLine int, out chan<- start) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-finished })
 	go func() {
-		err := l.Wait(ctx, "GET", "/x", key)
+		defer close(finished)
+		err := l.Wait(ctx, "GET", path, key)
 		out <- start{i, clk.Now(), err}
 	}()
 	eventually(t, func() (int, bool) { n := l.queued(key); return n, n == inLine })
@@ -245,9 +256,19 @@ rate_limit:
 `)
 	l := mustNew(t, cfg, clk)
 	ctx := context.Background()
-	for i := range 5 {
-		if err := l.Wait(ctx, "GET", "/health", "k"); err != nil {
-			t.Fatalf("exempt %d: %v", i, err)
+	// Another key has spent its hour and waits: exempt requests under it
+	// do not queue behind.
+	if err := l.Wait(ctx, "GET", "/x", "busy"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan start, 1)
+	goWait(t, ctx, l, clk, "busy", 1, 1, waiting)
+	clk.waitTimers(t, 1)
+	for _, key := range []string{"k", "busy"} {
+		for i := range 5 {
+			if err := l.Wait(ctx, "GET", "/health", key); err != nil {
+				t.Fatalf("exempt %d under %s: %v", i, key, err)
+			}
 		}
 	}
 	off := mustNew(t, nil, clk)
@@ -256,8 +277,8 @@ rate_limit:
 			t.Fatalf("disabled %d: %v", i, err)
 		}
 	}
-	if n, _ := clk.pending(); n != 0 {
-		t.Fatalf("%d timers, want 0", n)
+	if n, _ := clk.pending(); n != 1 {
+		t.Fatalf("%d timers, want 1 (the waiter under busy)", n)
 	}
 	// Nothing was counted: the one request of the hour is still there.
 	if err := l.Wait(ctx, "GET", "/x", "k"); err != nil {
@@ -342,7 +363,7 @@ rate_limit:
   enabled: true
   rules:
     - name: batch
-      paths: ["/batch"]
+      paths: ["/batch", "/one"]
       limit: "10/second"
       weights:
         "/batch": 5
@@ -351,12 +372,25 @@ rate_limit:
 	// afterwards (the Policy field is exported) can still make one.
 	cfg.Rule("batch").Policy = &core.Policy{Name: "batch", Limits: []core.Limit{{Count: 2, Period: time.Second}}}
 	l := mustNew(t, cfg, clk)
-	err := l.Wait(context.Background(), "POST", "/batch", "k")
+	// A request of the rule waits (cost 1, the 3rd in the second): the
+	// one that can never pass does not queue behind it.
+	bg := context.Background()
+	for range 2 {
+		if err := l.Wait(bg, "GET", "/one", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := make(chan start, 1)
+	goWaitOn(t, bg, l, clk, "/one", "k", 1, 1, waiting)
+	clk.waitTimers(t, 1)
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	err := l.Wait(ctx, "POST", "/batch", "k")
 	if !errors.Is(err, ErrNeverAdmitted) || !strings.Contains(err.Error(), `rule "batch": cost 5, capacity 2`) {
 		t.Fatalf("Wait = %v, want ErrNeverAdmitted naming the rule, cost and capacity", err)
 	}
-	if n, _ := clk.pending(); n != 0 || l.queued("k") != 0 {
-		t.Fatalf("a request that can never pass waited (%d timers, %d in line)", n, l.queued("k"))
+	if n, _ := clk.pending(); n != 1 || l.queued("k") != 1 {
+		t.Fatalf("a request that can never pass waited (%d timers, %d in line; want the other's 1 and 1)", n, l.queued("k"))
 	}
 }
 
@@ -645,3 +679,68 @@ func TestWaitAllocs(t *testing.T) {
 }
 
 var _ core.Store = (*memstore.Store)(nil)
+
+// TestObserveForgetsRequestsNeverObserved: requests a caller never
+// reports (no Observe) stop counting as in flight within a minute, so they
+// do not shrink a later budget for good.
+func TestObserveForgetsRequestsNeverObserved(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	for range 3 {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(30 * time.Second)
+	if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+		t.Fatal(err)
+	}
+	// 30 s on: all four still count. The answer of the latest leaves 3
+	// in flight: 5 remaining allow 2 starts.
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 5, Reset: 10 * time.Second})
+	for i := range 2 {
+		if !tryWait(t, l, clk, "k") {
+			t.Fatalf("start %d of 2", i)
+		}
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a third start: the requests in flight were not counted")
+	}
+	// Over a minute after the first three, their answers never came: only
+	// the three starts of 30 s ago count, one of them answered now (the
+	// first answer was counted against the oldest): 5 remain, 2 in
+	// flight, 3 may start.
+	clk.Advance(35 * time.Second)
+	l.Observe(ctx, "k", Signal{HasRemaining: true, Remaining: 5, Reset: 10 * time.Second})
+	for i := range 3 {
+		if !tryWait(t, l, clk, "k") {
+			t.Fatalf("start %d of 3: old requests never observed still count", i)
+		}
+	}
+	if tryWait(t, l, clk, "k") {
+		t.Fatal("a fourth start")
+	}
+}
+
+func TestWaitBannedKey(t *testing.T) {
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  exempt_paths: ["/health"]
+  ban:
+    networks: ["198.51.100.0/24"]
+`)
+	l := mustNew(t, cfg, newFakeClock())
+	for _, path := range []string{"/x", "/health"} {
+		if err := l.Wait(context.Background(), "GET", path, "198.51.100.7"); !errors.Is(err, ErrBanned) {
+			t.Fatalf("%s: Wait = %v, want ErrBanned", path, err)
+		}
+	}
+	if err := l.Wait(context.Background(), "GET", "/x", "203.0.113.1"); err != nil {
+		t.Fatalf("a key outside the ban list: %v", err)
+	}
+	if n := l.queued("198.51.100.7"); n != 0 {
+		t.Fatalf("%d left in line", n)
+	}
+}

@@ -104,7 +104,7 @@ func (h headers) reset(name, lower string, now time.Time) time.Duration {
 	case secs >= 1e12:
 		at = time.UnixMilli(min(secs, math.MaxInt64/int64(time.Millisecond)))
 	case secs >= 1e9:
-		at = time.Unix(secs, 0)
+		at = time.Unix(secs, frac)
 	default:
 		return seconds(secs, frac)
 	}

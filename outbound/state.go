@@ -11,10 +11,12 @@ const (
 	numShards = 64
 	// minSweep is the size below which a shard's table is never swept.
 	minSweep = 64
-	// inflightTTL is how long a key remembers requests in flight that
-	// were never observed (a caller of Wait that never calls Observe):
-	// past it the key's state may be dropped.
-	inflightTTL = int64(time.Minute)
+	// inflightTTL is how long a key counts a request in flight that was
+	// never observed (a caller of Wait that does not call Observe for
+	// every request): between one and two inflightTTL after its start it
+	// is forgotten, so that such a caller does not shrink the budget for
+	// good.
+	inflightTTL = int64(30 * time.Second)
 	// windowSlack is how much later a budget's reset must be to belong to
 	// a newer window: resets given in whole seconds move by up to a second
 	// within one window.
@@ -40,12 +42,13 @@ func (l *Limiter) shard(key string) *shard {
 
 // keyState is what a Limiter knows of one key. Instants are Unix ns.
 type keyState struct {
-	hold      int64   // no start before; 0: none
-	budget    int64   // starts left before budgetEnd, when budgetEnd != 0
-	budgetEnd int64   // when the budget's window resets; 0: no budget
-	inflight  int64   // starts not yet observed
-	lastStart int64   // the latest start
-	queues    []queue // one per rule with requests waiting
+	hold      int64    // no start before; 0: none
+	budget    int64    // starts left before budgetEnd, when budgetEnd != 0
+	budgetEnd int64    // when the budget's window resets; 0: no budget
+	inflight  [2]int64 // starts not yet observed: this generation, the one before
+	genStart  int64    // when this generation of inflight began
+	lastStart int64    // the latest start
+	queues    []queue  // one per rule with requests waiting
 }
 
 // queue is the line of one rule's requests under a key.
@@ -79,7 +82,7 @@ func (sh *shard) state(key string, now int64) *keyState {
 // idle reports whether ks is in the state of a key never seen.
 func (ks *keyState) idle(now int64) bool {
 	return len(ks.queues) == 0 && ks.hold <= now && ks.budgetEnd <= now &&
-		(ks.inflight == 0 || now-ks.lastStart >= inflightTTL)
+		(ks.inflight == [2]int64{} || now-ks.lastStart >= 2*inflightTTL)
 }
 
 // drop forgets key when its state is idle. sh.mu is held.
@@ -205,7 +208,8 @@ func (ks *keyState) reserve(now int64) reservation {
 			ks.budget--
 		}
 	}
-	ks.inflight++
+	ks.roll(now)
+	ks.inflight[0]++
 	ks.lastStart = now
 	return reservation{ticket: ks.budgetEnd}
 }
@@ -217,16 +221,48 @@ func (sh *shard) unreserve(ks *keyState, ticket int64) {
 	if ticket != 0 && ks.budgetEnd == ticket {
 		ks.budget++
 	}
-	if ks.inflight > 0 {
-		ks.inflight--
+	ks.landed(false)
+}
+
+// roll starts a new generation of requests in flight every inflightTTL,
+// forgetting those of the generation before the last.
+func (ks *keyState) roll(now int64) {
+	switch age := now - ks.genStart; {
+	case age >= 2*inflightTTL:
+		ks.inflight = [2]int64{}
+	case age >= inflightTTL:
+		ks.inflight = [2]int64{0, ks.inflight[0]}
+	default:
+		return
+	}
+	ks.genStart = now
+}
+
+// landed counts one request in flight less: of the older generation
+// first when oldFirst (a response: the oldest requests tend to be answered
+// first), else of the latest (a reservation just undone); none when none
+// is counted.
+func (ks *keyState) landed(oldFirst bool) {
+	first, second := &ks.inflight[0], &ks.inflight[1]
+	if oldFirst {
+		first, second = second, first
+	}
+	switch {
+	case *first > 0:
+		*first--
+	case *second > 0:
+		*second--
 	}
 }
+
+// flying is the number of requests counted in flight.
+func (ks *keyState) flying() int64 { return ks.inflight[0] + ks.inflight[1] }
 
 // limit applies a remaining count r > 0 whose window resets in reset. The
 // state's mutex is held.
 func (ks *keyState) limit(now, r int64, reset time.Duration) {
 	end := now + int64(reset)
-	b := max(r-ks.inflight, 0)
+	b := max(r-ks.flying(), 0)
 	if ks.budgetEnd <= now || end >= ks.budgetEnd+windowSlack {
 		ks.budget, ks.budgetEnd = b, end // a newer window
 		return

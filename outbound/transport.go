@@ -40,8 +40,8 @@ func WithKey(f func(*http.Request) string) TransportOption {
 // still holds the key back).
 //
 // The retry waits until Retry-After has passed (through the Waiter, which
-// the response held back, or on its own when the Waiter is nil or neither
-// an Observer nor a Delayer) and for its turn in the Waiter; when that
+// the response held back, or on its own when the Waiter is nil or not a
+// Delayer) and for its turn in the Waiter; when that
 // wait would end past the budget, or the request's context is done, the
 // Transport returns the last response as it is, unread. maxAttempts ≤ 1
 // turns retries off. Default: off.
@@ -56,8 +56,17 @@ func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
 // behaviour). Default: on.
 func WithAdaptive(on bool) TransportOption { return func(t *Transport) { t.adaptive = on } }
 
-// withClock sets the Transport's clock (tests). Default: SystemClock.
-func withClock(c Clock) TransportOption { return func(t *Transport) { t.clock = c } }
+// WithTransportClock sets the time of the Transport: the start of a retry
+// budget, the "now" of the headers it reads, and its own waits before a
+// retry (give the Limiter the same clock with WithClock). nil keeps the
+// default. Default: SystemClock.
+func WithTransportClock(c Clock) TransportOption {
+	return func(t *Transport) {
+		if c != nil {
+			t.clock = c
+		}
+	}
+}
 
 // Transport is an http.RoundTripper that waits on a Waiter before each
 // request, per rate-limit key, and tells it what the upstream answered.
@@ -139,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !ok {
 			return resp, nil
 		}
-		wait := t.held(ctx, key, d)
+		wait := t.held(d)
 		if attempt >= t.maxAttempts || !replayable(req) || t.clock.Now().Add(d).After(deadline) {
 			return resp, nil
 		}
@@ -187,11 +196,10 @@ func (t *Transport) send(ctx context.Context, req *http.Request, key string) (*h
 }
 
 // held returns how long the Transport must wait on its own before a retry
-// after a response that asked for d: 0 when the Waiter holds the key (it
-// was told by send), d when it cannot.
-func (t *Transport) held(ctx context.Context, key string, d time.Duration) time.Duration {
-	switch t.waiter.(type) {
-	case Observer, Delayer:
+// after a response that asked for d: 0 when the Waiter holds keys (a
+// Delayer: send told it), d when it may not.
+func (t *Transport) held(d time.Duration) time.Duration {
+	if _, ok := t.waiter.(Delayer); ok {
 		return 0
 	}
 	return d

@@ -19,7 +19,7 @@ import (
 func adaptiveClient(t *testing.T, clk *fakeClock, opts ...TransportOption) (*http.Client, *Limiter) {
 	t.Helper()
 	l := mustNew(t, nil, clk)
-	tr := NewTransport(nil, l, append([]TransportOption{withClock(clk)}, opts...)...)
+	tr := NewTransport(nil, l, append([]TransportOption{WithTransportClock(clk)}, opts...)...)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}, l
 }
@@ -267,7 +267,7 @@ func (failRT) RoundTrip(*http.Request) (*http.Response, error) { return nil, err
 func TestTransportObservesFailedRequests(t *testing.T) {
 	clk := newFakeClock()
 	l := mustNew(t, nil, clk)
-	tr := NewTransport(failRT{}, l, withClock(clk))
+	tr := NewTransport(failRT{}, l, WithTransportClock(clk))
 	req, _ := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
 	if _, err := tr.RoundTrip(req); err == nil {
 		t.Fatal("no error")
@@ -298,7 +298,9 @@ func TestTransportDelayerOnly(t *testing.T) {
 	defer srv.Close()
 	for _, adaptive := range []bool{true, false} {
 		d := &delayer{}
-		c := &http.Client{Transport: NewTransport(nil, d, WithAdaptive(adaptive), WithKey(func(*http.Request) string { return "api" }))}
+		tr := NewTransport(nil, d, WithAdaptive(adaptive), WithKey(func(*http.Request) string { return "api" }))
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr}
 		get(t, c, srv.URL)
 		want := 0
 		if adaptive {

@@ -1,6 +1,8 @@
 // Package worksclient paces calls to the Works API (LINE WORKS / NAVER
 // WORKS) so that a relay worker never exceeds its limit of 240 requests a
-// minute per API, and lets only one replica relay at a time.
+// minute per API. Its Redis parts (a pacer shared by replicas, the leader
+// lock that lets only one replica relay at a time) are in the subpackage
+// worksredis, so that a program without Redis compiles no Redis client.
 //
 // # Keys
 //
@@ -21,22 +23,26 @@
 // what the Works API means by it: request starts at least 250 ms apart for
 // the same key, one at a time, with no burst; different keys never wait on
 // each other. A request whose context is cancelled while it waits fails
-// with ctx.Err() and takes no slot: at once with a Pacer; with a
-// RedisPacer after one round trip that gives the slot back, which frees it
-// only while it is still the key's latest reservation (otherwise that
-// interval stays empty).
+// with ctx.Err() at once and takes no slot.
 //
-//   - Pacer paces within one process: a FIFO queue per key, no goroutine,
-//     bounded memory.
-//   - RedisPacer paces every process that shares a Redis, with one Lua
-//     script on the server's clock.
+// Both pacers are one configuration of package outbound's Limiter,
+// outbound.Rate(1, interval, 0) (GCRA, no burst), so that pacing is
+// written once in the module:
+//
+//   - Pacer paces within one process: a FIFO queue per key, in a memory
+//     store, no goroutine, bounded memory.
+//   - worksredis.Pacer paces every process that shares a Redis, on the
+//     server's clock (core/redisstore, and outbound/redishold for holds).
 //
 // Transport is the http.RoundTripper that waits on the limiter before each
-// request. A 429 or 503 with Retry-After holds its key back until then
-// (through the optional Delayer interface both pacers implement) and, with
-// WithRetry, is retried, when it is idempotent (by its method or an
-// idempotency key) and its body can be sent again, within a number of
-// attempts and a time budget.
+// request: an outbound.Transport keyed by Key. A 429 or 503 with
+// Retry-After holds its key back until then (through the optional Delayer
+// interface both pacers implement) and, with WithRetry, is retried, when
+// it is idempotent (by its method or an idempotency key) and its body can
+// be sent again, within a number of attempts and a time budget. Other
+// rate-limit headers (RateLimit, X-RateLimit-*) are not read: for an API
+// that sends them, use an outbound.Transport over an outbound.Limiter,
+// which slows down before a 429.
 //
 // # Client
 //
@@ -50,14 +56,8 @@
 //
 // # Leader lock
 //
-// LeaderLock lets one replica at a time run the relay: the holder of the
-// Redis key LeaderKey ("baron:worksmobile:relay:leader", TTL 30 s, both
-// constants). Run takes it with SET NX PX, renews it, cancels the relay's
-// context as soon as it cannot be sure it still holds it (well before
-// another replica could take it over), and releases it only if it still
-// holds it. Without Redis (a nil client) Run just runs the relay, as a
-// single instance does. Redis must not lose the key while it is held (a
-// restart without persistence, a failover to a lagging replica): use AOF
-// with appendfsync always, or keep a restarted Redis out for a TTL; and
-// the lock is a lease with no fencing token (see LeaderLock).
+// worksredis.LeaderLock lets one replica at a time run the relay: the
+// holder of a Redis key ("baron:worksmobile:relay:leader" by default, TTL
+// 30 s). Without Redis there is nothing to take: a single instance just
+// runs the relay.
 package worksclient

@@ -3,6 +3,8 @@ package worksclient
 import (
 	"context"
 	"time"
+
+	"github.com/rlkit/rlkit/outbound"
 )
 
 // DefaultInterval is the spacing of request starts per key when none is
@@ -11,59 +13,27 @@ import (
 const DefaultInterval = 250 * time.Millisecond
 
 // RateLimiter paces the starts of requests per key. Tests and special
-// callers inject their own; Pacer (one process) and RedisPacer (several
-// processes) are the two in this package.
+// callers inject their own; Pacer (one process) and worksredis.Pacer
+// (several processes, through Redis) are the two of this module.
 type RateLimiter interface {
 	// Wait blocks until a request under key may start, and returns nil
 	// then: the caller starts it at once. When ctx is done first, Wait
 	// returns ctx.Err() at once and the request takes no slot. An
-	// implementation may also fail for its own reasons (RedisPacer when
-	// Redis does); the request must not be sent then.
+	// implementation may also fail for its own reasons (worksredis.Pacer
+	// when Redis does); the request must not be sent then.
 	Wait(ctx context.Context, key string) error
 }
 
 // Delayer is implemented by a RateLimiter that can hold a key back, as a
 // Transport asks it to when a response carries Retry-After: no request
 // under key starts until d from now has passed. A shorter or earlier hold
-// than one already in place changes nothing.
-type Delayer interface {
-	Delay(ctx context.Context, key string, d time.Duration) error
-}
+// than one already in place changes nothing. It is outbound's Delayer.
+type Delayer = outbound.Delayer
 
 // Clock is the time of a Pacer: the current instant and timers. SystemClock
 // is the real one (which testing/synctest fakes too); a test may give its
-// own, whose timers fire as its time moves.
-type Clock interface {
-	Now() time.Time
-	// NewTimer returns a channel that receives once d has passed, and a
-	// function that stops the timer (reporting whether it had not fired).
-	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
-}
+// own, whose timers fire as its time moves. It is outbound's Clock.
+type Clock = outbound.Clock
 
 // SystemClock is the real time: time.Now and time.NewTimer.
-var SystemClock Clock = systemClock{}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(d)
-	return t.C, t.Stop
-}
-
-// sleep waits d with a timer, or until ctx is done, and returns ctx.Err()
-// then.
-func sleep(ctx context.Context, c Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	ch, stop := c.NewTimer(d)
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		stop()
-		return ctx.Err()
-	}
-}
+var SystemClock = outbound.SystemClock

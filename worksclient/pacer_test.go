@@ -352,3 +352,22 @@ func TestPacerFreeKeyAllocs(t *testing.T) {
 		t.Errorf("Wait on a free key: %v allocations, want 0", allocs)
 	}
 }
+
+// TestPacerLongInterval: any interval makes a Pacer (one past 2^60 ns is
+// that), whose first start is free and whose second waits.
+func TestPacerLongInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := worksclient.NewPacer(1<<63 - 1)
+		if got := p.Interval(); got != 1<<60 {
+			t.Errorf("Interval() = %v, want 2^60ns", got)
+		}
+		if err := p.Wait(t.Context(), "k"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		if err := p.Wait(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("second Wait = %v, want %v", err, context.DeadlineExceeded)
+		}
+	})
+}

@@ -2,36 +2,34 @@ package worksclient
 
 import (
 	"context"
-	"errors"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/rlkit/rlkit/outbound"
 )
 
 // MaxRetryAfter caps the Retry-After a Transport honours: a longer one (a
 // day, a date years ahead, a number too large for a time.Duration) holds
 // the key back, and delays a retry, for MaxRetryAfter only, so that a
-// bogus header cannot block a key for good.
-const MaxRetryAfter = 10 * time.Minute
+// bogus header cannot block a key for good. It is outbound.MaxHold.
+const MaxRetryAfter = outbound.MaxHold
 
-// maxDrain is how much of a response being retried is read to let its
-// connection be reused.
+// maxDrain is how much of a response Client.Do reads after it is done with
+// it, to let its connection be reused.
 const maxDrain = 4 << 10
 
 // TransportOption configures a Transport.
 type TransportOption func(*Transport)
 
 // WithRetry makes the Transport retry a request that got 429 or 503 with a
-// valid Retry-After, up to maxAttempts attempts in all (the first
-// included) and only while the next attempt can start within budget of
-// the first attempt's start. A request is retried when its body can be
-// sent again (no body, or Request.GetBody set, as http.NewRequest sets it
-// for in-memory bodies) and it is idempotent: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE, or any method with an Idempotency-Key or X-Idempotency-Key
-// header, as net/http decides. This holds after a 429 as after a 503: a
+// valid Retry-After (it is outbound.WithRetry), up to maxAttempts attempts
+// in all (the first included) and only while the next attempt can start
+// within budget of the first attempt's start. A request is retried when
+// its body can be sent again (no body, or Request.GetBody set, as
+// http.NewRequest sets it for in-memory bodies) and it is idempotent: GET,
+// HEAD, OPTIONS, TRACE, PUT, DELETE, or any method with an Idempotency-Key
+// or X-Idempotency-Key header, as net/http decides. This holds after a 429 as after a 503: a
 // POST or PATCH without such a key is returned as it is (its Retry-After
 // still holds the key back).
 //
@@ -72,29 +70,30 @@ func WithTemplates(templates ...string) TransportOption {
 
 // Transport is an http.RoundTripper that paces requests through a
 // RateLimiter, per rate-limit key (by default APIKey of the method and
-// path), and honours Retry-After.
+// path), and honours Retry-After. It is an outbound.Transport keyed by
+// Key, whose upstream signals are only a 429 or 503's Retry-After
+// (outbound.WithAdaptive(false)).
 //
 // For each request it waits on the limiter, then sends the request through
 // the base transport. When the limiter fails (the request's context done,
-// or Redis down under a RedisPacer), RoundTrip closes the request body and
-// returns the error, without sending. A response 429 or 503 with a valid
-// Retry-After, in seconds or as an HTTP-date (measured from the
+// or Redis down under a worksredis.Pacer), RoundTrip closes the request
+// body and returns the error, without sending. A response 429 or 503 with
+// a valid Retry-After, in seconds or as an HTTP-date (measured from the
 // response's Date header when it has one, so a skewed local clock does not
 // matter) and capped at MaxRetryAfter, holds the key back until then when
-// the limiter is a Delayer:
-// no request under that key starts earlier, from this process or (with a
-// RedisPacer) any other. With WithRetry the request is then retried.
+// the limiter is a Delayer: no request under that key starts earlier, from
+// this process or (with a worksredis.Pacer) any other. With WithRetry the
+// request is then retried.
 //
 // A Transport never modifies the request (a retry sends a clone), returns
 // an error only when it has no response, and is safe for concurrent use.
 // A nil limiter paces nothing.
 type Transport struct {
-	base        http.RoundTripper
-	limiter     RateLimiter
 	keyFunc     func(method, path string) string
 	templates   templates
 	maxAttempts int
 	budget      time.Duration
+	rt          *outbound.Transport
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -103,13 +102,12 @@ var _ http.RoundTripper = (*Transport)(nil)
 // (http.DefaultTransport when nil) and paces with limiter (nothing when
 // nil).
 func NewTransport(base http.RoundTripper, limiter RateLimiter, opts ...TransportOption) *Transport {
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	t := &Transport{base: base, limiter: limiter, keyFunc: APIKey, maxAttempts: 1}
+	t := &Transport{keyFunc: APIKey, maxAttempts: 1}
 	for _, o := range opts {
 		o(t)
 	}
+	t.rt = outbound.NewTransport(base, waiterOf(limiter),
+		outbound.WithKey(t.Key), outbound.WithAdaptive(false), outbound.WithRetry(t.maxAttempts, t.budget))
 	return t
 }
 
@@ -127,154 +125,36 @@ func (t *Transport) Key(req *http.Request) string {
 }
 
 // RoundTrip implements http.RoundTripper.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.limiter == nil && t.maxAttempts <= 1 {
-		return t.base.RoundTrip(req)
-	}
-	ctx := req.Context()
-	key := t.Key(req)
-	if t.limiter != nil {
-		if err := t.limiter.Wait(ctx, key); err != nil {
-			closeBody(req.Body)
-			return nil, err
-		}
-	}
-	deadline := time.Now().Add(t.budget)
-	resp, err := t.base.RoundTrip(req)
-	for attempt := 1; ; attempt++ {
-		if err != nil {
-			return nil, err
-		}
-		d, ok := throttled(resp)
-		if !ok {
-			return resp, nil
-		}
-		wait := t.hold(ctx, key, d)
-		if attempt >= t.maxAttempts || !replayable(req) || time.Now().Add(d).After(deadline) {
-			return resp, nil
-		}
-		retry, ok := rewind(req)
-		if !ok {
-			return resp, nil
-		}
-		if !t.await(ctx, key, wait, deadline) {
-			closeBody(retry.Body)
-			return resp, nil
-		}
-		drain(resp)
-		resp, err = t.base.RoundTrip(retry)
-	}
-}
-
-// hold asks the limiter to hold key back for d and returns how long the
-// Transport must wait on its own before a retry: 0 when the limiter holds
-// the key, d when it cannot.
-func (t *Transport) hold(ctx context.Context, key string, d time.Duration) time.Duration {
-	if dl, ok := t.limiter.(Delayer); ok && dl.Delay(ctx, key, d) == nil {
-		return 0
-	}
-	return d
-}
-
-// await waits wait, then for the limiter, both within the deadline and
-// ctx, and reports whether the retry may start.
-func (t *Transport) await(ctx context.Context, key string, wait time.Duration, deadline time.Time) bool {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if sleep(ctx, SystemClock, wait) != nil {
-		return false
-	}
-	return t.limiter == nil || t.limiter.Wait(ctx, key) == nil
-}
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) { return t.rt.RoundTrip(req) }
 
 // CloseIdleConnections closes the idle connections of the base transport,
 // when it has such a method; http.Client.CloseIdleConnections calls it.
-func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+func (t *Transport) CloseIdleConnections() { t.rt.CloseIdleConnections() }
+
+// waiterOf shows a RateLimiter to an outbound.Transport: as an
+// outbound.Delayer too when it is a Delayer, so that a Retry-After holds
+// its key back there, and otherwise only as a Waiter, so that the
+// Transport waits out a Retry-After on its own before a retry.
+func waiterOf(l RateLimiter) outbound.Waiter {
+	if l == nil {
+		return nil
 	}
+	if d, ok := l.(Delayer); ok {
+		return delayingWaiter{waiter{l}, d}
+	}
+	return waiter{l}
 }
 
-// throttled returns the Retry-After of a 429 or 503 response, at most
-// MaxRetryAfter, and false for any other response or one without a valid
-// Retry-After.
-func throttled(resp *http.Response) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
-	}
-	d, ok := retryAfter(resp.Header, time.Now())
-	return min(d, MaxRetryAfter), ok
-}
+// waiter is a RateLimiter as an outbound.Waiter: the key alone decides.
+type waiter struct{ l RateLimiter }
 
-// maxRetrySeconds keeps a Retry-After in seconds within a time.Duration.
-const maxRetrySeconds = math.MaxInt64 / int64(time.Second)
+func (w waiter) Wait(ctx context.Context, _, _, key string) error { return w.l.Wait(ctx, key) }
 
-// retryAfter parses the Retry-After header of h: a number of seconds, or an
-// HTTP-date, measured from h's Date when it has a valid one, else from now.
-// A date in the past is 0. It returns false when the header is missing or
-// invalid.
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case errors.Is(err, strconv.ErrRange) && strings.Trim(v, "0123456789") == "":
-			secs = maxRetrySeconds
-		case err != nil:
-			return 0, false
-		}
-		return time.Duration(min(secs, maxRetrySeconds)) * time.Second, true
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	if date, err := http.ParseTime(h.Get("Date")); err == nil {
-		now = date
-	}
-	return max(at.Sub(now), 0), true
-}
-
-// replayable reports whether req may be sent again after a 429 or 503: when
-// it is idempotent (by its method, or an idempotency key) and its body can
-// be sent again.
-func replayable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, ok := req.Header["Idempotency-Key"]
-	if !ok {
-		_, ok = req.Header["X-Idempotency-Key"]
-	}
-	return ok
-}
-
-// rewind returns a clone of req with a fresh body, and false when the body
-// cannot be had again.
-func rewind(req *http.Request) (*http.Request, bool) {
-	r := req.Clone(req.Context())
-	if req.Body == nil || req.Body == http.NoBody {
-		return r, true
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return nil, false
-	}
-	r.Body = body
-	return r, true
-}
-
-func closeBody(b io.ReadCloser) {
-	if b != nil {
-		_ = b.Close()
-	}
+// delayingWaiter is a RateLimiter that is a Delayer, as an outbound.Waiter
+// and outbound.Delayer.
+type delayingWaiter struct {
+	waiter
+	Delayer
 }
 
 // drain reads a little of a response that is dropped, so that its

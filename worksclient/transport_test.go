@@ -525,3 +525,69 @@ type idleCloser struct {
 }
 
 func (c *idleCloser) CloseIdleConnections() { c.closed = true }
+
+// TestTransportRetryAfterForms: every form of Retry-After a 429 may carry,
+// as the Transport honours it: a valid one (seconds, an HTTP-date in any
+// of its three formats, measured from the response's Date when that is
+// valid) is retried when it has passed (and the key's interval), one too
+// long at MaxRetryAfter; an invalid one is not retried.
+func TestTransportRetryAfterForms(t *testing.T) {
+	date := func(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+	tests := []struct {
+		name     string
+		ra, date func(now time.Time) string
+		want     time.Duration // when the retry starts; -1: no retry
+	}{
+		{"0", func(time.Time) string { return "0" }, nil, iv},
+		{"120", func(time.Time) string { return "120" }, nil, 2 * time.Minute},
+		{"spaces", func(time.Time) string { return " 7 " }, nil, 7 * time.Second},
+		{"overflow", func(time.Time) string { return "99999999999999999999999" }, nil, worksclient.MaxRetryAfter},
+		{"negative", func(time.Time) string { return "-1" }, nil, -1},
+		{"fraction", func(time.Time) string { return "1.5" }, nil, -1},
+		{"trailing letters", func(time.Time) string { return "12abc" }, nil, -1},
+		{"word", func(time.Time) string { return "soon" }, nil, -1},
+		{"date", func(now time.Time) string { return date(now.Add(30 * time.Second)) }, nil, 30 * time.Second},
+		{"date past", func(now time.Time) string { return date(now.Add(-30 * time.Second)) }, nil, iv},
+		{"RFC 850", func(now time.Time) string { return now.UTC().Add(time.Minute).Format(time.RFC850) }, nil, time.Minute},
+		{"ANSI C", func(now time.Time) string { return now.UTC().Add(time.Minute).Format(time.ANSIC) }, nil, time.Minute},
+		{"date from Date", func(now time.Time) string { return date(now.Add(-time.Hour + 10*time.Second)) },
+			func(now time.Time) string { return date(now.Add(-time.Hour)) }, 10 * time.Second},
+		{"date with a bad Date", func(now time.Time) string { return date(now.Add(10 * time.Second)) },
+			func(time.Time) string { return "garbage" }, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeAPI{respond: func(n int, req *http.Request) *http.Response {
+					if n > 0 {
+						return response(req, http.StatusOK, nil, "ok")
+					}
+					h := http.Header{"Retry-After": {tt.ra(time.Now())}}
+					if tt.date != nil {
+						h.Set("Date", tt.date(time.Now()))
+					}
+					return response(req, http.StatusTooManyRequests, h, "slow down")
+				}}
+				tr := worksclient.NewTransport(f, worksclient.NewPacer(iv), worksclient.WithRetry(2, time.Hour))
+				t0 := time.Now()
+				resp, err := send(t, tr, "GET", api+"/v1.0/users", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls := f.get()
+				if tt.want < 0 {
+					if resp.StatusCode != http.StatusTooManyRequests || len(calls) != 1 {
+						t.Fatalf("%d after %d calls, want the 429 after 1 (no retry)", resp.StatusCode, len(calls))
+					}
+					return
+				}
+				if resp.StatusCode != http.StatusOK || len(calls) != 2 {
+					t.Fatalf("%d after %d calls, want 200 after 2", resp.StatusCode, len(calls))
+				}
+				if got := calls[1].at.Sub(t0); got != tt.want {
+					t.Errorf("retried after %v, want %v", got, tt.want)
+				}
+			})
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/internal/redisbound"
 )
 
 // Defaults of the options.
@@ -192,14 +193,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s.grain = min(max(s.timeout/20, time.Millisecond), 10*time.Millisecond)
 	s.nodes.init(client, s.clock)
-	switch c := client.(type) {
-	case *redis.Client:
-		s.bounded = c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		s.bounded = c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		s.bounded = c.Options().ContextTimeoutEnabled
-	}
+	s.bounded = redisbound.Bounded(client)
 	return s, nil
 }
 
@@ -516,27 +510,23 @@ func waited(err error) bool {
 
 // errTimeout is returned when a call to a client that ignores context
 // deadlines did not end in time.
-var errTimeout = errors.New("redis call timed out")
+var errTimeout = redisbound.ErrTimeout
 
+// do runs one command, bounded by ctx's deadline whether or not the client
+// honours it (see redisbound.Call); a call given up on is counted in
+// s.inflight until it ends.
 func (s *Store) do(ctx *callCtx, args []any) (any, error) {
-	if s.bounded {
-		return s.client.Do(ctx, args...).Result()
-	}
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Done()
-		v, err := s.client.Do(ctx, args...).Result()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.done:
+	v, err := redisbound.Call(ctx, s.bounded, &s.inflight, doArgs{s.client, args}, doCall)
+	if err == errTimeout {
 		return nil, fmt.Errorf("%w after %v", errTimeout, s.timeout)
 	}
+	return v, err
 }
+
+// doArgs is a command and the client that runs it.
+type doArgs struct {
+	client redis.UniversalClient
+	args   []any
+}
+
+func doCall(ctx context.Context, a doArgs) (any, error) { return a.client.Do(ctx, a.args...).Result() }

@@ -14,12 +14,12 @@
 //     ("POST /oauth2/v2.0/token").
 //   - The relay sends the messages of different APIs at once (one lane per
 //     API key) and those of one API in order, each 250 ms after the last.
-//   - It relays only inside LeaderLock.Run. Without -redis there is no
-//     lock (a single instance); with -redis the replica must hold
-//     baron:worksmobile:relay:leader, and the pacing itself is shared
-//     through Redis (RedisPacer), so that spacing holds across a change of
-//     leader too. Run two with the same -redis: one relays, then the
-//     other, never both at once.
+//   - It relays only inside worksredis.LeaderLock.Run. Without -redis
+//     there is no lock (a single instance); with -redis the replica must
+//     hold baron:worksmobile:relay:leader, and the pacing itself is shared
+//     through Redis (worksredis.Pacer), so that spacing holds across a
+//     change of leader too. Run two with the same -redis: one relays,
+//     then the other, never both at once.
 //
 // The fake API listens on 127.0.0.1 (httptest) for as long as the program
 // runs, which is about a second with the defaults. For each API key the
@@ -53,6 +53,7 @@ import (
 
 	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/worksclient"
+	"github.com/rlkit/rlkit/worksclient/worksredis"
 )
 
 // errUsage reports bad flags; run has already printed why and the usage.
@@ -157,17 +158,19 @@ func relayOutbox(ctx context.Context, cfg config, rdb redis.UniversalClient, std
 	if rdb == nil {
 		pacer, where = worksclient.NewPacer(cfg.interval), "in this process"
 	} else {
-		pacer, where = worksclient.NewRedisPacer(rdb, cfg.interval), "in Redis, shared by every replica"
+		rp := worksredis.NewPacer(rdb, cfg.interval)
+		defer rp.Close()
+		pacer, where = rp, "in Redis, shared by every replica"
 	}
 	relayClient := client.WithRateLimiter(pacer)
 	tokens.hc = relayClient.HTTPClient() // the relay's token requests are paced too
 
-	lock := worksclient.NewLeaderLock(rdb, cfg.owner)
+	lock := worksredis.NewLeaderLock(rdb, cfg.owner)
 	fmt.Fprintf(stdout, "fake Works API on %s\n", api.URL)
 	if rdb == nil {
 		fmt.Fprintln(stdout, "leader lock: none (no Redis: a single instance relays)")
 	} else {
-		fmt.Fprintf(stdout, "leader lock: %s (TTL %v) as %s\n", worksclient.LeaderKey, worksclient.LeaderTTL, cfg.owner)
+		fmt.Fprintf(stdout, "leader lock: %s (TTL %v) as %s\n", worksredis.LeaderKey, worksredis.LeaderTTL, cfg.owner)
 	}
 	fmt.Fprintf(stdout, "relaying %d messages over %d APIs, paced at %v per API %s\n", box.pending(), len(apis), cfg.interval, where)
 
@@ -183,7 +186,7 @@ func relayOutbox(ctx context.Context, cfg config, rdb redis.UniversalClient, std
 			return relay(ctx, relayClient, box)
 		})
 		switch {
-		case errors.Is(err, worksclient.ErrLeadershipLost):
+		case errors.Is(err, worksredis.ErrLeadershipLost):
 			fmt.Fprintf(stdout, "%v; contending again\n", err)
 		case err != nil:
 			return newReport(api, sent, box, time.Since(start)), err

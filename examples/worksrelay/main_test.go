@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlkit/rlkit/internal/redistest"
 	"github.com/rlkit/rlkit/worksclient"
+	"github.com/rlkit/rlkit/worksclient/worksredis"
 )
 
 type quiet struct{}
@@ -125,7 +126,7 @@ func TestRelayRedis(t *testing.T) {
 			!strings.Contains(out.String(), "leader: relaying") || !strings.Contains(out.String(), "in Redis") {
 			t.Fatalf("output:\n%s", out.String())
 		}
-		if n := c.Exists(t.Context(), worksclient.LeaderKey).Val(); n != 0 {
+		if n := c.Exists(t.Context(), worksredis.LeaderKey).Val(); n != 0 {
 			t.Fatal("the lock was not released")
 		}
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})

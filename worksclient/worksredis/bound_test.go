@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"
@@ -8,29 +8,34 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlkit/rlkit/internal/redisbound"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
 // TestRedisCallsBoundedWithoutContextTimeout: with a client that ignores
 // context deadlines (no ContextTimeoutEnabled) and a Redis that never
-// answers, RedisPacer.Wait and LeaderLock.Run still return by their
+// answers, Pacer.Wait and LeaderLock.Run still return by their
 // context's deadline, well before the client's own ReadTimeout.
 func TestRedisCallsBoundedWithoutContextTimeout(t *testing.T) {
 	const readTimeout = 2 * time.Second
-	newClient := func(t *testing.T) *redis.Client {
-		// Registered first, so it runs last: the calls given up on end
+	newClient := func(t *testing.T, closers ...func() error) *redis.Client {
+		// Registered first, so they run last: the calls given up on end
 		// once the black hole has closed their connections.
-		t.Cleanup(redisCalls.Wait)
+		t.Cleanup(inflight.Wait)
+		for _, c := range closers {
+			t.Cleanup(func() { _ = c() })
+		}
 		addr, _ := redistest.BlackHole(t)
 		c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: readTimeout, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
-		if boundedClient(c) {
+		if redisbound.Bounded(c) {
 			t.Fatal("client taken as bounded")
 		}
 		return c
 	}
-	t.Run("RedisPacer.Wait", func(t *testing.T) {
-		p := NewRedisPacer(newClient(t), 0)
+	t.Run("Pacer.Wait", func(t *testing.T) {
+		var p *Pacer
+		p = NewPacer(newClient(t, func() error { return p.Close() }), 0)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		t0 := time.Now()

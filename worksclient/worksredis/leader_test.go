@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func overlaps(ts []tenure) int {
 
 // jitter waits a random duration below max, or until ctx is done.
 func jitter(ctx context.Context, max time.Duration) {
-	_ = sleep(ctx, SystemClock, rand.N(max))
+	_ = sleep(ctx, rand.N(max))
 }
 
 // contend runs n contenders, each with its own client (as n replicas
@@ -161,7 +161,7 @@ func TestLeaderLockRenews(t *testing.T) {
 			overlap.Add(1)
 		}
 		defer holders.Add(-1)
-		if err := sleep(fctx, SystemClock, 4*ttl/3); err != nil { // past the TTL: only renewals keep it
+		if err := sleep(fctx, 4*ttl/3); err != nil { // past the TTL: only renewals keep it
 			return err
 		}
 		if pttl := c.PTTL(t.Context(), LeaderKey).Val(); pttl <= 0 || pttl > ttl {
@@ -198,7 +198,7 @@ func TestLeaderLockKeepsLockUntilFnReturns(t *testing.T) {
 		errc <- a.Run(ctx, func(fctx context.Context) error {
 			close(held)
 			<-fctx.Done()
-			_ = sleep(t.Context(), SystemClock, windDown)
+			_ = sleep(t.Context(), windDown)
 			aEnd = time.Now()
 			return fctx.Err()
 		})
@@ -462,5 +462,55 @@ func TestLeaderLockUnreachable(t *testing.T) {
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last Redis error") {
 		t.Fatalf("Run = %v, want %v with the last Redis error", err, context.DeadlineExceeded)
+	}
+}
+
+// TestLeaderLockWithKey: locks on different keys lead at the same time;
+// locks on one key (not the default) exclude each other; the default key
+// is not touched.
+func TestLeaderLockWithKey(t *testing.T) {
+	s := redistest.StartServer(t)
+	c := s.Client(t)
+	a := NewLeaderLock(s.Client(t), "a", WithKey("jobs:a:leader"))
+	b := NewLeaderLock(s.Client(t), "b", WithKey("jobs:b:leader"))
+	a2 := NewLeaderLock(s.Client(t), "a2", WithKey("jobs:a:leader"), WithPollInterval(10*time.Millisecond))
+	if NewLeaderLock(nil, "", WithKey("")).key != LeaderKey {
+		t.Error("WithKey(\"\") changed the key")
+	}
+	var bothLed, a2Ran bool
+	err := a.Run(t.Context(), func(context.Context) error {
+		if v := c.Get(t.Context(), "jobs:a:leader").Val(); !strings.HasPrefix(v, "a/") {
+			return fmt.Errorf("jobs:a:leader holds %q, want a's token", v)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if err := b.Run(ctx, func(context.Context) error {
+			bothLed = strings.HasPrefix(c.Get(t.Context(), "jobs:b:leader").Val(), "b/")
+			return nil
+		}); err != nil {
+			return fmt.Errorf("b's Run = %w", err)
+		}
+		ctx, cancel = context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if err := a2.Run(ctx, func(context.Context) error { a2Ran = true; return nil }); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("a2's Run = %v, want %v", err, context.DeadlineExceeded)
+		}
+		if n := c.Exists(t.Context(), LeaderKey).Val(); n != 0 {
+			return fmt.Errorf("the default key %s exists", LeaderKey)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bothLed {
+		t.Error("b did not lead on its own key while a held its own")
+	}
+	if a2Ran {
+		t.Error("a2 ran while a held the same key")
+	}
+	// Once a has released its key, a2 takes it.
+	if err := a2.Run(t.Context(), func(context.Context) error { a2Ran = true; return nil }); err != nil || !a2Ran {
+		t.Errorf("a2 after a: ran %v, Run = %v", a2Ran, err)
 	}
 }

@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"
@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/internal/redisbound"
 )
 
-// The Works relay's leader lock. They are constants, not configuration:
-// every replica must agree on them.
+// The Works relay's leader lock: the Redis key a LeaderLock takes unless
+// given another (WithKey), and its time to live unless given another
+// (WithTTL). Every replica of one relay must agree on both.
 const (
 	LeaderKey = "baron:worksmobile:relay:leader"
 	LeaderTTL = 30 * time.Second
@@ -46,6 +49,18 @@ var (
 
 // LockOption configures a LeaderLock.
 type LockOption func(*LeaderLock)
+
+// WithKey sets the Redis key of the lock, so that several jobs (or several
+// relays sharing a Redis) each have a leader of their own; every replica
+// of one job must use the same key. An empty key is ignored. Default:
+// LeaderKey ("baron:worksmobile:relay:leader").
+func WithKey(key string) LockOption {
+	return func(l *LeaderLock) {
+		if key != "" {
+			l.key = key
+		}
+	}
+}
 
 // WithTTL sets the lock's time to live: how long a holder that vanished
 // keeps the others out. A TTL under 1 ms is ignored. Default: LeaderTTL
@@ -83,7 +98,7 @@ func WithLockTimeout(d time.Duration) LockOption {
 }
 
 // LeaderLock lets one replica at a time run a job, the Works relay: the
-// holder of the Redis key LeaderKey. A holder sets it with SET NX PX and
+// holder of one Redis key, LeaderKey unless WithKey gives another. A holder sets it with SET NX PX and
 // its own token (the owner, '/', 16 random base32 characters), renews it
 // (every third of the TTL by default) with a compare-and-expire script,
 // and deletes it when done with a compare-and-delete script, so no replica
@@ -159,7 +174,7 @@ func NewLeaderLock(client redis.UniversalClient, owner string, opts ...LockOptio
 	if isNilClient(l.client) {
 		l.client = nil
 	}
-	l.bounded = boundedClient(l.client)
+	l.bounded = redisbound.Bounded(l.client)
 	return l
 }
 
@@ -197,7 +212,7 @@ func (l *LeaderLock) safe() time.Duration { return l.ttl - l.ttl/3 }
 //
 //	for ctx.Err() == nil {
 //		err := lock.Run(ctx, relay)
-//		if err != nil && !errors.Is(err, worksclient.ErrLeadershipLost) {
+//		if err != nil && !errors.Is(err, worksredis.ErrLeadershipLost) {
 //			return err
 //		}
 //	}
@@ -257,9 +272,7 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 	for {
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, l.timeout)
-		n, err := redisCall(cctx, l.bounded, func(cctx context.Context) (int64, error) {
-			return acquireScript.Run(cctx, l.client, []string{l.key}, token, l.ttl.Milliseconds()).Int64()
-		})
+		n, err := redisbound.Call(cctx, l.bounded, &inflight, lockCall{l, acquireScript, token}, runLock)
 		cancel()
 		switch {
 		case err == nil && n == 1 && time.Since(sent) < l.safe():
@@ -273,7 +286,7 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 			}
 		}
 		wait := time.Duration(float64(l.poll) * (0.8 + 0.4*rand.Float64()))
-		if err := sleep(ctx, SystemClock, wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			if uncertain {
 				l.release(ctx, token)
 			}
@@ -291,9 +304,23 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 func (l *LeaderLock) release(ctx context.Context, token string) {
 	rel, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
-	_, _ = redisCall(rel, l.bounded, func(rel context.Context) (any, error) {
-		return nil, releaseScript.Run(rel, l.client, []string{l.key}, token).Err()
-	})
+	_, _ = redisbound.Call(rel, l.bounded, &inflight, lockCall{l, releaseScript, token}, runLock)
+}
+
+// lockCall is one run of a script of the lock: acquire, renew (with the
+// TTL) or release.
+type lockCall struct {
+	l      *LeaderLock
+	script *redis.Script
+	token  string
+}
+
+func runLock(ctx context.Context, c lockCall) (int64, error) {
+	args := []any{c.token}
+	if c.script != releaseScript {
+		args = append(args, c.l.ttl.Milliseconds())
+	}
+	return c.script.Run(ctx, c.l.client, []string{c.l.key}, args...).Int64()
 }
 
 // holding is one tenure of the lock.
@@ -346,9 +373,7 @@ func (h *holding) renewLoop(ctx context.Context, last time.Time) {
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, min(l.timeout, left))
-		n, err := redisCall(cctx, l.bounded, func(cctx context.Context) (int64, error) {
-			return renewScript.Run(cctx, l.client, []string{l.key}, h.token, l.ttl.Milliseconds()).Int64()
-		})
+		n, err := redisbound.Call(cctx, l.bounded, &inflight, lockCall{l, renewScript, h.token}, runLock)
 		cancel()
 		switch {
 		case ctx.Err() != nil: // fn returned; the outcome no longer matters

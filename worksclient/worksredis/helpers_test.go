@@ -1,4 +1,4 @@
-package worksclient
+package worksredis
 
 import (
 	"context"

@@ -1,0 +1,203 @@
+// Package redishold keeps the holds of an outbound.Limiter in Redis, so
+// that every process pacing the same upstream keys honours them: when one
+// replica is told to wait (a Retry-After, a remaining count of 0 until
+// the reset), none of them sends under that key until the hold ends.
+//
+//	holds := redishold.New(rdb)
+//	lim, err := outbound.New(cfg, store, outbound.WithHoldStore(holds))
+//
+// A hold is one Redis key whose time to live is what is left of the hold,
+// on the Redis server's clock (SET PX, PTTL), so processes with skewed
+// clocks agree. Hold keeps the later of the hold in place and the new one
+// in one Lua script (EVALSHA, EVAL when the server lacks it); Held is one
+// PTTL. The rate-limit key is never written to Redis: the Redis key is the
+// prefix and the SHA-256 of the key, so a key that holds a secret (a
+// token, an API key) cannot be read back from Redis. A hold that has
+// ended leaves nothing behind: its key has expired.
+//
+// Every call is bounded by a timeout (WithTimeout), whether or not the
+// client has ContextTimeoutEnabled: without it (go-redis's default) the
+// call runs on its own goroutine, which the caller stops waiting for at
+// the timeout, and which ends when go-redis returns, by the client's own
+// ReadTimeout at the latest.
+package redishold
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/internal/redisbound"
+	"github.com/rlkit/rlkit/outbound"
+)
+
+// Defaults of the options.
+const (
+	DefaultPrefix  = "rl:hold:"
+	DefaultTimeout = 100 * time.Millisecond
+)
+
+var (
+	//go:embed hold.lua
+	holdLua    string
+	holdScript = redis.NewScript(holdLua)
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of the Redis keys the Store writes, one per
+// rate-limit key held: prefix + the unpadded base64url SHA-256 of the key
+// (43 characters). With no hash tag in the prefix, holds spread over a
+// Redis Cluster; a prefix such as "{holds}:" puts them all in one slot.
+// Default: DefaultPrefix ("rl:hold:").
+func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
+
+// WithTimeout bounds each call to Redis; a call that takes longer fails
+// with an error that is context.DeadlineExceeded to errors.Is. A timeout
+// ≤ 0 is ignored. Default: DefaultTimeout (100ms).
+func WithTimeout(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.timeout = d
+		}
+	}
+}
+
+// Store is an outbound.HoldStore in Redis. It holds no state of its own
+// besides its options and is safe for concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	bounded bool // the client bounds its calls by the context's deadline
+
+	// mu is held (shared) by every call and (exclusive) by Close, which so
+	// waits for the calls running; inflight counts the calls given up on
+	// at their timeout, still running.
+	mu       sync.RWMutex
+	closed   atomic.Bool
+	inflight sync.WaitGroup
+}
+
+var _ outbound.HoldStore = (*Store)(nil)
+
+// New returns a Store that keeps holds in client. It does not contact
+// Redis. A nil client makes every call fail.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(s)
+	}
+	s.bounded = redisbound.Bounded(client)
+	return s
+}
+
+// errNilClient is the error of every call of a Store without a client.
+var errNilClient = errors.New("redishold: nil client")
+
+// ErrClosed is the error of every call after Close.
+var ErrClosed = errors.New("redishold: store closed")
+
+// Close stops the Store: later calls fail with ErrClosed. It waits for the
+// calls running (and, with a client without ContextTimeoutEnabled, for
+// those given up on at their timeout) and does not close the client, which
+// belongs to the caller.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock() // no call holds mu now, and none can start
+	s.mu.Unlock()
+	s.inflight.Wait()
+	return nil
+}
+
+// Hold implements outbound.HoldStore: no request under key starts until d
+// from now has passed, on the Redis server's clock, unless a later hold is
+// in place already, which stays. d is rounded up to whole milliseconds; d
+// ≤ 0 does nothing.
+func (s *Store) Hold(ctx context.Context, key string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	_, err := s.call(ctx, holdArgs{s, key, int64(ms)}, runHold)
+	return err
+}
+
+// Held implements outbound.HoldStore: the time left on key's hold, on the
+// Redis server's clock, in whole milliseconds; 0 when there is none.
+func (s *Store) Held(ctx context.Context, key string) (time.Duration, error) {
+	ms, err := s.call(ctx, holdArgs{s, key, 0}, runHeld)
+	if err != nil || ms <= 0 {
+		return 0, err
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// holdArgs is one call: the Store, the rate-limit key and, for Hold, the
+// hold in milliseconds.
+type holdArgs struct {
+	s   *Store
+	key string
+	ms  int64
+}
+
+func runHold(ctx context.Context, a holdArgs) (int64, error) {
+	return holdScript.Run(ctx, a.s.client, []string{a.s.redisKey(a.key)}, a.ms).Int64()
+}
+
+// runHeld returns the key's PTTL in ms: -2 when it does not exist (go-redis
+// gives -1 and -2 as they are, not as milliseconds).
+func runHeld(ctx context.Context, a holdArgs) (int64, error) {
+	d, err := a.s.client.PTTL(ctx, a.s.redisKey(a.key)).Result()
+	if d < 0 {
+		return int64(d), err
+	}
+	return d.Milliseconds(), err
+}
+
+// call runs f bounded by the timeout. When ctx is done it returns
+// ctx.Err() itself; other errors name the package.
+func (s *Store) call(ctx context.Context, a holdArgs, f func(context.Context, holdArgs) (int64, error)) (int64, error) {
+	if s.client == nil {
+		return 0, errNilClient
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v, err := redisbound.Call(cctx, s.bounded, &s.inflight, a, f)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return 0, cerr
+		}
+		if err == redisbound.ErrTimeout {
+			err = fmt.Errorf("%w after %v: %w", redisbound.ErrTimeout, s.timeout, context.DeadlineExceeded)
+		}
+		return 0, fmt.Errorf("redishold: %w", err)
+	}
+	return v, nil
+}
+
+// redisKey returns the Redis key of a rate-limit key: the prefix and the
+// key's SHA-256, so that the key itself never reaches Redis.
+func (s *Store) redisKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return s.prefix + base64.RawURLEncoding.EncodeToString(sum[:])
+}
