@@ -194,14 +194,7 @@ func (c *client) observe(ctx context.Context, key string, header, trailer metada
 	if d := retryDelay(err); d > s.RetryAfter {
 		s.RetryAfter = min(d, outbound.MaxHold)
 	}
-	switch w := c.w.(type) {
-	case outbound.Observer:
-		w.Observe(ctx, key, s)
-	case outbound.Delayer:
-		if s.RetryAfter > 0 {
-			_ = w.Delay(ctx, key, s.RetryAfter)
-		}
-	}
+	outbound.Report(ctx, c.w, key, s)
 }
 
 // retryDelay is the retry_delay of a RetryInfo detail of the status err,

@@ -187,12 +187,25 @@ func (t *Transport) send(ctx context.Context, req *http.Request, key string) (*h
 			s.RetryAfter = d
 		}
 	}
-	if o, ok := t.waiter.(Observer); ok {
-		o.Observe(ctx, key, s)
-	} else if dl, ok := t.waiter.(Delayer); ok && s.RetryAfter > 0 {
-		_ = dl.Delay(ctx, key, s.RetryAfter)
-	}
+	Report(ctx, t.waiter, key, s)
 	return resp, err
+}
+
+// Report tells w what an upstream said of a request that started under
+// key: Observe when w is an Observer; otherwise, when w is a Delayer and
+// s asks for a wait (Retry-After), Delay for it; nothing else. A client
+// of another protocol (package grpcrl's interceptors) reports through it
+// as a Transport does: once per request that w let start, with a zero
+// Signal when the request got no answer.
+func Report(ctx context.Context, w Waiter, key string, s Signal) {
+	switch w := w.(type) {
+	case Observer:
+		w.Observe(ctx, key, s)
+	case Delayer:
+		if s.RetryAfter > 0 {
+			_ = w.Delay(ctx, key, s.RetryAfter)
+		}
+	}
 }
 
 // held returns how long the Transport must wait on its own before a retry
