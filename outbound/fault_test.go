@@ -96,3 +96,47 @@ func TestFaultRedisPausedCancel(t *testing.T) {
 		t.Fatal("the head never got an answer from the paused Redis")
 	}
 }
+
+// TestFaultRedisPausedHeadCancel: the head of a queue, whose store call
+// is stuck on a paused (SIGSTOP) Redis, returns ctx.Err() as soon as its
+// context is cancelled, not at the store's 2 s timeout, and never nil
+// (fail-open would have let it start at the timeout); the next request
+// starts once Redis answers again.
+func TestFaultRedisPausedHeadCancel(t *testing.T) {
+	srv := redistest.StartServer(t)
+	l := redisLimiter(t, srv, 2*time.Second, true)
+	if err := l.Wait(context.Background(), "GET", "/", "k"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	head := make(chan error, 1)
+	go func() { head <- l.Wait(ctx, "GET", "/", "k") }()
+	eventually(t, func() (int, bool) { n := l.queued("k"); return n, n == 1 })
+	time.Sleep(100 * time.Millisecond) // the head is in its store call
+	cancel()
+	begin := time.Now()
+	select {
+	case err := <-head:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled head: %v, want context.Canceled", err)
+		}
+		if d := time.Since(begin); d > time.Second {
+			t.Fatalf("cancelled head returned after %v (the store's timeout is 2 s)", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled head stayed in its store call")
+	}
+	srv.Resume()
+	resumed = true
+	eventually(t, func() (int, bool) { n := l.queued("k"); return n, n == 0 })
+	if err := l.Wait(context.Background(), "GET", "/", "k"); err != nil {
+		t.Fatalf("after Redis resumed: %v", err)
+	}
+}

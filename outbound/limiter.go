@@ -90,6 +90,7 @@ func WithCoreOptions(opts ...core.Option) Option {
 // amortised O(1) per new key.
 type Limiter struct {
 	core     *core.Limiter
+	remote   bool // the store is not a core.LocalStore: its calls may block
 	clock    Clock
 	holds    HoldStore
 	coreOpts []core.Option
@@ -121,6 +122,8 @@ func New(cfg *core.Config, store core.Store, opts ...Option) (*Limiter, error) {
 		store = memstore.New(memstore.WithClock(cc))
 	}
 	l.core = core.NewLimiter(cfg, store, append([]core.Option{core.WithClock(cc)}, l.coreOpts...)...)
+	ls, local := store.(core.LocalStore)
+	l.remote = !local || !ls.Local()
 	for i := range l.shards {
 		l.shards[i].init()
 	}
@@ -162,7 +165,12 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixNano() }
 // Wait implements Waiter: it returns nil when a request of method on path
 // (escaped) under key may start, after the requests that were waiting
 // under the same key and rule before it. It returns ctx.Err() as soon as
-// ctx is done (also when it is done on entry), taking no slot; an error
+// ctx is done (also when it is done on entry), taking no slot, even while
+// a store in another process (Redis) is deciding the request: that call
+// then ends on its own goroutine, within the store's timeout, and should
+// it admit the request, the admission stays counted (a core.Store cannot
+// give one back), so the key may start one request fewer in its window
+// than the limit allows. It returns an error
 // wrapping the store's when the store fails and the configuration fails
 // closed; ErrNeverAdmitted at once for a cost above the rule's capacity;
 // ErrBanned for a banned key. A request on an exempt path, or with
@@ -247,7 +255,18 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, ske
 // or the error Wait returns.
 func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey string, counted bool) (time.Duration, error) {
 	if l.holds != nil {
-		left, err := l.holds.Held(ctx, skey)
+		type held struct {
+			left time.Duration
+			err  error
+		}
+		h, ok := detach(ctx, true, func() held {
+			left, err := l.holds.Held(ctx, skey)
+			return held{left, err}
+		})
+		if !ok {
+			return 0, ctx.Err()
+		}
+		left, err := h.left, h.err
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, ctx.Err()
@@ -262,12 +281,15 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 	if !counted {
 		return 0, nil
 	}
-	d := l.core.Decide(ctx, method, p, key, false)
+	d, ok := detach(ctx, l.remote, func() core.Decision { return l.core.Decide(ctx, method, p, key, false) })
 	switch {
+	case !ok || ctx.Err() != nil:
+		// Done while the store decided: the request is not sent, though
+		// an admission the store made stays counted (a core.Store cannot
+		// give it back).
+		return 0, ctx.Err()
 	case d.Allowed:
 		return 0, nil
-	case ctx.Err() != nil:
-		return 0, ctx.Err()
 	case d.Err != nil:
 		return 0, fmt.Errorf("outbound: rate-limit store: %w", d.Err)
 	case d.Banned:
@@ -276,6 +298,25 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 		return 0, fmt.Errorf("%w (rule %q: cost %d, capacity %d)", ErrNeverAdmitted, d.Rule.Name, d.Cost, d.Rule.Policy.Capacity())
 	}
 	return max(d.Result.RetryAfter, minRetry), nil
+}
+
+// detach returns f's result, or ok false as soon as ctx is done when f
+// may block (remote: it calls another process) and ctx can end: f then
+// goes on, on a goroutine of its own, until it returns, which its store's
+// own timeout bounds. A local f, or a ctx that cannot end, runs on the
+// caller's goroutine.
+func detach[T any](ctx context.Context, remote bool, f func() T) (v T, ok bool) {
+	if !remote || ctx.Done() == nil {
+		return f(), true
+	}
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v = <-ch:
+		return v, true
+	case <-ctx.Done():
+		return v, false
+	}
 }
 
 // minRetry is the least sleep between two asks of the store, should a
