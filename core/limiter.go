@@ -235,6 +235,12 @@ func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
 	return cfg.headers
 }
 
+// FailsOpen reports whether a request passes when the store fails: the
+// policy WithFailOpen set, else the current configuration's. Packages
+// that call other stores for the same requests (package outbound's hold
+// store) follow it too.
+func (l *Limiter) FailsOpen() bool { return l.failsOpen(l.Config()) }
+
 // failsOpen reports whether, under cfg, a request passes when the store
 // fails.
 func (l *Limiter) failsOpen(cfg *Config) bool {

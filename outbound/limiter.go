@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -44,11 +45,12 @@ func WithClock(c Clock) Option {
 // what Observe derives from Retry-After or a remaining count of 0) is
 // written there too, and a request starts only when the store has no hold
 // on its key. The local budget Observe derives from a positive remaining
-// count stays in the process. A failure of the HoldStore is handled as the
-// configuration's failure policy says (core.Spec.Failure; a
-// core.WithFailOpen given through WithCoreOptions applies to the rate-limit
-// store only): open, the request starts; closed, Wait returns an error
-// wrapping the HoldStore's. Delay returns the HoldStore's error (the hold
+// count stays in the process. A failure of the HoldStore is handled as a
+// failure of the rate-limit store is (core.Limiter.FailsOpen: a
+// core.WithFailOpen given through WithCoreOptions, else the
+// configuration's core.Spec.Failure): open, the request starts; closed,
+// Wait returns an error wrapping the HoldStore's. A Wait may call both
+// stores, so it may take up to both timeouts when both fail slowly. Delay returns the HoldStore's error (the hold
 // still applies in the process). Default: none, holds are kept in the
 // process only.
 func WithHoldStore(h HoldStore) Option { return func(l *Limiter) { l.holds = h } }
@@ -259,7 +261,7 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 			left time.Duration
 			err  error
 		}
-		h, ok := detach(ctx, true, func() held {
+		h, ok := detach(ctx, func() held {
 			left, err := l.holds.Held(ctx, skey)
 			return held{left, err}
 		})
@@ -270,7 +272,7 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, ctx.Err()
-		case err != nil && !l.core.Config().FailOpen():
+		case err != nil && !l.core.FailsOpen():
 			return 0, fmt.Errorf("outbound: hold store: %w", err)
 		case err == nil && left > 0:
 			left = min(left, MaxHold)
@@ -281,7 +283,13 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 	if !counted {
 		return 0, nil
 	}
-	d, ok := detach(ctx, l.remote, func() core.Decision { return l.core.Decide(ctx, method, p, key, false) })
+	var d core.Decision
+	ok := true
+	if l.remote {
+		d, ok = detach(ctx, func() core.Decision { return l.core.Decide(ctx, method, p, key, false) })
+	} else {
+		d = l.core.Decide(ctx, method, p, key, false) // in this process: no goroutine, no allocation
+	}
 	switch {
 	case !ok || ctx.Err() != nil:
 		// Done while the store decided: the request is not sent, though
@@ -300,13 +308,12 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 	return max(d.Result.RetryAfter, minRetry), nil
 }
 
-// detach returns f's result, or ok false as soon as ctx is done when f
-// may block (remote: it calls another process) and ctx can end: f then
-// goes on, on a goroutine of its own, until it returns, which its store's
-// own timeout bounds. A local f, or a ctx that cannot end, runs on the
-// caller's goroutine.
-func detach[T any](ctx context.Context, remote bool, f func() T) (v T, ok bool) {
-	if !remote || ctx.Done() == nil {
+// detach returns the result of f, a call to another process (a remote
+// store), or ok false as soon as ctx is done: f then goes on, on a
+// goroutine of its own, until it returns, which its store's own timeout
+// bounds. With a ctx that cannot end, f runs on the caller's goroutine.
+func detach[T any](ctx context.Context, f func() T) (v T, ok bool) {
+	if ctx.Done() == nil {
 		return f(), true
 	}
 	ch := make(chan T, 1)
@@ -324,13 +331,13 @@ func detach[T any](ctx context.Context, remote bool, f func() T) (v T, ok bool) 
 const minRetry = time.Millisecond
 
 // Delay implements Delayer: no request under key starts until d from now
-// has passed (at most MaxHold). With a HoldStore the hold is written there
-// too, and its error returned.
+// has passed, however long d is (the program asks for it; what upstreams
+// say is capped at MaxHold before it becomes a hold). With a HoldStore the
+// hold is written there too, and its error returned.
 func (l *Limiter) Delay(ctx context.Context, key string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	d = min(d, MaxHold)
 	skey := l.core.Key(key)
 	l.holdLocal(skey, d)
 	if l.holds != nil {
@@ -347,7 +354,11 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 	sh.mu.Lock()
 	now := l.now()
 	ks := sh.state(key, now)
-	ks.hold = max(ks.hold, now+int64(d))
+	until := now + int64(d)
+	if until < now { // past the end of time
+		until = math.MaxInt64
+	}
+	ks.hold = max(ks.hold, until)
 	sh.mu.Unlock()
 }
 
@@ -381,6 +392,9 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	sh.drop(skey, ks, now)
 	sh.mu.Unlock()
 	if hold > 0 {
-		_ = l.Delay(ctx, key, hold)
+		// The hold is what the upstream said, whatever becomes of the
+		// request: write it even when ctx is ending (the hold store's own
+		// timeout bounds the call).
+		_ = l.Delay(context.WithoutCancel(ctx), key, min(hold, MaxHold))
 	}
 }

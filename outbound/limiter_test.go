@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -435,14 +436,20 @@ func TestDelayHoldsTheKey(t *testing.T) {
 	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("start %+v, want +2s", s)
 	}
-	// Capped at MaxHold.
+	// Not capped: the program asked for it (what upstreams say is capped
+	// by ReadSignal and Observe); and a hold past the end of time holds.
 	_ = l.Delay(ctx, "k", 100*time.Hour)
 	goWait(t, ctx, l, clk, "k", 2, 1, starts)
-	if d := clk.waitTimers(t, 1); d != MaxHold {
-		t.Fatalf("hold %v, want MaxHold", d)
+	if d := clk.waitTimers(t, 1); d != 100*time.Hour {
+		t.Fatalf("hold %v, want 100h", d)
 	}
-	clk.Advance(MaxHold)
+	clk.Advance(100 * time.Hour)
 	<-starts
+	_ = l.Delay(ctx, "forever", time.Duration(math.MaxInt64))
+	goWait(t, ctx, l, clk, "forever", 3, 1, starts)
+	if d := clk.waitTimers(t, 1); d < 100*365*24*time.Hour {
+		t.Fatalf("hold %v, want past the end of time", d)
+	}
 }
 
 func TestObserveHolds(t *testing.T) {

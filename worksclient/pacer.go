@@ -116,8 +116,7 @@ func (p *Pacer) Wait(ctx context.Context, key string) error {
 }
 
 // Delay implements Delayer: no request under key starts until d from now
-// has passed (at most outbound.MaxHold, 10 minutes, as any Retry-After a
-// Transport honours). It never fails.
+// has passed. It never fails.
 func (p *Pacer) Delay(ctx context.Context, key string, d time.Duration) error {
 	return p.lim.Delay(ctx, key, d)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,12 +31,13 @@ type PacerOption func(*Pacer)
 // counters of core/redisstore (one per rate-limit key, the key escaped and
 // in a Cluster hash tag of its own, so keys spread over a Redis Cluster)
 // under prefix, and the Retry-After holds of outbound/redishold (one per
-// key held, the key's SHA-256) under prefix + "hold:". The prefix must not
-// contain '{' or '}', which would move the hash tag: such a prefix makes
-// every Wait and Delay fail with an error that says so. Default:
-// DefaultKeyPrefix ("worksclient:pace:").
+// key held, the key's SHA-256) under prefix + "hold:". Braces are
+// dropped from prefix ("{works}:pace:" is "works:pace:"): each counter's
+// hash tag is the store's, and the prefix once recommended to keep every
+// key in one Cluster slot is not needed for exactness, since a decision
+// touches one key. Default: DefaultKeyPrefix ("worksclient:pace:").
 func WithKeyPrefix(prefix string) PacerOption {
-	return func(p *Pacer) { p.prefix = prefix }
+	return func(p *Pacer) { p.prefix = strings.NewReplacer("{", "", "}", "").Replace(prefix) }
 }
 
 // WithTimeout bounds each call of a Pacer to Redis; a call that takes
@@ -97,8 +99,8 @@ var (
 // least interval apart. An interval ≤ 0 means worksclient.DefaultInterval
 // (250 ms, 240 a minute), one above 2^60 ns (36 years) is 2^60 ns; an
 // interval is counted in whole microseconds. It
-// does not contact Redis. A nil client, or a prefix with '{' or '}',
-// makes every Wait and Delay fail with an error that says so.
+// does not contact Redis. A nil client makes every Wait and Delay fail
+// with an error that says so.
 func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
 	if interval <= 0 {
 		interval = worksclient.DefaultInterval
@@ -179,3 +181,21 @@ func (p *Pacer) wrap(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("worksclient: redis pacer: %w", err)
 }
+
+// The names the Redis pacer had in package worksclient, before it moved
+// here, so that code written against them needs only its import changed.
+type (
+	RedisPacer       = Pacer
+	RedisPacerOption = PacerOption
+)
+
+// NewRedisPacer is NewPacer, its name in package worksclient.
+func NewRedisPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
+	return NewPacer(client, interval, opts...)
+}
+
+// WithRedisTimeout is WithTimeout, its name in package worksclient.
+func WithRedisTimeout(d time.Duration) PacerOption { return WithTimeout(d) }
+
+// DefaultRedisTimeout is DefaultTimeout, its name in package worksclient.
+const DefaultRedisTimeout = DefaultTimeout
