@@ -38,7 +38,10 @@
 //     a token that fails verification rejects the call (Unauthenticated),
 //     so a made-up token never picks its own identity;
 //   - MetadataKey: an API key entry, stored and logged only as a keyed
-//     hash (core.SecretIdentity), never in clear;
+//     hash (core.SecretIdentity), never in clear. Its value is taken as it
+//     is: a client that sends a new key with each call gets a new quota
+//     with each one, so check keys before the limiter (an authenticating
+//     interceptor earlier in the chain) or keep a limit per peer IP too;
 //   - FirstKey: the first of several that names the caller.
 //
 // The peer's IP is its TCP address; forwarding metadata (x-forwarded-for,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -111,13 +112,34 @@ func NewTransport(base http.RoundTripper, w Waiter, opts ...TransportOption) *Tr
 	return t
 }
 
-// KeyHost is the key of a request by its host (with the port, when the
-// URL gives one): one limit per upstream.
+// KeyHost is the key of a request by its host: one limit per upstream,
+// however its URL spells the host. The host is lower-cased, a trailing dot
+// dropped, and the port kept unless it is the scheme's default (443 for
+// https, 80 for http), so "API.example.com.:443" and "api.example.com"
+// (https) are one key.
 func KeyHost(r *http.Request) string {
+	host, scheme := r.Host, "http"
 	if r.URL != nil && r.URL.Host != "" {
-		return r.URL.Host
+		host, scheme = r.URL.Host, r.URL.Scheme
 	}
-	return r.Host
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		name, port = host[:i], host[i+1:]
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if (port == "443" && strings.EqualFold(scheme, "https")) || (port == "80" && strings.EqualFold(scheme, "http")) {
+		port = ""
+	}
+	switch {
+	case port != "":
+		if name == host[:len(host)-len(port)-1] {
+			return host // nothing to change: no allocation
+		}
+		return name + ":" + port
+	case name == host:
+		return host
+	}
+	return name
 }
 
 // Key returns the rate-limit key of r, by the Transport's key function.

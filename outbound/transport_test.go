@@ -317,6 +317,41 @@ func TestKeyHost(t *testing.T) {
 	if got := KeyHost(req); got != "api.example.com:8443" {
 		t.Fatalf("KeyHost = %q", got)
 	}
+	// One upstream, however its URL spells the host.
+	for url, want := range map[string]string{
+		"https://api.example.com/":      "api.example.com",
+		"https://API.example.com/":      "api.example.com",
+		"https://api.example.com./":     "api.example.com",
+		"https://api.example.com:443/":  "api.example.com",
+		"HTTPS://Api.Example.Com.:443/": "api.example.com",
+		"http://api.example.com:80/":    "api.example.com",
+		"http://api.example.com:443/":   "api.example.com:443",
+		"https://api.example.com:80/":   "api.example.com:80",
+		"https://api.example.com:8443/": "api.example.com:8443",
+		"http://[::1]:8080/":            "[::1]:8080",
+		"http://[::1]/":                 "[::1]",
+		"http://[2001:DB8::1]:80/":      "[2001:db8::1]",
+		"http://127.0.0.1:8080/":        "127.0.0.1:8080",
+	} {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := KeyHost(req); got != want {
+			t.Errorf("KeyHost(%s) = %q, want %q", url, got, want)
+		}
+	}
+	req.URL.Host, req.Host = "", "Example.COM"
+	if got := KeyHost(req); got != "example.com" {
+		t.Errorf("KeyHost of a request with only Host = %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { KeyHost(req) }); n != 1 {
+		t.Errorf("KeyHost of a host to lower-case: %v allocations, want 1", n)
+	}
+	req.Host = "example.com:8080"
+	if n := testing.AllocsPerRun(100, func() { KeyHost(req) }); n != 0 {
+		t.Errorf("KeyHost of a clean host: %v allocations, want 0", n)
+	}
 	tr := NewTransport(nil, nil, WithKey(func(r *http.Request) string { return r.Method + " " + r.URL.Path }))
 	if got := tr.Key(req); got != "GET /v1/x" {
 		t.Fatalf("Key = %q", got)
