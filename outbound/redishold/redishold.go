@@ -15,6 +15,9 @@
 // token, an API key) cannot be read back from Redis. A hold that has
 // ended leaves nothing behind: its key has expired.
 //
+// After repeated failures a circuit breaker (WithBreaker) fails calls at
+// once for a cool-down, so that a Redis that is down costs no time.
+//
 // Every call is bounded by a timeout (WithTimeout), whether or not the
 // client has ContextTimeoutEnabled: without it (go-redis's default) the
 // call runs on its own goroutine, which the caller stops waiting for at
@@ -43,6 +46,10 @@ import (
 const (
 	DefaultPrefix  = "rl:hold:"
 	DefaultTimeout = 100 * time.Millisecond
+	// DefaultBreakerFailures and DefaultBreakerCooldown are WithBreaker's
+	// defaults: 5 failures in a row open the circuit for 1s.
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = time.Second
 )
 
 var (
@@ -72,6 +79,22 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithBreaker sets the Store's circuit breaker: after failures calls in a
+// row failed (an error from Redis or the network, or the timeout; not a
+// caller's context that ended), every call fails at once with
+// ErrCircuitOpen for cooldown, so that a Redis that is down or stopped
+// costs a Limiter's requests no time; then one call probes Redis, and its
+// success closes the circuit (its failure opens it for another cooldown).
+// failures ≤ 0 turns the breaker off. Default: DefaultBreakerFailures (5)
+// and DefaultBreakerCooldown (1s).
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(s *Store) { s.threshold, s.cooldown = int64(failures), max(cooldown, 0) }
+}
+
+// ErrCircuitOpen is the error (errors.Is) of a call made while the
+// Store's circuit is open (see WithBreaker).
+var ErrCircuitOpen = errors.New("redishold: circuit open after repeated Redis failures")
+
 // Store is an outbound.HoldStore in Redis. It holds no state of its own
 // besides its options and is safe for concurrent use.
 type Store struct {
@@ -79,6 +102,14 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	bounded bool // the client bounds its calls by the context's deadline
+
+	// The breaker: failures in a row, and until when the circuit is open
+	// (Unix ns; 0: closed). A call after that instant is the probe, which
+	// moves it on by a cool-down first, so that one call probes at a time.
+	threshold int64
+	cooldown  time.Duration
+	failures  atomic.Int64
+	openUntil atomic.Int64
 
 	// mu is held (shared) by every call and (exclusive) by Close, which so
 	// waits for the calls running; inflight counts the calls given up on
@@ -93,7 +124,8 @@ var _ outbound.HoldStore = (*Store)(nil)
 // New returns a Store that keeps holds in client. It does not contact
 // Redis. A nil client makes every call fail.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout}
+	s := &Store{client: client, prefix: DefaultPrefix, timeout: DefaultTimeout,
+		threshold: DefaultBreakerFailures, cooldown: DefaultBreakerCooldown}
 	for _, o := range opts {
 		o(s)
 	}
@@ -180,6 +212,9 @@ func (s *Store) call(ctx context.Context, a holdArgs, f func(context.Context, ho
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if !s.admit() {
+		return 0, ErrCircuitOpen
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	v, err := redisbound.Call(cctx, s.bounded, &s.inflight, a, f)
@@ -187,12 +222,42 @@ func (s *Store) call(ctx context.Context, a holdArgs, f func(context.Context, ho
 		if cerr := ctx.Err(); cerr != nil {
 			return 0, cerr
 		}
+		s.failed()
 		if err == redisbound.ErrTimeout {
 			err = fmt.Errorf("%w after %v: %w", redisbound.ErrTimeout, s.timeout, context.DeadlineExceeded)
 		}
 		return 0, fmt.Errorf("redishold: %w", err)
 	}
+	if s.threshold > 0 {
+		s.failures.Store(0)
+		s.openUntil.Store(0)
+	}
 	return v, nil
+}
+
+// admit reports whether a call may go to Redis: the circuit is closed,
+// or its cool-down has passed and this call is the probe.
+func (s *Store) admit() bool {
+	if s.threshold <= 0 {
+		return true
+	}
+	until := s.openUntil.Load()
+	if until == 0 {
+		return true
+	}
+	now := time.Now().UnixNano()
+	return now >= until && s.openUntil.CompareAndSwap(until, now+int64(s.cooldown))
+}
+
+// failed counts a failed call, and opens the circuit at the threshold (a
+// failed probe opens it again).
+func (s *Store) failed() {
+	if s.threshold <= 0 {
+		return
+	}
+	if s.failures.Add(1) >= s.threshold || s.openUntil.Load() != 0 {
+		s.openUntil.Store(time.Now().UnixNano() + int64(s.cooldown))
+	}
 }
 
 // redisKey returns the Redis key of a rate-limit key: the prefix and the

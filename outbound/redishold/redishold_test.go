@@ -204,3 +204,56 @@ func TestHoldSharedByLimiters(t *testing.T) {
 		t.Errorf("the held key started %v after the hold, want after %v", d, hold)
 	}
 }
+
+// TestFaultHoldBreaker: with Redis stopped (SIGSTOP), three calls in a row
+// time out and open the circuit: the next calls fail at once with
+// ErrCircuitOpen, also once Redis is back, until the cool-down has passed;
+// then one probe closes it. With the breaker off, every call waits its
+// timeout.
+func TestFaultHoldBreaker(t *testing.T) {
+	s := redistest.StartServer(t)
+	const timeout, cooldown = 50 * time.Millisecond, 400 * time.Millisecond
+	h := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(3, cooldown))
+	off := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(0, 0))
+	if err := h.Hold(t.Context(), "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			s.Resume()
+		}
+	}()
+	for i := range 3 {
+		if _, err := h.Held(t.Context(), "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d with Redis stopped: %v, want the timeout", i+1, err)
+		}
+	}
+	t0 := time.Now()
+	for range 100 {
+		if _, err := h.Held(t.Context(), "k"); err != redishold.ErrCircuitOpen {
+			t.Fatalf("with the circuit open: %v, want ErrCircuitOpen", err)
+		}
+	}
+	if d := time.Since(t0); d >= timeout {
+		t.Errorf("100 calls with the circuit open took %v, want at once", d)
+	}
+	for i := range 5 {
+		if _, err := off.Held(t.Context(), "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("breaker off, call %d: %v, want the timeout", i+1, err)
+		}
+	}
+	s.Resume()
+	resumed = true
+	if _, err := h.Held(t.Context(), "k"); err != redishold.ErrCircuitOpen {
+		t.Fatalf("Redis back, within the cool-down: %v, want ErrCircuitOpen", err)
+	}
+	time.Sleep(cooldown)
+	if d, err := h.Held(t.Context(), "k"); err != nil || d <= 0 {
+		t.Fatalf("after the cool-down: Held = %v, %v; want the hold", d, err)
+	}
+	if err := h.Hold(t.Context(), "k", time.Minute); err != nil {
+		t.Fatalf("circuit closed: %v", err)
+	}
+}
