@@ -29,17 +29,18 @@ func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return t.C, t.Stop
 }
 
-// coreClock shows a Clock to core and its stores, which read the time as
-// Unix nanoseconds.
+// CoreClock returns c as a core.Clock (Unix nanoseconds), for a store
+// (memstore.WithClock) or a core limiter that must read the same time as a
+// Limiter's waits.
+func CoreClock(c Clock) core.Clock { return coreClock{c} }
+
 type coreClock struct{ c Clock }
 
 func (c coreClock) Now() int64 { return c.c.Now().UnixNano() }
 
-var _ core.Clock = coreClock{}
-
-// sleep waits d on c's timer, or until ctx is done, and returns ctx.Err()
-// then.
-func sleep(ctx context.Context, c Clock, d time.Duration) error {
+// Sleep waits d on c's timer, or until ctx is done, and returns ctx.Err()
+// then (at once, without a timer, when d ≤ 0).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -119,7 +119,7 @@ func New(cfg *core.Config, store core.Store, opts ...Option) (*Limiter, error) {
 	for _, o := range opts {
 		o(l)
 	}
-	cc := coreClock{l.clock}
+	cc := CoreClock(l.clock)
 	if store == nil {
 		store = memstore.New(memstore.WithClock(cc))
 	}
@@ -224,7 +224,7 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
-			if err := sleep(ctx, l.clock, r.wait); err != nil {
+			if err := Sleep(ctx, l.clock, r.wait); err != nil {
 				return now, err
 			}
 			now = l.now()
@@ -243,7 +243,7 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, ske
 		if err != nil {
 			return now, err
 		}
-		if err := sleep(ctx, l.clock, retry); err != nil {
+		if err := Sleep(ctx, l.clock, retry); err != nil {
 			return now, err
 		}
 		now = l.now()

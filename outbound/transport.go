@@ -245,7 +245,7 @@ func (t *Transport) held(d time.Duration) time.Duration {
 func (t *Transport) await(ctx context.Context, method, path, key string, wait time.Duration, deadline time.Time) bool {
 	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(t.clock.Now())) // the budget left, on the Transport's clock
 	defer cancel()
-	if sleep(ctx, t.clock, wait) != nil {
+	if Sleep(ctx, t.clock, wait) != nil {
 		return false
 	}
 	return t.wait(ctx, method, path, key) == nil

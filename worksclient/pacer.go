@@ -96,7 +96,7 @@ func NewPacer(interval time.Duration, opts ...PacerOption) *Pacer {
 	if err != nil { // an interval in (0, 2^60 ns] is always a valid rate
 		panic("worksclient: " + err.Error())
 	}
-	p.store = memstore.New(memstore.WithShards(1), memstore.WithClock(pacerClock{p.clock}))
+	p.store = memstore.New(memstore.WithShards(1), memstore.WithClock(outbound.CoreClock(p.clock)))
 	p.lim, err = outbound.New(cfg, pacerStore{p}, outbound.WithClock(p.clock))
 	if err != nil {
 		panic("worksclient: " + err.Error())
@@ -120,11 +120,6 @@ func (p *Pacer) Wait(ctx context.Context, key string) error {
 func (p *Pacer) Delay(ctx context.Context, key string, d time.Duration) error {
 	return p.lim.Delay(ctx, key, d)
 }
-
-// pacerClock shows the Pacer's clock to its store.
-type pacerClock struct{ c Clock }
-
-func (c pacerClock) Now() int64 { return c.c.Now().UnixNano() }
 
 // pacerStore is the Pacer's memory store: it reads the instant of each
 // decision (so that a start is the instant decided on) and sweeps the

@@ -43,28 +43,8 @@
 // the latest.
 package worksredis
 
-import (
-	"context"
-	"sync"
-	"time"
-)
+import "sync"
 
 // inflight counts the calls still running on their own goroutine after
 // their caller stopped waiting for them (tests wait for them).
 var inflight sync.WaitGroup
-
-// sleep waits d with a timer, or until ctx is done, and returns ctx.Err()
-// then.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/internal/redisbound"
+	"github.com/rlkit/rlkit/outbound"
 )
 
 // The Works relay's leader lock: the Redis key a LeaderLock takes unless
@@ -286,7 +287,7 @@ func (l *LeaderLock) acquire(ctx context.Context, token string) (time.Time, erro
 			}
 		}
 		wait := time.Duration(float64(l.poll) * (0.8 + 0.4*rand.Float64()))
-		if err := sleep(ctx, wait); err != nil {
+		if err := outbound.Sleep(ctx, outbound.SystemClock, wait); err != nil {
 			if uncertain {
 				l.release(ctx, token)
 			}

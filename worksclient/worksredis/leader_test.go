@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/internal/redistest"
+	"github.com/rlkit/rlkit/outbound"
 )
 
 // tenure is one run of fn under the lock, timed on this process's
@@ -43,7 +44,7 @@ func overlaps(ts []tenure) int {
 
 // jitter waits a random duration below max, or until ctx is done.
 func jitter(ctx context.Context, max time.Duration) {
-	_ = sleep(ctx, rand.N(max))
+	_ = outbound.Sleep(ctx, outbound.SystemClock, rand.N(max))
 }
 
 // contend runs n contenders, each with its own client (as n replicas
@@ -161,7 +162,7 @@ func TestLeaderLockRenews(t *testing.T) {
 			overlap.Add(1)
 		}
 		defer holders.Add(-1)
-		if err := sleep(fctx, 4*ttl/3); err != nil { // past the TTL: only renewals keep it
+		if err := outbound.Sleep(fctx, outbound.SystemClock, 4*ttl/3); err != nil { // past the TTL: only renewals keep it
 			return err
 		}
 		if pttl := c.PTTL(t.Context(), LeaderKey).Val(); pttl <= 0 || pttl > ttl {
@@ -198,7 +199,7 @@ func TestLeaderLockKeepsLockUntilFnReturns(t *testing.T) {
 		errc <- a.Run(ctx, func(fctx context.Context) error {
 			close(held)
 			<-fctx.Done()
-			_ = sleep(t.Context(), windDown)
+			_ = outbound.Sleep(t.Context(), outbound.SystemClock, windDown)
 			aEnd = time.Now()
 			return fctx.Err()
 		})
