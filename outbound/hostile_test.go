@@ -47,6 +47,7 @@ func TestHostileHeaders(t *testing.T) {
 		{"retry-after negative", map[string]string{"Retry-After": "-5"}, Signal{}, allocates},
 		{"retry-after junk", map[string]string{"Retry-After": "soon"}, Signal{}, allocates},
 		{"retry-after junk date, junk Date", map[string]string{"Retry-After": "Mon, 99 Foo 9999", "Date": "junk"}, Signal{}, allocates},
+		{"unix s reset, junk Date", map[string]string{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "4102444800", "Date": "junk"}, rem(0, MaxHold), allocates},
 		{"retry-after date, junk Date", map[string]string{"Retry-After": far, "Date": "junk"}, Signal{RetryAfter: MaxHold}, allocates},
 		{"retry-after exponent", map[string]string{"Retry-After": "1e9"}, Signal{}, false},
 		{"retry-after date a century ahead", map[string]string{"Retry-After": far}, Signal{RetryAfter: MaxHold}, false},
@@ -290,5 +291,18 @@ rate_limit:
 	flips.Wait()
 	if n := l.queued("k"); n != 0 {
 		t.Fatalf("%d left queued", n)
+	}
+}
+
+// BenchmarkHostileReadSignal1MB measures ReadSignal on a RateLimit header
+// of 1 MiB (net/http's default limit on a response's headers): a list of
+// about 80,000 items.
+func BenchmarkHostileReadSignal1MB(b *testing.B) {
+	h := map[string]string{"Ratelimit": strings.Repeat(`"x";r=5;t=1, `, 1<<20/14)}
+	get := func(k string) string { return h[k] }
+	b.SetBytes(int64(len(h["Ratelimit"])))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ReadSignal(get, t0)
 	}
 }
