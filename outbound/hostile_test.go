@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,6 +293,39 @@ rate_limit:
 	flips.Wait()
 	if n := l.queued("k"); n != 0 {
 		t.Fatalf("%d left queued", n)
+	}
+}
+
+// TestHostileRedirectKeyPerHost: what remains (README): an upstream that
+// redirects makes one key per host it sends the client to (KeyHost), and
+// holds each of them: three redirects to fresh hosts, each answer with
+// Retry-After: 600, give four keys each held for MaxHold.
+func TestHostileRedirectKeyPerHost(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		w.Header().Set("Retry-After", "600")
+		if i <= 3 {
+			http.Redirect(w, r, "http://h"+strconv.FormatInt(i, 10)+".invalid/", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	// Every host resolves to the test server.
+	var dialer net.Dialer
+	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dialer.DialContext(ctx, network, srv.Listener.Addr().String())
+	}}
+	defer base.CloseIdleConnections()
+	d := &delayer{}
+	c := &http.Client{Transport: NewTransport(base, d)}
+	if code := get(t, c, srv.URL); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	want := []string{srv.Listener.Addr().String() + " 10m0s", "h1.invalid 10m0s", "h2.invalid 10m0s", "h3.invalid 10m0s"}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if strings.Join(d.delays, "|") != strings.Join(want, "|") {
+		t.Errorf("holds %q, want %q", d.delays, want)
 	}
 }
 
