@@ -39,13 +39,20 @@ var _ core.Clock = coreClock{}
 
 // sleep waits d on c's timer, or until ctx is done, and returns ctx.Err()
 // then.
-func sleep(ctx context.Context, c Clock, d time.Duration) error {
+func sleep(ctx context.Context, c Clock, d time.Duration) error { return sleepOr(ctx, c, d, nil) }
+
+// sleepOr is sleep that also ends, with nil, when wake (nil: never) is
+// closed.
+func sleepOr(ctx context.Context, c Clock, d time.Duration, wake <-chan struct{}) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
 	ch, stop := c.NewTimer(d)
 	select {
 	case <-ch:
+		return nil
+	case <-wake:
+		stop()
 		return nil
 	case <-ctx.Done():
 		stop()
