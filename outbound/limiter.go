@@ -81,9 +81,13 @@ func WithCoreOptions(opts ...core.Option) Option {
 // sets and those Observe derives from an upstream's response headers
 // (Retry-After; a remaining count of 0 until the reset), and the key's
 // budget (a positive remaining count: at most that many more starts before
-// the reset, less the requests still in flight). Holds apply to every
-// request under the key, even on an exempt path or when limiting is off:
-// they are what the upstream said.
+// the reset, less the requests still in flight). A key whose upstream has
+// reported a remaining count and that has no budget in force (its window
+// has reset) starts one request, a probe, and holds the others until the
+// next answer under the key is observed, for at most a second (see
+// Observe). Holds, budgets and probes apply to every request under the
+// key, even on an exempt path or when limiting is off: they are what the
+// upstream said.
 //
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
@@ -381,18 +385,24 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // flight.
 //
 // Once a remaining count (with a reset) has been observed under key, the
-// key probes whenever it has no budget in force (its window has reset):
-// one request starts and the others wait until the next Observe under
-// key (of any request: a response, or a zero Signal for none), whose
-// count or hold then applies, or, should none come, until a second after
-// the probe's start, and then start as they would with no budget. So the
-// requests waiting for a reset do not all start at it: against an
-// upstream that reports its counts (an rlkit server does), only requests
-// that start before the first answer under a key (its first contact, or
-// its next one after its state was dropped, idle) can exceed what the
-// upstream allows. A key never observed with a remaining count never
-// probes. The key's state, and with it what it learned, is dropped once
-// nothing of it is in force and nothing is in flight.
+// key probes whenever it has no budget in force (none yet, or its window
+// has reset): one request starts and the others wait until the next
+// Observe under key (of any request: a response, or a zero Signal for
+// none), whose count or hold then applies; should none come within a
+// second of the probe's start, they start as they would with no budget,
+// until the next Observe under key. So the requests waiting for a reset
+// do not all start at it. What holds, in one process, against an upstream
+// that reports its remaining count and a reset no earlier than the real
+// one (an rlkit server rounds it up) and answers within a second: no more
+// requests start in a window than the upstream said remain, once an
+// answer under the key has been observed. The requests that start before
+// that (the key's first contact, or its next one after its state was
+// dropped) are not paced by the upstream, and processes do not share
+// budgets or probes (only holds, through a HoldStore). A key never
+// observed with a remaining count never probes (a Waiter whose caller
+// never calls Observe is unaffected). The key's state, and with it what
+// it learned, is dropped once nothing of it is in force and nothing is in
+// flight.
 func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	skey := l.core.Key(key)
 	sh := l.shard(skey)

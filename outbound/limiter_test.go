@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -572,83 +572,72 @@ func TestObserveBudget(t *testing.T) {
 }
 
 // TestObserveBudgetConcurrent runs goroutines against a simulated upstream
-// counting 5 per fixed window of 1 s on the fake clock, which answers each
-// request with its remaining count 10 ms after it starts: the Limiter, told
-// only those answers, never lets more than 5 start in a window, with 4
-// workers and with 16 (more than the window's count: without the probe,
-// all 16 would start at each reset, before any answer). One request and
-// its answer come first: before any answer, nothing limits the key (its
-// first contact).
+// counting 5 per fixed window of 1 s, which answers each request with its
+// remaining count 10 ms after it starts: the Limiter, told only those
+// answers, never lets more than 5 start in a window, with 4 workers and
+// with 16 (more than the window's count: without the probe, all 16 would
+// start at each reset, before any answer). One request and its answer come
+// first: before any answer, nothing limits the key (its first contact).
+// In a synctest bubble, on SystemClock: time moves only when every
+// goroutine waits, so the answers come exactly 10 ms after their starts.
 func TestObserveBudgetConcurrent(t *testing.T) {
 	for _, workers := range []int64{4, 16} {
-		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) { testObserveBudgetConcurrent(t, workers) })
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testObserveBudgetConcurrent(t, workers) })
+		})
 	}
 }
 
 func testObserveBudgetConcurrent(t *testing.T, workers int64) {
 	ctx := context.Background()
-	clk := newFakeClock()
-	l := mustNew(t, nil, clk)
+	l, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
 	var mu sync.Mutex
 	counts := map[int64]int64{} // window → requests the upstream saw
 	upstream := func() Signal {
 		mu.Lock()
 		defer mu.Unlock()
-		now := clk.Now().Sub(t0)
+		now := time.Since(begin)
 		w := int64(now / time.Second)
 		counts[w]++
 		reset := time.Duration(w+1)*time.Second - now
 		return Signal{HasRemaining: true, Remaining: max(5-counts[w], 0), Reset: reset}
 	}
-	const each = 15
-	if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
-		t.Fatal(err)
+	request := func() bool {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Error(err)
+			return false
+		}
+		s := upstream()
+		time.Sleep(10 * time.Millisecond) // the answer's way back
+		l.Observe(ctx, "k", s)
+		return true
 	}
-	l.Observe(ctx, "k", upstream())
+	request()
+	const each = 15
 	var wg sync.WaitGroup
-	var active, answering atomic.Int64
-	active.Store(workers)
 	for range workers {
 		wg.Go(func() {
-			defer active.Add(-1)
 			for range each {
-				if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
-					t.Error(err)
+				if !request() {
 					return
 				}
-				s := upstream()
-				answering.Add(1)
-				ch, _ := clk.NewTimer(10 * time.Millisecond)
-				<-ch
-				answering.Add(-1)
-				l.Observe(ctx, "k", s)
 			}
 		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for {
-		select {
-		case <-done:
-			mu.Lock()
-			defer mu.Unlock()
-			total := int64(0)
-			for w, n := range counts {
-				if n > 5 {
-					t.Errorf("window %d: %d requests, limit 5", w, n)
-				}
-				total += n
-			}
-			if total != 1+workers*each {
-				t.Fatalf("%d requests, want %d", total, 1+workers*each)
-			}
-			return
-		default:
+	wg.Wait()
+	total := int64(0)
+	for w, n := range counts {
+		if n > 5 {
+			t.Errorf("window %d: %d requests, limit 5", w, n)
 		}
-		if n, next := clk.pending(); n > 0 && int64(l.queued("k"))+answering.Load() == active.Load() {
-			clk.Advance(next) // every worker waits: move to the first wake-up
-		}
-		time.Sleep(100 * time.Microsecond)
+		total += n
+	}
+	if total != 1+workers*each {
+		t.Fatalf("%d requests, want %d", total, 1+workers*each)
 	}
 }
 
