@@ -40,13 +40,20 @@ func (c coreClock) Now() int64 { return c.c.Now().UnixNano() }
 
 // Sleep waits d on c's timer, or until ctx is done, and returns ctx.Err()
 // then (at once, without a timer, when d ≤ 0).
-func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+func Sleep(ctx context.Context, c Clock, d time.Duration) error { return sleepOr(ctx, c, d, nil) }
+
+// sleepOr is Sleep that also ends, with nil, when wake (nil: never) is
+// closed.
+func sleepOr(ctx context.Context, c Clock, d time.Duration, wake <-chan struct{}) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
 	ch, stop := c.NewTimer(d)
 	select {
 	case <-ch:
+		return nil
+	case <-wake:
+		stop()
 		return nil
 	case <-ctx.Done():
 		stop()

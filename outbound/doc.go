@@ -61,9 +61,13 @@
 // Limiter's Observe, which slows the key down before the upstream refuses
 // it: Retry-After holds the key that long; a remaining count of 0 holds it
 // until the reset; a positive count lets at most that many more requests
-// start before the reset, less those still in flight. No header holds a
-// key longer than MaxHold. A Limiter with a nil configuration paces by
-// these headers alone.
+// start before the reset, less those still in flight. Once its upstream
+// has reported a remaining count, a key whose window has reset starts one
+// request and holds the others until its answer comes (at most a second),
+// so that they do not all start at the reset. Only the requests a key
+// starts before its first answer go unpaced. No header holds a key longer
+// than MaxHold. A Limiter with a nil configuration paces by these headers
+// alone.
 //
 // With WithRetry, a 429 or 503 with Retry-After is retried, once the hold
 // has passed, when the request is idempotent and its body can be sent

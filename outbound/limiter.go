@@ -81,9 +81,13 @@ func WithCoreOptions(opts ...core.Option) Option {
 // sets and those Observe derives from an upstream's response headers
 // (Retry-After; a remaining count of 0 until the reset), and the key's
 // budget (a positive remaining count: at most that many more starts before
-// the reset, less the requests still in flight). Holds apply to every
-// request under the key, even on an exempt path or when limiting is off:
-// they are what the upstream said.
+// the reset, less the requests still in flight). A key whose upstream has
+// reported a remaining count and that has no budget in force (its window
+// has reset) starts one request, a probe, and holds the others until the
+// next answer under the key is observed, for at most a second (see
+// Observe). Holds, budgets and probes apply to every request under the
+// key, even on an exempt path or when limiting is off: they are what the
+// upstream said.
 //
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
@@ -224,7 +228,7 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
-			if err := Sleep(ctx, l.clock, r.wait); err != nil {
+			if err := sleepOr(ctx, l.clock, r.wait, r.probed); err != nil {
 				return now, err
 			}
 			now = l.now()
@@ -232,14 +236,14 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, ske
 			continue
 		}
 		if err := ctx.Err(); err != nil { // done as the turn came
-			sh.unreserve(ks, r.ticket)
+			sh.unreserve(ks, r)
 			return now, err
 		}
 		retry, err := l.ask(ctx, method, p, key, skey, counted)
 		if err == nil && retry == 0 {
 			return now, nil // started: the reservation stands
 		}
-		sh.unreserve(ks, r.ticket)
+		sh.unreserve(ks, r)
 		if err != nil {
 			return now, err
 		}
@@ -340,10 +344,16 @@ func (l *Limiter) Delay(ctx context.Context, key string, d time.Duration) error 
 	}
 	skey := l.core.Key(key)
 	l.holdLocal(skey, d)
-	if l.holds != nil {
-		if err := l.holds.Hold(ctx, skey, d); err != nil {
-			return fmt.Errorf("outbound: hold store: %w", err)
-		}
+	return l.share(ctx, skey, d)
+}
+
+// share writes a hold of d on the store key key to the HoldStore, if any.
+func (l *Limiter) share(ctx context.Context, key string, d time.Duration) error {
+	if l.holds == nil {
+		return nil
+	}
+	if err := l.holds.Hold(ctx, key, d); err != nil {
+		return fmt.Errorf("outbound: hold store: %w", err)
 	}
 	return nil
 }
@@ -370,8 +380,28 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // which the upstream may not have counted yet. A response from an older
 // window (its reset more than a second before the budget's) never raises
 // the budget of a newer one; within one window the lower count wins. Holds
-// go through Delay (and so to the HoldStore); the budget stays in the
-// process. Each call also counts one request under key as no longer in
+// (at most MaxHold) apply as Delay's do (and so go to the HoldStore); the
+// budget stays in the process. Each call also counts one request under key as no longer in
+// flight.
+//
+// Once a remaining count (with a reset) has been observed under key, the
+// key probes whenever it has no budget in force (none yet, or its window
+// has reset): one request starts and the others wait until the next
+// Observe under key (of any request: a response, or a zero Signal for
+// none), whose count or hold then applies; should none come within a
+// second of the probe's start, they start as they would with no budget,
+// until the next Observe under key. So the requests waiting for a reset
+// do not all start at it. What holds, in one process, against an upstream
+// that reports its remaining count and a reset no earlier than the real
+// one (an rlkit server rounds it up) and answers within a second: no more
+// requests start in a window than the upstream said remain, once an
+// answer under the key has been observed. The requests that start before
+// that (the key's first contact, or its next one after its state was
+// dropped) are not paced by the upstream, and processes do not share
+// budgets or probes (only holds, through a HoldStore). A key never
+// observed with a remaining count never probes (a Waiter whose caller
+// never calls Observe is unaffected). The key's state, and with it what
+// it learned, is dropped once nothing of it is in force and nothing is in
 // flight.
 func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	skey := l.core.Key(key)
@@ -381,20 +411,25 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	ks := sh.state(skey, now)
 	ks.roll(now)
 	ks.landed(true)
-	hold := s.RetryAfter
+	hold := min(s.RetryAfter, MaxHold)
 	if s.HasRemaining && s.Reset > 0 {
+		ks.reports = true
 		if s.Remaining <= 0 {
-			hold = max(hold, s.Reset)
+			hold = max(hold, min(s.Reset, MaxHold))
 		} else {
 			ks.limit(now, s.Remaining, min(s.Reset, MaxHold))
 		}
 	}
+	if hold > 0 { // before the probe's waiters wake
+		ks.hold = max(ks.hold, now+int64(hold))
+	}
+	ks.probeDone()
 	sh.drop(skey, ks, now)
 	sh.mu.Unlock()
 	if hold > 0 {
 		// The hold is what the upstream said, whatever becomes of the
 		// request: write it even when ctx is ending (the hold store's own
 		// timeout bounds the call).
-		_ = l.Delay(context.WithoutCancel(ctx), key, min(hold, MaxHold))
+		_ = l.share(context.WithoutCancel(ctx), skey, hold)
 	}
 }

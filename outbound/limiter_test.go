@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -572,64 +572,231 @@ func TestObserveBudget(t *testing.T) {
 }
 
 // TestObserveBudgetConcurrent runs goroutines against a simulated upstream
-// counting 5 per fixed window of 1 s on the fake clock, which answers each
-// request with its remaining count: the Limiter, told only those answers,
-// never lets more than 5 start in a window.
+// counting 5 per fixed window of 1 s, which answers each request with its
+// remaining count 10 ms after it starts: the Limiter, told only those
+// answers, never lets more than 5 start in a window, with 4 workers and
+// with 16 (more than the window's count: without the probe, all 16 would
+// start at each reset, before any answer). One request and its answer come
+// first: before any answer, nothing limits the key (its first contact).
+// In a synctest bubble, on SystemClock: time moves only when every
+// goroutine waits, so the answers come exactly 10 ms after their starts.
 func TestObserveBudgetConcurrent(t *testing.T) {
+	for _, workers := range []int64{4, 16} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testObserveBudgetConcurrent(t, workers) })
+		})
+	}
+}
+
+func testObserveBudgetConcurrent(t *testing.T, workers int64) {
 	ctx := context.Background()
-	clk := newFakeClock()
-	l := mustNew(t, nil, clk)
+	l, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
 	var mu sync.Mutex
 	counts := map[int64]int64{} // window → requests the upstream saw
 	upstream := func() Signal {
 		mu.Lock()
 		defer mu.Unlock()
-		now := clk.Now().Sub(t0)
+		now := time.Since(begin)
 		w := int64(now / time.Second)
 		counts[w]++
 		reset := time.Duration(w+1)*time.Second - now
 		return Signal{HasRemaining: true, Remaining: max(5-counts[w], 0), Reset: reset}
 	}
-	const workers, each = 4, 15
+	request := func() bool {
+		if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
+			t.Error(err)
+			return false
+		}
+		s := upstream()
+		time.Sleep(10 * time.Millisecond) // the answer's way back
+		l.Observe(ctx, "k", s)
+		return true
+	}
+	request()
+	const each = 15
 	var wg sync.WaitGroup
-	var active atomic.Int64
-	active.Store(workers)
 	for range workers {
 		wg.Go(func() {
-			defer active.Add(-1)
 			for range each {
-				if err := l.Wait(ctx, "GET", "/", "k"); err != nil {
-					t.Error(err)
+				if !request() {
 					return
 				}
-				l.Observe(ctx, "k", upstream())
 			}
 		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for {
-		select {
-		case <-done:
-			mu.Lock()
-			defer mu.Unlock()
-			total := int64(0)
-			for w, n := range counts {
-				if n > 5 {
-					t.Errorf("window %d: %d requests, limit 5", w, n)
+	wg.Wait()
+	total := int64(0)
+	for w, n := range counts {
+		if n > 5 {
+			t.Errorf("window %d: %d requests, limit 5", w, n)
+		}
+		total += n
+	}
+	if total != 1+workers*each {
+		t.Fatalf("%d requests, want %d", total, 1+workers*each)
+	}
+}
+
+// TestObserveProbe: once an upstream has reported a remaining count under
+// a key, a key with no budget in force starts one request (the probe) and
+// holds the others until an answer is observed, whose count then applies;
+// when no answer comes, the others start a second after the probe; a
+// request waiting for the probe leaves at once when its context ends; and
+// a key whose upstream never reported a count never probes.
+func TestObserveProbe(t *testing.T) {
+	bg := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, nil, clk)
+	mustStart := func(i int) {
+		t.Helper()
+		if err := l.Wait(bg, "GET", "/", "k"); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	// expect takes the reports of the requests ids (in any order: they
+	// start at one instant), which must all have started at t0+at.
+	expect := func(starts <-chan start, at time.Duration, ids ...int) {
+		t.Helper()
+		want := map[int]bool{}
+		for _, i := range ids {
+			want[i] = true
+		}
+		for range ids {
+			select {
+			case s := <-starts:
+				if !want[s.i] || s.err != nil || !s.at.Equal(t0.Add(at)) {
+					t.Fatalf("got request %d at +%v (err %v), want one of %v started at +%v", s.i, s.at.Sub(t0), s.err, ids, at)
 				}
-				total += n
+				delete(want, s.i)
+			case <-time.After(10 * time.Second): // real time: it never started
+				t.Fatalf("requests %v did not start (want starts at +%v)", want, at)
 			}
-			if total != workers*each {
-				t.Fatalf("%d requests, want %d", total, workers*each)
-			}
-			return
-		default:
 		}
-		if n, next := clk.pending(); n > 0 && int64(l.queued("k")) == active.Load() {
-			clk.Advance(next) // every worker waits: move to the first wake-up
+	}
+	// The upstream reports a count: 1 more in the window of 1 s.
+	mustStart(0)
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 1, Reset: time.Second})
+	mustStart(1)
+	l.Observe(bg, "k", Signal{})
+	clk.Advance(time.Second) // the window has reset: no budget in force
+
+	// Request 2 is the probe; 3 and 4 wait for its answer, at most 1 s.
+	mustStart(2)
+	starts := make(chan start, 16)
+	goWait(t, bg, l, clk, "k", 3, 1, starts)
+	goWait(t, bg, l, clk, "k", 4, 2, starts)
+	if d := clk.waitTimers(t, 1); d != time.Second {
+		t.Fatalf("requests behind the probe wait %v, want 1s (the cap)", d)
+	}
+	// Its answer: 2 remain in a window of 3 s. Both start at once, on no
+	// timer; the next waits for the window's reset.
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 2, Reset: 3 * time.Second})
+	expect(starts, time.Second, 3, 4)
+	goWait(t, bg, l, clk, "k", 5, 1, starts)
+	if d := clk.waitTimers(t, 1); d != 3*time.Second {
+		t.Fatalf("request 5 waits %v, want 3s (the budget's window)", d)
+	}
+	clk.Advance(3 * time.Second) // request 5 is the next probe
+	expect(starts, 4*time.Second, 5)
+
+	// No answer comes for probe 5: 6 and 7 start a second after it.
+	goWait(t, bg, l, clk, "k", 6, 1, starts)
+	goWait(t, bg, l, clk, "k", 7, 2, starts)
+	if d := clk.waitTimers(t, 1); d != time.Second {
+		t.Fatalf("requests behind the probe wait %v, want 1s", d)
+	}
+	clk.Advance(500 * time.Millisecond)
+	if n := l.queued("k"); n != 2 {
+		t.Fatalf("%d in line half-way to the cap, want 2", n)
+	}
+	clk.Advance(500 * time.Millisecond)
+	expect(starts, 5*time.Second, 6, 7)
+	mustStart(8) // and any other, until the next answer
+	// An answer without a count (here: no response) ends the probe's
+	// wait too: the next request is a probe again.
+	l.Observe(bg, "k", Signal{})
+	mustStart(9)
+	ctx, cancel := context.WithCancel(bg)
+	goWait(t, ctx, l, clk, "k", 10, 1, starts)
+	clk.waitTimers(t, 1)
+	cancel()
+	select {
+	case s := <-starts:
+		if s.i != 10 || !errors.Is(s.err, context.Canceled) || !s.at.Equal(t0.Add(5*time.Second)) {
+			t.Fatalf("got %+v, want request 10 with context.Canceled at once", s)
 		}
-		time.Sleep(100 * time.Microsecond)
+	case <-time.After(10 * time.Second): // real time
+		t.Fatal("request 10 still waits for the probe after its context ended")
+	}
+	if n, _ := clk.pending(); n != 0 || l.queued("k") != 0 {
+		t.Fatalf("%d timers and %d in line after the cancel, want 0 and 0", n, l.queued("k"))
+	}
+	// Probe 9's answer says 0 remain until a reset in 2 s: the request
+	// waiting for it then waits for that hold, and is the next probe.
+	goWait(t, bg, l, clk, "k", 11, 1, starts)
+	clk.waitTimers(t, 1)
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 0, Reset: 2 * time.Second})
+	eventually(t, func() (time.Duration, bool) { // the cap's timer gone, the hold's set
+		n, d := clk.pending()
+		return d, n == 1 && d == 2*time.Second
+	})
+	if n := l.queued("k"); n != 1 {
+		t.Fatalf("%d in line, want request 11", n)
+	}
+	clk.Advance(2 * time.Second)
+	expect(starts, 7*time.Second, 11)
+
+	// A key whose upstream sent only a Retry-After never probes: after
+	// the hold, every request waiting starts at once.
+	l.Observe(bg, "quiet", Signal{RetryAfter: time.Second})
+	for i := range 3 {
+		goWait(t, bg, l, clk, "quiet", 20+i, i+1, starts)
+	}
+	clk.Advance(time.Second)
+	expect(starts, 8*time.Second, 20, 21, 22)
+}
+
+// TestObserveProbeUndone: a probe that does not start after all (here its
+// own rule's limit denies it) stops holding the key's other requests: a
+// request under another rule becomes the probe at once.
+func TestObserveProbeUndone(t *testing.T) {
+	clk := newFakeClock()
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  algorithm: gcra
+  rules:
+    - name: slow
+      paths: ["/slow"]
+      limit: "1/hour"
+      burst: 1
+  default: "1000/second"
+`)
+	l := mustNew(t, cfg, clk)
+	bg := context.Background()
+	if err := l.Wait(bg, "GET", "/slow", "k"); err != nil {
+		t.Fatal(err)
+	}
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 5, Reset: time.Second})
+	clk.Advance(time.Second) // no budget in force: the next request probes
+	starts := make(chan start, 2)
+	goWaitOn(t, bg, l, clk, "/slow", "k", 1, 1, starts) // the probe, denied by its rule for the hour
+	if d := clk.waitTimers(t, 1); d != time.Hour-time.Second {
+		t.Fatalf("the /slow request waits %v, want 59m59s (its rule)", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(bg, "GET", "/fast", "k") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // real time: it waits on the fake clock
+		t.Fatal("a request under another rule waits for a probe that never started")
 	}
 }
 

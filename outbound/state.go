@@ -21,6 +21,11 @@ const (
 	// a newer window: resets given in whole seconds move by up to a second
 	// within one window.
 	windowSlack = int64(time.Second)
+	// probeCap is how long the probe of a key (see keyState.reserve) holds
+	// the key's other requests back when its answer never comes: from 1 s
+	// after the probe started they start with no budget, as on a key whose
+	// upstream never reported a count, until the next Observe under the key.
+	probeCap = int64(time.Second)
 )
 
 // shard holds the state of the keys whose hash falls in it.
@@ -42,13 +47,16 @@ func (l *Limiter) shard(key string) *shard {
 
 // keyState is what a Limiter knows of one key. Instants are Unix ns.
 type keyState struct {
-	hold      int64    // no start before; 0: none
-	budget    int64    // starts left before budgetEnd, when budgetEnd != 0
-	budgetEnd int64    // when the budget's window resets; 0: no budget
-	inflight  [2]int64 // starts not yet observed: this generation, the one before
-	genStart  int64    // when this generation of inflight began
-	lastStart int64    // the latest start
-	queues    []queue  // one per rule with requests waiting
+	hold      int64         // no start before; 0: none
+	budget    int64         // starts left before budgetEnd, when budgetEnd != 0
+	budgetEnd int64         // when the budget's window resets; 0: no budget
+	inflight  [2]int64      // starts not yet observed: this generation, the one before
+	genStart  int64         // when this generation of inflight began
+	lastStart int64         // the latest start
+	probe     int64         // the start of the probe not yet observed; 0: none
+	probed    chan struct{} // closed (and dropped) when the probe is observed or undone
+	reports   bool          // the upstream has reported a remaining count
+	queues    []queue       // one per rule with requests waiting
 }
 
 // queue is the line of one rule's requests under a key.
@@ -111,11 +119,14 @@ func (ks *keyState) find(rule string) int {
 	return -1
 }
 
-// reservation is what reserve answered: how long to wait, else the
-// budget's ticket for unreserve.
+// reservation is what reserve answered: how long to wait (and, while the
+// wait is for a probe's answer, the channel closed when it comes), else the
+// budget's ticket and, for a probe, its start, for unreserve.
 type reservation struct {
 	wait   time.Duration
+	probed <-chan struct{}
 	ticket int64
+	probe  int64
 }
 
 // enqueue puts a request under key and rule in line: it returns the key's
@@ -195,33 +206,66 @@ func (sh *shard) reserve(ks *keyState, now int64) reservation {
 }
 
 // reserve is shard.reserve with the shard's mutex held.
+//
+// A key whose upstream has reported a remaining count and which has no
+// budget in force (none yet, or its window has ended) starts one request,
+// the probe, and holds the others until an answer under the key is
+// observed (whose count, or hold, then applies) or the probe is undone,
+// or else until probeCap after the probe's start: from then on they start
+// freely until the next Observe. Without the probe, every request waiting
+// for a window's reset would start at the reset, before any answer could
+// say how many the new window allows.
 func (ks *keyState) reserve(now int64) reservation {
 	if ks.hold > now {
 		return reservation{wait: time.Duration(ks.hold - now)}
 	}
-	if ks.budgetEnd != 0 {
-		if ks.budgetEnd <= now {
-			ks.budgetEnd, ks.budget = 0, 0
-		} else if ks.budget <= 0 {
-			return reservation{wait: time.Duration(ks.budgetEnd - now)}
-		} else {
-			ks.budget--
+	if ks.budgetEnd != 0 && ks.budgetEnd <= now {
+		ks.budgetEnd, ks.budget = 0, 0
+	}
+	probe := int64(0)
+	switch {
+	case ks.budgetEnd != 0 && ks.budget <= 0:
+		return reservation{wait: time.Duration(ks.budgetEnd - now)}
+	case ks.budgetEnd != 0:
+		ks.budget--
+	case !ks.reports:
+	case ks.probe == 0:
+		ks.probe, probe = now, now
+	case now < ks.probe+probeCap:
+		if ks.probed == nil {
+			ks.probed = make(chan struct{})
 		}
+		return reservation{wait: time.Duration(ks.probe + probeCap - now), probed: ks.probed}
 	}
 	ks.roll(now)
 	ks.inflight[0]++
 	ks.lastStart = now
-	return reservation{ticket: ks.budgetEnd}
+	return reservation{ticket: ks.budgetEnd, probe: probe}
 }
 
-// unreserve undoes reserve's accounting of a request that did not start.
-func (sh *shard) unreserve(ks *keyState, ticket int64) {
+// unreserve undoes reserve's accounting of a request that did not start:
+// r is its reservation.
+func (sh *shard) unreserve(ks *keyState, r reservation) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if ticket != 0 && ks.budgetEnd == ticket {
+	if r.ticket != 0 && ks.budgetEnd == r.ticket {
 		ks.budget++
 	}
+	if r.probe != 0 && ks.probe == r.probe {
+		ks.probeDone()
+	}
 	ks.landed(false)
+}
+
+// probeDone ends the wait for the key's probe: the next request to reserve
+// (when no budget is then in force) is the next probe. The shard's mutex
+// is held.
+func (ks *keyState) probeDone() {
+	ks.probe = 0
+	if ks.probed != nil {
+		close(ks.probed)
+		ks.probed = nil
+	}
 }
 
 // roll starts a new generation of requests in flight every inflightTTL,
