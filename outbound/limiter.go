@@ -92,8 +92,10 @@ func WithCoreOptions(opts ...core.Option) Option {
 // Memory is bounded: a key's queue is dropped when empty, and the state of
 // a key with no waiter, no hold or budget in force and no request in
 // flight (requests never observed are forgotten within a minute) is
-// dropped at once, or by a sweep that runs when a shard's table doubles:
-// amortised O(1) per new key.
+// dropped at once, or by a sweep that runs when a shard's table doubles
+// (amortised O(1) per new key) and at least once a minute while the shard
+// holds more than 64 keys (so a spike's state goes within a minute of
+// later requests once what the upstream gave has ended).
 type Limiter struct {
 	core     *core.Limiter
 	remote   bool // the store is not a core.LocalStore: its calls may block

@@ -918,3 +918,29 @@ rate_limit:
 		t.Fatalf("%d left in line", n)
 	}
 }
+
+// TestSpikeOfBudgetsSwept: the state of a spike of keys, each given a
+// budget for 10 minutes, goes once their budgets have ended, within a
+// minute of later requests, though the table never doubles again.
+func TestSpikeOfBudgetsSwept(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := mustNew(t, mustRate(t, 10, time.Second, 0), clk)
+	for i := range 20_000 {
+		l.Observe(ctx, fmt.Sprintf("spike%d", i), Signal{HasRemaining: true, Remaining: 5, Reset: 10 * time.Minute})
+	}
+	if n := l.states(); n != 20_000 {
+		t.Fatalf("%d key states during the budgets, want 20000", n)
+	}
+	clk.Advance(11 * time.Minute)
+	for i := range 2_000 { // a little later traffic, observed, on fresh keys
+		key := fmt.Sprintf("later%d", i)
+		if err := l.Wait(ctx, "GET", "/", key); err != nil {
+			t.Fatal(err)
+		}
+		l.Observe(ctx, key, Signal{})
+	}
+	if n := l.states(); n != 0 {
+		t.Fatalf("%d key states left after the budgets ended, want 0", n)
+	}
+}

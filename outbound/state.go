@@ -26,6 +26,11 @@ const (
 	// after the probe started they start with no budget, as on a key whose
 	// upstream never reported a count, until the next Observe under the key.
 	probeCap = int64(time.Second)
+	// sweepEvery is how often, at most, a shard with more than minSweep
+	// keys is swept whatever its size, so that the state of a spike of
+	// keys, idle once the budgets and holds the upstream gave have ended,
+	// goes within that time of any later request in the shard.
+	sweepEvery = int64(time.Minute)
 )
 
 // shard holds the state of the keys whose hash falls in it.
@@ -33,6 +38,7 @@ type shard struct {
 	mu      sync.Mutex
 	keys    map[string]*keyState
 	sweepAt int
+	swept   int64 // when the shard was last swept
 }
 
 func (sh *shard) init() {
@@ -75,12 +81,13 @@ type waiter struct {
 
 // state returns key's state, made when missing. sh.mu is held.
 func (sh *shard) state(key string, now int64) *keyState {
-	if ks := sh.keys[key]; ks != nil {
-		return ks
-	}
-	if len(sh.keys) >= sh.sweepAt {
+	if len(sh.keys) >= sh.sweepAt || (len(sh.keys) > minSweep && now-sh.swept >= sweepEvery) {
 		sh.sweep(now)
 		sh.sweepAt = max(minSweep, 2*len(sh.keys))
+		sh.swept = now
+	}
+	if ks := sh.keys[key]; ks != nil {
+		return ks
 	}
 	ks := new(keyState)
 	sh.keys[key] = ks
