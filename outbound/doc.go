@@ -86,7 +86,8 @@
 // A Limiter's memory is bounded by the keys in use: a key's queue goes
 // when it empties, and its state (holds, budget, requests in flight) when
 // nothing of it is in force any more, by a sweep (when a shard's table
-// doubles, and at least once a minute while it is in use). The store
+// doubles, and at least once a minute while it holds more than 64 keys).
+// The store
 // bounds its own counters (memstore.WithMaxKeys).
 //
 // # Time

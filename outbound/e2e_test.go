@@ -145,27 +145,46 @@ func TestRedisTwoLimitersShareOneLimit(t *testing.T) {
 	}
 }
 
-// sendLog is a RoundTripper that tells, of every request it sends, whether
-// a response had come back before it was sent: a request sent after the
-// first response is one the client's Limiter could pace by the upstream's
-// headers.
+// informedWaiter is a Limiter that tells, of every request, whether an
+// answer had been observed under any key when the request began to wait:
+// one that had is a request the Limiter could pace by the upstream's
+// headers. (A request counted as blind may have been paced too; one
+// counted as informed surely could be.)
+type informedWaiter struct {
+	*Limiter
+	observed atomic.Bool
+	informed sync.Map // the request's context → bool
+}
+
+func (w *informedWaiter) Wait(ctx context.Context, method, path, key string) error {
+	w.informed.Store(ctx, w.observed.Load())
+	return w.Limiter.Wait(ctx, method, path, key)
+}
+
+func (w *informedWaiter) Observe(ctx context.Context, key string, s Signal) {
+	w.Limiter.Observe(ctx, key, s)
+	w.observed.Store(true)
+}
+
+// sendLog is a RoundTripper that counts the statuses of the requests it
+// sends, apart for those that began to wait before any answer
+// (informedWaiter).
 type sendLog struct {
-	base      http.RoundTripper
-	responded atomic.Bool
-	mu        sync.Mutex
-	statuses  [2]map[int]int // [0]: sent before any response; [1]: after
+	base     http.RoundTripper
+	waiter   *informedWaiter
+	mu       sync.Mutex
+	statuses [2]map[int]int // [0]: began to wait before any answer; [1]: after
 }
 
 func (s *sendLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	informed := 0
-	if s.responded.Load() {
+	if v, ok := s.waiter.informed.Load(r.Context()); ok && v.(bool) {
 		informed = 1
 	}
 	resp, err := s.base.RoundTrip(r)
 	if err != nil {
 		return nil, err
 	}
-	s.responded.Store(true)
 	s.mu.Lock()
 	s.statuses[informed][resp.StatusCode]++
 	s.mu.Unlock()
@@ -220,8 +239,9 @@ rate_limit:
 				t.Fatal(err)
 			}
 			const workers, total = 16, 60
-			log := &sendLog{base: &http.Transport{MaxIdleConnsPerHost: workers}, statuses: [2]map[int]int{{}, {}}}
-			tr := NewTransport(log, l)
+			w := &informedWaiter{Limiter: l}
+			log := &sendLog{base: &http.Transport{MaxIdleConnsPerHost: workers}, waiter: w, statuses: [2]map[int]int{{}, {}}}
+			tr := NewTransport(log, w)
 			defer log.base.(*http.Transport).CloseIdleConnections()
 			c := &http.Client{Transport: tr}
 

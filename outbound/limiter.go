@@ -297,13 +297,15 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 		d = l.core.Decide(ctx, method, p, key, false) // in this process: no goroutine, no allocation
 	}
 	switch {
-	case !ok || ctx.Err() != nil:
-		// Done while the store decided: the request is not sent, though
-		// an admission the store made stays counted (a core.Store cannot
-		// give it back).
+	case !ok || (l.remote && ctx.Err() != nil):
+		// Done while a store in another process decided: the request is
+		// not sent, though an admission the store made stays counted (a
+		// core.Store cannot give it back).
 		return 0, ctx.Err()
 	case d.Allowed:
 		return 0, nil
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
 	case d.Err != nil:
 		return 0, fmt.Errorf("outbound: rate-limit store: %w", d.Err)
 	case d.Banned:
@@ -414,8 +416,11 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 	ks.roll(now)
 	ks.landed(true)
 	hold := min(s.RetryAfter, MaxHold)
-	if s.HasRemaining && s.Reset > 0 {
-		ks.reports = true
+	// The latest answer decides whether the key probes: one without a
+	// count (or no answer) ends it, so that an upstream that reports its
+	// count on some responses only never leaves the key one at a time.
+	ks.reports = s.HasRemaining && s.Reset > 0
+	if ks.reports {
 		if s.Remaining <= 0 {
 			hold = max(hold, min(s.Reset, MaxHold))
 		} else {

@@ -681,7 +681,7 @@ func TestObserveProbe(t *testing.T) {
 	mustStart(0)
 	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 1, Reset: time.Second})
 	mustStart(1)
-	l.Observe(bg, "k", Signal{})
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 0, Reset: time.Second})
 	clk.Advance(time.Second) // the window has reset: no budget in force
 
 	// Request 2 is the probe; 3 and 4 wait for its answer, at most 1 s.
@@ -716,28 +716,44 @@ func TestObserveProbe(t *testing.T) {
 	clk.Advance(500 * time.Millisecond)
 	expect(starts, 5*time.Second, 6, 7)
 	mustStart(8) // and any other, until the next answer
-	// An answer without a count (here: no response) ends the probe's
-	// wait too: the next request is a probe again.
+	// An answer without a count (here: no response) ends the probe's wait
+	// and the probing: the key's requests start freely until an answer
+	// reports a count again.
 	l.Observe(bg, "k", Signal{})
 	mustStart(9)
+	mustStart(10)
+	for range 6 { // the answers of 3, 4, 6, 7, 9 and 10, without a count
+		l.Observe(bg, "k", Signal{})
+	}
+	// A count again: 1 more until +6s; then request 12, waiting for the
+	// window's reset, is the probe, and 13 waits for its answer, leaving
+	// at once when its context ends.
+	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 1, Reset: time.Second})
+	mustStart(11)
+	goWait(t, bg, l, clk, "k", 12, 1, starts)
+	if d := clk.waitTimers(t, 1); d != time.Second {
+		t.Fatalf("request 12 waits %v, want 1s (the window's reset)", d)
+	}
+	clk.Advance(time.Second)
+	expect(starts, 6*time.Second, 12)
 	ctx, cancel := context.WithCancel(bg)
-	goWait(t, ctx, l, clk, "k", 10, 1, starts)
+	goWait(t, ctx, l, clk, "k", 13, 1, starts)
 	clk.waitTimers(t, 1)
 	cancel()
 	select {
 	case s := <-starts:
-		if s.i != 10 || !errors.Is(s.err, context.Canceled) || !s.at.Equal(t0.Add(5*time.Second)) {
-			t.Fatalf("got %+v, want request 10 with context.Canceled at once", s)
+		if s.i != 13 || !errors.Is(s.err, context.Canceled) || !s.at.Equal(t0.Add(6*time.Second)) {
+			t.Fatalf("got %+v, want request 13 with context.Canceled at once", s)
 		}
 	case <-time.After(10 * time.Second): // real time
-		t.Fatal("request 10 still waits for the probe after its context ended")
+		t.Fatal("request 13 still waits for the probe after its context ended")
 	}
 	if n, _ := clk.pending(); n != 0 || l.queued("k") != 0 {
 		t.Fatalf("%d timers and %d in line after the cancel, want 0 and 0", n, l.queued("k"))
 	}
-	// Probe 9's answer says 0 remain until a reset in 2 s: the request
+	// Probe 12's answer says 0 remain until a reset in 2 s: the request
 	// waiting for it then waits for that hold, and is the next probe.
-	goWait(t, bg, l, clk, "k", 11, 1, starts)
+	goWait(t, bg, l, clk, "k", 14, 1, starts)
 	clk.waitTimers(t, 1)
 	l.Observe(bg, "k", Signal{HasRemaining: true, Remaining: 0, Reset: 2 * time.Second})
 	eventually(t, func() (time.Duration, bool) { // the cap's timer gone, the hold's set
@@ -745,10 +761,10 @@ func TestObserveProbe(t *testing.T) {
 		return d, n == 1 && d == 2*time.Second
 	})
 	if n := l.queued("k"); n != 1 {
-		t.Fatalf("%d in line, want request 11", n)
+		t.Fatalf("%d in line, want request 14", n)
 	}
 	clk.Advance(2 * time.Second)
-	expect(starts, 7*time.Second, 11)
+	expect(starts, 8*time.Second, 14)
 
 	// A key whose upstream sent only a Retry-After never probes: after
 	// the hold, every request waiting starts at once.
@@ -757,7 +773,7 @@ func TestObserveProbe(t *testing.T) {
 		goWait(t, bg, l, clk, "quiet", 20+i, i+1, starts)
 	}
 	clk.Advance(time.Second)
-	expect(starts, 8*time.Second, 20, 21, 22)
+	expect(starts, 9*time.Second, 20, 21, 22)
 }
 
 // TestObserveProbeUndone: a probe that does not start after all (here its

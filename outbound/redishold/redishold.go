@@ -32,6 +32,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,8 +162,11 @@ func (s *Store) Hold(ctx context.Context, key string, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	ms := (d + time.Millisecond - 1) / time.Millisecond
-	_, err := s.call(ctx, holdArgs{s, key, int64(ms)}, runHold)
+	ms := int64(d / time.Millisecond) // rounded up, without overflow
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	_, err := s.call(ctx, holdArgs{s, key, ms}, runHold)
 	return err
 }
 
@@ -170,8 +174,11 @@ func (s *Store) Hold(ctx context.Context, key string, d time.Duration) error {
 // Redis server's clock, in whole milliseconds; 0 when there is none.
 func (s *Store) Held(ctx context.Context, key string) (time.Duration, error) {
 	ms, err := s.call(ctx, holdArgs{s, key, 0}, runHeld)
-	if err != nil || ms <= 0 {
+	switch {
+	case err != nil || ms <= 0:
 		return 0, err
+	case ms > math.MaxInt64/int64(time.Millisecond): // set by another writer
+		return time.Duration(math.MaxInt64), nil
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
@@ -188,14 +195,11 @@ func runHold(ctx context.Context, a holdArgs) (int64, error) {
 	return holdScript.Run(ctx, a.s.client, []string{a.s.redisKey(a.key)}, a.ms).Int64()
 }
 
-// runHeld returns the key's PTTL in ms: -2 when it does not exist (go-redis
-// gives -1 and -2 as they are, not as milliseconds).
+// runHeld returns the key's PTTL in ms: -2 when it does not exist, -1
+// when it has no expiry. It reads the reply as a number, not through
+// go-redis's DurationCmd, whose nanoseconds overflow past 292 years.
 func runHeld(ctx context.Context, a holdArgs) (int64, error) {
-	d, err := a.s.client.PTTL(ctx, a.s.redisKey(a.key)).Result()
-	if d < 0 {
-		return int64(d), err
-	}
-	return d.Milliseconds(), err
+	return a.s.client.Do(ctx, "PTTL", a.s.redisKey(a.key)).Int64()
 }
 
 // call runs f bounded by the timeout. When ctx is done it returns

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -212,7 +213,7 @@ func TestHoldSharedByLimiters(t *testing.T) {
 // timeout.
 func TestFaultHoldBreaker(t *testing.T) {
 	s := redistest.StartServer(t)
-	const timeout, cooldown = 50 * time.Millisecond, 400 * time.Millisecond
+	const timeout, cooldown = 50 * time.Millisecond, 2 * time.Second
 	h := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(3, cooldown))
 	off := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(0, 0))
 	if err := h.Hold(t.Context(), "k", time.Minute); err != nil {
@@ -255,5 +256,18 @@ func TestFaultHoldBreaker(t *testing.T) {
 	}
 	if err := h.Hold(t.Context(), "k", time.Minute); err != nil {
 		t.Fatalf("circuit closed: %v", err)
+	}
+}
+
+// TestHoldForever: a hold of the longest Duration ("forever") is written,
+// not lost to an overflow of its milliseconds.
+func TestHoldForever(t *testing.T) {
+	s := redistest.StartServer(t)
+	h := redishold.New(s.Client(t))
+	if err := h.Hold(t.Context(), "k", time.Duration(math.MaxInt64)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := h.Held(t.Context(), "k"); err != nil || d < 100*365*24*time.Hour {
+		t.Fatalf("Held = %v, %v; want about 292 years", d, err)
 	}
 }
