@@ -61,11 +61,13 @@
 // Limiter's Observe, which slows the key down before the upstream refuses
 // it: Retry-After holds the key that long; a remaining count of 0 holds it
 // until the reset; a positive count lets at most that many more requests
-// start before the reset, less those still in flight. Once its upstream
-// has reported a remaining count, a key whose window has reset starts one
-// request and holds the others until its answer comes (at most a second),
-// so that they do not all start at the reset. Only the requests a key
-// starts before its first answer go unpaced. No header holds a key longer
+// start before the reset, less those still in flight. While the latest
+// answer under a key reported a remaining count, the key, once its window
+// has reset, starts one request and holds the others until its answer
+// comes (at most a second), so that they do not all start at the reset.
+// The requests a key starts before its first answer go unpaced, and so do
+// those of other processes (budgets and probes stay in each process). No
+// header holds a key longer
 // than MaxHold. A Limiter with a nil configuration paces by these headers
 // alone.
 //

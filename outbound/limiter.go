@@ -81,11 +81,11 @@ func WithCoreOptions(opts ...core.Option) Option {
 // sets and those Observe derives from an upstream's response headers
 // (Retry-After; a remaining count of 0 until the reset), and the key's
 // budget (a positive remaining count: at most that many more starts before
-// the reset, less the requests still in flight). A key whose upstream has
-// reported a remaining count and that has no budget in force (its window
-// has reset) starts one request, a probe, and holds the others until the
-// next answer under the key is observed, for at most a second (see
-// Observe). Holds, budgets and probes apply to every request under the
+// the reset, less the requests still in flight). A key whose latest
+// answer reported a remaining count and that has no budget in force (its
+// window has reset) starts one request, a probe, and holds the others
+// until the next answer under the key is observed, for at most a second
+// (see Observe). Holds, budgets and probes apply to every request under the
 // key, even on an exempt path or when limiting is off: they are what the
 // upstream said.
 //
@@ -385,12 +385,12 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // window (its reset more than a second before the budget's) never raises
 // the budget of a newer one; within one window the lower count wins. Holds
 // (at most MaxHold) apply as Delay's do (and so go to the HoldStore); the
-// budget stays in the process. Each call also counts one request under key as no longer in
-// flight.
+// budget stays in the process. Each call also counts one request under key
+// as no longer in flight.
 //
-// Once a remaining count (with a reset) has been observed under key, the
-// key probes whenever it has no budget in force (none yet, or its window
-// has reset): one request starts and the others wait until the next
+// While the latest answer observed under key reported a remaining count
+// (with a reset), the key probes whenever it has no budget in force (none
+// yet, or its window has reset): one request starts and the others wait until the next
 // Observe under key (of any request: a response, or a zero Signal for
 // none), whose count or hold then applies; should none come within a
 // second of the probe's start, they start as they would with no budget,
@@ -402,9 +402,11 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // answer under the key has been observed. The requests that start before
 // that (the key's first contact, or its next one after its state was
 // dropped) are not paced by the upstream, and processes do not share
-// budgets or probes (only holds, through a HoldStore). A key never
-// observed with a remaining count never probes (a Waiter whose caller
-// never calls Observe is unaffected). The key's state, and with it what
+// budgets or probes (only holds, through a HoldStore). An answer without
+// a count (or a zero Signal: no answer) ends the probing, so an upstream
+// that reports its count on some responses only never leaves the key one
+// request at a time; a key never observed with a remaining count never
+// probes (a Waiter whose caller never calls Observe is unaffected). The key's state, and with it what
 // it learned, is dropped once nothing of it is in force and nothing is in
 // flight.
 func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
