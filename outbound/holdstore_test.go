@@ -20,11 +20,14 @@ type memHolds struct {
 	err   error
 }
 
-func (h *memHolds) Hold(_ context.Context, key string, d time.Duration) error {
+func (h *memHolds) Hold(ctx context.Context, key string, d time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err != nil {
 		return h.err
+	}
+	if err := ctx.Err(); err != nil { // as a store in another process fails
+		return err
 	}
 	if at := h.clk.Now().Add(d); at.After(h.until[key]) {
 		h.until[key] = at
@@ -57,6 +60,29 @@ func TestHoldStoreSharesHolds(t *testing.T) {
 	clk.Advance(4 * time.Second)
 	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(4*time.Second)) {
 		t.Fatalf("start %+v, want +4s", s)
+	}
+}
+
+// TestHoldStoreHoldOnEndedContext: what an upstream said is shared even
+// when the request's context has ended by the time its answer is observed
+// (a caller that cancels once it has the headers, a deadline that ends as
+// the 429 arrives).
+func TestHoldStoreHoldOnEndedContext(t *testing.T) {
+	clk := newFakeClock()
+	holds := &memHolds{clk: clk, until: map[string]time.Time{}}
+	a := mustNew(t, nil, clk, WithHoldStore(holds))
+	b := mustNew(t, nil, clk, WithHoldStore(holds))
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.Observe(ended, "api", Signal{RetryAfter: time.Minute})
+	starts := make(chan start, 1)
+	goWait(t, context.Background(), b, clk, "api", 1, 1, starts)
+	if d := clk.waitTimers(t, 1); d != time.Minute {
+		t.Fatalf("the other Limiter waits %v, want the shared 1m hold", d)
+	}
+	clk.Advance(time.Minute)
+	if s := <-starts; s.err != nil || !s.at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("start %+v, want +1m", s)
 	}
 }
 
