@@ -28,9 +28,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -42,6 +39,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/outbound"
 )
@@ -67,22 +65,7 @@ const (
 	chatMethod  = "/demo.Greeter/Chat"
 )
 
-// errUsage reports bad flags; run has already printed why and the usage.
-var errUsage = errors.New("usage")
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Command(run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("grpc", flag.ContinueOnError)
@@ -92,12 +75,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return errUsage
+		return demo.ErrUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "grpc: no arguments expected")
 		fs.Usage()
-		return errUsage
+		return demo.ErrUsage
 	}
 	addr := *serve
 	if addr == "" {
@@ -114,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.GracefulStop()
 		return nil
 	}
-	r, err := demo(ctx, ln.Addr().String(), stdout)
+	r, err := runDemo(ctx, ln.Addr().String(), stdout)
 	if err != nil {
 		return err
 	}
@@ -191,7 +174,7 @@ type result struct {
 	chatOK, chatRefused       int
 }
 
-func demo(ctx context.Context, addr string, stdout io.Writer) (*result, error) {
+func runDemo(ctx context.Context, addr string, stdout io.Writer) (*result, error) {
 	var r result
 
 	// An unpaced client: 8 calls at once, at the start of a second, so that

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/examples/internal/demo"
 )
 
 // TestDemo runs the example as the README does: the unpaced client is
@@ -42,7 +44,7 @@ func TestPacedClientTakesItsTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	r, err := demo(ctx, ln.Addr().String(), &out)
+	r, err := runDemo(ctx, ln.Addr().String(), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +59,8 @@ func TestPacedClientTakesItsTime(t *testing.T) {
 // TestFlags rejects arguments with the usage.
 func TestFlags(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run(context.Background(), []string{"extra"}, &out, &errb); err != errUsage {
-		t.Fatalf("err %v, want errUsage", err)
+	if err := run(context.Background(), []string{"extra"}, &out, &errb); err != demo.ErrUsage {
+		t.Fatalf("err %v, want ErrUsage", err)
 	}
 	if !strings.Contains(errb.String(), "-serve") {
 		t.Errorf("no usage in %q", errb.String())

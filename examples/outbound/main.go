@@ -37,17 +37,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/nethttp"
 	"github.com/rlkit/rlkit/outbound"
 )
@@ -81,26 +80,13 @@ const rate = 8
 // parent (or the test binary, which cannot take flags of its own).
 const workerEnv = "RLKIT_OUTBOUND_WORKER"
 
-// errUsage reports bad flags; run has already printed why and the usage.
-var errUsage = errors.New("usage")
-
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
-	if os.Getenv(workerEnv) != "" {
-		err = worker(ctx, os.Args[1:], os.Stdout)
-	} else {
-		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	}
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	demo.Command(func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if os.Getenv(workerEnv) != "" {
+			return worker(ctx, args, stdout)
+		}
+		return run(ctx, args, stdout, stderr)
+	})
 }
 
 // config is what the parent's flags set.
@@ -121,12 +107,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
-		return c, errUsage
+		return c, demo.ErrUsage
 	}
 	if fs.NArg() > 0 || c.workers < 1 || c.workers > 16 || c.perProc < 1 || c.perProc > 1000 {
 		fmt.Fprintln(stderr, "outbound: -workers must be 1 to 16, -n 1 to 1000, and no arguments")
 		fs.Usage()
-		return c, errUsage
+		return c, demo.ErrUsage
 	}
 	return c, nil
 }
@@ -153,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r, err := demo(ctx, c, stdout)
+	r, err := runDemo(ctx, c, stdout)
 	if err != nil {
 		return err
 	}
@@ -162,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func demo(ctx context.Context, c config, stdout io.Writer) (*report, error) {
+func runDemo(ctx context.Context, c config, stdout io.Writer) (*report, error) {
 	if c.redisURL == "" {
 		url, stop, err := startRedis(ctx)
 		if err != nil {

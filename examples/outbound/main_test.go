@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -34,7 +35,7 @@ func TestTwoProcessesShareOneLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	r, err := demo(ctx, config{redisURL: "redis://" + srv.Addr() + "/0", workers: 2, perProc: 8}, &out)
+	r, err := runDemo(ctx, config{redisURL: "redis://" + srv.Addr() + "/0", workers: 2, perProc: 8}, &out)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -92,8 +93,8 @@ func TestRunStartsRedis(t *testing.T) {
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{"-workers", "0"}, {"-n", "0"}, {"extra"}, {"-bogus"}} {
 		var out, errb bytes.Buffer
-		if err := run(context.Background(), args, &out, &errb); err != errUsage {
-			t.Errorf("%v: err %v, want errUsage", args, err)
+		if err := run(context.Background(), args, &out, &errb); err != demo.ErrUsage {
+			t.Errorf("%v: err %v, want ErrUsage", args, err)
 		}
 		if !strings.Contains(errb.String(), "-workers") {
 			t.Errorf("%v: no usage in %q", args, errb.String())

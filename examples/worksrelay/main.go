@@ -42,11 +42,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,22 +54,7 @@ import (
 	"github.com/rlkit/rlkit/worksclient/worksredis"
 )
 
-// errUsage reports bad flags; run has already printed why and the usage.
-var errUsage = errors.New("usage")
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { demo.Command(run) }
 
 // config is what the flags set.
 type config struct {
@@ -94,12 +77,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return errUsage
+		return demo.ErrUsage
 	}
 	usage := func(format string, args ...any) error {
 		fmt.Fprintf(stderr, format+"\n", args...)
 		fs.Usage()
-		return errUsage
+		return demo.ErrUsage
 	}
 	switch {
 	case fs.NArg() > 0:

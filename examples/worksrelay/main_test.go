@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/internal/redistest"
 	"github.com/rlkit/rlkit/worksclient"
 	"github.com/rlkit/rlkit/worksclient/worksredis"
@@ -171,7 +172,7 @@ func TestFlags(t *testing.T) {
 		{"-interval", "0s"}, {"-messages", "0"}, {"-messages", "101"}, {"extra"}, {"-nope"}, {"-redis", "mysql://x"},
 	} {
 		var out, errOut bytes.Buffer
-		if err := run(t.Context(), args, &out, &errOut); !errors.Is(err, errUsage) || errOut.Len() == 0 {
+		if err := run(t.Context(), args, &out, &errOut); !errors.Is(err, demo.ErrUsage) || errOut.Len() == 0 {
 			t.Errorf("run(%q) = %v, stderr %q; want a usage error", args, err, errOut.String())
 		}
 	}

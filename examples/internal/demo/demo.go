@@ -79,15 +79,32 @@ callers are counted by their %s header, or their IP without one.
 `, framework, addr, KeyHeader, KeyHeader, base, KeyHeader, base, KeyHeader, base, KeyHeader, base, base)
 }
 
-// Main runs an example's entry point until SIGINT or SIGTERM, and exits 1
-// when it fails.
-func Main(run func(ctx context.Context, args []string, stdout io.Writer) error) {
+// ErrUsage reports bad flags: the command has printed why, and its usage,
+// so Command exits 2 without printing it again.
+var ErrUsage = errors.New("usage")
+
+// Command runs a command's entry point until SIGINT or SIGTERM: it exits 2
+// when run returns ErrUsage (errors.Is), 1 after printing any other error,
+// and 0 otherwise (also after -h).
+func Command(run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, ErrUsage):
+		stop()
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, err)
+		stop()
 		os.Exit(1)
 	}
+}
+
+// Main is Command for an entry point that writes no usage of its own.
+func Main(run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	Command(func(ctx context.Context, args []string, stdout, _ io.Writer) error { return run(ctx, args, stdout) })
 }
 
 // Setup reads an example's flags (-addr, -config, and those of
