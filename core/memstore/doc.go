@@ -3,15 +3,25 @@
 //
 // # Model
 //
-// Counters live in shards chosen by a seeded 64-bit hash (hash/maphash) of
-// the key, combined with the policy's fingerprint (name, algorithm,
-// limits); each shard is an open-addressing table of 32-byte slots behind
-// its own mutex. A slot holds the 64-bit hash, the two-word algorithm
+// Counters live in 32-byte cells: the 64-bit hash, the two-word algorithm
 // state and one word for eviction (when the state expires, and how much of
-// its limit the counter has consumed) — never the key itself, so memory per
-// key is fixed whatever the keys look like (about 40–80 bytes, depending on
-// how full the tables are), and a decision on an existing key allocates
-// nothing.
+// its limit the counter has consumed) — never the key itself, so memory
+// per key is fixed whatever the keys look like (about 40–60 bytes,
+// depending on how full the indexes are), and a decision on an existing
+// key allocates nothing. Cells are handed out store-wide in the order
+// counters are created, in chunks of 256, so that counters created
+// together sit together in memory.
+//
+// Each counter belongs to one of the shards, chosen by a seeded 64-bit
+// hash (hash/maphash) of the key combined with the policy's fingerprint
+// (name, algorithm, limits). A shard finds its counters through an
+// open-addressing index of one 8-byte word per counter. A decision on an
+// existing key with a one-limit policy reads the index without any shard
+// lock and locks only its own cell (a bit of the cell's eviction word), so
+// cores deciding for different keys write no memory in common. Creating,
+// removing and evicting counters, and policies with several limits, take
+// the shard's mutex, and lock each cell they read or free, so a decision
+// in progress is never lost.
 //
 // Two different keys whose 64-bit hashes are equal would share a counter.
 // With a million live keys the chance that any two collide is about 3 in
@@ -35,10 +45,16 @@
 // held back unless its own counters are at their limit too and fill nine
 // tenths of a shard. Among counters that consumed alike, those closest to
 // expiry go first (as a sample estimates), and ties (the counters of one
-// fixed window) are dropped evenly over the table. The pass is spread over the next tenth of
+// fixed window) are dropped evenly over the index. The pass is spread over the next tenth of
 // inserts; a decision on an existing key does no eviction work. There is
 // no background work unless WithSweepInterval asks for a sweeper, which
 // Close stops.
+//
+// Cells freed by eviction, Reset or expiry are kept for the shard's next
+// counters, so the cells never number more than MaxKeys. Sweep (and the
+// sweeper) gives memory back after a burst: when at least half the chunks
+// would be empty, it moves the live counters into the first chunks and
+// drops the rest, holding every shard's mutex for that pass.
 //
 // # Reset and Stats
 //

@@ -6,8 +6,10 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -39,9 +41,9 @@ func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 1) }
 // Default: 64.
 func WithShards(n int) Option { return func(s *Store) { s.nshards = max(n, 1) } }
 
-// WithSweepInterval starts a goroutine that drops expired counters every d
-// and shrinks tables left mostly empty, so memory comes back after a burst
-// of keys. Close stops it. Default: 0, no sweeper (memory stays bounded by
+// WithSweepInterval starts a goroutine that calls Sweep every d: it drops
+// expired counters, shrinks indexes left mostly empty and gives back cells
+// left mostly unused, so memory comes back after a burst of keys. Close stops it. Default: 0, no sweeper (memory stays bounded by
 // MaxKeys either way).
 func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweepEvery = d } }
 
@@ -55,6 +57,14 @@ type Store struct {
 	shift      uint
 	shards     []shard
 
+	// The counters themselves live in cells, handed out in the order
+	// counters are created (see cell): chunks[i>>chunkBits] holds cell i,
+	// and next is the number of cells handed out so far. A chunk is made
+	// when its first cell is handed out. next only grows under some shard's
+	// mutex, and falls (see compact) under all of them.
+	chunks []atomic.Pointer[chunk]
+	next   atomic.Int64
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -62,21 +72,62 @@ type Store struct {
 
 var _ core.StatsStore = (*Store)(nil)
 
-// slot is one counter: 32 bytes, so that memory per key stays the same
+// cell is one counter: 32 bytes, so that memory per key stays the same
 // whatever the key.
-type slot struct {
-	h    uint64 // 0: empty
-	meta uint64 // consumption level and expiry: see pack
+//
+// Cells are handed out store-wide in the order counters are created, and
+// a counter keeps its cell for life, so counters created one after the
+// other sit side by side in memory, as they do in a store that allocates
+// an object per key. A shard finds its counters through an index of one
+// word per counter (see entry), which is written only when counters come
+// and go; a decision on an existing key reads the index without the
+// shard's mutex, and locks only its cell (the lock bit of its meta word,
+// see lockCell). Cores deciding for different keys then write no memory
+// in common, and read the index from their own caches. Everything that
+// creates, removes or moves counters (insert, evict, Reset, Sweep), and
+// every policy with several limits, holds the shard's mutex and locks each
+// cell it reads the state of or frees, so it waits for a decision in
+// progress on that cell and never loses it. Hence the fields' rules:
+//
+//   - h is written only by the holder of the shard's mutex, atomically: a
+//     cell is filled with its meta word last and freed with it last, so a
+//     cell whose meta word is 0 is free and cannot be locked.
+//   - meta is written by whoever holds the cell's lock, and by fill;
+//     always atomically. Eviction loads it atomically without locking.
+//   - st is read and written only by the holder of the cell's lock, or by
+//     fill before the meta word makes the cell lockable.
+//
+// A decision that locks a cell checks its h again under the lock: a cell
+// found through an index read without the mutex may have been freed, and
+// even handed to another counter, in between.
+type cell struct {
+	h    uint64 // 0: free
+	meta uint64 // lock bit, consumption level and expiry: see pack; 0: free
 	st   algo.State
 }
 
-// A slot's meta word holds two things only eviction and Sweep read:
+// chunkBits sets the cells per chunk: 256, 8 KiB.
+const (
+	chunkBits  = 8
+	chunkCells = 1 << chunkBits
+)
+
+type chunk [chunkCells]cell
+
+// maxCells bounds the cells of a store: an index entry holds a cell's
+// number plus one in 32 bits.
+const maxCells = 1<<32 - 2
+
+// A cell's meta word holds the cell's lock and two things only eviction
+// and Sweep read:
 //
-//   - bits 0–55, the instant from which the state equals the zero state
+//   - bits 0–54, the instant from which the state equals the zero state
 //     (algo.Outcome.ExpireAt), in units of 256 ns, rounded up, and at least
-//     one unit. Decisions never read it: the algorithm derives everything
-//     from the state. The coarser unit only makes a counter count as
-//     expired up to 256 ns late, never early. Any int64 instant fits.
+//     one unit; the largest value, all ones (instants after 2^63 − 512 ns,
+//     in the year 2262), means never. Decisions never read it: the
+//     algorithm derives everything from the state. The coarser unit only
+//     makes a counter count as expired up to 256 ns late, never early.
+//   - bit 55, set while a goroutine holds the cell's lock (see lockCell).
 //   - bits 56–63, the consumption level (see level) the last admitted
 //     request left. It is written only when a request is admitted (a denied
 //     one changes nothing), and consumption only falls with time until the
@@ -84,27 +135,30 @@ type slot struct {
 //     consumption: a counter at its limit stays recognised as such for as
 //     long as its owner is denied.
 //
-// The word is never 0 in a used slot, so the eviction and sweep passes tell
-// empty slots by it alone. It orders counters the way eviction wants: by
-// level, then by expiry.
+// The word is never 0 in a used cell. Without its lock bit, it orders
+// counters the way eviction wants: by level, then by expiry.
 const (
 	expShift   = 8         // the expiry is kept in units of 1<<expShift ns
-	expMask    = 1<<56 - 1 // bits of the expiry
+	expMask    = 1<<55 - 1 // bits of the expiry; all of them set: never
+	lockBit    = 1 << 55
 	levelShift = 56
 	atLimit    = 255 // the level of a counter with no unit left
 )
 
-// pack makes a meta word from an expiry instant (ns) and a level. The
-// expiry is ceil(exp/256) units, at most 2^55 for exp ≤ MaxInt64, and 1 for
-// exp ≤ 0.
+// pack makes a meta word, unlocked, from an expiry instant (ns) and a
+// level. The expiry is ceil(exp/256) units, 1 for exp ≤ 0, and at most
+// expMask (never).
 func pack(exp int64, lvl uint64) uint64 {
-	return lvl<<levelShift | (uint64(max(exp, 1)-1)>>expShift + 1)
+	return lvl<<levelShift | min(uint64(max(exp, 1)-1)>>expShift+1, expMask)
 }
 
 // expired reports whether the counter whose meta word is m has a state
 // equal to the zero state at now: whether its expiry, units×256 ns, is at
 // most now (compared in units, so nothing overflows).
-func expired(m uint64, now int64) bool { return now >= 0 && m&expMask <= uint64(now)>>expShift }
+func expired(m uint64, now int64) bool {
+	u := m & expMask
+	return now >= 0 && u != expMask && u <= uint64(now)>>expShift
+}
 
 // level returns how much of its capacity a counter has consumed once an
 // admitted request left it remaining units (algo.Outcome.Remaining, for
@@ -137,15 +191,32 @@ func log16(x int64) int {
 	return 16*(n-1) + int(uint64(x)<<(65-n)>>60)
 }
 
+// A shard is one cache line (shards do not share lines), written only
+// under its mutex: a decision on an existing key only reads tab.
 type shard struct {
-	mu    sync.Mutex
-	slots []slot
-	n     int
-	cap   int
+	mu sync.Mutex
+	// tab is the shard's index: an open-addressing table of entries,
+	// replaced whole when it grows or shrinks, its entries written
+	// atomically under mu.
+	tab atomic.Pointer[[]uint64]
+	// free holds the cells this shard freed, for its next inserts.
+	free []uint32
+	n    int // counters held
+	cap  int
 	// evictions counts the live counters eviction dropped (under mu).
 	evictions uint64
-	_         [64 - 8 - 24 - 24]byte // keep shards on separate cache lines
 }
+
+// An index entry is the counter's hash's low 32 bits (its home in the
+// table, and a filter) over its cell's number plus one; 0 is empty.
+func entry(h uint64, c uint32) uint64 { return h<<32 | uint64(c) + 1 }
+
+func entryCell(e uint64) uint32 { return uint32(e) - 1 }
+
+// home returns the slot of a table of mask+1 entries where the probe for
+// the counter of hash h (or of entry e: the same bits) starts.
+func home(h uint64, mask int) int      { return int(uint32(h)) & mask }
+func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
@@ -157,6 +228,7 @@ func New(opts ...Option) *Store {
 	// per shard, and floor the per-shard cap, so that the store never holds
 	// more than maxKeys counters.
 	n := 1 << bits.Len(uint(s.nshards-1))
+	s.maxKeys = min(s.maxKeys, maxCells)
 	for n > 1 && n*16 > s.maxKeys {
 		n /= 2
 	}
@@ -168,8 +240,9 @@ func New(opts ...Option) *Store {
 	per := max(s.maxKeys/n, 1)
 	for i := range s.shards {
 		s.shards[i].cap = per
-		s.shards[i].slots = make([]slot, minSlots)
+		s.shards[i].setTable(make([]uint64, minSlots))
 	}
+	s.chunks = make([]atomic.Pointer[chunk], (n*per+chunkCells-1)/chunkCells)
 	if s.sweepEvery > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.sweeper()
@@ -218,10 +291,12 @@ func (s *Store) Reset(_ context.Context, key string, p *core.Policy) (cleared bo
 	h0 := s.hash(key, p)
 	sh := s.shard(h0)
 	sh.mu.Lock()
+	t := *sh.tab.Load()
 	for i := range p.Limits {
-		if j := sh.find(limitHash(h0, i)); j >= 0 {
-			cleared = cleared || !expired(sh.slots[j].meta, now)
-			sh.remove(j)
+		if j, c := s.lookup(t, limitHash(h0, i)); c != nil {
+			m, _ := lockCell(c) // wait for a decision in progress
+			cleared = cleared || !expired(m, now)
+			s.remove(sh, t, j, c)
 		}
 	}
 	sh.mu.Unlock()
@@ -289,33 +364,118 @@ func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int
 	*r = s.takeMany(key, p, cost, now, write)
 }
 
-// takeOne is decide for the common one-limit policy.
+// takeOne is decide for the common one-limit policy. On an existing key it
+// takes no shard lock (see cell); a key the index read without the mutex
+// does not show, or shows in a cell freed since, is decided again under
+// the shard's mutex, where the lookup is exact, and inserted when
+// admitted.
 func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
 	h := s.hash(key, p)
 	l := &p.Limits[0]
 	sh := s.shard(h)
 	var o algo.Outcome
-	sh.mu.Lock()
-	if i := sh.find(h); i >= 0 {
-		e := &sh.slots[i]
-		if write {
-			algo.Apply(p.Algorithm, &e.st, l, now, cost, &o)
-			if o.Allowed && cost > 0 {
-				e.meta = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
-			}
-		} else {
-			st := e.st // a copy: a peek leaves the counter as it is
+	c, m := s.lockCounter(*sh.tab.Load(), h)
+	if c == nil {
+		sh.mu.Lock()
+		if c, m = s.lockCounter(*sh.tab.Load(), h); c == nil {
+			var st algo.State
 			algo.Apply(p.Algorithm, &st, l, now, cost, &o)
+			if write && o.Allowed && cost > 0 {
+				s.insert(sh, h, pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st, now)
+			}
+			sh.mu.Unlock()
+			r.SetOutcome(*l, &o)
+			return
+		}
+		sh.mu.Unlock() // the cell is locked
+	}
+	if write {
+		algo.Apply(p.Algorithm, &c.st, l, now, cost, &o)
+		if o.Allowed && cost > 0 {
+			m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
 		}
 	} else {
-		var st algo.State
+		st := c.st // a copy: a peek leaves the counter as it is
 		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
-		if write && o.Allowed && cost > 0 {
-			sh.insert(slot{h: h, meta: pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st: st}, now)
+	}
+	unlockCell(c, m)
+	r.SetOutcome(*l, &o)
+}
+
+// lockCounter finds the counter of hash h through the index t and returns
+// its cell, locked, with its meta word (unlocked); or nil when t shows no
+// counter h, or the cell it shows was freed before it could be locked.
+// Under the shard's mutex, where t is exact and no cell of the shard is
+// freed, it returns nil only for a counter that does not exist.
+func (s *Store) lockCounter(t []uint64, h uint64) (*cell, uint64) {
+	_, c := s.lookup(t, h)
+	if c == nil {
+		return nil, 0
+	}
+	m := atomic.LoadUint64(&c.meta)
+	if m == 0 || m&lockBit != 0 || !atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
+		var ok bool
+		if m, ok = lockCellSlow(c); !ok {
+			return nil, 0
 		}
 	}
-	sh.mu.Unlock()
-	r.SetOutcome(*l, &o)
+	if atomic.LoadUint64(&c.h) != h { // freed, and filled again, since the lookup
+		unlockCell(c, m)
+		return nil, 0
+	}
+	return c, m
+}
+
+// lockCell locks cell c and returns its meta word, unlocked: the lock is
+// the word's lockBit, set by compare-and-swap. It returns false, without
+// locking, when c is free. A holder never waits for anything while it
+// holds a cell, so under the shard's mutex (where no cell of the shard is
+// freed) it always succeeds for a cell the index shows, and a holder of
+// the mutex may hold several cells at once.
+func lockCell(c *cell) (uint64, bool) {
+	if m := atomic.LoadUint64(&c.meta); m != 0 && m&lockBit == 0 && atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
+		return m, true
+	}
+	return lockCellSlow(c)
+}
+
+// spinsBeforeYield is how many times lockCellSlow retries a held lock
+// before it yields the processor between tries. A cell is held for one
+// algorithm step (tens of nanoseconds).
+const spinsBeforeYield = 32
+
+func lockCellSlow(c *cell) (uint64, bool) {
+	for spins := 0; ; spins++ {
+		switch m := atomic.LoadUint64(&c.meta); {
+		case m == 0:
+			return 0, false
+		case m&lockBit == 0:
+			if atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
+				return m, true
+			}
+		case spins >= spinsBeforeYield:
+			runtime.Gosched()
+		}
+	}
+}
+
+// unlockCell unlocks cell c, writing m (unlocked) as its meta word.
+func unlockCell(c *cell, m uint64) { atomic.StoreUint64(&c.meta, m) }
+
+// fill writes a counter into the free cell c, its meta word last: no
+// decision can lock it before it is whole.
+func fill(c *cell, h, m uint64, st algo.State) {
+	c.st = st
+	atomic.StoreUint64(&c.h, h)
+	atomic.StoreUint64(&c.meta, m)
+}
+
+// release frees cell c, which the caller holds locked; that unlocks it,
+// and no one can lock it again until it is filled.
+func release(c *cell) {
+	c.st = algo.State{}
+	atomic.StoreUint64(&c.h, 0)
+	atomic.StoreUint64(&c.meta, 0)
 }
 
 func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool) core.Result {
@@ -323,31 +483,45 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool
 		states [core.MaxLimits]algo.State
 		exp    [core.MaxLimits]int64
 		hs     [core.MaxLimits]uint64
-		at     [core.MaxLimits]int
+		cs     [core.MaxLimits]*cell  // the counters found
+		metas  [core.MaxLimits]uint64 // of the cells found, as locked
+		dup    [core.MaxLimits]bool   // cs[i] is an earlier limit's cell
 	)
 	h0 := s.hash(key, p)
 	sh := s.shard(h0)
 	sh.mu.Lock()
+	t := *sh.tab.Load()
 	for i := range p.Limits {
 		hs[i] = limitHash(h0, i)
-		at[i] = sh.find(hs[i])
-		if at[i] >= 0 {
-			states[i] = sh.slots[at[i]].st
+		if _, cs[i] = s.lookup(t, hs[i]); cs[i] != nil {
+			// Two limits whose hashes are equal share one counter (as two
+			// keys would): its cell is locked once.
+			if dup[i] = slices.Contains(cs[:i], cs[i]); !dup[i] {
+				metas[i], _ = lockCell(cs[i])
+			}
+			states[i] = cs[i].st
 		}
 	}
 	r := core.Evaluate(p, &states, &exp, now, cost) // on copies of the states
-	if write && r.Allowed && cost > 0 {
-		// Update in place first: inserting may move slots.
-		var metas [core.MaxLimits]uint64
-		for i := range p.Limits {
+	admit := write && r.Allowed && cost > 0
+	for i := range p.Limits {
+		if admit {
 			metas[i] = pack(exp[i], level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
-			if at[i] >= 0 {
-				sh.slots[at[i]].st, sh.slots[at[i]].meta = states[i], metas[i]
+			if cs[i] != nil {
+				cs[i].st = states[i]
 			}
 		}
+	}
+	// Unlock before inserting: an insert may evict, and eviction locks.
+	for i := range p.Limits {
+		if cs[i] != nil && !dup[i] {
+			unlockCell(cs[i], metas[i])
+		}
+	}
+	if admit {
 		for i := range p.Limits {
-			if at[i] < 0 {
-				sh.insert(slot{h: hs[i], meta: metas[i], st: states[i]}, now)
+			if cs[i] == nil {
+				s.insert(sh, hs[i], metas[i], states[i], now)
 			}
 		}
 	}
@@ -387,63 +561,120 @@ func mix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// find returns the slot holding h, or -1.
-func (sh *shard) find(h uint64) int {
-	mask := len(sh.slots) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch sh.slots[i].h {
-		case h:
-			return i
-		case 0:
-			return -1
+// lookup returns the entry of the index t that shows the counter of hash
+// h, and its cell; or -1 and nil. Under the shard's mutex it is exact.
+// Without it, it may miss an entry being moved back, or return a cell
+// freed or filled again since (a caller that locks the cell checks h
+// again).
+func (s *Store) lookup(t []uint64, h uint64) (int, *cell) {
+	mask := len(t) - 1
+	for i := home(h, mask); ; i = (i + 1) & mask {
+		e := atomic.LoadUint64(&t[i])
+		if e == 0 {
+			return -1, nil
+		}
+		if uint32(e>>32) == uint32(h) {
+			if c := s.cellOf(entryCell(e)); c != nil && atomic.LoadUint64(&c.h) == h {
+				return i, c
+			}
 		}
 	}
 }
 
-// place puts e in the first free slot from its home; there must be one.
-func (sh *shard) place(e slot) {
-	mask := len(sh.slots) - 1
-	i := int(e.h) & mask
-	for sh.slots[i].h != 0 {
-		i = (i + 1) & mask
+// cellOf returns cell i, or nil when its chunk was dropped (see compact):
+// only an index read without the shard's mutex can show such a cell.
+func (s *Store) cellOf(i uint32) *cell {
+	ch := s.chunks[i>>chunkBits].Load()
+	if ch == nil {
+		return nil
 	}
-	sh.slots[i] = e
+	return &ch[i&(chunkCells-1)]
 }
 
-func (sh *shard) insert(e slot, now int64) {
+// setTable makes t the shard's index (under mu).
+func (sh *shard) setTable(t []uint64) { sh.tab.Store(&t) }
+
+// place writes entry e into the first empty slot of t from its home;
+// there must be one.
+func place(t []uint64, e uint64) {
+	atomic.StoreUint64(&t[firstFree(t, e, -1)], e)
+}
+
+// firstFree returns the first slot of t from the home of entry e that is
+// empty or is skip (the slot e is being moved from; -1 for none).
+func firstFree(t []uint64, e uint64, skip int) int {
+	mask := len(t) - 1
+	i := entryHome(e, mask)
+	for i != skip && t[i] != 0 {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+// insert adds the counter of hash h, with meta word m and state st, to
+// shard sh (under its mutex), evicting first when the shard is full.
+func (s *Store) insert(sh *shard, h, m uint64, st algo.State, now int64) {
 	if sh.n >= sh.cap {
-		sh.evict(now)
+		s.evict(sh, now)
 	}
-	if (sh.n+1)*loadDen > len(sh.slots)*loadNum {
-		sh.resize(len(sh.slots) * 2)
+	t := *sh.tab.Load()
+	if (sh.n+1)*loadDen > len(t)*loadNum {
+		t = sh.resize(len(t) * 2)
 	}
-	sh.place(e)
+	i := s.alloc(sh)
+	fill(s.cellOf(i), h, m, st)
+	place(t, entry(h, i))
 	sh.n++
 }
 
-func (sh *shard) resize(size int) {
-	old := sh.slots
-	sh.slots = make([]slot, size)
-	for _, e := range old {
-		if e.h != 0 {
-			sh.place(e)
-		}
+// alloc returns a free cell for shard sh (under its mutex): one the shard
+// freed, or else the next never used. Every cell handed out is either in
+// use by one shard or on one shard's free list, and a shard takes a new
+// one only while it holds fewer than its cap of counters and has no free
+// one, so cells never number more than the shards' caps together.
+func (s *Store) alloc(sh *shard) uint32 {
+	if k := len(sh.free); k > 0 {
+		i := sh.free[k-1]
+		sh.free = sh.free[:k-1]
+		return i
 	}
+	i := uint32(s.next.Add(1) - 1)
+	if p := &s.chunks[i>>chunkBits]; p.Load() == nil {
+		p.CompareAndSwap(nil, new(chunk)) // another shard may make it first
+	}
+	return i
 }
 
-// remove deletes slot i, shifting back the entries after it so that every
-// probe sequence stays unbroken.
-func (sh *shard) remove(i int) {
-	mask := len(sh.slots) - 1
-	for j := (i + 1) & mask; sh.slots[j].h != 0; j = (j + 1) & mask {
-		home := int(sh.slots[j].h) & mask
+// resize replaces the shard's index by one of size slots holding the same
+// entries, and returns it. A decision still reading the old index finds
+// the counters it shows, which stay in their cells.
+func (sh *shard) resize(size int) []uint64 {
+	t := make([]uint64, size)
+	for _, e := range *sh.tab.Load() {
+		if e != 0 {
+			place(t, e)
+		}
+	}
+	sh.setTable(t)
+	return t
+}
+
+// remove frees cell c, which the caller holds locked, and deletes its
+// entry i from the index t, shifting back the entries after it so that
+// every probe sequence stays unbroken.
+func (s *Store) remove(sh *shard, t []uint64, i int, c *cell) {
+	sh.free = append(sh.free, entryCell(t[i]))
+	release(c)
+	mask := len(t) - 1
+	for j := (i + 1) & mask; t[j] != 0; j = (j + 1) & mask {
+		home := entryHome(t[j], mask)
 		// The entry at j may move to i unless its home lies in (i, j].
 		if i <= j && (home <= i || home > j) || i > j && home <= i && home > j {
-			sh.slots[i] = sh.slots[j]
+			atomic.StoreUint64(&t[i], t[j])
 			i = j
 		}
 	}
-	sh.slots[i] = slot{}
+	atomic.StoreUint64(&t[i], 0)
 	sh.n--
 }
 
@@ -453,7 +684,7 @@ func (sh *shard) remove(i int) {
 // counter at its limit goes only when the expired counters and those below
 // their limit together make up less than a tenth of the shard. Within the
 // last level it reaches, it drops those closest to expiry first.
-func (sh *shard) evict(now int64) {
+func (s *Store) evict(sh *shard, now int64) {
 	target := max(sh.cap/10, 1)
 	// One pass counts the live counters of each level exactly, and samples
 	// the meta words of live counters at an even stride to estimate, within
@@ -464,8 +695,13 @@ func (sh *shard) evict(now int64) {
 	)
 	ns, dead, seen := 0, 0, 0
 	stride := max(sh.n/len(sample), 1)
-	for i := range sh.slots {
-		switch m := sh.slots[i].meta; {
+	for _, e := range *sh.tab.Load() {
+		if e == 0 {
+			continue
+		}
+		// Without the cell's lock: a decision in progress may change the
+		// word, and drop judges again under the lock.
+		switch m := atomic.LoadUint64(&s.cellOf(entryCell(e)).meta) &^ lockBit; {
 		case m == 0: // empty
 		case expired(m, now):
 			dead++
@@ -515,17 +751,23 @@ func (sh *shard) evict(now int64) {
 			eligible = max((perLevel[lv]*le+k-1)/k, budget)
 		}
 	}
-	sh.drop(now, lv, cut, budget, eligible)
+	s.drop(sh, now, lv, cut, budget, eligible)
 }
 
 // drop removes, in place and in one pass, every counter expired at now,
 // every live one below level lv and, of the live ones at level lv whose
-// meta word is at most cut (about eligible), budget spread evenly in table
+// meta word is at most cut (about eligible), budget spread evenly in index
 // order. With lv and budget 0 it removes the expired counters only.
-func (sh *shard) drop(now int64, lv, cut uint64, budget, eligible int) {
-	mask := len(sh.slots) - 1
+//
+// It locks the cells it may free, and judges those on their meta word as
+// locked: a decision in progress on one of them is waited for, and counted
+// before the counter is judged. A counter it keeps without locking is
+// judged as it was an instant before such a decision.
+func (s *Store) drop(sh *shard, now int64, lv, cut uint64, budget, eligible int) {
+	t := *sh.tab.Load()
+	mask := len(t) - 1
 	start := 0
-	for sh.slots[start].h != 0 { // a slot empty before the pass: no probe sequence crosses it
+	for t[start] != 0 { // a slot empty before the pass: no probe sequence crosses it
 		start++
 	}
 	// A slot is visited before the pass writes to it (an entry only moves
@@ -534,35 +776,58 @@ func (sh *shard) drop(now int64, lv, cut uint64, budget, eligible int) {
 	// would be placed: it stays.
 	removed := false
 	share, acc := budget, 0 // every candidate adds share to acc; each eligible of it is a drop
-	for k := 1; k <= len(sh.slots); k++ {
+	// judge tells whether the counter whose meta word is m goes for
+	// certain (expired, or below level lv), whether it expired, and whether
+	// it is a candidate, one at level lv with a word at most cut.
+	judge := func(m uint64) (gone, dead, cand bool) {
+		dead = expired(m, now)
+		l := m >> levelShift
+		return dead || l < lv, dead, !dead && l == lv && m <= cut && budget > 0
+	}
+	for k := 1; k <= len(t); k++ {
 		j := (start + k) & mask
-		m := sh.slots[j].meta
-		if m == 0 { // empty
+		e := t[j]
+		if e == 0 {
 			removed = false
 			continue
 		}
-		l := m >> levelShift
-		dead := expired(m, now)
-		gone := dead || l < lv
-		if !gone && l == lv && m <= cut && budget > 0 {
+		c := s.cellOf(entryCell(e))
+		// Lock the cell when it may go, and judge it again on the word as
+		// locked. A cell judged to stay on the word read without its lock
+		// is judged the same on that word below.
+		m := atomic.LoadUint64(&c.meta) &^ lockBit
+		gone, _, cand := judge(m)
+		locked := gone || cand && acc+share >= eligible
+		if locked {
+			m, _ = lockCell(c)
+		}
+		gone, dead, cand := judge(m)
+		if cand {
 			if acc += share; acc >= eligible {
 				acc -= eligible
 				budget--
 				gone = true
 			}
 		}
+		if locked && !gone {
+			unlockCell(c, m)
+		}
 		switch {
-		case gone:
+		case gone: // locked
 			if !dead {
 				sh.evictions++
 			}
-			sh.slots[j] = slot{}
+			sh.free = append(sh.free, entryCell(e))
+			release(c)
+			atomic.StoreUint64(&t[j], 0)
 			sh.n--
 			removed = true
 		case removed:
-			e := sh.slots[j]
-			sh.slots[j] = slot{}
-			sh.place(e) // lands at j or before it: its home lies in (start, j]
+			// Its home lies in (start, j]: it lands at j or before it.
+			if i := firstFree(t, e, j); i != j {
+				atomic.StoreUint64(&t[i], e)
+				atomic.StoreUint64(&t[j], 0)
+			}
 		}
 	}
 }
@@ -581,17 +846,92 @@ func (s *Store) sweeper() {
 	}
 }
 
-// Sweep drops every expired counter now and shrinks tables left mostly
-// empty. The sweeper calls it; callers may too.
+// Sweep drops every expired counter now, shrinks indexes left mostly
+// empty, and gives back the memory of cells left mostly unused (see
+// compact). The sweeper calls it; callers may too.
 func (s *Store) Sweep() {
 	now := s.clock.Now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.drop(now, 0, 0, 0, 0)
-		if size := len(sh.slots); size > minSlots && sh.n*8 < size {
+		s.drop(sh, now, 0, 0, 0, 0)
+		if size := len(*sh.tab.Load()); size > minSlots && sh.n*8 < size {
 			sh.resize(max(minSlots, 1<<bits.Len(uint(sh.n*loadDen/loadNum*2))))
 		}
 		sh.mu.Unlock()
 	}
+	s.compact()
+}
+
+// compact gives back the memory of cells after a burst of counters: when
+// at least half the chunks made (and at least one) would hold no counter
+// once the counters were moved into the lowest cells, it moves the
+// counters of the cells beyond the whole chunks that the live counters
+// need into free cells below them, and drops the chunks beyond. It holds
+// every shard's mutex while it runs, and locks each cell it moves, so a
+// decision in progress on it is kept and one that follows finds it in its
+// new cell.
+func (s *Store) compact() {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for i := range s.shards {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+	live := 0
+	for i := range s.shards {
+		live += s.shards[i].n
+	}
+	made := (int(s.next.Load()) + chunkCells - 1) / chunkCells
+	kept := (live + chunkCells - 1) / chunkCells
+	if made-kept < max(1, made/2) {
+		return
+	}
+	keep := uint32(kept * chunkCells)
+	// The free cells below keep: as many as the counters above it.
+	var pool []uint32
+	for i := range s.shards {
+		for _, c := range s.shards[i].free {
+			if c < keep {
+				pool = append(pool, c)
+			}
+		}
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		t := *sh.tab.Load()
+		for j, e := range t {
+			if e == 0 || entryCell(e) < keep {
+				continue
+			}
+			src := s.cellOf(entryCell(e))
+			m, _ := lockCell(src)
+			to := pool[len(pool)-1]
+			pool = pool[:len(pool)-1]
+			h := src.h
+			fill(s.cellOf(to), h, m, src.st)
+			atomic.StoreUint64(&t[j], entry(h, to))
+			release(src)
+		}
+	}
+	// The other free cells below keep go back to the shards' lists, dealt
+	// out in turn, each shard taking no more than its cap less its
+	// counters.
+	for i := range s.shards {
+		s.shards[i].free = s.shards[i].free[:0]
+	}
+	for len(pool) > 0 {
+		for i := range s.shards {
+			if sh := &s.shards[i]; len(pool) > 0 && sh.n+len(sh.free) < sh.cap {
+				sh.free = append(sh.free, pool[len(pool)-1])
+				pool = pool[:len(pool)-1]
+			}
+		}
+	}
+	for i := kept; i < made; i++ {
+		s.chunks[i].Store(nil)
+	}
+	s.next.Store(int64(keep))
 }

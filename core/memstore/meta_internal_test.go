@@ -1,8 +1,12 @@
 package memstore
 
 import (
+	"context"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,10 +14,10 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// TestSlotSize pins the slot at 32 bytes: memory per key depends on it.
-func TestSlotSize(t *testing.T) {
-	if got := unsafe.Sizeof(slot{}); got != 32 {
-		t.Fatalf("slot is %d bytes, want 32", got)
+// TestCellSize pins the cell at 32 bytes: memory per key depends on it.
+func TestCellSize(t *testing.T) {
+	if got := unsafe.Sizeof(cell{}); got != 32 {
+		t.Fatalf("cell is %d bytes, want 32", got)
 	}
 }
 
@@ -137,11 +141,12 @@ func TestTiedEvictionsKeepProbesShort(t *testing.T) {
 		s.TakeAt(&r, "flood-"+strconv.Itoa(i), p, 1, 1_700_000_000_000_000_000)
 	}
 	sh := &s.shards[0]
-	mask := len(sh.slots) - 1
+	tab := *sh.tab.Load()
+	mask := len(tab) - 1
 	n, disp, worst := 0, 0, 0
-	for j, e := range sh.slots {
-		if e.h != 0 {
-			d := (j - int(e.h)&mask) & mask
+	for j, e := range tab {
+		if e != 0 {
+			d := (j - entryHome(e, mask)) & mask
 			n, disp, worst = n+1, disp+d, max(worst, d)
 		}
 	}
@@ -149,6 +154,131 @@ func TestTiedEvictionsKeepProbesShort(t *testing.T) {
 		t.Fatalf("%d entries (n = %d), want 1,800 to 2,000", n, sh.n)
 	}
 	if avg := float64(disp) / float64(n); avg > 1 || worst > 40 {
-		t.Fatalf("entries sit %.2f slots from home on average, %d at worst; want at most 1 and 40 (load %d/%d)", avg, worst, n, len(sh.slots))
+		t.Fatalf("entries sit %.2f slots from home on average, %d at worst; want at most 1 and 40 (load %d/%d)", avg, worst, n, len(tab))
+	}
+}
+
+var ctx = context.Background()
+
+// TestSweepGivesCellsBack: after a burst of 20,000 short-lived counters
+// among which 200 long-lived ones were created, a sweep drops the expired
+// counters and moves the 200 into the first chunk: the other 78 chunks go,
+// and the 200 keep their counts.
+func TestSweepGivesCellsBack(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
+	s := New(WithShards(4), WithMaxKeys(100_000), WithClock(clock))
+	short := &core.Policy{Name: "short", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 1, Period: time.Second}}}
+	long := &core.Policy{Name: "long", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 10, Period: time.Hour}}}
+	for i := range 20_000 {
+		p := short
+		if i%100 == 99 {
+			p = long
+		}
+		if r, _ := s.Take(ctx, "k"+strconv.Itoa(i), p, 1); !r.Allowed {
+			t.Fatalf("key %d: first request denied", i)
+		}
+	}
+	made := func() (n int) {
+		for i := range s.chunks {
+			if s.chunks[i].Load() != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if got, want := made(), (20_000+chunkCells-1)/chunkCells; got != want || s.next.Load() != 20_000 {
+		t.Fatalf("%d chunks made, %d cells handed out; want %d and 20,000", got, s.next.Load(), want)
+	}
+	clock.Advance(2 * time.Second)
+	s.Sweep()
+	if got := made(); got != 1 || s.next.Load() != chunkCells || s.Len() != 200 {
+		t.Fatalf("after the sweep: %d chunks, %d cells handed out, %d counters; want 1, %d, 200", got, s.next.Load(), s.Len(), chunkCells)
+	}
+	for i := 99; i < 20_000; i += 100 {
+		if r, _ := s.Take(ctx, "k"+strconv.Itoa(i), long, 1); !r.Allowed || r.Remaining != 8 {
+			t.Fatalf("long key %d after the sweep: %+v, want allowed with 8 left", i, r)
+		}
+	}
+	// New counters take the first chunk's free cells, dealt out to the
+	// shards in turn: 56 of them make at most one more chunk.
+	for i := range 56 {
+		if r, _ := s.Take(ctx, "new"+strconv.Itoa(i), long, 1); !r.Allowed || r.Remaining != 9 {
+			t.Fatalf("new key %d: %+v, want allowed with 9 left", i, r)
+		}
+	}
+	if got := made(); got > 2 || s.Len() != 256 {
+		t.Fatalf("56 new counters: %d chunks, %d counters; want at most 2 and 256", got, s.Len())
+	}
+}
+
+// TestCompactionRacesDecisions: in each of 10 rounds, 50 hot keys at
+// 500/hour are created beyond a burst of short-lived counters, then take
+// 800 requests each from four goroutines while a sweep drops the burst and
+// moves the hot keys' counters into the first chunk (run it under -race).
+// Exactly 500 per key are admitted: no decision is lost in a move or made
+// on a stale copy.
+func TestCompactionRacesDecisions(t *testing.T) {
+	const (
+		rounds = 10
+		hot    = 50
+		limit  = 500
+		takers = 4
+		each   = 200
+	)
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour).Add(time.Second))
+	s := New(WithShards(4), WithMaxKeys(100_000), WithClock(clock))
+	short := &core.Policy{Name: "short", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 1, Period: time.Second}}}
+	hotP := &core.Policy{Name: "hot", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: limit, Period: time.Hour}}}
+	moves := 0
+	for round := range rounds {
+		for i := range 3000 {
+			_, _ = s.Take(ctx, "b"+strconv.Itoa(round)+"-"+strconv.Itoa(i), short, 1)
+		}
+		keys := make([]string, hot)
+		for k := range keys {
+			keys[k] = "hot" + strconv.Itoa(round) + "-" + strconv.Itoa(k)
+		}
+		var (
+			admitted [hot]atomic.Int64
+			wg       sync.WaitGroup
+			started  sync.WaitGroup
+		)
+		started.Add(takers)
+		for g := range takers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					if i == 1 {
+						started.Done()
+					}
+					for k := range hot {
+						kk := (k + g*7) % hot
+						if r, _ := s.Take(ctx, keys[kk], hotP, 1); r.Allowed {
+							admitted[kk].Add(1)
+						}
+					}
+					if i%16 == 0 {
+						runtime.Gosched()
+					}
+				}
+			}()
+		}
+		started.Wait()
+		before := s.next.Load()
+		clock.Advance(2 * time.Second) // the burst expires, the hot window does not end
+		s.Sweep()
+		if s.next.Load() < before {
+			moves++
+		}
+		wg.Wait()
+		for k := range hot {
+			if got := admitted[k].Load(); got != limit {
+				t.Errorf("round %d, hot key %d: %d admitted, want %d", round, k, got, limit)
+			}
+		}
+	}
+	if moves < rounds/2 {
+		t.Fatalf("%d of %d sweeps gave cells back: the test moved too little", moves, rounds)
 	}
 }
