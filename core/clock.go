@@ -17,7 +17,7 @@ type Clock interface {
 // wall-clock offset is re-read at most once per second, so a stepped system
 // clock is followed within a second. It is the only place in rlkit that
 // reads the real time.
-var SystemClock Clock = systemClock{}
+var SystemClock Clock = &systemClock{}
 
 type systemClock struct{}
 
@@ -36,7 +36,7 @@ func syncWall(mono int64) {
 	lastSync.Store(mono)
 }
 
-func (systemClock) Now() int64 {
+func (*systemClock) Now() int64 {
 	mono := nanotime()
 	if mono-lastSync.Load() >= int64(time.Second) {
 		syncWall(mono)

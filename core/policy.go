@@ -38,6 +38,12 @@ func (p *Policy) Fingerprint() uint64 {
 	if f := p.fingerprint.Load(); f != 0 {
 		return f
 	}
+	return p.makeFingerprint()
+}
+
+// makeFingerprint computes the fingerprint and keeps it; Fingerprint, the
+// one load it costs once kept, inlines into the stores' hot paths.
+func (p *Policy) makeFingerprint() uint64 {
 	h := fnv.New64a()
 	b := append([]byte(p.Name), 0, byte(p.Algorithm))
 	for _, l := range p.Limits {

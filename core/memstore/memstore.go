@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
@@ -50,6 +51,7 @@ func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweep
 // Store is an in-memory core.Store. It is safe for concurrent use.
 type Store struct {
 	seed       maphash.Seed
+	seed64     uintptr // a random seed for memhash, on 64-bit platforms
 	clock      core.Clock
 	maxKeys    int
 	nshards    int
@@ -221,6 +223,7 @@ func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 // New returns an empty Store.
 func New(opts ...Option) *Store {
 	s := &Store{seed: maphash.MakeSeed(), clock: core.SystemClock, maxKeys: DefaultMaxKeys, nshards: 64}
+	s.seed64 = uintptr(maphash.Comparable(s.seed, 0))
 	for _, o := range opts {
 		o(s)
 	}
@@ -265,6 +268,10 @@ func (s *Store) Close() error {
 // Take implements core.Store. It fails only for a policy with no limits
 // or more than core.MaxLimits (core.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) (r core.Result, _ error) {
+	if len(p.Limits) == 1 {
+		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
+		return r, nil
+	}
 	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
 		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
 	}
@@ -354,7 +361,7 @@ func (s *Store) PeekAt(r *core.Result, key string, p *core.Policy, cost, now int
 // decide is TakeAt when write is set, else PeekAt.
 func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
 	if len(p.Limits) == 1 {
-		s.takeOne(r, key, p, cost, now, write)
+		s.takeOne(r, s.hash(key, p), p, cost, now, write)
 		return
 	}
 	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
@@ -364,20 +371,22 @@ func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int
 	*r = s.takeMany(key, p, cost, now, write)
 }
 
-// takeOne is decide for the common one-limit policy. On an existing key it
+// takeOne is decide for the common one-limit policy, on the counter of
+// hash h (Store.hash of the key and policy). On an existing key it
 // takes no shard lock (see cell); a key the index read without the mutex
 // does not show, or shows in a cell freed since, is decided again under
 // the shard's mutex, where the lookup is exact, and inserted when
 // admitted.
-func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
-	h := s.hash(key, p)
+func (s *Store) takeOne(r *core.Result, h uint64, p *core.Policy, cost, now int64, write bool) {
 	l := &p.Limits[0]
 	sh := s.shard(h)
 	var o algo.Outcome
 	c, m := s.lockCounter(*sh.tab.Load(), h)
 	if c == nil {
 		sh.mu.Lock()
-		if c, m = s.lockCounter(*sh.tab.Load(), h); c == nil {
+		if _, c = s.lookup(*sh.tab.Load(), h); c != nil {
+			m, _ = lockCell(c) // under the mutex, a cell the index shows is not freed
+		} else {
 			var st algo.State
 			algo.Apply(p.Algorithm, &st, l, now, cost, &o)
 			if write && o.Allowed && cost > 0 {
@@ -402,28 +411,41 @@ func (s *Store) takeOne(r *core.Result, key string, p *core.Policy, cost, now in
 	r.SetOutcome(*l, &o)
 }
 
-// lockCounter finds the counter of hash h through the index t and returns
-// its cell, locked, with its meta word (unlocked); or nil when t shows no
-// counter h, or the cell it shows was freed before it could be locked.
-// Under the shard's mutex, where t is exact and no cell of the shard is
-// freed, it returns nil only for a counter that does not exist.
+// lockCounter is the lock-free path's lookup: it finds the counter of hash
+// h through the index t, read without the shard's mutex, and returns its
+// cell, locked, with its meta word (unlocked). It returns nil when t shows
+// no counter h, when the cell it shows was freed before it could be
+// locked, and when the first entry that matches h's low 32 bits is
+// another counter's (two counters of a shard agree on those bits about
+// once in 4 billion pairs). The caller then decides under the mutex,
+// where lookup is exact.
 func (s *Store) lockCounter(t []uint64, h uint64) (*cell, uint64) {
-	_, c := s.lookup(t, h)
-	if c == nil {
-		return nil, 0
-	}
-	m := atomic.LoadUint64(&c.meta)
-	if m == 0 || m&lockBit != 0 || !atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
-		var ok bool
-		if m, ok = lockCellSlow(c); !ok {
+	mask := len(t) - 1
+	for i := home(h, mask); ; i = (i + 1) & mask {
+		e := atomic.LoadUint64(&t[i])
+		if e == 0 {
 			return nil, 0
 		}
+		if uint32(e>>32) != uint32(h) {
+			continue
+		}
+		c := s.cellOf(entryCell(e))
+		if c == nil {
+			return nil, 0
+		}
+		m := atomic.LoadUint64(&c.meta)
+		if m == 0 || m&lockBit != 0 || !atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
+			var ok bool
+			if m, ok = lockCellSlow(c); !ok {
+				return nil, 0
+			}
+		}
+		if atomic.LoadUint64(&c.h) != h { // another counter's, or freed and filled again since the index showed it
+			unlockCell(c, m)
+			return nil, 0
+		}
+		return c, m
 	}
-	if atomic.LoadUint64(&c.h) != h { // freed, and filled again, since the lookup
-		unlockCell(c, m)
-		return nil, 0
-	}
-	return c, m
 }
 
 // lockCell locks cell c and returns its meta word, unlocked: the lock is
@@ -532,8 +554,25 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool
 // hash identifies the counters of key under p; it is also the slot hash of
 // the policy's first limit.
 func (s *Store) hash(key string, p *core.Policy) uint64 {
-	return max(maphash.String(s.seed, key)^p.Fingerprint(), 1)
+	var k uint64
+	if wordBits == 64 {
+		k = uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))
+	} else {
+		k = maphash.String(s.seed, key)
+	}
+	return max(k^p.Fingerprint(), 1)
 }
+
+// wordBits is the width of uintptr: memhash hashes to a uintptr, so a
+// 32-bit platform hashes through hash/maphash, which makes 64 bits.
+const wordBits = 32 << (^uintptr(0) >> 63)
+
+// memhash is the runtime's seeded string hash (AES-based where the CPU has
+// it), which hash/maphash calls through three more frames.
+//
+//go:linkname memhash runtime.memhash
+//go:noescape
+func memhash(p unsafe.Pointer, h, s uintptr) uintptr
 
 func (s *Store) shard(h0 uint64) *shard {
 	if s.shift >= 64 {

@@ -282,3 +282,41 @@ func TestCompactionRacesDecisions(t *testing.T) {
 		t.Fatalf("%d of %d sweeps gave cells back: the test moved too little", moves, rounds)
 	}
 }
+
+// TestSameLow32Bits: two counters of a shard whose hashes agree in their
+// low 32 bits (the index entries' tag). The lock-free path gives up on
+// the second (its first match is the other counter's cell), and the
+// decision is made under the mutex on the right counter: no duplicate is
+// created and each counter counts on its own.
+func TestSameLow32Bits(t *testing.T) {
+	s := New(WithShards(1), WithMaxKeys(1000))
+	p := &core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 3, Period: time.Hour}}}
+	const now = 1_700_000_000_000_000_000
+	h1, h2 := uint64(0xaaaa_0001_1234_5678), uint64(0xbbbb_0002_1234_5678)
+	var r core.Result
+	s.takeOne(&r, h1, p, 1, now, true)
+	s.takeOne(&r, h2, p, 1, now, true)
+	if s.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", s.Len())
+	}
+	tab := *s.shards[0].tab.Load()
+	if c, _ := s.lockCounter(tab, h2); c != nil {
+		t.Fatal("lockCounter locked a cell for the second counter; want it to give up")
+	}
+	if _, c := s.lookup(tab, h2); c == nil || c.h != h2 {
+		t.Fatalf("lookup(h2) = %v, want h2's cell", c)
+	}
+	for i, want := range []struct {
+		h       uint64
+		allowed bool
+		left    int64
+	}{{h2, true, 1}, {h2, true, 0}, {h2, false, 0}, {h1, true, 1}, {h1, true, 0}, {h1, false, 0}} {
+		s.takeOne(&r, want.h, p, 1, now, true)
+		if r.Allowed != want.allowed || r.Remaining != want.left {
+			t.Fatalf("take %d (%#x): allowed %v, %d left; want %v, %d", i, want.h, r.Allowed, r.Remaining, want.allowed, want.left)
+		}
+	}
+	if s.Len() != 2 {
+		t.Fatalf("Len = %d after the takes, want 2: a counter was duplicated", s.Len())
+	}
+}
