@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/echorl"
 	"github.com/rlkit/rlkit/fiberrl"
 	"github.com/rlkit/rlkit/ginrl"
@@ -29,7 +30,10 @@ import (
 //     on its memory store, Fiber's middleware/limiter), keyed by client IP;
 //   - rlkit: rlkit's adapter, one rule, the default memory store, keyed by
 //     client IP, writing the RateLimit-Policy and RateLimit headers (Echo's
-//     built-in writes no rate-limit headers; Fiber's writes X-RateLimit-*).
+//     built-in writes no rate-limit headers; Fiber's writes X-RateLimit-*);
+//   - rlkit-noheaders: the same with headers: none, so that what the
+//     headers cost is the difference, and Echo's built-in, which writes
+//     none, has a row that does the same work.
 //
 // A limiter's cost is its row minus bare. Responses go to a writer that
 // keeps nothing (its header map cleared each time), so the rows measure the
@@ -122,6 +126,9 @@ var (
 		{name: "rlkit", header: "RateLimit", build: func(tb testing.TB, q quota) http.Handler {
 			return ginEngine(ginrl.New(rlkitConfig(tb, q)))
 		}},
+		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
+			return ginEngine(ginrl.New(rlkitConfig(tb, q), ginrl.WithHeaders(core.HeadersNone)))
+		}},
 	}
 	echoImpls = []frameworkImpl{
 		{name: "bare", build: func(testing.TB, quota) http.Handler { return echoServer() }},
@@ -129,6 +136,9 @@ var (
 		{name: "builtin", build: func(_ testing.TB, q quota) http.Handler { return echoServer(echoBuiltin(q)) }},
 		{name: "rlkit", header: "RateLimit", build: func(tb testing.TB, q quota) http.Handler {
 			return echoServer(echorl.New(rlkitConfig(tb, q)))
+		}},
+		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
+			return echoServer(echorl.New(rlkitConfig(tb, q), echorl.WithHeaders(core.HeadersNone)))
 		}},
 	}
 )
@@ -145,6 +155,9 @@ var fiberImpls = []fiberImpl{
 	{name: "builtin", header: "X-Ratelimit-Limit", build: func(_ testing.TB, q quota) *fiber.App { return fiberApp(fiberBuiltin(q)) }},
 	{name: "rlkit", header: "Ratelimit", build: func(tb testing.TB, q quota) *fiber.App {
 		return fiberApp(fiberrl.New(rlkitConfig(tb, q)))
+	}},
+	{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) *fiber.App {
+		return fiberApp(fiberrl.New(rlkitConfig(tb, q), fiberrl.WithHeaders(core.HeadersNone)))
 	}},
 }
 
