@@ -13,8 +13,9 @@
 // together sit together in memory.
 //
 // Each counter belongs to one of the shards, chosen by a seeded 64-bit
-// hash (hash/maphash) of the key combined with the policy's fingerprint
-// (name, algorithm, limits). A shard finds its counters through an
+// hash of the key (the runtime's string hash, which hash/maphash uses)
+// combined with the policy's fingerprint (name, algorithm, limits). A
+// shard finds its counters through an
 // open-addressing index of one 8-byte word per counter. A decision on an
 // existing key with a one-limit policy reads the index without any shard
 // lock and locks only its own cell (a bit of the cell's eviction word), so
@@ -45,8 +46,12 @@
 // held back unless its own counters are at their limit too and fill nine
 // tenths of a shard. Among counters that consumed alike, those closest to
 // expiry go first (as a sample estimates), and ties (the counters of one
-// fixed window) are dropped evenly over the index. The pass is spread over the next tenth of
-// inserts; a decision on an existing key does no eviction work. There is
+// fixed window) are dropped evenly over the index. Should a pass free
+// nothing (decisions made meanwhile without the shard's mutex can raise
+// every counter it chose), the insert drops the one counter that costs
+// least, so a shard never holds more than its share. The pass is spread
+// over the next tenth of inserts; a decision on an existing key does no
+// eviction work. There is
 // no background work unless WithSweepInterval asks for a sweeper, which
 // Close stops.
 //

@@ -35,7 +35,8 @@ func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 // WithMaxKeys bounds the number of counters (one per key, rule and limit).
 // The bound is split evenly over the shards (fewer shards are used when
 // the bound is small), so a skewed load may evict before the store as a
-// whole is full. Default: DefaultMaxKeys (1,048,576).
+// whole is full. Default: DefaultMaxKeys (1,048,576); at most 2^32 − 2.
+// Memory grows with the counters held, not with the bound.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 1) } }
 
 // WithShards sets the number of shards, rounded up to a power of two.
@@ -60,12 +61,17 @@ type Store struct {
 	shards     []shard
 
 	// The counters themselves live in cells, handed out in the order
-	// counters are created (see cell): chunks[i>>chunkBits] holds cell i,
-	// and next is the number of cells handed out so far. A chunk is made
-	// when its first cell is handed out. next only grows under some shard's
-	// mutex, and falls (see compact) under all of them.
-	chunks []atomic.Pointer[chunk]
+	// counters are created (see cell): cell i is in chunk i>>chunkBits,
+	// which is in block i>>(chunkBits+blockBits) (see cellOf). Blocks and
+	// chunks are made when their first cell is handed out, so memory grows
+	// with the counters held whatever MaxKeys says. next is the number of
+	// cells handed out so far: it only grows under some shard's mutex, and
+	// falls (see compact) under all of them; it has a cache line of its
+	// own, as decisions read the fields above it.
+	blocks []atomic.Pointer[block]
+	_      [64]byte
 	next   atomic.Int64
+	_      [56]byte
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -108,13 +114,18 @@ type cell struct {
 	st   algo.State
 }
 
-// chunkBits sets the cells per chunk: 256, 8 KiB.
+// chunkBits sets the cells per chunk: 256, 8 KiB; blockBits the chunks
+// per block: 4,096, a block of pointers being 32 KiB (a million cells).
 const (
 	chunkBits  = 8
 	chunkCells = 1 << chunkBits
+	blockBits  = 12
 )
 
-type chunk [chunkCells]cell
+type (
+	chunk [chunkCells]cell
+	block [1 << blockBits]atomic.Pointer[chunk]
+)
 
 // maxCells bounds the cells of a store: an index entry holds a cell's
 // number plus one in 32 bits.
@@ -211,7 +222,7 @@ type shard struct {
 
 // An index entry is the counter's hash's low 32 bits (its home in the
 // table, and a filter) over its cell's number plus one; 0 is empty.
-func entry(h uint64, c uint32) uint64 { return h<<32 | uint64(c) + 1 }
+func entry(h uint64, c uint32) uint64 { return h<<32 | (uint64(c) + 1) }
 
 func entryCell(e uint64) uint32 { return uint32(e) - 1 }
 
@@ -231,7 +242,7 @@ func New(opts ...Option) *Store {
 	// per shard, and floor the per-shard cap, so that the store never holds
 	// more than maxKeys counters.
 	n := 1 << bits.Len(uint(s.nshards-1))
-	s.maxKeys = min(s.maxKeys, maxCells)
+	s.maxKeys = int(min(int64(s.maxKeys), maxCells))
 	for n > 1 && n*16 > s.maxKeys {
 		n /= 2
 	}
@@ -245,7 +256,7 @@ func New(opts ...Option) *Store {
 		s.shards[i].cap = per
 		s.shards[i].setTable(make([]uint64, minSlots))
 	}
-	s.chunks = make([]atomic.Pointer[chunk], (n*per+chunkCells-1)/chunkCells)
+	s.blocks = make([]atomic.Pointer[block], (int64(n*per)+chunkCells<<blockBits-1)>>(chunkBits+blockBits))
 	if s.sweepEvery > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.sweeper()
@@ -450,10 +461,12 @@ func (s *Store) lockCounter(t []uint64, h uint64) (*cell, uint64) {
 
 // lockCell locks cell c and returns its meta word, unlocked: the lock is
 // the word's lockBit, set by compare-and-swap. It returns false, without
-// locking, when c is free. A holder never waits for anything while it
-// holds a cell, so under the shard's mutex (where no cell of the shard is
-// freed) it always succeeds for a cell the index shows, and a holder of
-// the mutex may hold several cells at once.
+// locking, when c is free. Under the shard's mutex (where no cell of the
+// shard is freed) it always succeeds for a cell the index shows. Nothing
+// deadlocks: a decision without the mutex holds one cell and waits for
+// nothing while it does; only holders of a shard's mutex wait for a cell
+// while holding others (takeMany), and the cells of one shard are locked
+// only under that shard's mutex (compact holds them all).
 func lockCell(c *cell) (uint64, bool) {
 	if m := atomic.LoadUint64(&c.meta); m != 0 && m&lockBit == 0 && atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
 		return m, true
@@ -601,10 +614,8 @@ func mix(x uint64) uint64 {
 }
 
 // lookup returns the entry of the index t that shows the counter of hash
-// h, and its cell; or -1 and nil. Under the shard's mutex it is exact.
-// Without it, it may miss an entry being moved back, or return a cell
-// freed or filled again since (a caller that locks the cell checks h
-// again).
+// h, and its cell; or -1 and nil. It is called under the shard's mutex,
+// where it is exact (lockCounter is the lookup without it).
 func (s *Store) lookup(t []uint64, h uint64) (int, *cell) {
 	mask := len(t) - 1
 	for i := home(h, mask); ; i = (i + 1) & mask {
@@ -623,7 +634,11 @@ func (s *Store) lookup(t []uint64, h uint64) (int, *cell) {
 // cellOf returns cell i, or nil when its chunk was dropped (see compact):
 // only an index read without the shard's mutex can show such a cell.
 func (s *Store) cellOf(i uint32) *cell {
-	ch := s.chunks[i>>chunkBits].Load()
+	b := s.blocks[i>>(chunkBits+blockBits)].Load()
+	if b == nil {
+		return nil
+	}
+	ch := b[i>>chunkBits&(1<<blockBits-1)].Load()
 	if ch == nil {
 		return nil
 	}
@@ -655,6 +670,9 @@ func firstFree(t []uint64, e uint64, skip int) int {
 func (s *Store) insert(sh *shard, h, m uint64, st algo.State, now int64) {
 	if sh.n >= sh.cap {
 		s.evict(sh, now)
+		if sh.n >= sh.cap {
+			s.evictOne(sh, now)
+		}
 	}
 	t := *sh.tab.Load()
 	if (sh.n+1)*loadDen > len(t)*loadNum {
@@ -678,8 +696,13 @@ func (s *Store) alloc(sh *shard) uint32 {
 		return i
 	}
 	i := uint32(s.next.Add(1) - 1)
-	if p := &s.chunks[i>>chunkBits]; p.Load() == nil {
-		p.CompareAndSwap(nil, new(chunk)) // another shard may make it first
+	// Another shard may make the block or the chunk first.
+	bp := &s.blocks[i>>(chunkBits+blockBits)]
+	if bp.Load() == nil {
+		bp.CompareAndSwap(nil, new(block))
+	}
+	if cp := &bp.Load()[i>>chunkBits&(1<<blockBits-1)]; cp.Load() == nil {
+		cp.CompareAndSwap(nil, new(chunk))
 	}
 	return i
 }
@@ -791,6 +814,38 @@ func (s *Store) evict(sh *shard, now int64) {
 		}
 	}
 	s.drop(sh, now, lv, cut, budget, eligible)
+}
+
+// evictOne drops the one counter that costs least to forget: an expired
+// one, else the lowest meta word. An eviction pass judges words read
+// without the cells' locks, and decisions made meanwhile without the
+// shard's mutex can raise every word it chose (a token bucket's or GCRA's
+// expiry moves with each admission), so that it frees nothing; this keeps
+// a full shard from growing past its cap. It locks the counter it drops,
+// which may have changed since it was chosen.
+func (s *Store) evictOne(sh *shard, now int64) {
+	t := *sh.tab.Load()
+	at, low := -1, uint64(0)
+	for i, e := range t {
+		if e == 0 {
+			continue
+		}
+		m := atomic.LoadUint64(&s.cellOf(entryCell(e)).meta) &^ lockBit
+		if expired(m, now) {
+			m = 0
+		}
+		if at < 0 || m < low {
+			at, low = i, m
+		}
+	}
+	if at < 0 {
+		return
+	}
+	c := s.cellOf(entryCell(t[at]))
+	if m, _ := lockCell(c); !expired(m, now) {
+		sh.evictions++
+	}
+	s.remove(sh, t, at, c)
 }
 
 // drop removes, in place and in one pass, every counter expired at now,
@@ -970,7 +1025,10 @@ func (s *Store) compact() {
 		}
 	}
 	for i := kept; i < made; i++ {
-		s.chunks[i].Store(nil)
+		s.blocks[i>>blockBits].Load()[i&(1<<blockBits-1)].Store(nil)
+	}
+	for i := (kept + 1<<blockBits - 1) >> blockBits; i < len(s.blocks); i++ {
+		s.blocks[i].Store(nil) // blocks left with no chunk
 	}
 	s.next.Store(int64(keep))
 }

@@ -179,9 +179,13 @@ func TestSweepGivesCellsBack(t *testing.T) {
 		}
 	}
 	made := func() (n int) {
-		for i := range s.chunks {
-			if s.chunks[i].Load() != nil {
-				n++
+		for i := range s.blocks {
+			if b := s.blocks[i].Load(); b != nil {
+				for j := range b {
+					if b[j].Load() != nil {
+						n++
+					}
+				}
 			}
 		}
 		return n
@@ -318,5 +322,31 @@ func TestSameLow32Bits(t *testing.T) {
 	}
 	if s.Len() != 2 {
 		t.Fatalf("Len = %d after the takes, want 2: a counter was duplicated", s.Len())
+	}
+}
+
+// TestHugeMaxKeysAllocatesLittle: the bound is not paid for up front. A
+// store bounded at 2^32 − 2 counters allocates under 64 KiB when made
+// (a directory of 4,096 block pointers), and one counter adds a 32 KiB
+// block and an 8 KiB chunk.
+func TestHugeMaxKeysAllocatesLittle(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := New(WithMaxKeys(math.MaxInt))
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Fatalf("New(WithMaxKeys(MaxInt)) allocated %d bytes, want under 64 KiB", got)
+	}
+	if got := s.Stats().MaxKeys; got != 64*((1<<32-2)/64) {
+		t.Fatalf("MaxKeys = %d, want the bound clamped to 2^32 − 2, split over 64 shards", got)
+	}
+	runtime.ReadMemStats(&before)
+	if r, _ := s.Take(ctx, "k", &core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 1, Period: time.Second}}}, 1); !r.Allowed {
+		t.Fatal("first request denied")
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<10 {
+		t.Fatalf("the first counter allocated %d bytes, want under 48 KiB", got)
 	}
 }
