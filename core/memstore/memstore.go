@@ -1014,7 +1014,7 @@ func (s *Store) compact() {
 	// out in turn, each shard taking no more than its cap less its
 	// counters.
 	for i := range s.shards {
-		s.shards[i].free = s.shards[i].free[:0]
+		s.shards[i].free = nil // new lists: a burst's capacity goes too
 	}
 	for len(pool) > 0 {
 		for i := range s.shards {
