@@ -1016,11 +1016,13 @@ func (s *Store) compact() {
 	for i := range s.shards {
 		s.shards[i].free = nil // new lists: a burst's capacity goes too
 	}
-	for len(pool) > 0 {
+	for dealt := true; len(pool) > 0 && dealt; {
+		dealt = false // (the caps hold more than the pool: a round always deals one)
 		for i := range s.shards {
 			if sh := &s.shards[i]; len(pool) > 0 && sh.n+len(sh.free) < sh.cap {
 				sh.free = append(sh.free, pool[len(pool)-1])
 				pool = pool[:len(pool)-1]
+				dealt = true
 			}
 		}
 	}
