@@ -338,8 +338,8 @@ func TestHugeMaxKeysAllocatesLittle(t *testing.T) {
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
 		t.Fatalf("New(WithMaxKeys(MaxInt)) allocated %d bytes, want under 64 KiB", got)
 	}
-	if got := s.Stats().MaxKeys; got != 64*((1<<32-2)/64) {
-		t.Fatalf("MaxKeys = %d, want the bound clamped to 2^32 − 2, split over 64 shards", got)
+	if got, want := s.Stats().MaxKeys, int64(64*(min(uint64(math.MaxInt), 1<<32-2)/64)); got != want {
+		t.Fatalf("MaxKeys = %d, want %d: the bound clamped to 2^32 − 2 (MaxInt on 32-bit), split over 64 shards", got, want)
 	}
 	runtime.ReadMemStats(&before)
 	if r, _ := s.Take(ctx, "k", &core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 1, Period: time.Second}}}, 1); !r.Allowed {
