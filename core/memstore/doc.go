@@ -52,17 +52,18 @@
 // least, so a shard never holds more than its share. One insert makes
 // the whole pass, under the shard's mutex (up to about 10 ms for a shard
 // of a full default store, measured on 2 cores), so passes come once per
-// tenth of a shard's inserts; a decision on an existing key does no eviction work. There is
-// no background work unless WithSweepInterval asks for a sweeper, which
-// Close stops.
+// tenth of a shard's inserts; a decision on an existing key does no
+// eviction work. There is no background work unless WithSweepInterval
+// asks for a sweeper, which Close stops.
 //
 // Cells freed by eviction, Reset or expiry are kept for the shard's next
 // counters, so the cells never number more than MaxKeys. Sweep (and the
 // sweeper) gives memory back after a burst: when at least half the chunks
 // would be empty, it moves the live counters into the first chunks and
-// drops the rest, holding every shard's mutex for that pass: inserts wait
-// for it (about 0.1 s to move 450,000 counters of a million, measured on
-// 2 cores), decisions on existing keys do not.
+// drops the rest, holding every shard's mutex for that pass (about 0.1 s
+// to move 450,000 counters of a million, measured on 2 cores). New keys,
+// policies with several limits and the counters being moved wait for it;
+// decisions on the other existing counters do not.
 //
 // # Reset and Stats
 //

@@ -15,9 +15,9 @@ import (
 // reaches the estimated eligible count); insert then drops one counter
 // (evictOne), so a full shard never holds more than its cap, and the cells
 // handed out never more than the caps together (without evictOne, a cell
-// beyond the chunks the caps need was handed out: with caps a multiple of
-// 256, as the default 1<<20 / 64 is, alloc indexed past its directory and
-// panicked). The hashes are chosen so that the sampled
+// beyond the caps was handed out; with a one-level chunk directory sized
+// to the caps, alloc then indexed past it and panicked). The hashes are
+// chosen so that the sampled
 // counters of level 0 are the ones closest to expiry; under load, lock-free
 // decisions that raise level or expiry between evict's pass and drop do
 // the same.
@@ -93,14 +93,14 @@ func TestEvictionUnderLoadKeepsCap(t *testing.T) {
 	}
 }
 
-// TestEvictionUnderLoadKeepsCellsWithinCaps: the public API only. 16 shards of 16
-// counters (256 cells: one chunk, no spare cell); two goroutines take from
-// 256 hot GCRA keys round-robin while the test creates new keys. An
-// eviction pass that frees nothing (see above) let a shard take a 257th
-// cell, beyond the chunks the caps need: Take panicked (index out of range)
-// within a fraction of a second without -race, before evictOne (under
-// -race a run may pass: the window between evict's pass and drop is hit
-// less often).
+// TestEvictionUnderLoadKeepsCellsWithinCaps: the public API only. 16
+// shards of 16 counters (256 cells); two goroutines take from 256 hot GCRA
+// keys round-robin while the test creates new keys. An eviction pass that
+// frees nothing (see above) let a shard take a 257th cell: with a one-level
+// chunk directory Take panicked (index out of range) within a fraction of
+// a second without -race, and without evictOne more than 256 cells are
+// handed out (under -race a run may pass: the window between evict's pass
+// and drop is hit less often).
 func TestEvictionUnderLoadKeepsCellsWithinCaps(t *testing.T) {
 	s := New(WithShards(16), WithMaxKeys(256))
 	hot := &core.Policy{Name: "hot", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1_000_000, Period: time.Second}}}

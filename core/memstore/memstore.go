@@ -45,8 +45,9 @@ func WithShards(n int) Option { return func(s *Store) { s.nshards = max(n, 1) } 
 
 // WithSweepInterval starts a goroutine that calls Sweep every d: it drops
 // expired counters, shrinks indexes left mostly empty and gives back cells
-// left mostly unused, so memory comes back after a burst of keys. Close stops it. Default: 0, no sweeper (memory stays bounded by
-// MaxKeys either way).
+// left mostly unused, so memory comes back after a burst of keys. Close
+// stops it. Default: 0, no sweeper (memory stays bounded by MaxKeys either
+// way).
 func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweepEvery = d } }
 
 // Store is an in-memory core.Store. It is safe for concurrent use.
@@ -979,7 +980,7 @@ func (s *Store) compact() {
 		live += s.shards[i].n
 	}
 	made := (int(s.next.Load()) + chunkCells - 1) / chunkCells
-	kept := (live + chunkCells - 1) / chunkCells
+	kept := max(1, (live+chunkCells-1)/chunkCells) // the first chunk stays: an idle store makes no chunk again
 	if made-kept < max(1, made/2) {
 		return
 	}
