@@ -33,7 +33,11 @@ import (
 //     built-in writes no rate-limit headers; Fiber's writes X-RateLimit-*);
 //   - rlkit-noheaders: the same with headers: none, so that what the
 //     headers cost is the difference, and Echo's built-in, which writes
-//     none, has a row that does the same work.
+//     none, has a row that does the same work;
+//   - headers-floor: no limiter, a middleware that only writes the two
+//     headers rlkit writes (RateLimit-Policy and RateLimit) with constant
+//     values, allocating nothing: the least any middleware that writes
+//     them pays in the framework.
 //
 // A limiter's cost is its row minus bare. Responses go to a writer that
 // keeps nothing (its header map cleared each time), so the rows measure the
@@ -65,6 +69,19 @@ func serveLoop(b *testing.B, h http.Handler, rateLimitHeader string) {
 	if rateLimitHeader != "" && w.h.Get(rateLimitHeader) == "" {
 		b.Fatalf("no %s header: the row must write its rate-limit headers", rateLimitHeader)
 	}
+}
+
+// floorPolicy and floorRateLimit are the values of the headers-floor rows:
+// what rlkit writes for the quota, the RateLimit value fixed.
+var (
+	floorPolicy    = []string{`"search";q=2000000000;w=3600`}
+	floorRateLimit = []string{`"search";r=1999999999;t=3600`}
+)
+
+// setFloorHeaders writes the headers-floor rows' two headers into h.
+func setFloorHeaders(h http.Header) {
+	h["Ratelimit-Policy"] = floorPolicy
+	h["Ratelimit"] = floorRateLimit
 }
 
 // ginEngine serves GET /api/search with Gin and mw.
@@ -129,6 +146,9 @@ var (
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
 			return ginEngine(ginrl.New(rlkitConfig(tb, q), ginrl.WithHeaders(core.HeadersNone)))
 		}},
+		{name: "headers-floor", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
+			return ginEngine(func(c *gin.Context) { setFloorHeaders(c.Writer.Header()); c.Next() })
+		}},
 	}
 	echoImpls = []frameworkImpl{
 		{name: "bare", build: func(testing.TB, quota) http.Handler { return echoServer() }},
@@ -139,6 +159,11 @@ var (
 		}},
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
 			return echoServer(echorl.New(rlkitConfig(tb, q), echorl.WithHeaders(core.HeadersNone)))
+		}},
+		{name: "headers-floor", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
+			return echoServer(func(next echo.HandlerFunc) echo.HandlerFunc {
+				return func(c echo.Context) error { setFloorHeaders(c.Response().Header()); return next(c) }
+			})
 		}},
 	}
 )
@@ -158,6 +183,16 @@ var fiberImpls = []fiberImpl{
 	}},
 	{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) *fiber.App {
 		return fiberApp(fiberrl.New(rlkitConfig(tb, q), fiberrl.WithHeaders(core.HeadersNone)))
+	}},
+	{name: "headers-floor", header: "Ratelimit", build: func(testing.TB, quota) *fiber.App {
+		names := [][]byte{[]byte("Ratelimit-Policy"), []byte("Ratelimit")}
+		values := [][]byte{[]byte(floorPolicy[0]), []byte(floorRateLimit[0])}
+		return fiberApp(func(c *fiber.Ctx) error {
+			for i, name := range names {
+				c.Response().Header.SetCanonical(name, values[i])
+			}
+			return c.Next()
+		})
 	}},
 }
 

@@ -386,9 +386,16 @@ func isParam(s string) bool {
 	return s[0] == ':' || len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}'
 }
 
-// hasParam reports whether a route template may hold a parameter.
+// hasParam reports whether a route template may hold a parameter. (A
+// loop: strings.ContainsAny builds a set on every call, and this runs for
+// every request of a middleware mounted on a prefix, as Fiber's app.Use.)
 func hasParam(route string) bool {
-	return strings.ContainsAny(route, ":{")
+	for i := 0; i < len(route); i++ {
+		if c := route[i]; c == ':' || c == '{' {
+			return true
+		}
+	}
+	return false
 }
 
 // standardMethod returns the constant for a standard HTTP method, so that

@@ -38,6 +38,7 @@ var participants = map[string]participant{
 	"builtin":         {label: "the framework's built-in limiter"},
 	"rlkit":           {label: "**rlkit** adapter"},
 	"rlkit-noheaders": {label: "rlkit adapter, `headers: none` (no rate-limit headers)"},
+	"headers-floor":   {label: "floor: no limiter, a middleware writing only `RateLimit-Policy` and `RateLimit`, constant values"},
 	// Redis.
 	"floor/raw-incr":       {label: "floor: one `INCR`"},
 	"floor/raw-evalsha":    {label: "floor: `EVALSHA` of `return 1`"},
@@ -153,7 +154,7 @@ var scenarios = []scenario{
 	},
 	{
 		labels: map[string]string{"bare": "bare Gin, no limiter"}, title: "Gin: rlkit adapter over bare Gin", framework: "Gin",
-		about:  "`GET /api/search` in process, one client IP, an allowed request, a handler writing a small JSON body, responses to a writer that keeps nothing. Gin has no built-in limiter. The `headers: none` row is rlkit without its rate-limit headers: what the headers cost is the difference.",
+		about:  "`GET /api/search` in process, one client IP, an allowed request, a handler writing a small JSON body, responses to a writer that keeps nothing. Gin has no built-in limiter. The `headers: none` row is rlkit without its rate-limit headers: what the headers cost is the difference. The floor row has no limiter, only a middleware that writes the same two headers with constant values and allocates nothing: the least any middleware that writes them pays in this framework (a limiter must also format its `RateLimit` value anew for each response, as its remaining count changes).",
 		prefix: "BenchmarkGin/", base: "bare", rlkit: "rlkit",
 		primary: colTime, secondary: []column{colBytes, colAllocs},
 	},
