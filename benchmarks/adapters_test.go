@@ -34,7 +34,7 @@ import (
 //   - rlkit-noheaders: the same with headers: none, so that what the
 //     headers cost is the difference, and Echo's built-in, which writes
 //     none, has a row that does the same work;
-//   - headers-floor: no limiter, a middleware that only writes the two
+//   - floor-headers: no limiter, a middleware that only writes the two
 //     headers rlkit writes (RateLimit-Policy and RateLimit) with constant
 //     values, allocating nothing: the least any middleware that writes
 //     them pays in the framework.
@@ -71,14 +71,14 @@ func serveLoop(b *testing.B, h http.Handler, rateLimitHeader string) {
 	}
 }
 
-// floorPolicy and floorRateLimit are the values of the headers-floor rows:
+// floorPolicy and floorRateLimit are the values of the floor-headers rows:
 // what rlkit writes for the quota, the RateLimit value fixed.
 var (
 	floorPolicy    = []string{`"search";q=2000000000;w=3600`}
 	floorRateLimit = []string{`"search";r=1999999999;t=3600`}
 )
 
-// setFloorHeaders writes the headers-floor rows' two headers into h.
+// setFloorHeaders writes the floor-headers rows' two headers into h.
 func setFloorHeaders(h http.Header) {
 	h["Ratelimit-Policy"] = floorPolicy
 	h["Ratelimit"] = floorRateLimit
@@ -146,7 +146,7 @@ var (
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
 			return ginEngine(ginrl.New(rlkitConfig(tb, q), ginrl.WithHeaders(core.HeadersNone)))
 		}},
-		{name: "headers-floor", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
+		{name: "floor-headers", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
 			return ginEngine(func(c *gin.Context) { setFloorHeaders(c.Writer.Header()); c.Next() })
 		}},
 	}
@@ -160,7 +160,7 @@ var (
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
 			return echoServer(echorl.New(rlkitConfig(tb, q), echorl.WithHeaders(core.HeadersNone)))
 		}},
-		{name: "headers-floor", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
+		{name: "floor-headers", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
 			return echoServer(func(next echo.HandlerFunc) echo.HandlerFunc {
 				return func(c echo.Context) error { setFloorHeaders(c.Response().Header()); return next(c) }
 			})
@@ -184,7 +184,7 @@ var fiberImpls = []fiberImpl{
 	{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) *fiber.App {
 		return fiberApp(fiberrl.New(rlkitConfig(tb, q), fiberrl.WithHeaders(core.HeadersNone)))
 	}},
-	{name: "headers-floor", header: "Ratelimit", build: func(testing.TB, quota) *fiber.App {
+	{name: "floor-headers", header: "Ratelimit", build: func(testing.TB, quota) *fiber.App {
 		names := [][]byte{[]byte("Ratelimit-Policy"), []byte("Ratelimit")}
 		values := [][]byte{[]byte(floorPolicy[0]), []byte(floorRateLimit[0])}
 		return fiberApp(func(c *fiber.Ctx) error {

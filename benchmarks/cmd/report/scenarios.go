@@ -38,7 +38,7 @@ var participants = map[string]participant{
 	"builtin":         {label: "the framework's built-in limiter"},
 	"rlkit":           {label: "**rlkit** adapter"},
 	"rlkit-noheaders": {label: "rlkit adapter, `headers: none` (no rate-limit headers)"},
-	"headers-floor":   {label: "floor: no limiter, a middleware writing only `RateLimit-Policy` and `RateLimit`, constant values"},
+	"floor-headers":   {label: "floor: no limiter, a middleware writing only `RateLimit-Policy` and `RateLimit`, constant values"},
 	// Redis.
 	"floor/raw-incr":       {label: "floor: one `INCR`"},
 	"floor/raw-evalsha":    {label: "floor: `EVALSHA` of `return 1`"},
