@@ -154,7 +154,7 @@ var scenarios = []scenario{
 	},
 	{
 		labels: map[string]string{"bare": "bare Gin, no limiter"}, title: "Gin: rlkit adapter over bare Gin", framework: "Gin",
-		about:  "`GET /api/search` in process, one client IP, an allowed request, a handler writing a small JSON body, responses to a writer that keeps nothing. Gin has no built-in limiter. The `headers: none` row is rlkit without its rate-limit headers: what the headers cost is the difference. The floor row has no limiter, only a middleware that writes the same two headers with constant values and allocates nothing: the least any middleware that writes them pays in this framework (a limiter must also format its `RateLimit` value anew for each response, as its remaining count changes).",
+		about:  "`GET /api/search` in process, one client IP, an allowed request, a handler writing a small JSON body, responses to a writer that keeps nothing. Gin has no built-in limiter. The `headers: none` row is rlkit without its rate-limit headers: what the headers cost is the difference. The floor row has no limiter, only a middleware that writes the same two headers with constant values and allocates nothing itself: what writing them costs in this framework at the least (a limiter must also format its `RateLimit` value anew for each response, as its remaining count changes; in Echo the floor row also pays the handler Echo builds for a plain middleware on every request, which echorl avoids).",
 		prefix: "BenchmarkGin/", base: "bare", rlkit: "rlkit",
 		primary: colTime, secondary: []column{colBytes, colAllocs},
 	},
