@@ -635,16 +635,20 @@ func (s *Store) lookup(t []uint64, h uint64) (int, *cell) {
 // cellOf returns cell i, or nil when its chunk was dropped (see compact):
 // only an index read without the shard's mutex can show such a cell.
 func (s *Store) cellOf(i uint32) *cell {
-	b := s.blocks[i>>(chunkBits+blockBits)].Load()
+	bi, ci := chunkPlace(i >> chunkBits)
+	b := s.blocks[bi].Load()
 	if b == nil {
 		return nil
 	}
-	ch := b[i>>chunkBits&(1<<blockBits-1)].Load()
+	ch := b[ci].Load()
 	if ch == nil {
 		return nil
 	}
 	return &ch[i&(chunkCells-1)]
 }
+
+// chunkPlace returns where chunk n is: its block, and its slot there.
+func chunkPlace(n uint32) (blk, slot uint32) { return n >> blockBits, n & (1<<blockBits - 1) }
 
 // setTable makes t the shard's index (under mu).
 func (sh *shard) setTable(t []uint64) { sh.tab.Store(&t) }
@@ -698,11 +702,12 @@ func (s *Store) alloc(sh *shard) uint32 {
 	}
 	i := uint32(s.next.Add(1) - 1)
 	// Another shard may make the block or the chunk first.
-	bp := &s.blocks[i>>(chunkBits+blockBits)]
+	bi, ci := chunkPlace(i >> chunkBits)
+	bp := &s.blocks[bi]
 	if bp.Load() == nil {
 		bp.CompareAndSwap(nil, new(block))
 	}
-	if cp := &bp.Load()[i>>chunkBits&(1<<blockBits-1)]; cp.Load() == nil {
+	if cp := &bp.Load()[ci]; cp.Load() == nil {
 		cp.CompareAndSwap(nil, new(chunk))
 	}
 	return i
@@ -1028,7 +1033,8 @@ func (s *Store) compact() {
 		}
 	}
 	for i := kept; i < made; i++ {
-		s.blocks[i>>blockBits].Load()[i&(1<<blockBits-1)].Store(nil)
+		bi, ci := chunkPlace(uint32(i))
+		s.blocks[bi].Load()[ci].Store(nil)
 	}
 	for i := (kept + 1<<blockBits - 1) >> blockBits; i < len(s.blocks); i++ {
 		s.blocks[i].Store(nil) // blocks left with no chunk
