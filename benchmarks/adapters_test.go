@@ -55,22 +55,68 @@ func (w *sink) Header() http.Header         { return w.h }
 func (w *sink) WriteHeader(code int)        { w.code = code }
 func (w *sink) Write(b []byte) (int, error) { return len(b), nil }
 
-func serveLoop(b *testing.B, h http.Handler, rateLimitHeader string) {
+// server serves a framework benchmark's request once per serve call;
+// check fails tb unless its last response was admitted and, when the row
+// writes a rate-limit header, carries it.
+type server struct {
+	serve func()
+	check func(tb testing.TB)
+}
+
+// httpServer is the server of h (net/http, Gin, Echo), whose rate-limit
+// header, when it writes one, is header.
+func httpServer(h http.Handler, header string) server {
 	r := httptest.NewRequest("GET", "/api/search", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
 	w := &sink{h: make(http.Header)}
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		w.code = 0
-		h.ServeHTTP(w, r)
+	return server{
+		serve: func() {
+			clear(w.h)
+			w.code = 0
+			h.ServeHTTP(w, r)
+		},
+		check: func(tb testing.TB) {
+			tb.Helper()
+			if w.code != 0 && w.code != http.StatusOK {
+				tb.Fatalf("status %d: the limit was reached", w.code)
+			}
+			if header != "" && w.h.Get(header) == "" {
+				tb.Fatalf("no %s header: the row must write its rate-limit headers", header)
+			}
+		},
 	}
-	if w.code != 0 && w.code != http.StatusOK {
-		b.Fatalf("status %d: the limit was reached", w.code)
+}
+
+// benchFramework runs one framework's rows, names[i] served by build(tb,
+// i), names[0] being bare: each row on its own, then all of them
+// interleaved (see interleave), which reports what each row adds to bare
+// (<row>-added-ns).
+func benchFramework(b *testing.B, names []string, build func(tb testing.TB, i int) server) {
+	for i, name := range names {
+		b.Run(name, func(b *testing.B) {
+			s := build(b, i)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.serve()
+			}
+			s.check(b)
+		})
 	}
-	if rateLimitHeader != "" && w.h.Get(rateLimitHeader) == "" {
-		b.Fatalf("no %s header: the row must write its rate-limit headers", rateLimitHeader)
-	}
+	b.Run("interleaved", func(b *testing.B) {
+		servers := make([]server, len(names))
+		serve := make([]func(), len(names))
+		for i := range names {
+			servers[i] = build(b, i)
+			serve[i] = servers[i].serve
+		}
+		spent, n := interleave(b, serve)
+		for i, s := range servers {
+			s.check(b)
+			if i > 0 {
+				b.ReportMetric(float64(spent[i]-spent[0])/float64(n), names[i]+"-added-ns")
+			}
+		}
+	})
 }
 
 // floorPolicy and floorRateLimit are the values of the floor-headers rows:
@@ -199,19 +245,23 @@ var fiberImpls = []fiberImpl{
 }
 
 // BenchmarkGin measures Gin serving the request bare and with ginrl (Gin
-// has no built-in limiter). A limiter's cost is its row minus bare.
-func BenchmarkGin(b *testing.B) {
-	for _, im := range ginImpls {
-		b.Run(im.name, func(b *testing.B) { serveLoop(b, im.build(b, unreached), im.header) })
-	}
-}
+// has no built-in limiter). A limiter's cost is its row minus bare; the
+// interleaved row measures it directly.
+func BenchmarkGin(b *testing.B) { benchHTTPFramework(b, ginImpls) }
 
 // BenchmarkEcho measures Echo serving the request bare, with its built-in
 // middleware.RateLimiter and with echorl.
-func BenchmarkEcho(b *testing.B) {
-	for _, im := range echoImpls {
-		b.Run(im.name, func(b *testing.B) { serveLoop(b, im.build(b, unreached), im.header) })
+func BenchmarkEcho(b *testing.B) { benchHTTPFramework(b, echoImpls) }
+
+// benchHTTPFramework is benchFramework for impls, bare first.
+func benchHTTPFramework(b *testing.B, impls []frameworkImpl) {
+	names := make([]string, len(impls))
+	for i, im := range impls {
+		names[i] = im.name
 	}
+	benchFramework(b, names, func(tb testing.TB, i int) server {
+		return httpServer(impls[i].build(tb, unreached), impls[i].header)
+	})
 }
 
 // fiberRequest returns a request context for GET /api/search from
@@ -228,21 +278,28 @@ func fiberRequest() *fasthttp.RequestCtx {
 // BenchmarkFiber measures Fiber serving the request bare, with its built-in
 // middleware/limiter and with fiberrl, through the app's fasthttp handler.
 func BenchmarkFiber(b *testing.B) {
-	for _, im := range fiberImpls {
-		b.Run(im.name, func(b *testing.B) {
-			h := im.build(b, unreached).Handler()
-			ctx := fiberRequest()
-			b.ReportAllocs()
-			for b.Loop() {
+	names := make([]string, len(fiberImpls))
+	for i, im := range fiberImpls {
+		names[i] = im.name
+	}
+	benchFramework(b, names, func(tb testing.TB, i int) server {
+		im := fiberImpls[i]
+		h := im.build(tb, unreached).Handler()
+		ctx := fiberRequest()
+		return server{
+			serve: func() {
 				ctx.Response.Reset()
 				h(ctx)
-			}
-			if code := ctx.Response.StatusCode(); code != fiber.StatusOK {
-				b.Fatalf("status %d: the limit was reached", code)
-			}
-			if im.header != "" && len(ctx.Response.Header.Peek(im.header)) == 0 {
-				b.Fatalf("no %s header: the row must write its rate-limit headers", im.header)
-			}
-		})
-	}
+			},
+			check: func(tb testing.TB) {
+				tb.Helper()
+				if code := ctx.Response.StatusCode(); code != fiber.StatusOK {
+					tb.Fatalf("status %d: the limit was reached", code)
+				}
+				if im.header != "" && len(ctx.Response.Header.Peek(im.header)) == 0 {
+					tb.Fatalf("no %s header: the row must write its rate-limit headers", im.header)
+				}
+			},
+		}
+	})
 }

@@ -3,12 +3,10 @@ package benchmarks
 import (
 	"cmp"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -260,29 +258,11 @@ func BenchmarkFeatures(b *testing.B) {
 			servers[i] = newFeatureServer(b, row)
 			index[row.name] = i
 		}
-		const block = 256
-		spent := make([]time.Duration, len(servers))
-		settle()
-		b.ReportAllocs()
-		b.ResetTimer()
-		n := 0
-		order := make([]int, len(servers))
-		rng := rand.New(rand.NewPCG(1, 2))
-		for ; n < b.N; n += block {
-			for i := range order {
-				order[i] = i
-			}
-			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			for _, i := range order {
-				s := servers[i]
-				start := time.Now()
-				for range block {
-					s.serve()
-				}
-				spent[i] += time.Since(start)
-			}
+		serve := make([]func(), len(servers))
+		for i, s := range servers {
+			serve[i] = s.serve
 		}
-		b.StopTimer()
+		spent, n := interleave(b, serve)
 		for i, s := range servers {
 			s.check(b)
 			if s.row.base != "" {

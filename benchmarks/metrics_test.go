@@ -37,8 +37,8 @@ import (
 // The metrics watch a limiter of the configuration (Watch(lim), as a
 // program does), so they find its rules by identity.
 //   - interleaved: the four decide limiters in turn, blocks of 256
-//     decisions each, timed block by block; one op is one decision of
-//     each. It reports what each observer adds to a decision
+//     decisions each, in an order shuffled every round, timed block by
+//     block (see interleave); one op is one decision of each. It reports what each observer adds to a decision
 //     (noop-added-ns, prom-added-ns, otel-added-ns: its time per decision
 //     minus decide-none's), measured a few microseconds apart, so that
 //     the load of a shared machine, which changes over seconds, weighs
@@ -110,23 +110,12 @@ func BenchmarkMetrics(b *testing.B) {
 		for i, v := range variants {
 			lims[i] = newLimiter(b, v.observer, v.timed)
 		}
-		const block = 256
-		spent := make([]time.Duration, len(variants))
 		var d core.Decision
-		settle()
-		b.ReportAllocs()
-		b.ResetTimer()
-		n := 0
-		for ; n < b.N; n += block {
-			for i, lim := range lims {
-				start := time.Now()
-				for range block {
-					d = lim.Decide(ctx, "GET", "/api/search", "user-42", false)
-				}
-				spent[i] += time.Since(start)
-			}
+		serve := make([]func(), len(lims))
+		for i, lim := range lims {
+			serve[i] = func() { d = lim.Decide(ctx, "GET", "/api/search", "user-42", false) }
 		}
-		b.StopTimer()
+		spent, n := interleave(b, serve)
 		mustAllow(b, d.Allowed, d.Err)
 		// What each observer adds: against the limiter without one on
 		// the same kind of store.

@@ -84,17 +84,17 @@ type match struct {
 func (c *Config) decide(method string, p Path, route string, fold bool) (m match, exempt bool) {
 	path := string(p)
 	a := c.routeAnswer(method, path, route)
-	// A path that fits a route whose only path is clean is that path: it
-	// need not be checked again.
-	if !(a != nil && a.cleanLiteral || clean(path)) {
-		var buf [maxSpellings]string
-		return c.matchSpellings(method, spellings(p, &buf), fold)
-	}
 	// A route's answer is worked out case by case: without regard to case
 	// it holds only when neither the route nor a pattern has an upper-case
 	// letter (the path then fits the route only as written).
 	if a == nil || fold && (c.upper || a.upper) {
-		return c.matchPath(method, path, fold)
+		return c.matchPath(method, p, fold)
+	}
+	// A path that fits a route whose only path is clean is that path: it
+	// need not be checked again.
+	if !a.cleanLiteral && !clean(path) {
+		var buf [maxSpellings]string
+		return c.matchSpellings(method, spellings(p, &buf), fold)
 	}
 	if a.exempt {
 		return match{}, true
@@ -120,12 +120,15 @@ func (c *Config) matchSpellings(method string, sp []string, fold bool) (m match,
 	return m, false
 }
 
-// matchPath is matchSpellings for a clean path (its only spelling),
-// through the answers kept for recent paths (see pathAnswers).
-func (c *Config) matchPath(method, path string, fold bool) (match, bool) {
+// matchPath is matchSpellings for the spellings of p, through the
+// answers kept for recent paths as sent (see pathAnswers): a path seen
+// before, clean or not, is one lookup.
+func (c *Config) matchPath(method string, p Path, fold bool) (match, bool) {
+	path := string(p)
 	std, ok := standardMethod(method)
 	if !ok || len(path) > maxPathAnswer {
-		return c.matchSpellings(method, []string{path}, fold)
+		var buf [maxSpellings]string
+		return c.matchSpellings(method, spellings(p, &buf), fold)
 	}
 	h := pathHash(std, path, fold)
 	pa := &c.routes.paths
@@ -133,7 +136,8 @@ func (c *Config) matchPath(method, path string, fold bool) (match, bool) {
 	if e := pa.answers[i].Load(); e != nil && e.path == path && e.method == std && e.fold == fold {
 		return e.m, e.exempt
 	}
-	m, exempt := c.matchSpellings(method, []string{path}, fold)
+	var buf [maxSpellings]string
+	m, exempt := c.matchSpellings(method, spellings(p, &buf), fold)
 	if seen := &pa.seen[i]; seen.Load() == h {
 		pa.answers[i].Store(&pathAnswer{path: strings.Clone(path), method: std, fold: fold, m: m, exempt: exempt})
 	} else {
@@ -153,10 +157,10 @@ func pathHash(method, path string, fold bool) uint64 {
 	return h
 }
 
-// pathAnswers keeps what recent clean paths (of a standard method) count
-// under, for the requests whose route gives no answer (a router that
-// names no route, a middleware mounted on a prefix, as Fiber's app.Use):
-// a direct-mapped table by a seeded hash of (method, path, case folding),
+// pathAnswers keeps what recent paths as sent (clean or not, of a
+// standard method, at most maxPathAnswer bytes) count under, for the
+// requests whose route gives no answer (a router that names no route, a
+// middleware mounted on a prefix, as Fiber's app.Use): a direct-mapped table by a seeded hash of (method, path, case folding),
 // so that a lookup is one load and a comparison of the path, and its size
 // is fixed. A slot holds an immutable entry, replaced whole, with its own
 // copy of the path (an adapter's path may point into memory the framework

@@ -511,4 +511,12 @@ func TestPathAnswerOnce(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { cfg.decide("GET", "/api/other", "", true) }); n != 0 {
 		t.Errorf("%v allocations for a path seen again, want 0", n)
 	}
+	// An escaped spelling is decoded when first seen; seen again, its
+	// answer is kept, decoded nothing.
+	if m, _ := cfg.decide("POST", "/api/%6cogin", "", false); m.rule == nil || m.rule.Name != "login" {
+		t.Fatalf("POST /api/%%6cogin: %+v, want login", m)
+	}
+	if n := testing.AllocsPerRun(100, func() { cfg.decide("POST", "/api/%6cogin", "", false) }); n != 0 {
+		t.Errorf("%v allocations for an escaped path seen again, want 0", n)
+	}
 }

@@ -26,6 +26,9 @@ func (r *results) rows(sc scenario) []row {
 				continue
 			}
 		}
+		if rest == interleavedRow {
+			continue // not a participant: its metrics are the rows' (see added)
+		}
 		out = append(out, row{name: rest, samples: r.samples[name]})
 	}
 	return out
@@ -62,12 +65,20 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		return
 	}
 	base := summarize(r.samples[sc.prefix+sc.base+sc.suffix], sc.primary.unit)
+	interleaved := len(r.samples[sc.prefix+interleavedRow]) > 0
 	fmt.Fprintf(b, "| participant | %s (median) | min–max |", sc.primary.header)
 	for _, c := range sc.secondary {
 		fmt.Fprintf(b, " %s |", c.header)
 	}
-	b.WriteString(" × baseline |\n|---|--:|--:|")
+	b.WriteString(" × baseline |")
+	if interleaved {
+		b.WriteString(" added, interleaved (median) | added, min–max |")
+	}
+	b.WriteString("\n|---|--:|--:|")
 	b.WriteString(strings.Repeat("--:|", len(sc.secondary)+1))
+	if interleaved {
+		b.WriteString("--:|--:|")
+	}
 	b.WriteString("\n")
 	for _, rw := range rows {
 		st := summarize(rw.samples, sc.primary.unit)
@@ -86,14 +97,39 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		}
 		switch {
 		case rw.name == sc.base:
-			b.WriteString(" 1 (baseline) |\n")
+			b.WriteString(" 1 (baseline) |")
 		case base.n == 0:
-			b.WriteString(" |\n")
+			b.WriteString(" |")
 		default:
-			fmt.Fprintf(b, " %s |\n", fmtRatio(ratio(st.median, base.median)))
+			fmt.Fprintf(b, " %s |", fmtRatio(ratio(st.median, base.median)))
 		}
+		if interleaved {
+			switch a := r.added(sc, rw.name); {
+			case rw.name == sc.base:
+				b.WriteString(" — | |")
+			case a.n > 0:
+				fmt.Fprintf(b, " %s | %s |", signedNs(a.median), signedNs(a.min)+" to "+signedNs(a.max))
+			default:
+				b.WriteString(" | |")
+			}
+		}
+		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.\n\n", plural(len(rows[0].samples), "sample"))
+	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.", plural(len(rows[0].samples), "sample"))
+	if interleaved {
+		b.WriteString(" \"Added, interleaved\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus bare's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs.")
+	}
+	b.WriteString("\n\n")
+}
+
+// interleavedRow is the sub-benchmark of a framework scenario that serves
+// every row in turn and reports what each adds to the baseline
+// (<row>-added-ns; see benchFramework).
+const interleavedRow = "interleaved"
+
+// added is what row adds to sc's baseline in its interleaved runs.
+func (r *results) added(sc scenario, row string) stat {
+	return summarize(r.samples[sc.prefix+interleavedRow], row+"-added-ns")
 }
 
 // minRuns is the fewest samples per row for which the summary calls a
@@ -108,6 +144,7 @@ type comparison struct {
 	rlkitStat stat
 	peerStat  stat
 	distinct  bool
+	added     bool // the stats are what each adds to the baseline, interleaved
 }
 
 // comparisons returns rlkit against every peer row, per scenario.
@@ -132,6 +169,10 @@ func (r *results) comparisons() []comparison {
 				continue
 			}
 			out = append(out, comparison{scenario: sc, rlkit: rl, peer: rw.name, rlkitStat: rs, peerStat: ps, distinct: !overlaps(rs, ps)})
+			// What each adds to the baseline, measured interleaved.
+			if ra, pa := r.added(sc, rl), r.added(sc, rw.name); ra.n > 0 && pa.n > 0 {
+				out = append(out, comparison{scenario: sc, rlkit: rl, peer: rw.name, rlkitStat: ra, peerStat: pa, distinct: !overlaps(ra, pa), added: true})
+			}
 		}
 	}
 	return out
@@ -148,7 +189,8 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 	b.WriteString("## rlkit against each peer\n\n")
 	b.WriteString("The ratio of rlkit's median to the peer's in the same run, from the tables below (below 1: rlkit takes less time or memory). " +
 		"\"overlap\" means some run of one was at least as good as some run of the other: this run does not tell them apart, whatever the medians say; with fewer than 3 runs no difference is called. " +
-		"Redis peers are compared with rlkit's store on the same algorithm.\n\n")
+		"Redis peers are compared with rlkit's store on the same algorithm. " +
+		"A framework's adapter has a second line, \"added time (interleaved)\": what each limiter adds to the bare framework, from the run that serves every row in turn, microseconds apart (see its table).\n\n")
 	b.WriteString("| scenario | rlkit row | peer | rlkit ÷ peer | verdict |\n|---|---|---|--:|---|\n")
 	for _, c := range cs {
 		q := ratio(c.rlkitStat.median, c.peerStat.median)
@@ -167,8 +209,12 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 			}
 			verdict = "rlkit " + word
 		}
-		fmt.Fprintf(b, "| [%s](#%s) | %s | %s | %s | %s |\n", c.scenario.title, anchor(c.scenario.title),
-			strings.ReplaceAll(label(c.scenario, c.rlkit, versions), "**", ""),
+		what := ""
+		if c.added {
+			what = ", added time (interleaved)"
+		}
+		fmt.Fprintf(b, "| [%s](#%s) | %s%s | %s | %s | %s |\n", c.scenario.title, anchor(c.scenario.title),
+			strings.ReplaceAll(label(c.scenario, c.rlkit, versions), "**", ""), what,
 			label(c.scenario, c.peer, versions), fmtRatio(q), verdict)
 	}
 	b.WriteString("\n")

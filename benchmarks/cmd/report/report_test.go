@@ -279,3 +279,45 @@ func TestRenderFeatures(t *testing.T) {
 		t.Errorf("empty features table = %q", b.String())
 	}
 }
+
+// TestRenderInterleaved renders a framework's table and summary lines from
+// three runs with an interleaved row: the added-time columns, and the
+// comparison of what rlkit and the built-in add, apart from the plain
+// rows' (whose ranges overlap here).
+func TestRenderInterleaved(t *testing.T) {
+	var in strings.Builder
+	for _, v := range []struct{ bare, builtin, rlkit, bAdd, rAdd float64 }{
+		{200, 1000, 900, 800, 700}, {210, 1200, 1100, 810, 690}, {190, 950, 1000, 790, 710},
+	} {
+		fmt.Fprintf(&in, "BenchmarkFiber/bare-2 \t 1000000\t %.1f ns/op\t 0 B/op\t 0 allocs/op\n", v.bare)
+		fmt.Fprintf(&in, "BenchmarkFiber/builtin-2 \t 1000000\t %.1f ns/op\t 48 B/op\t 4 allocs/op\n", v.builtin)
+		fmt.Fprintf(&in, "BenchmarkFiber/rlkit-2 \t 1000000\t %.1f ns/op\t 0 B/op\t 0 allocs/op\n", v.rlkit)
+		fmt.Fprintf(&in, "BenchmarkFiber/interleaved-2 \t 100000\t 4000 ns/op\t %.1f builtin-added-ns\t %.1f rlkit-added-ns\t 48 B/op\t 4 allocs/op\n", v.bAdd, v.rAdd)
+	}
+	r := newResults()
+	if err := r.parse(strings.NewReader(in.String())); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderSummary(&b, r, nil)
+	for _, sc := range scenarios {
+		if sc.framework == "Fiber" {
+			renderScenario(&b, r, sc, nil)
+		}
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| bare Fiber, no limiter | 200 ns | 190–210 ns | 0 | 0 | 1 (baseline) | — | |",
+		"| Fiber's built-in limiter | 1 µs | 950 ns–1.2 µs | 48 | 4 | 5.00× | +800 ns | +790 ns to +810 ns |",
+		"| **rlkit** adapter | 1 µs | 900 ns–1.1 µs | 0 | 0 | 5.00× | +700 ns | +690 ns to +710 ns |",
+		"| rlkit adapter | Fiber's built-in limiter | 1.00× | overlap |",
+		"| rlkit adapter, added time (interleaved) | Fiber's built-in limiter | 0.88× | rlkit faster |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "`interleaved`  |") || strings.Contains(out, "| `interleaved` |") {
+		t.Errorf("the interleaved row is shown as a participant\n%s", out)
+	}
+}
