@@ -132,6 +132,20 @@ func (r *results) added(sc scenario, row string) stat {
 	return summarize(r.samples[sc.prefix+interleavedRow], row+"-added-ns")
 }
 
+// addedRatios is, over sc's interleaved runs, what row a adds to the
+// baseline divided by what row b adds in the same run.
+func (r *results) addedRatios(sc scenario, a, b string) stat {
+	var q []sample
+	for _, s := range r.samples[sc.prefix+interleavedRow] {
+		x, okA := s.metrics[a+"-added-ns"]
+		y, okB := s.metrics[b+"-added-ns"]
+		if okA && okB && y > 0 {
+			q = append(q, sample{metrics: map[string]float64{"ratio": x / y}})
+		}
+	}
+	return summarize(q, "ratio")
+}
+
 // minRuns is the fewest samples per row for which the summary calls a
 // difference: with one run every difference looks certain.
 var minRuns = 3
@@ -144,7 +158,11 @@ type comparison struct {
 	rlkitStat stat
 	peerStat  stat
 	distinct  bool
-	added     bool // the stats are what each adds to the baseline, interleaved
+	// added: the stats are what each adds to the baseline, interleaved;
+	// runs is then the ratio of the two in each run, and distinct says
+	// that every run's is on the same side of 1.
+	added bool
+	runs  stat
 }
 
 // comparisons returns rlkit against every peer row, per scenario.
@@ -169,9 +187,12 @@ func (r *results) comparisons() []comparison {
 				continue
 			}
 			out = append(out, comparison{scenario: sc, rlkit: rl, peer: rw.name, rlkitStat: rs, peerStat: ps, distinct: !overlaps(rs, ps)})
-			// What each adds to the baseline, measured interleaved.
-			if ra, pa := r.added(sc, rl), r.added(sc, rw.name); ra.n > 0 && pa.n > 0 {
-				out = append(out, comparison{scenario: sc, rlkit: rl, peer: rw.name, rlkitStat: ra, peerStat: pa, distinct: !overlaps(ra, pa), added: true})
+			// What each adds to the baseline, measured interleaved: the
+			// two are measured microseconds apart in every run, so they
+			// are compared run by run.
+			if runs := r.addedRatios(sc, rl, rw.name); runs.n > 0 {
+				out = append(out, comparison{scenario: sc, rlkit: rl, peer: rw.name, rlkitStat: r.added(sc, rl), peerStat: r.added(sc, rw.name),
+					runs: runs, distinct: runs.max < 1 || runs.min > 1, added: true})
 			}
 		}
 	}
@@ -190,13 +211,18 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 	b.WriteString("The ratio of rlkit's median to the peer's in the same run, from the tables below (below 1: rlkit takes less time or memory). " +
 		"\"overlap\" means some run of one was at least as good as some run of the other: this run does not tell them apart, whatever the medians say; with fewer than 3 runs no difference is called. " +
 		"Redis peers are compared with rlkit's store on the same algorithm. " +
-		"A framework's adapter has a second line, \"added time (interleaved)\": what each limiter adds to the bare framework, from the run that serves every row in turn, microseconds apart (see its table).\n\n")
+		"A framework's adapter has a second line, \"added time (interleaved)\": what each limiter adds to the bare framework, from the run that serves every row in turn, microseconds apart (see its table); as the two are measured side by side in every run, its ratio is the median of the runs' ratios (their min–max in brackets), and a difference is called when every run's ratio is on the same side of 1.\n\n")
 	b.WriteString("| scenario | rlkit row | peer | rlkit ÷ peer | verdict |\n|---|---|---|--:|---|\n")
 	for _, c := range cs {
 		q := ratio(c.rlkitStat.median, c.peerStat.median)
+		shown := fmtRatio(q)
+		if c.added {
+			q = c.runs.median
+			shown = fmtRatio(q) + " (runs " + fmtRatio(c.runs.min) + "–" + fmtRatio(c.runs.max) + ")"
+		}
 		verdict := "overlap"
 		switch {
-		case min(c.rlkitStat.n, c.peerStat.n) < minRuns:
+		case min(c.rlkitStat.n, c.peerStat.n) < minRuns || c.added && c.runs.n < minRuns:
 			verdict = "too few runs"
 		case c.distinct:
 			better := q < 1
@@ -215,7 +241,7 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 		}
 		fmt.Fprintf(b, "| [%s](#%s) | %s%s | %s | %s | %s |\n", c.scenario.title, anchor(c.scenario.title),
 			strings.ReplaceAll(label(c.scenario, c.rlkit, versions), "**", ""), what,
-			label(c.scenario, c.peer, versions), fmtRatio(q), verdict)
+			label(c.scenario, c.peer, versions), shown, verdict)
 	}
 	b.WriteString("\n")
 }
