@@ -63,7 +63,11 @@ import (
 // slash — is its only spelling: it costs one scan and no allocation. Any
 // other costs at most two decodings and three cleanings (at most 8
 // allocations, each at most the path's length) and is matched against at
-// most six spellings: work bounded by the path's length.
+// most six spellings: work bounded by the path's length. (When the
+// request's route gives no answer, a path asked for twice in a row in its
+// slot of the recent paths' table costs two allocations more, the copy of
+// the path and the answer kept with it, and asked again, none: see
+// pathAnswers.)
 type Path string
 
 // URLPath returns the Path of u as net/http routers read it: u.RawPath when

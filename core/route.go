@@ -137,24 +137,29 @@ func (c *Config) matchPath(method string, p Path, fold bool) (match, bool) {
 		return e.m, e.exempt
 	}
 	var buf [maxSpellings]string
-	m, exempt := c.matchSpellings(method, spellings(p, &buf), fold)
-	if seen := &pa.seen[i]; seen.Load() == h {
-		pa.answers[i].Store(&pathAnswer{path: strings.Clone(path), method: std, fold: fold, m: m, exempt: exempt})
-	} else {
+	if seen := &pa.seen[i]; seen.Load() != h {
 		seen.Store(h)
+		return c.matchSpellings(method, spellings(p, &buf), fold)
 	}
+	// Seen twice in a row: the answer is kept, worked out from the copy it
+	// is kept with (so that it is that copy's even if the adapter's memory
+	// changed meanwhile).
+	kept := strings.Clone(path)
+	m, exempt := c.matchSpellings(method, spellings(Path(kept), &buf), fold)
+	pa.answers[i].Store(&pathAnswer{path: kept, method: std, fold: fold, m: m, exempt: exempt})
 	return m, exempt
 }
 
 // pathHash is the hash of (method, path, fold) in pathAnswers, whose slot
 // is its top pathSlotBits. method is one of standardMethod's, which differ
-// in their first two letters.
+// in their first two letters; the product spreads them, and fold, over
+// the slot's bits, so that a path asked by two methods takes two slots.
 func pathHash(method, path string, fold bool) uint64 {
-	h := maphash.String(pathSeed, path) ^ uint64(method[0])<<56 ^ uint64(method[1])<<48
+	h := maphash.String(pathSeed, path) ^ uint64(method[0])<<8 ^ uint64(method[1])
 	if fold {
-		h ^= 1 << 40
+		h ^= 1 << 16
 	}
-	return h
+	return h * 0x9E3779B97F4A7C15 // odd: distinct hashes stay distinct
 }
 
 // pathAnswers keeps what recent paths as sent (clean or not, of a

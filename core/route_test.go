@@ -492,6 +492,48 @@ func TestPathAnswerSlot(t *testing.T) {
 	}
 }
 
+// TestPathAnswerOtherSpelling: an entry answers only its own raw path: a
+// request that finds in its slot the entry of another spelling of its path
+// (a trailing slash, an escape, another case, a NUL), with that spelling's
+// answer, is matched by its own spellings.
+func TestPathAnswerOtherSpelling(t *testing.T) {
+	for _, text := range []string{pathAnswerConfig, hostileConfig} {
+		cfg, err := ParseConfig([]byte(text), "paths.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs := [][2]string{ // request, entry
+			{"/health/", "/health"}, {"/%68ealth", "/health"}, {"/HEALTH", "/health"}, {"/x/../health", "/health"},
+			{"/static", "/static/"}, {"/Health", "/health"}, {"/health", "/Health"},
+			{"/api/login", "/api/login/"}, {"/api/%6cogin", "/api/login"}, {"/api/login%00", "/api/login"},
+			{"/API/LOGIN", "/api/login"}, {"/docs/%2e%2e/api/login", "/docs/x"}, {"/a/%2F/b", "/a/1/b"},
+		}
+		n := 0
+		for _, pr := range pairs {
+			for _, m := range []string{"GET", "POST"} {
+				for _, fold := range []bool{false, true} {
+					var b1, b2 [maxSpellings]string
+					want, wantEx := cfg.matchSpellings(m, spellings(Path(pr[0]), &b1), fold)
+					other, otherEx := cfg.matchSpellings(m, spellings(Path(pr[1]), &b2), fold)
+					if other == want && otherEx == wantEx {
+						continue
+					}
+					n++
+					i := pathHash(m, pr[0], fold) >> (64 - pathSlotBits)
+					cfg.routes.paths.answers[i].Store(&pathAnswer{path: pr[1], method: m, fold: fold, m: other, exempt: otherEx})
+					if got, ex := cfg.decide(m, Path(pr[0]), "", fold); got != want || ex != wantEx {
+						t.Errorf("%s %q (fold %v) beside the entry of %q: %+v exempt %v, want %+v exempt %v", m, pr[0], fold, pr[1], got, ex, want, wantEx)
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("no pair proves anything")
+		}
+		t.Logf("%d cases", n)
+	}
+}
+
 // TestPathAnswerOnce: a path asked once costs no allocation (only the
 // second request of a (method, path) gives it an entry), and one asked
 // again and again none either.
@@ -518,5 +560,32 @@ func TestPathAnswerOnce(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { cfg.decide("POST", "/api/%6cogin", "", false) }); n != 0 {
 		t.Errorf("%v allocations for an escaped path seen again, want 0", n)
+	}
+}
+
+// TestPathHashSlots: the methods that share a first letter (POST, PUT,
+// PATCH) and the two case foldings of one path take different slots of
+// the recent paths' table (but for the chance of 1 in 512 per pair), so
+// that a client asking one cannot push out the answer another keeps.
+func TestPathHashSlots(t *testing.T) {
+	slot := func(method, path string, fold bool) uint64 {
+		return pathHash(method, path, fold) >> (64 - pathSlotBits)
+	}
+	same := 0
+	const paths = 1000
+	for i := range paths {
+		p := fmt.Sprintf("/api/items/%d", i)
+		for _, pair := range [][2]string{{"POST", "PUT"}, {"POST", "PATCH"}, {"PUT", "PATCH"}, {"GET", "HEAD"}} {
+			if slot(pair[0], p, false) == slot(pair[1], p, false) {
+				same++
+			}
+		}
+		if slot("GET", p, false) == slot("GET", p, true) {
+			same++
+		}
+	}
+	// 5,000 pairs: about 10 share a slot by chance.
+	if same > 50 {
+		t.Errorf("%d of %d pairs of one path share a slot", same, 5*paths)
 	}
 }
