@@ -36,11 +36,13 @@ import (
 //
 // The metrics watch a limiter of the configuration (Watch(lim), as a
 // program does), so they find its rules by identity.
-//   - interleaved: the four decide limiters in turn, blocks of 256
+//   - interleaved: the seven decide limiters in turn, blocks of 256
 //     decisions each, in an order shuffled every round, timed block by
-//     block (see interleave); one op is one decision of each. It reports what each observer adds to a decision
-//     (noop-added-ns, prom-added-ns, otel-added-ns: its time per decision
-//     minus decide-none's), measured a few microseconds apart, so that
+//     block (see interleave); one op is one decision of each. It
+//     reports what each observer adds to a decision (noop-added-ns,
+//     prom-added-ns, otel-added-ns, and the -timed ones: its time per
+//     decision minus that of the limiter without one on the same kind
+//     of store), measured a few microseconds apart, so that
 //     the load of a shared machine, which changes over seconds, weighs
 //     on both sides alike; the rows above, a second each, one after the
 //     other, differ by more than that.

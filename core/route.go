@@ -153,7 +153,8 @@ func (c *Config) matchPath(method string, p Path, fold bool) (match, bool) {
 // pathHash is the hash of (method, path, fold) in pathAnswers, whose slot
 // is its top pathSlotBits. method is one of standardMethod's, which differ
 // in their first two letters; the product spreads them, and fold, over
-// the slot's bits, so that a path asked by two methods takes two slots.
+// the slot's bits, so that a path asked by two methods takes two slots
+// (but for a chance of 1 in 512).
 func pathHash(method, path string, fold bool) uint64 {
 	h := maphash.String(pathSeed, path) ^ uint64(method[0])<<8 ^ uint64(method[1])
 	if fold {
