@@ -93,8 +93,7 @@ func (c *Config) decide(method string, p Path, route string, fold bool) (m match
 	// A path that fits a route whose only path is clean is that path: it
 	// need not be checked again.
 	if !a.cleanLiteral && !clean(path) {
-		var buf [maxSpellings]string
-		return c.matchSpellings(method, spellings(p, &buf), fold)
+		return c.matchEvery(method, p, fold)
 	}
 	if a.exempt {
 		return match{}, true
@@ -120,6 +119,12 @@ func (c *Config) matchSpellings(method string, sp []string, fold bool) (m match,
 	return m, false
 }
 
+// matchEvery is matchSpellings for every spelling of p.
+func (c *Config) matchEvery(method string, p Path, fold bool) (match, bool) {
+	var buf [maxSpellings]string
+	return c.matchSpellings(method, spellings(p, &buf), fold)
+}
+
 // matchPath is matchSpellings for the spellings of p, through the
 // answers kept for recent paths as sent (see pathAnswers): a path seen
 // before, clean or not, is one lookup.
@@ -127,8 +132,7 @@ func (c *Config) matchPath(method string, p Path, fold bool) (match, bool) {
 	path := string(p)
 	std, ok := standardMethod(method)
 	if !ok || len(path) > maxPathAnswer {
-		var buf [maxSpellings]string
-		return c.matchSpellings(method, spellings(p, &buf), fold)
+		return c.matchEvery(method, p, fold)
 	}
 	h := pathHash(std, path, fold)
 	pa := &c.routes.paths
@@ -136,16 +140,15 @@ func (c *Config) matchPath(method string, p Path, fold bool) (match, bool) {
 	if e := pa.answers[i].Load(); e != nil && e.path == path && e.method == std && e.fold == fold {
 		return e.m, e.exempt
 	}
-	var buf [maxSpellings]string
 	if seen := &pa.seen[i]; seen.Load() != h {
 		seen.Store(h)
-		return c.matchSpellings(method, spellings(p, &buf), fold)
+		return c.matchEvery(method, p, fold)
 	}
 	// Seen twice in a row: the answer is kept, worked out from the copy it
 	// is kept with (so that it is that copy's even if the adapter's memory
 	// changed meanwhile).
 	kept := strings.Clone(path)
-	m, exempt := c.matchSpellings(method, spellings(Path(kept), &buf), fold)
+	m, exempt := c.matchEvery(method, Path(kept), fold)
 	pa.answers[i].Store(&pathAnswer{path: kept, method: std, fold: fold, m: m, exempt: exempt})
 	return m, exempt
 }
