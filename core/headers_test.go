@@ -526,3 +526,53 @@ func TestAppendDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitValue: the RateLimit value is what strconv writes, item by
+// item, for one to four limits, numbers of every length (negative ones
+// from a store that gives them, both ends of int64) and rule names short
+// enough for the stack and too long for it (the heap fallback), whether
+// it goes into a response's header (SetHeaders), after a prefix
+// (appendRateLimit) or into an adapter's buffer (Header).
+func TestRateLimitValue(t *testing.T) {
+	limits := []string{"10/second", "100/minute", "1000/hour", "10000/day"}
+	nums := []int64{0, 1, 9, 10, 99999999, 100000000, 1999999999, 12345678901234567, math.MaxInt64, -1, -100000000, math.MinInt64}
+	resets := []time.Duration{0, 1, time.Second, time.Second + 1, 3599*time.Second + 5, 100000000 * time.Second, math.MaxInt64}
+	for _, name := range []string{"s", "search", strings.Repeat("n", 40), strings.Repeat("L", 64)} {
+		for n := 1; n <= len(limits); n++ {
+			cfg, err := NewConfig(Spec{Enabled: true, Rules: []RuleSpec{{Name: name, Paths: []string{"/x"}, Limit: limits[:n]}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rule(t, cfg, name)
+			for k := range 40 {
+				d := Decision{Allowed: true, Rule: r, Cost: 1, style: HeadersDraft}
+				var want []byte
+				for i := range n {
+					rem, reset := nums[(k+3*i)%len(nums)], resets[(k+5*i)%len(resets)]
+					d.Result.Limits[i] = LimitState{Remaining: rem, ResetAfter: reset}
+					if i > 0 {
+						want = append(want, ", "...)
+					}
+					want = append(want, '"')
+					want = append(want, limitName(name, r.Policy.Limits, i)...)
+					want = append(want, `";r=`...)
+					want = strconv.AppendInt(want, rem, 10)
+					want = append(want, ";t="...)
+					want = strconv.AppendInt(want, ceilSeconds(reset), 10)
+				}
+				h := http.Header{}
+				d.SetHeaders(h)
+				if got := h.Get("RateLimit"); got != string(want) {
+					t.Fatalf("%d limits of %q, case %d: SetHeaders wrote %q, want %q", n, name, k, got, want)
+				}
+				if got := d.appendRateLimit([]byte("x: ")); string(got) != "x: "+string(want) {
+					t.Fatalf("%d limits of %q, case %d: appendRateLimit gave %q, want %q", n, name, k, got, "x: "+string(want))
+				}
+				var buf [128]byte
+				if hn, v, ok := d.Header(1, buf[:0]); !ok || hn != "Ratelimit" || string(v) != string(want) {
+					t.Fatalf("%d limits of %q, case %d: Header(1) = %q %q %v, want Ratelimit %q", n, name, k, hn, v, ok, want)
+				}
+			}
+		}
+	}
+}
