@@ -2,6 +2,8 @@ package benchmarks
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,6 +38,88 @@ func interleave(b *testing.B, serve []func()) (spent []time.Duration, calls int)
 				f()
 			}
 			spent[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	return spent, calls
+}
+
+// parallelWarm and parallelBlock are the numbers of untimed and timed
+// calls each goroutine makes of one row before all of them move on to the
+// next (see interleaveParallel): the untimed ones, nearly as many as the
+// 10,000 keys of the parallel scenarios, bring a row's memory back into
+// the caches after the other rows, as it is when the row runs on its own;
+// the timed ones are enough that starting and stopping the goroutines
+// (about 0.1 ms on this machine) adds under 2 ns to a call.
+const (
+	parallelWarm  = 8192
+	parallelBlock = 32768
+)
+
+// interleaveParallel is interleave from GOMAXPROCS goroutines: each makes
+// its own calls of every row (rows[i]() gives a goroutine row i's call,
+// with state of its own), and in every round, in an order shuffled every
+// round, all of them run calls of one row together: parallelWarm untimed
+// calls each, then, started together once all have made those,
+// parallelBlock calls each, timed from that start until the last has
+// finished. It returns the time each row took and the calls each row got
+// over all goroutines (b.N rounded up to whole rounds): wall time over
+// all goroutines, as b.RunParallel's, and two rows' measured milliseconds
+// apart.
+func interleaveParallel(b *testing.B, rows []func() func()) (spent []time.Duration, calls int) {
+	workers := runtime.GOMAXPROCS(0)
+	spent = make([]time.Duration, len(rows))
+	warm, run := make([]chan int, workers), make([]chan struct{}, workers)
+	var warmed, done sync.WaitGroup
+	for w := range warm {
+		warm[w], run[w] = make(chan int), make(chan struct{})
+		calls := make([]func(), len(rows))
+		for i, row := range rows {
+			calls[i] = row()
+		}
+		go func() {
+			for i := range warm[w] {
+				f := calls[i]
+				for range parallelWarm {
+					f()
+				}
+				warmed.Done()
+				<-run[w]
+				for range parallelBlock {
+					f()
+				}
+				done.Done()
+			}
+		}()
+	}
+	defer func() {
+		for _, c := range warm {
+			close(c)
+		}
+	}()
+	order := make([]int, len(rows))
+	rng := rand.New(rand.NewPCG(1, 2))
+	settle()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for ; calls < b.N; calls += parallelBlock * workers {
+		for i := range order {
+			order[i] = i
+		}
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			warmed.Add(workers)
+			for _, c := range warm {
+				c <- i
+			}
+			warmed.Wait()
+			done.Add(workers)
+			t := time.Now()
+			for _, c := range run {
+				c <- struct{}{}
+			}
+			done.Wait()
+			spent[i] += time.Since(t)
 		}
 	}
 	b.StopTimer()

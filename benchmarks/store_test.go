@@ -172,34 +172,52 @@ func BenchmarkParallel10kKeysUnordered(b *testing.B) {
 
 // benchParallel creates the keys of created in their order, then measures
 // decisions from GOMAXPROCS goroutines, each cycling through visit from a
-// random place.
+// random place: every participant on its own, then all of them interleaved
+// (see interleaveParallel), which reports each one's time per decision
+// (<row>-ns), measured milliseconds apart from the others'.
 func benchParallel(b *testing.B, created, visit []string) {
-	for _, im := range impls(implSet{baselines: true}) {
+	ctx := context.Background()
+	// cycle returns a goroutine's calls of decide, from a random place in
+	// visit; a denial or an error fails b.
+	cycle := func(b *testing.B, decide decideFunc) func() {
+		i := rand.IntN(len(visit))
+		return func() {
+			if ok, err := decide(ctx, visit[i]); err != nil || !ok {
+				b.Error("denied or failed:", err)
+			}
+			if i++; i == len(visit) {
+				i = 0
+			}
+		}
+	}
+	ims := impls(implSet{baselines: true})
+	for _, im := range ims {
 		b.Run(im.name, func(b *testing.B) {
 			decide := im.build(b, unreached, created)
 			warm(b, decide, created)
-			ctx := context.Background()
 			settle()
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				var (
-					ok  = true
-					err error
-				)
-				i := rand.IntN(len(visit))
+				next := cycle(b, decide)
 				for pb.Next() {
-					ok, err = decide(ctx, visit[i])
-					if i++; i == len(visit) {
-						i = 0
-					}
-				}
-				if err != nil || !ok {
-					b.Error("denied or failed:", err)
+					next()
 				}
 			})
 		})
 	}
+	b.Run("interleaved", func(b *testing.B) {
+		rows := make([]func() func(), len(ims))
+		for i, im := range ims {
+			decide := im.build(b, unreached, created)
+			warm(b, decide, created)
+			rows[i] = func() func() { return cycle(b, decide) }
+		}
+		spent, n := interleaveParallel(b, rows)
+		for i, im := range ims {
+			b.ReportMetric(float64(spent[i])/float64(n), im.name+"-ns")
+		}
+	})
 }
 
 // BenchmarkDeniedKey measures one decision on a key that is over its quota

@@ -71,8 +71,10 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		fmt.Fprintf(b, " %s |", c.header)
 	}
 	b.WriteString(" × baseline |")
-	if interleaved {
+	if interleaved && sc.framework != "" {
 		b.WriteString(" added, interleaved (median) | added, min–max |")
+	} else if interleaved {
+		b.WriteString(" interleaved (median) | interleaved, min–max |")
 	}
 	b.WriteString("\n|---|--:|--:|")
 	b.WriteString(strings.Repeat("--:|", len(sc.secondary)+1))
@@ -105,8 +107,10 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		}
 		if interleaved {
 			switch a := r.added(sc, rw.name); {
-			case rw.name == sc.base:
+			case rw.name == sc.base && sc.framework != "":
 				b.WriteString(" — | |")
+			case a.n > 0 && sc.framework == "":
+				fmt.Fprintf(b, " %s | %s |", fmtNs(a.median), span(fmtNs, a))
 			case a.n > 0:
 				fmt.Fprintf(b, " %s | %s |", signedNs(a.median), signedNs(a.min)+" to "+signedNs(a.max))
 			default:
@@ -116,29 +120,41 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.", plural(len(rows[0].samples), "sample"))
-	if interleaved {
+	if interleaved && sc.framework == "" {
+		b.WriteString(" \"Interleaved\" comes from a run of every row in turn (`interleaved`), the goroutines running one row together and moving on to the next together: per row and round, 8,192 untimed decisions per goroutine to bring its memory back into the caches, then 32,768 timed; the wall time per decision over all goroutines, rows measured milliseconds apart, so that the machine's changing load weighs on all alike; median and min–max over the runs.")
+	} else if interleaved {
 		b.WriteString(" \"Added, interleaved\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus bare's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs.")
 	}
 	b.WriteString("\n\n")
 }
 
-// interleavedRow is the sub-benchmark of a framework scenario that serves
-// every row in turn and reports what each adds to the baseline
-// (<row>-added-ns; see benchFramework).
+// interleavedRow is the sub-benchmark of a scenario that runs every row
+// in turn: in a framework scenario it reports what each row adds to the
+// baseline (<row>-added-ns; see benchFramework), in a parallel store
+// scenario each row's time per decision (<row>-ns; see benchParallel).
 const interleavedRow = "interleaved"
 
-// added is what row adds to sc's baseline in its interleaved runs.
-func (r *results) added(sc scenario, row string) stat {
-	return summarize(r.samples[sc.prefix+interleavedRow], row+"-added-ns")
+// interleavedMetric is the metric of row in sc's interleaved runs.
+func interleavedMetric(sc scenario, row string) string {
+	if sc.framework != "" {
+		return row + "-added-ns"
+	}
+	return row + "-ns"
 }
 
-// addedRatios is, over sc's interleaved runs, what row a adds to the
-// baseline divided by what row b adds in the same run.
+// added is, in sc's interleaved runs, what row adds to the baseline (a
+// framework scenario) or its time per decision (a store scenario).
+func (r *results) added(sc scenario, row string) stat {
+	return summarize(r.samples[sc.prefix+interleavedRow], interleavedMetric(sc, row))
+}
+
+// addedRatios is, over sc's interleaved runs, row a's interleaved metric
+// (see added) divided by row b's in the same run.
 func (r *results) addedRatios(sc scenario, a, b string) stat {
 	var q []sample
 	for _, s := range r.samples[sc.prefix+interleavedRow] {
-		x, okA := s.metrics[a+"-added-ns"]
-		y, okB := s.metrics[b+"-added-ns"]
+		x, okA := s.metrics[interleavedMetric(sc, a)]
+		y, okB := s.metrics[interleavedMetric(sc, b)]
 		if okA && okB && y > 0 {
 			q = append(q, sample{metrics: map[string]float64{"ratio": x / y}})
 		}
@@ -211,7 +227,8 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 	b.WriteString("The ratio of rlkit's median to the peer's in the same run, from the tables below (below 1: rlkit takes less time or memory). " +
 		"\"overlap\" means some run of one was at least as good as some run of the other: this run does not tell them apart, whatever the medians say; with fewer than 3 runs no difference is called. " +
 		"Redis peers are compared with rlkit's store on the same algorithm. " +
-		"A framework's adapter has a second line, \"added time (interleaved)\": what each limiter adds to the bare framework, from the run that serves every row in turn, microseconds apart (see its table); as the two are measured side by side in every run, its ratio is the median of the runs' ratios (their min–max in brackets), and a difference is called when every run's ratio is on the same side of 1.\n\n")
+		"A framework's adapter has a second line, \"added time (interleaved)\": what each limiter adds to the bare framework, from the run that serves every row in turn, microseconds apart (see its table); as the two are measured side by side in every run, its ratio is the median of the runs' ratios (their min–max in brackets), and a difference is called when every run's ratio is on the same side of 1. " +
+		"The parallel store scenarios have one too, \"time (interleaved)\": each limiter's time per decision from the run that runs every row in turn, milliseconds apart, compared the same way.\n\n")
 	b.WriteString("| scenario | rlkit row | peer | rlkit ÷ peer | verdict |\n|---|---|---|--:|---|\n")
 	for _, c := range cs {
 		q := ratio(c.rlkitStat.median, c.peerStat.median)
@@ -236,8 +253,11 @@ func renderSummary(b *strings.Builder, r *results, versions map[string]string) {
 			verdict = "rlkit " + word
 		}
 		what := ""
-		if c.added {
+		switch {
+		case c.added && c.scenario.framework != "":
 			what = ", added time (interleaved)"
+		case c.added:
+			what = ", time (interleaved)"
 		}
 		fmt.Fprintf(b, "| [%s](#%s) | %s%s | %s | %s | %s |\n", c.scenario.title, anchor(c.scenario.title),
 			strings.ReplaceAll(label(c.scenario, c.rlkit, versions), "**", ""), what,
