@@ -59,8 +59,10 @@ const (
 // interleaveParallel is interleave from GOMAXPROCS goroutines: each makes
 // its own calls of every row (rows[i]() gives a goroutine row i's call,
 // with state of its own), and in every round, in an order shuffled every
-// round, all of them run calls of one row together: parallelWarm untimed
-// calls each, then, started together once all have made those,
+// round, all of them run calls of one row together: after a collection
+// of the garbage the rows before left (which would otherwise be collected
+// during this row's calls), parallelWarm untimed calls each, then, started
+// together once all have made those,
 // parallelBlock calls each, timed from that start until the last has
 // finished. It returns the time each row took and the calls each row got
 // over all goroutines (b.N rounded up to whole rounds): wall time over
@@ -108,6 +110,7 @@ func interleaveParallel(b *testing.B, rows []func() func()) (spent []time.Durati
 		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, i := range order {
+			runtime.GC() // the garbage of the rows before, collected outside the timer
 			warmed.Add(workers)
 			for _, c := range warm {
 				c <- i

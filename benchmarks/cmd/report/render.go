@@ -121,7 +121,7 @@ func renderScenario(b *strings.Builder, r *results, sc scenario, versions map[st
 	}
 	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.", plural(len(rows[0].samples), "sample"))
 	if interleaved && sc.framework == "" {
-		b.WriteString(" \"Interleaved\" comes from a run of every row in turn (`interleaved`), the goroutines running one row together and moving on to the next together: per row and round, 8,192 untimed decisions per goroutine to bring its memory back into the caches, then 32,768 timed; the wall time per decision over all goroutines, rows measured milliseconds apart, so that the machine's changing load weighs on all alike; median and min–max over the runs.")
+		b.WriteString(" \"Interleaved\" comes from a run of every row in turn (`interleaved`), the goroutines running one row together and moving on to the next together: per row and round, a collection of the garbage of the rows before, 8,192 untimed decisions per goroutine to bring its memory back into the caches, then 32,768 timed; the wall time per decision over all goroutines, rows measured milliseconds apart, so that the machine's changing load weighs on all alike; median and min–max over the runs.")
 	} else if interleaved {
 		b.WriteString(" \"Added, interleaved\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus bare's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs.")
 	}
