@@ -27,10 +27,7 @@ func interleave(b *testing.B, serve []func()) (spent []time.Duration, calls int)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for ; calls < b.N; calls += interleaveBlock {
-		for i := range order {
-			order[i] = i
-		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		shuffle(rng, order)
 		for _, i := range order {
 			f := serve[i]
 			start := time.Now()
@@ -42,6 +39,14 @@ func interleave(b *testing.B, serve []func()) (spent []time.Duration, calls int)
 	}
 	b.StopTimer()
 	return spent, calls
+}
+
+// shuffle sets order to the rows 0 … len(order)-1 in an order of rng's.
+func shuffle(rng *rand.Rand, order []int) {
+	for i := range order {
+		order[i] = i
+	}
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 }
 
 // parallelWarm and parallelBlock are the numbers of untimed and timed
@@ -105,10 +110,7 @@ func interleaveParallel(b *testing.B, rows []func() func()) (spent []time.Durati
 	b.ReportAllocs()
 	b.ResetTimer()
 	for ; calls < b.N; calls += parallelBlock * workers {
-		for i := range order {
-			order[i] = i
-		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		shuffle(rng, order)
 		for _, i := range order {
 			runtime.GC() // the garbage of the rows before, collected outside the timer
 			warmed.Add(workers)

@@ -169,7 +169,8 @@ func pathHash(method, path string, fold bool) uint64 {
 // pathAnswers keeps what recent paths as sent (clean or not, of a
 // standard method, at most maxPathAnswer bytes) count under, for the
 // requests whose route gives no answer (a router that names no route, a
-// middleware mounted on a prefix, as Fiber's app.Use): a direct-mapped table by a seeded hash of (method, path, case folding),
+// middleware mounted on a prefix, as Fiber's app.Use): a direct-mapped
+// table by a seeded hash of (method, path, case folding),
 // so that a lookup is one load and a comparison of the path, and its size
 // is fixed. A slot holds an immutable entry, replaced whole, with its own
 // copy of the path (an adapter's path may point into memory the framework

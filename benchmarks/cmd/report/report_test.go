@@ -280,6 +280,24 @@ func TestRenderFeatures(t *testing.T) {
 	}
 }
 
+// summaryAnd renders the summary of the benchmark output in, then the
+// tables of the scenarios pick selects.
+func summaryAnd(t *testing.T, in string, pick func(scenario) bool) string {
+	t.Helper()
+	r := newResults()
+	if err := r.parse(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderSummary(&b, r, nil)
+	for _, sc := range scenarios {
+		if pick(sc) {
+			renderScenario(&b, r, sc, nil)
+		}
+	}
+	return b.String()
+}
+
 // TestRenderInterleaved renders two frameworks' tables and summary lines
 // from three runs with an interleaved row: the added-time columns, and the
 // comparison of what rlkit and the built-in add, run by run, beside the
@@ -303,18 +321,7 @@ func TestRenderInterleaved(t *testing.T) {
 		fmt.Fprintf(&in, "BenchmarkEcho/rlkit-2 \t 1000000\t %.1f ns/op\t 64 B/op\t 2 allocs/op\n", 300+v.rAdd)
 		fmt.Fprintf(&in, "BenchmarkEcho/interleaved-2 \t 100000\t 4000 ns/op\t %.1f builtin-added-ns\t %.1f rlkit-added-ns\t 48 B/op\t 4 allocs/op\n", v.bAdd, v.rAdd)
 	}
-	r := newResults()
-	if err := r.parse(strings.NewReader(in.String())); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	renderSummary(&b, r, nil)
-	for _, sc := range scenarios {
-		if sc.framework == "Fiber" || sc.framework == "Echo" {
-			renderScenario(&b, r, sc, nil)
-		}
-	}
-	out := b.String()
+	out := summaryAnd(t, in.String(), func(sc scenario) bool { return sc.framework == "Fiber" || sc.framework == "Echo" })
 	for _, want := range []string{
 		"| bare Fiber, no limiter | 200 ns | 190–210 ns | 0 | 0 | 1 (baseline) | — | |",
 		"| Fiber's built-in limiter | 1 µs | 950 ns–1.2 µs | 48 | 4 | 5.00× | +800 ns | +790 ns to +810 ns |",
@@ -350,18 +357,7 @@ func TestRenderInterleavedStores(t *testing.T) {
 		fmt.Fprintf(&in, "BenchmarkParallel10kKeys/baseline-map-atomic-2 \t 1000000\t 12 ns/op\t 0 B/op\t 0 allocs/op\n")
 		fmt.Fprintf(&in, "BenchmarkParallel10kKeys/interleaved-2 \t 100000\t 1500 ns/op\t 13 baseline-map-atomic-ns\t %.1f rlkit-memstore-Take-ns\t %.1f sethvargo-memorystore-ns\t %.1f ulule-memory-ns\t 81 B/op\t 5 allocs/op\n", v.rI, v.pI, v.uI)
 	}
-	r := newResults()
-	if err := r.parse(strings.NewReader(in.String())); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	renderSummary(&b, r, nil)
-	for _, sc := range scenarios {
-		if sc.prefix == "BenchmarkParallel10kKeys/" {
-			renderScenario(&b, r, sc, nil)
-		}
-	}
-	out := b.String()
+	out := summaryAnd(t, in.String(), func(sc scenario) bool { return sc.prefix == "BenchmarkParallel10kKeys/" })
 	for _, want := range []string{
 		"| participant | time/op (median) | min–max | B/op | allocs/op | × baseline | interleaved (median) | interleaved, min–max |",
 		"| **rlkit** memstore, `Take` (fixed window) | 50 ns | 40–60 ns | 0 | 0 | 4.17× | 45 ns | 36–49 ns |",
