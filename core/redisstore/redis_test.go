@@ -37,21 +37,17 @@ func clusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
 }
 
 // newStore returns a store on c that is closed at the end of the test. Its
-// timeout is conformanceTimeout unless opts set one: the tests that use it
+// timeout is CountingTimeout unless opts set one: the tests that use it
 // are about counting and round trips, not time-outs.
 func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(conformanceTimeout)}, opts...)...)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(redisstore.CountingTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
-
-// The conformance runs are about counting, not time-outs (the fault tests
-// are): their timeout is generous, for a loaded machine under -race.
-const conformanceTimeout = 5 * time.Second
 
 func TestConformanceRedisServer(t *testing.T) {
 	t.Parallel()
