@@ -20,14 +20,15 @@ import (
 // waits on Redis for more than the bound. After a restart, counting
 // resumes exactly: a fresh caller gets its 3 calls and is then refused.
 func TestFaultGRPCRedisKilled(t *testing.T) {
-	// The store's timeout is 100 ms; a call answered within 2 s never
-	// waited on go-redis's own timeouts, even on a loaded machine.
+	// The store's timeout is 500 ms (room for the first dial and script
+	// load under -race on a loaded machine); a call answered within 2 s
+	// never waited on go-redis's own timeouts.
 	const bound = 2 * time.Second
 	for _, open := range []bool{true, false} {
 		srv := redistest.StartServer(t)
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = client.Close() })
-		store, err := redisstore.New(client, redisstore.WithTimeout(100*time.Millisecond), redisstore.WithBreaker(3, 200*time.Millisecond))
+		store, err := redisstore.New(client, redisstore.WithTimeout(500*time.Millisecond), redisstore.WithBreaker(3, 200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,12 +27,20 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// newHolds returns a Store on c whose timeout is generous: the tests that
+// use it are about holds, not time-outs, and a first call (a dial, the
+// script's load) on a loaded machine under -race can take longer than
+// DefaultTimeout.
+func newHolds(c redis.UniversalClient, opts ...redishold.Option) *redishold.Store {
+	return redishold.New(c, append([]redishold.Option{redishold.WithTimeout(5 * time.Second)}, opts...)...)
+}
+
 // TestHoldKeepsTheLater: a hold is the key's time left on the server's
 // clock; a shorter hold leaves it, a longer one extends it; another key
 // and a key never held have none.
 func TestHoldKeepsTheLater(t *testing.T) {
 	s := redistest.StartServer(t)
-	a, b := redishold.New(s.Client(t)), redishold.New(s.Client(t)) // two processes
+	a, b := newHolds(s.Client(t)), newHolds(s.Client(t)) // two processes
 	ctx := t.Context()
 	held := func(h *redishold.Store, key string) time.Duration {
 		t.Helper()
@@ -91,7 +99,7 @@ func TestHoldKeysHashed(t *testing.T) {
 		if err := c.FlushAll(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := redishold.New(c, tc.opts...).Hold(t.Context(), token, time.Minute); err != nil {
+		if err := newHolds(c, tc.opts...).Hold(t.Context(), token, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		keys, err := c.Keys(t.Context(), "*").Result()
@@ -183,7 +191,7 @@ func TestFaultHoldRedisDown(t *testing.T) {
 func TestHoldSharedByLimiters(t *testing.T) {
 	s := redistest.StartServer(t)
 	newLimiter := func() *outbound.Limiter {
-		l, err := outbound.New(nil, nil, outbound.WithHoldStore(redishold.New(s.Client(t))))
+		l, err := outbound.New(nil, nil, outbound.WithHoldStore(newHolds(s.Client(t))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,9 +221,15 @@ func TestHoldSharedByLimiters(t *testing.T) {
 // timeout.
 func TestFaultHoldBreaker(t *testing.T) {
 	s := redistest.StartServer(t)
-	const timeout, cooldown = 50 * time.Millisecond, 2 * time.Second
-	h := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(3, cooldown))
-	off := redishold.New(s.Client(t), redishold.WithTimeout(timeout), redishold.WithBreaker(0, 0))
+	const timeout, cooldown = 200 * time.Millisecond, 2 * time.Second
+	c := s.Client(t)
+	h := redishold.New(c, redishold.WithTimeout(timeout), redishold.WithBreaker(3, cooldown))
+	off := redishold.New(c, redishold.WithTimeout(timeout), redishold.WithBreaker(0, 0))
+	// The first call dials and loads the script: it is made with a generous
+	// timeout, so that only what is under test is held to the short one.
+	if err := newHolds(c).Hold(t.Context(), "warm", time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.Hold(t.Context(), "k", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +277,7 @@ func TestFaultHoldBreaker(t *testing.T) {
 // not lost to an overflow of its milliseconds.
 func TestHoldForever(t *testing.T) {
 	s := redistest.StartServer(t)
-	h := redishold.New(s.Client(t))
+	h := newHolds(s.Client(t))
 	if err := h.Hold(t.Context(), "k", time.Duration(math.MaxInt64)); err != nil {
 		t.Fatal(err)
 	}
