@@ -114,8 +114,8 @@ func TestRedisTwoLimitersShareOneLimit(t *testing.T) {
 	var limiters [2]*Limiter
 	for i := range limiters {
 		// The test is about sharing, not time-outs: a store error would fail
-		// open and start a sixth request on a loaded machine under -race.
-		st, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+		// open and start a sixth request.
+		st, err := redisstore.New(client, redisstore.WithTimeout(redistest.StoreTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}

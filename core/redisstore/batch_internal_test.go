@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,7 +21,7 @@ func TestBatchRedirected(t *testing.T) {
 	t.Cleanup(func() { _ = cc.Close() })
 	// A generous timeout: the first batch loads the batch script (EVAL)
 	// on a loaded machine under -race.
-	s, err := New(cc, WithDenyCache(false), WithTimeout(5*time.Second))
+	s, err := New(cc, WithDenyCache(false), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,5 @@
 package redisstore
 
-import "time"
-
-// CountingTimeout is the store timeout of the tests about counting, round
-// trips and state, not time-outs (the fault tests are): generous, for a
-// loaded machine under -race, where one call to miniredis's Lua (or a first
-// dial and script load) can take longer than DefaultTimeout.
-const CountingTimeout = 5 * time.Second
-
 // Queued returns how many decisions wait in the queues of s's nodes.
 func Queued(s *Store) int {
 	n := 0

@@ -243,7 +243,7 @@ func TestBreakerPerNode(t *testing.T) {
 // addresses keep changing, keeping the nodes whose breaker has tripped.
 func TestBreakerNodesBounded(t *testing.T) {
 	f := newFakeCluster(t)
-	s, err := New(f.client, WithDenyCache(false), WithTimeout(CountingTimeout))
+	s, err := New(f.client, WithDenyCache(false), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestBreakerUnmapped(t *testing.T) {
 	f := newFakeCluster(t)
 	f.unreachable.Store(true)
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	s, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(CountingTimeout))
+	s, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

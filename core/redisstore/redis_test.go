@@ -37,11 +37,11 @@ func clusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
 }
 
 // newStore returns a store on c that is closed at the end of the test. Its
-// timeout is CountingTimeout unless opts set one: the tests that use it
+// timeout is redistest.StoreTimeout unless opts set one: the tests that use it
 // are about counting and round trips, not time-outs.
 func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(redisstore.CountingTimeout)}, opts...)...)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(redistest.StoreTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,9 +437,9 @@ func TestSharedLimiters(t *testing.T) {
 					}
 					var limiters [4]*core.Limiter
 					for i := range limiters {
-						// The timeout is generous: this test is about exact counts, and
-						// 256 goroutines on new connections under -race are slow.
-						limiters[i] = core.NewLimiter(cfg, newStore(t, newClient(), redisstore.WithTimeout(5*time.Second)), core.WithFailOpen(false))
+						// newStore's timeout is generous: this test is about exact counts,
+						// and 256 goroutines on new connections under -race are slow.
+						limiters[i] = core.NewLimiter(cfg, newStore(t, newClient()), core.WithFailOpen(false))
 					}
 					user := fmt.Sprintf("shared-%d", time.Now().UnixNano())
 					var admitted, denied, failed atomic.Int64

@@ -20,7 +20,7 @@ func TestStats(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: mini.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	st, err := New(rc, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(CountingTimeout))
+	st, err := New(rc, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestStats(t *testing.T) {
 	want.Nodes[0].Breaker = core.BreakerClosed
 	check("probe answered")
 
-	off, err := New(rc, WithDenyCache(false), WithTimeout(CountingTimeout))
+	off, err := New(rc, WithDenyCache(false), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestStats(t *testing.T) {
 func TestStatsCluster(t *testing.T) {
 	f := newFakeCluster(t)
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	st, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(CountingTimeout))
+	st, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// StoreTimeout is the store timeout (redisstore.WithTimeout,
+// redishold.WithTimeout) of the tests about counting, holds and state, not
+// time-outs (the fault tests set their own): generous, because on a loaded
+// machine under -race a first call (a dial and a script load) or one call
+// to miniredis's Lua can take longer than a store's 100ms default.
+const StoreTimeout = 5 * time.Second
+
 // requireEnv is the environment variable that, set to "1", turns a missing
 // redis-server from a skipped test into a failed one.
 const requireEnv = "RLKIT_REQUIRE_REDIS"

@@ -42,7 +42,7 @@ func client(t testing.TB, addr string) *redis.Client {
 
 func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(5 * time.Second)}, opts...)...)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(redistest.StoreTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,12 +27,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newHolds returns a Store on c whose timeout is generous: the tests that
-// use it are about holds, not time-outs, and a first call (a dial, the
-// script's load) on a loaded machine under -race can take longer than
-// DefaultTimeout.
+// newHolds returns a Store on c with redistest.StoreTimeout: the tests that
+// use it are about holds, not time-outs.
 func newHolds(c redis.UniversalClient, opts ...redishold.Option) *redishold.Store {
-	return redishold.New(c, append([]redishold.Option{redishold.WithTimeout(5 * time.Second)}, opts...)...)
+	return redishold.New(c, append([]redishold.Option{redishold.WithTimeout(redistest.StoreTimeout)}, opts...)...)
 }
 
 // TestHoldKeepsTheLater: a hold is the key's time left on the server's
