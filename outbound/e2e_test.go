@@ -113,7 +113,7 @@ func TestRedisTwoLimitersShareOneLimit(t *testing.T) {
 	cfg := mustRate(t, 5, time.Hour, 5)
 	var limiters [2]*Limiter
 	for i := range limiters {
-		// The test is about sharing, not time-outs: a store error would fail
+		// The test is about sharing, not time-outs: a store error could fail
 		// open and start a sixth request.
 		st, err := redisstore.New(client, redisstore.WithTimeout(redistest.StoreTimeout))
 		if err != nil {

@@ -149,9 +149,10 @@ func TestFaultBatchArgsAfterTimeout(t *testing.T) {
 	waitQueued(t, s, 1)
 	g.open(1) // a lane returns and sends A (call 3, held past its timeout)
 	g.wait(t, 3, false)
-	// B queues a grain (at most 10ms) later than A, so that the two do not
-	// share one deadline.
-	time.Sleep(100 * time.Millisecond)
+	// B queues later than A, so that the two do not share one deadline (a
+	// grain is at most 10ms), and B's call, which goes out when A's timeout
+	// frees the lane, has this long to run.
+	time.Sleep(500 * time.Millisecond)
 	type res struct {
 		r   core.Result
 		err error
@@ -424,7 +425,7 @@ func TestFaultBatchNoLeak(t *testing.T) {
 			srv := redistest.StartServer(t)
 			check := leaks(t)
 			rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: bounded, ReadTimeout: 2 * time.Second})
-			s, err := redisstore.New(rc, redisstore.WithTimeout(200*time.Millisecond), redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
+			s, err := redisstore.New(rc, redisstore.WithTimeout(500*time.Millisecond), redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -390,7 +390,7 @@ func TestBreakerPerShard(t *testing.T) {
 		MaxRetries:         -1,
 	})
 	t.Cleanup(func() { _ = ring.Close() })
-	s, err := New(ring, WithBreaker(2, time.Second), WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+	s, err := New(ring, WithBreaker(2, time.Second), WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
