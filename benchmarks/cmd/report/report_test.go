@@ -132,7 +132,7 @@ func TestRender(t *testing.T) {
 	}
 	renderOverAdmission(&b, r, versions)
 	out := b.String()
-	for _, want := range []string{
+	wantIn(t, "report", out,
 		// One key: medians 75 and 95 ns over a baseline of 11 ns.
 		"| **rlkit** memstore, `Take` (fixed window) | 75 ns | 70–80 ns | 0 | 0 | 6.82× |",
 		"| sethvargo/go-limiter memorystore v1.2.0 | 95 ns | 90–100 ns | 0 | 0 | 8.64× |",
@@ -149,11 +149,7 @@ func TestRender(t *testing.T) {
 		"| throttled, goredisstore.v9 (GCRA) | the store, on Redis | 1 | 95–100 | 66 | admits fewer: calls failed under contention |",
 		"| **rlkit** memstore, `Take` (fixed window) | the store, in memory | 1014 | 100 | 0 | exact |",
 		"_No rows: this scenario did not run",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q\n%s", want, out)
-		}
-	}
+	)
 }
 
 // TestRenderMetrics renders the metrics table from three runs' rows: the
@@ -182,7 +178,7 @@ func TestRenderMetrics(t *testing.T) {
 	var b strings.Builder
 	renderMetrics(&b, r)
 	out := b.String()
-	for _, want := range []string{
+	wantIn(t, "metrics table", out,
 		"| decision, no observer (baseline) | 210 ns | 200–300 ns | 0 | — |  |",
 		"| decision, an observer that does nothing (what core adds for any observer) | 240 ns | 215–320 ns | 0 | +85 ns | +80 ns to +90 ns |",
 		"| decision, **`metrics/prom`** observer | 300 ns | 230–340 ns | 0 | +125 ns | +120 ns to +150 ns |",
@@ -191,11 +187,7 @@ func TestRenderMetrics(t *testing.T) {
 		"3 samples per row",
 		// prom's own part per run: 40, 60, 40.
 		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** the bar. Of that, core's part (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("metrics table lacks %q\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "`metrics/otel` `Observe` alone") {
 		t.Errorf("a row that did not run is in the table\n%s", out)
 	}
@@ -255,7 +247,7 @@ func TestRenderFeatures(t *testing.T) {
 	var b strings.Builder
 	renderFeatures(&b, r)
 	out := b.String()
-	for _, want := range []string{
+	wantIn(t, "features table", out,
 		"## Customer features (issue 14)",
 		"| `nethttp`, the DESIGN configuration (baseline) | 900 ns | 880 ns–1 µs | 64 | 2 | — |  |  |",
 		"| + a plan: `tiers`, `WithPlan` resolving a known plan | 950 ns | 900 ns–1.02 µs | 64 | 2 | +20 ns | −5 ns to +30 ns | 0 B, 0 |",
@@ -265,11 +257,7 @@ func TestRenderFeatures(t *testing.T) {
 		// Against Gin's own baseline.
 		"| + `WithDecisionContext(true)`, the handler reading it | 4 µs | 4 µs | 1320 | 11 | +2.2 µs | +2.1 µs to +2.3 µs | +928 B, +5 |",
 		"3 samples per row",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("features table lacks %q\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "penalty") {
 		t.Errorf("a row that did not run is in the table\n%s", out)
 	}
@@ -277,6 +265,16 @@ func TestRenderFeatures(t *testing.T) {
 	renderFeatures(&b, newResults())
 	if !strings.Contains(b.String(), "_No rows: this scenario did not run") {
 		t.Errorf("empty features table = %q", b.String())
+	}
+}
+
+// wantIn reports each of want that out, the text of what, lacks.
+func wantIn(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s lacks %q\n%s", what, w, out)
+		}
 	}
 }
 
@@ -322,7 +320,7 @@ func TestRenderInterleaved(t *testing.T) {
 		fmt.Fprintf(&in, "BenchmarkEcho/interleaved-2 \t 100000\t 4000 ns/op\t %.1f builtin-added-ns\t %.1f rlkit-added-ns\t 48 B/op\t 4 allocs/op\n", v.bAdd, v.rAdd)
 	}
 	out := summaryAnd(t, in.String(), func(sc scenario) bool { return sc.framework == "Fiber" || sc.framework == "Echo" })
-	for _, want := range []string{
+	wantIn(t, "report", out,
 		"| bare Fiber, no limiter | 200 ns | 190–210 ns | 0 | 0 | 1 (baseline) | — | |",
 		"| Fiber's built-in limiter | 1 µs | 950 ns–1.2 µs | 48 | 4 | 5.00× | +800 ns | +790 ns to +810 ns |",
 		"| **rlkit** adapter | 1 µs | 900 ns–1.1 µs | 0 | 0 | 5.00× | +700 ns | +690 ns to +710 ns |",
@@ -332,11 +330,7 @@ func TestRenderInterleaved(t *testing.T) {
 		"| rlkit adapter | Echo's built-in limiter | 0.93× | overlap |",
 		"| rlkit adapter, added time (interleaved) | Echo's built-in limiter | 0.90× (runs 0.90×–0.90×) | rlkit faster |",
 		"| Echo's built-in limiter | 1 µs | 800 ns–1.2 µs | 96 | 2 | 3.33× | +700 ns | +500 ns to +900 ns |",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "`interleaved`  |") || strings.Contains(out, "| `interleaved` |") {
 		t.Errorf("the interleaved row is shown as a participant\n%s", out)
 	}
@@ -358,7 +352,7 @@ func TestRenderInterleavedStores(t *testing.T) {
 		fmt.Fprintf(&in, "BenchmarkParallel10kKeys/interleaved-2 \t 100000\t 1500 ns/op\t 13 baseline-map-atomic-ns\t %.1f rlkit-memstore-Take-ns\t %.1f sethvargo-memorystore-ns\t %.1f ulule-memory-ns\t 81 B/op\t 5 allocs/op\n", v.rI, v.pI, v.uI)
 	}
 	out := summaryAnd(t, in.String(), func(sc scenario) bool { return sc.prefix == "BenchmarkParallel10kKeys/" })
-	for _, want := range []string{
+	wantIn(t, "report", out,
 		"| participant | time/op (median) | min–max | B/op | allocs/op | × baseline | interleaved (median) | interleaved, min–max |",
 		"| **rlkit** memstore, `Take` (fixed window) | 50 ns | 40–60 ns | 0 | 0 | 4.17× | 45 ns | 36–49 ns |",
 		"| baseline: `map[string]*atomic.Int64`, Add and compare | 12 ns | 12 ns | 0 | 0 | 1 (baseline) | 13 ns | 13 ns |",
@@ -367,11 +361,7 @@ func TestRenderInterleavedStores(t *testing.T) {
 		"| rlkit memstore, `Take` (fixed window), time (interleaved) | sethvargo/go-limiter memorystore | 0.60× (runs 0.60×–0.70×) | rlkit faster |",
 		// 36/50, 49/49, 45/60: one run even.
 		"| rlkit memstore, `Take` (fixed window), time (interleaved) | ulule/limiter, memory store | 0.75× (runs 0.72×–1.00×) | overlap |",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "| `interleaved` |") {
 		t.Errorf("the interleaved row is shown as a participant\n%s", out)
 	}
