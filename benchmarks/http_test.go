@@ -17,6 +17,7 @@ import (
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
@@ -36,7 +37,7 @@ var jsonHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 func rlkitConfig(tb testing.TB, q quota) *core.Config {
 	cfg, err := core.NewConfig(core.Spec{
 		Enabled: true,
-		Rules:   []core.RuleSpec{{Name: "search", Paths: []string{"/api/search"}, Limit: []string{core.Limit{Count: q.Count, Period: q.Period}.String()}}},
+		Rules:   []core.RuleSpec{{Name: "search", Paths: []string{"/api/search"}, Limit: []string{algo.Limit{Count: q.Count, Period: q.Period}.String()}}},
 	})
 	if err != nil {
 		tb.Fatal(err)

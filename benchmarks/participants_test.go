@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -95,8 +96,8 @@ const (
 const maxKeys = 2_000_000
 
 // rlkitPolicy is a one-limit policy of algorithm a with quota q.
-func rlkitPolicy(a core.Algorithm, q quota) *core.Policy {
-	return &core.Policy{Name: "bench-" + a.String(), Algorithm: a, Limits: []core.Limit{{Count: q.Count, Period: q.Period}}}
+func rlkitPolicy(a algo.Algorithm, q quota) *core.Policy {
+	return &core.Policy{Name: "bench-" + a.String(), Algorithm: a, Limits: []algo.Limit{{Count: q.Count, Period: q.Period}}}
 }
 
 func newRlkitStore(tb testing.TB) *memstore.Store {
@@ -111,7 +112,7 @@ func newRlkitStore(tb testing.TB) *memstore.Store {
 
 // rlkitTake is rlkit's memory store as a request sees it: Take, which reads
 // the clock, with algorithm a.
-func rlkitTake(a core.Algorithm) func(tb testing.TB, q quota, _ []string) decideFunc {
+func rlkitTake(a algo.Algorithm) func(tb testing.TB, q quota, _ []string) decideFunc {
 	return func(tb testing.TB, q quota, _ []string) decideFunc {
 		s, p := newRlkitStore(tb), rlkitPolicy(a, q)
 		return func(ctx context.Context, key string) (bool, error) {
@@ -131,7 +132,7 @@ var storeImpls = []storeImpl{
 		// rlkit's cost without the clock; compare the Take row with peers.
 		name: implTakeAt,
 		build: func(tb testing.TB, q quota, _ []string) decideFunc {
-			s, p := newRlkitStore(tb), rlkitPolicy(core.FixedWindow, q)
+			s, p := newRlkitStore(tb), rlkitPolicy(algo.FixedWindow, q)
 			now := time.Now().UnixNano()
 			return func(_ context.Context, key string) (bool, error) {
 				var r core.Result
@@ -140,10 +141,10 @@ var storeImpls = []storeImpl{
 			}
 		},
 	},
-	{name: implTake, build: rlkitTake(core.FixedWindow)},
-	{name: implTake + "-sliding_window", variant: true, build: rlkitTake(core.SlidingWindow)},
-	{name: implTake + "-token_bucket", variant: true, build: rlkitTake(core.TokenBucket)},
-	{name: implTake + "-gcra", variant: true, build: rlkitTake(core.GCRA)},
+	{name: implTake, build: rlkitTake(algo.FixedWindow)},
+	{name: implTake + "-sliding_window", variant: true, build: rlkitTake(algo.SlidingWindow)},
+	{name: implTake + "-token_bucket", variant: true, build: rlkitTake(algo.TokenBucket)},
+	{name: implTake + "-gcra", variant: true, build: rlkitTake(algo.GCRA)},
 	{
 		// Token bucket refilled per interval; reads its own clock. Its
 		// purge runs every 6 h by default, never during a run.

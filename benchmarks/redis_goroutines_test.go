@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 )
 
@@ -25,9 +25,9 @@ var sweepImpls = []struct {
 	name string
 	impl redisImpl
 }{
-	{"rlkit-batched-fixed_window", rlkitRedis(core.FixedWindow)},
-	{"rlkit-batched-gcra", rlkitRedis(core.GCRA)},
-	{"rlkit-unbatched-fixed_window", rlkitRedis(core.FixedWindow, redisstore.WithBatch(0))},
+	{"rlkit-batched-fixed_window", rlkitRedis(algo.FixedWindow)},
+	{"rlkit-batched-gcra", rlkitRedis(algo.GCRA)},
+	{"rlkit-unbatched-fixed_window", rlkitRedis(algo.FixedWindow, redisstore.WithBatch(0))},
 	{"ulule-fixed_window", redisPeer("ulule/fixed_window")},
 	{"redis_rate-gcra", redisPeer("redis_rate/gcra")},
 }

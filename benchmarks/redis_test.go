@@ -19,7 +19,7 @@ import (
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 )
 
@@ -68,7 +68,7 @@ type redisImpl struct {
 // rlkitRedis is rlkit's Redis store with algorithm a, deny cache off (so
 // every call is a round trip), a 5 s timeout (see redisTimeout) and opts
 // (batching on unless opts turn it off).
-func rlkitRedis(a core.Algorithm, opts ...redisstore.Option) redisImpl {
+func rlkitRedis(a algo.Algorithm, opts ...redisstore.Option) redisImpl {
 	return redisImpl{
 		name:   "rlkit/" + a.String(),
 		strict: true,
@@ -88,10 +88,10 @@ func rlkitRedis(a core.Algorithm, opts ...redisstore.Option) redisImpl {
 }
 
 var redisImpls = []redisImpl{
-	rlkitRedis(core.FixedWindow),
-	rlkitRedis(core.SlidingWindow),
-	rlkitRedis(core.TokenBucket),
-	rlkitRedis(core.GCRA),
+	rlkitRedis(algo.FixedWindow),
+	rlkitRedis(algo.SlidingWindow),
+	rlkitRedis(algo.TokenBucket),
+	rlkitRedis(algo.GCRA),
 	{
 		// Fixed window: INCRBY and PTTL in a script (PEXPIRE on a window's first call).
 		name: "ulule/fixed_window",

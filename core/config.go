@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/rlkit/rlkit/core/algo"
 	"io"
 	"log/slog"
 	"os"
@@ -585,7 +586,7 @@ type compiler struct {
 	errs []error
 
 	// What the rules are compiled against.
-	defAlgo Algorithm      // the file's algorithm
+	defAlgo algo.Algorithm // the file's algorithm
 	shadow  bool           // the file's mode is shadow
 	exempt  []pathClaim    // exempt_paths, compiled
 	seen    map[string]int // the rule names so far, with their index
@@ -645,9 +646,9 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		cc.fail("failure", "", "failure", spec.Failure, "want open or closed")
 	}
 	c.shadow = cc.mode("mode", "", spec.Mode, false)
-	defAlgo := FixedWindow
+	defAlgo := algo.FixedWindow
 	if spec.Algorithm != "" {
-		a, err := ParseAlgorithm(spec.Algorithm)
+		a, err := algo.ParseAlgorithm(spec.Algorithm)
 		if err != nil {
 			cc.fail("algorithm", "", "algorithm", spec.Algorithm, "%v", err)
 		}
@@ -756,7 +757,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	a := cc.defAlgo
 	if rs.Algorithm != "" {
 		var err error
-		if a, err = ParseAlgorithm(rs.Algorithm); err != nil {
+		if a, err = algo.ParseAlgorithm(rs.Algorithm); err != nil {
 			cc.fail(key+".algorithm", label, "algorithm", rs.Algorithm, "%v", err)
 		}
 	}
@@ -934,7 +935,7 @@ func (cc *compiler) mode(key, rule, mode string, def bool) bool {
 }
 
 // limits compiles a list of limits with burst; nil when one is bad.
-func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64) []Limit {
+func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64) []algo.Limit {
 	if len(vals) == 0 {
 		cc.fail(key, rule, "limit", "", "no limit given")
 		return nil
@@ -943,7 +944,7 @@ func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int6
 		cc.fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), MaxLimits)
 		return nil
 	}
-	var out []Limit
+	var out []algo.Limit
 	for i, v := range vals {
 		l, err := ParseLimit(v)
 		if err != nil {

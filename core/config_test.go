@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"errors"
+	"github.com/rlkit/rlkit/core/algo"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -37,9 +38,9 @@ func loadExample(t testing.TB) *Config {
 	return c
 }
 
-func limits(t testing.TB, ss ...string) []Limit {
+func limits(t testing.TB, ss ...string) []algo.Limit {
 	t.Helper()
-	var out []Limit
+	var out []algo.Limit
 	for _, s := range ss {
 		l, err := ParseLimit(s)
 		if err != nil {
@@ -50,7 +51,7 @@ func limits(t testing.TB, ss ...string) []Limit {
 	return out
 }
 
-func checkPolicy(t *testing.T, r *Rule, name string, a Algorithm, want ...Limit) {
+func checkPolicy(t *testing.T, r *Rule, name string, a algo.Algorithm, want ...algo.Limit) {
 	t.Helper()
 	if r == nil {
 		t.Fatalf("rule %q is nil", name)
@@ -95,11 +96,11 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("rule names = %q, want %q", names, want)
 	}
 	rs := c.Rules()
-	checkPolicy(t, rs[0], "search", FixedWindow, Limit{Count: 10, Period: time.Second})
-	checkPolicy(t, rs[1], "upload", FixedWindow, Limit{Count: 30, Period: time.Minute})
-	checkPolicy(t, rs[2], "reindex", FixedWindow, Limit{Count: 2, Period: time.Minute})
-	checkPolicy(t, rs[3], "mcp", FixedWindow, Limit{Count: 300, Period: time.Minute})
-	checkPolicy(t, c.Default(), "default", FixedWindow, Limit{Count: 120, Period: time.Minute})
+	checkPolicy(t, rs[0], "search", algo.FixedWindow, algo.Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[1], "upload", algo.FixedWindow, algo.Limit{Count: 30, Period: time.Minute})
+	checkPolicy(t, rs[2], "reindex", algo.FixedWindow, algo.Limit{Count: 2, Period: time.Minute})
+	checkPolicy(t, rs[3], "mcp", algo.FixedWindow, algo.Limit{Count: 300, Period: time.Minute})
+	checkPolicy(t, c.Default(), "default", algo.FixedWindow, algo.Limit{Count: 120, Period: time.Minute})
 
 	paths := [][]string{
 		{"/api/search"},
@@ -250,8 +251,8 @@ func TestConfigListLimit(t *testing.T) {
 		`      limit: ["10/second", "500/hour"]`,
 		`  default: ["100/minute", "1000/day"]`,
 	))
-	checkPolicy(t, c.Rules()[0], "api", FixedWindow, limits(t, "10/second", "500/hour")...)
-	checkPolicy(t, c.Default(), "default", FixedWindow, limits(t, "100/minute", "1000/day")...)
+	checkPolicy(t, c.Rules()[0], "api", algo.FixedWindow, limits(t, "10/second", "500/hour")...)
+	checkPolicy(t, c.Default(), "default", algo.FixedWindow, limits(t, "100/minute", "1000/day")...)
 
 	block := mustParse(t, yamlLines(
 		"rate_limit:",
@@ -265,7 +266,7 @@ func TestConfigListLimit(t *testing.T) {
 		"        - 2000/day",
 		"        - 10000/7d",
 	))
-	checkPolicy(t, block.Rules()[0], "api", FixedWindow, limits(t, "10/second", "500/hour", "2000/day", "10000/7d")...)
+	checkPolicy(t, block.Rules()[0], "api", algo.FixedWindow, limits(t, "10/second", "500/hour", "2000/day", "10000/7d")...)
 }
 
 func TestConfigAlgorithms(t *testing.T) {
@@ -296,12 +297,12 @@ func TestConfigAlgorithms(t *testing.T) {
 		"      algorithm: token_bucket",
 	))
 	rs := c.Rules()
-	checkPolicy(t, rs[0], "a", SlidingWindow, Limit{Count: 10, Period: time.Second})
-	checkPolicy(t, rs[1], "b", TokenBucket, Limit{Count: 10, Period: time.Second, Burst: 20})
-	checkPolicy(t, rs[2], "c", GCRA, Limit{Count: 10, Period: time.Second, Burst: 15}, Limit{Count: 100, Period: time.Minute, Burst: 15})
-	checkPolicy(t, rs[3], "d", FixedWindow, Limit{Count: 10, Period: time.Second})
-	checkPolicy(t, rs[4], "e", TokenBucket, Limit{Count: 10, Period: time.Second})
-	checkPolicy(t, c.Default(), "default", SlidingWindow, Limit{Count: 120, Period: time.Minute})
+	checkPolicy(t, rs[0], "a", algo.SlidingWindow, algo.Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[1], "b", algo.TokenBucket, algo.Limit{Count: 10, Period: time.Second, Burst: 20})
+	checkPolicy(t, rs[2], "c", algo.GCRA, algo.Limit{Count: 10, Period: time.Second, Burst: 15}, algo.Limit{Count: 100, Period: time.Minute, Burst: 15})
+	checkPolicy(t, rs[3], "d", algo.FixedWindow, algo.Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, rs[4], "e", algo.TokenBucket, algo.Limit{Count: 10, Period: time.Second})
+	checkPolicy(t, c.Default(), "default", algo.SlidingWindow, algo.Limit{Count: 120, Period: time.Minute})
 	if got, want := rs[1].Policy.Capacity(), int64(20); got != want {
 		t.Errorf("token bucket capacity = %d, want %d", got, want)
 	}
@@ -1204,8 +1205,8 @@ func TestNewConfig(t *testing.T) {
 	if !c.Enabled() || c.Headers() != HeadersLegacy || c.FailOpen() {
 		t.Errorf("Enabled, Headers, FailOpen = %v, %v, %v; want true, legacy, false", c.Enabled(), c.Headers(), c.FailOpen())
 	}
-	checkPolicy(t, c.Rules()[0], "search", GCRA, Limit{Count: 10, Period: time.Second, Burst: 20})
-	checkPolicy(t, c.Default(), "default", GCRA, limits(t, "60/minute", "1000/day")...)
+	checkPolicy(t, c.Rules()[0], "search", algo.GCRA, algo.Limit{Count: 10, Period: time.Second, Burst: 20})
+	checkPolicy(t, c.Default(), "default", algo.GCRA, limits(t, "60/minute", "1000/day")...)
 	if r, cost := c.Match("POST", "/api/upload/batch"); r.Name != "upload" || cost != 10 {
 		t.Errorf("Match(/api/upload/batch) = (%q, %d), want (%q, %d)", r.Name, cost, "upload", 10)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -57,9 +58,9 @@ rate_limit:
 		panic(err)
 	}
 	// Quotas negotiated per customer, by store key (Limiter.Key).
-	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == "sub:acme" && rule == "search" {
-			return []core.Limit{{Count: 1000, Period: time.Minute}}, true, nil
+			return []algo.Limit{{Count: 1000, Period: time.Minute}}, true, nil
 		}
 		return nil, false, nil
 	})

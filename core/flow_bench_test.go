@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -98,9 +99,9 @@ func BenchmarkFlowPlans(b *testing.B) {
 		b.Fatal(err)
 	}
 	type req struct{ user, plan string }
-	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == "custom" {
-			return []core.Limit{{Count: 2_000_000_000, Period: time.Hour}}, true, nil
+			return []algo.Limit{{Count: 2_000_000_000, Period: time.Hour}}, true, nil
 		}
 		return nil, false, nil
 	})

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"github.com/rlkit/rlkit/core/algo"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -59,7 +60,7 @@ func FuzzParseLimit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseLimit(s)
 		if err != nil {
-			if l != (Limit{}) {
+			if l != (algo.Limit{}) {
 				t.Errorf("ParseLimit(%q) = %+v with error %v, want the zero Limit", s, l, err)
 			}
 			if prefix := "limit " + strconv.Quote(s) + ": "; !strings.HasPrefix(err.Error(), prefix) {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"github.com/rlkit/rlkit/core/algo"
 	"net/http"
 	"strconv"
 	"time"
@@ -64,7 +65,7 @@ func (r *Rule) prepare() {
 // that divides it exactly ("api-1s", "api-90s", "api-5m", "api-1h",
 // "api-2d"). The limits of one rule have distinct periods, so their names
 // are distinct.
-func limitName(rule string, limits []Limit, i int) string {
+func limitName(rule string, limits []algo.Limit, i int) string {
 	if len(limits) == 1 {
 		return rule
 	}

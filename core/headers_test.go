@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"github.com/rlkit/rlkit/core/algo"
 	"maps"
 	"math"
 	"net/http"
@@ -66,7 +67,7 @@ func rule(t testing.TB, c *Config, name string) *Rule {
 func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 	c := headersConfig(t)
 	search, api, slow, tiers := rule(t, c, "search"), rule(t, c, "api"), rule(t, c, "slow"), rule(t, c, "tiers")
-	sec, hour := Limit{Count: 10, Period: time.Second}, Limit{Count: 500, Period: time.Hour}
+	sec, hour := algo.Limit{Count: 10, Period: time.Second}, algo.Limit{Count: 500, Period: time.Hour}
 	d := map[string]Decision{
 		"allowed": {Allowed: true, Rule: search, Cost: 1, style: style, Result: Result{
 			Allowed: true, Limit: sec, Remaining: 9, ResetAfter: 400 * time.Millisecond,
@@ -77,7 +78,7 @@ func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 			Limits: [MaxLimits]LimitState{{Remaining: 9, ResetAfter: time.Second}, {Remaining: 3, ResetAfter: 3599 * time.Second}},
 		}},
 		"allowed 5min": {Allowed: true, Rule: slow, Cost: 1, style: style, Result: Result{
-			Allowed: true, Limit: Limit{Count: 100, Period: 5 * time.Minute}, Remaining: 0, ResetAfter: 299500 * time.Millisecond,
+			Allowed: true, Limit: algo.Limit{Count: 100, Period: 5 * time.Minute}, Remaining: 0, ResetAfter: 299500 * time.Millisecond,
 			Limits: [MaxLimits]LimitState{{Remaining: 0, ResetAfter: 299500 * time.Millisecond}},
 		}},
 		"denied": {Allowed: false, Rule: search, Cost: 1, style: style, Result: Result{
@@ -96,7 +97,7 @@ func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 			},
 		}},
 		"denied four limits": {Allowed: false, Rule: tiers, Cost: 1, style: style, Result: Result{
-			Allowed: false, Limit: Limit{Count: 1000, Period: time.Hour}, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
+			Allowed: false, Limit: algo.Limit{Count: 1000, Period: time.Hour}, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
 			Limits: [MaxLimits]LimitState{
 				{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 50, ResetAfter: 30 * time.Second},
 				{Remaining: 0, ResetAfter: 1800 * time.Second}, {Remaining: 9000, ResetAfter: 43200 * time.Second},
@@ -259,7 +260,7 @@ func TestRetryAfter(t *testing.T) {
 		if got := RetryAfterSeconds(tt.d); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
 		}
-		d := Decision{Rule: search, Cost: 1, Result: Result{Limit: Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
+		d := Decision{Rule: search, Cost: 1, Result: Result{Limit: algo.Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
 		rec := httptest.NewRecorder()
 		d.WriteDenied(rec)
 		if got, want := rec.Result().Header.Get("Retry-After"), strconv.FormatInt(tt.want, 10); got != want {
@@ -498,7 +499,7 @@ func TestLimitNames(t *testing.T) {
 		t.Errorf("RateLimit-Policy %q, want %q", got, want)
 	}
 	// Periods a configuration cannot spell still get distinct names.
-	lims := []Limit{{Count: 1, Period: 1500 * time.Millisecond}, {Count: 1, Period: 2 * time.Microsecond}, {Count: 1, Period: 7}}
+	lims := []algo.Limit{{Count: 1, Period: 1500 * time.Millisecond}, {Count: 1, Period: 2 * time.Microsecond}, {Count: 1, Period: 7}}
 	for i, want := range []string{"x-1500ms", "x-2us", "x-7ns"} {
 		if got := limitName("x", lims, i); got != want {
 			t.Errorf("limitName(%v) = %q, want %q", lims[i].Period, got, want)

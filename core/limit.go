@@ -10,25 +10,6 @@ import (
 	"github.com/rlkit/rlkit/core/algo"
 )
 
-// Algorithm selects how a policy counts. The zero value is FixedWindow.
-type Algorithm = algo.Algorithm
-
-// The algorithms; see package algo for their exact definitions.
-const (
-	FixedWindow   = algo.FixedWindow
-	SlidingWindow = algo.SlidingWindow
-	TokenBucket   = algo.TokenBucket
-	GCRA          = algo.GCRA
-)
-
-// ParseAlgorithm returns the algorithm named s: fixed_window, sliding_window,
-// token_bucket or gcra.
-func ParseAlgorithm(s string) (Algorithm, error) { return algo.ParseAlgorithm(s) }
-
-// Limit is Count units per Period. Burst is the capacity of TokenBucket and
-// GCRA; 0 means Count. The window algorithms ignore Burst.
-type Limit = algo.Limit
-
 var units = map[string]time.Duration{
 	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
 	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
@@ -41,9 +22,9 @@ var units = map[string]time.Duration{
 // h, hr, hour(s); d, day(s), in any case. Spaces around the parts are
 // allowed. Examples: "10/second", "500/hour", "30/m", "100/5min".
 // The error names the whole value and what is wrong with it.
-func ParseLimit(s string) (Limit, error) {
-	bad := func(format string, args ...any) (Limit, error) {
-		return Limit{}, fmt.Errorf("limit %q: %s", clip(s), fmt.Sprintf(format, args...))
+func ParseLimit(s string) (algo.Limit, error) {
+	bad := func(format string, args ...any) (algo.Limit, error) {
+		return algo.Limit{}, fmt.Errorf("limit %q: %s", clip(s), fmt.Sprintf(format, args...))
 	}
 	count, per, ok := strings.Cut(s, "/")
 	if !ok {
@@ -58,7 +39,7 @@ func ParseLimit(s string) (Limit, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	l := Limit{Count: n, Period: period}
+	l := algo.Limit{Count: n, Period: period}
 	if err := l.Validate(); err != nil {
 		return bad("%v", err)
 	}

@@ -65,7 +65,7 @@ func (cc *compiler) penalty(key, label, name string, ps *PenaltySpec) *penalty {
 	if len(cc.errs) > n {
 		return nil
 	}
-	banLimit, denialLimit := Limit{Count: 1, Period: ban, Burst: 1}, Limit{Count: ps.After, Period: within}
+	banLimit, denialLimit := algo.Limit{Count: 1, Period: ban, Burst: 1}, algo.Limit{Count: ps.After, Period: within}
 	if banLimit.Validate() != nil {
 		cc.fail(key+".ban", label, "penalty.ban", ps.Ban, "longer than a counter can keep (%v)", time.Duration(algo.MaxDrain).Round(time.Hour))
 	}
@@ -76,8 +76,8 @@ func (cc *compiler) penalty(key, label, name string, ps *PenaltySpec) *penalty {
 		return nil
 	}
 	return &penalty{
-		ban:     &Rule{Name: name + penaltyBan, Policy: &Policy{Name: name + penaltyBan, Algorithm: GCRA, Limits: []Limit{banLimit}}},
-		denials: &Rule{Name: name + penaltyDenials, Policy: &Policy{Name: name + penaltyDenials, Algorithm: SlidingWindow, Limits: []Limit{denialLimit}}},
+		ban:     &Rule{Name: name + penaltyBan, Policy: &Policy{Name: name + penaltyBan, Algorithm: algo.GCRA, Limits: []algo.Limit{banLimit}}},
+		denials: &Rule{Name: name + penaltyDenials, Policy: &Policy{Name: name + penaltyDenials, Algorithm: algo.SlidingWindow, Limits: []algo.Limit{denialLimit}}},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -210,7 +211,7 @@ func TestPenaltyGCRAPeek(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	st := memstore.New(memstore.WithClock(clock))
 	defer st.Close()
-	ban := &core.Policy{Name: "login!ban", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	ban := &core.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
 	ctx := context.Background()
 	take := func(cost int64) string {
 		r, err := st.Take(ctx, "alice", ban, cost)

@@ -25,8 +25,8 @@ const MaxLimits = 4
 // by its Fingerprint, computed once.
 type Policy struct {
 	Name      string
-	Algorithm Algorithm
-	Limits    []Limit
+	Algorithm algo.Algorithm
+	Limits    []algo.Limit
 
 	fingerprint atomic.Uint64
 }
@@ -65,7 +65,7 @@ func (p *Policy) Validate() error {
 	if len(p.Limits) == 0 || len(p.Limits) > MaxLimits {
 		return fmt.Errorf("policy %q: %d limits, want 1 to %d", p.Name, len(p.Limits), MaxLimits)
 	}
-	if p.Algorithm > GCRA {
+	if p.Algorithm > algo.GCRA {
 		return fmt.Errorf("policy %q: unknown %v", p.Name, p.Algorithm)
 	}
 	for i, l := range p.Limits {
@@ -104,7 +104,7 @@ type Result struct {
 	// Limit is the limit that decided: when denied, the denying limit with
 	// the longest wait; when allowed, the one with the fewest units left.
 	// Remaining and ResetAfter are that limit's.
-	Limit      Limit
+	Limit      algo.Limit
 	Remaining  int64
 	ResetAfter time.Duration
 	// RetryAfter is, when denied, how long until the same request would be
@@ -149,7 +149,7 @@ type Store interface {
 
 // SetOutcome makes r the Result of a one-limit policy whose limit l gave
 // outcome o. It fills r in place: a Result is large to copy.
-func (r *Result) SetOutcome(l Limit, o *algo.Outcome) {
+func (r *Result) SetOutcome(l algo.Limit, o *algo.Outcome) {
 	r.Allowed = o.Allowed
 	r.Limit = l
 	r.Remaining = o.Remaining

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/rlkit/rlkit/core/algo"
 	"hash/maphash"
 	"log/slog"
 	"slices"
@@ -51,14 +52,14 @@ import (
 // "<rule>@custom" (CustomPlan), apart from any plan's counters; a change
 // of its limits starts fresh counters.
 type LimitProvider interface {
-	Limits(ctx context.Context, key, rule string) (limits []Limit, ok bool, err error)
+	Limits(ctx context.Context, key, rule string) (limits []algo.Limit, ok bool, err error)
 }
 
 // LimitProviderFunc is a function that is a LimitProvider.
-type LimitProviderFunc func(ctx context.Context, key, rule string) ([]Limit, bool, error)
+type LimitProviderFunc func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error)
 
 // Limits calls f.
-func (f LimitProviderFunc) Limits(ctx context.Context, key, rule string) ([]Limit, bool, error) {
+func (f LimitProviderFunc) Limits(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 	return f(ctx, key, rule)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 // its calls; err, when set, is every call's error.
 type quotas struct {
 	mu    sync.Mutex
-	m     map[string][]Limit
+	m     map[string][]algo.Limit
 	err   error
 	calls map[string]int
 	total atomic.Int64
@@ -27,9 +28,9 @@ type quotas struct {
 	block chan struct{}
 }
 
-func newQuotas(m map[string][]Limit) *quotas { return &quotas{m: m, calls: map[string]int{}} }
+func newQuotas(m map[string][]algo.Limit) *quotas { return &quotas{m: m, calls: map[string]int{}} }
 
-func (q *quotas) Limits(ctx context.Context, key, rule string) ([]Limit, bool, error) {
+func (q *quotas) Limits(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 	q.total.Add(1)
 	q.mu.Lock()
 	q.calls[key+" "+rule]++
@@ -42,7 +43,7 @@ func (q *quotas) Limits(ctx context.Context, key, rule string) ([]Limit, bool, e
 	return lims, ok, err
 }
 
-func (q *quotas) set(key string, lims []Limit, err error) {
+func (q *quotas) set(key string, lims []algo.Limit, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if lims == nil {
@@ -59,10 +60,10 @@ func (q *quotas) count(key string) int {
 	return q.calls[key]
 }
 
-var perMinute = func(n int64) []Limit { return []Limit{{Count: n, Period: time.Minute}} }
+var perMinute = func(n int64) []algo.Limit { return []algo.Limit{{Count: n, Period: time.Minute}} }
 
 func TestLimitProviderPrecedence(t *testing.T) {
-	q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(7), "sub:carol default": perMinute(1)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7), "sub:carol default": perMinute(1)})
 	clock := NewManualClock(time.Unix(1_700_000_000, 0))
 	var events []Event
 	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(clock), WithLimitProvider(q),
@@ -111,7 +112,7 @@ func TestLimitProviderPrecedence(t *testing.T) {
 }
 
 func TestLimitProviderTTL(t *testing.T) {
-	q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(7)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	clock := NewManualClock(time.Unix(1_700_000_000, 0))
 	store := newFakeStore()
 	lim := NewLimiter(parseTiers(t, tiersYAML), store, WithClock(clock), WithLimitProvider(q), WithLimitCache(100, 30*time.Second))
@@ -146,7 +147,7 @@ func TestLimitProviderTTL(t *testing.T) {
 
 func TestLimitProviderErrors(t *testing.T) {
 	errDB := errors.New("db down")
-	q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(7)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	q.err = errDB
 	clock := NewManualClock(time.Unix(1_700_000_000, 0))
 	var buf bytes.Buffer
@@ -187,14 +188,14 @@ func TestLimitProviderInvalid(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		path string
-		lims []Limit
+		lims []algo.Limit
 		msg  string
 	}{
-		{"no limits", "/api/search", []Limit{}, `error="policy \"search\": 0 limits, want 1 to 4"`},
-		{"zero count", "/api/search", []Limit{{Count: 0, Period: time.Second}}, `error="policy \"search\": count 0`},
-		{"two per period", "/api/search", []Limit{{Count: 1, Period: time.Second}, {Count: 2, Period: time.Second}}, `two limits per 1s`},
-		{"period under a second", "/api/search", []Limit{{Count: 5, Period: 1500 * time.Millisecond}}, `the period must be a whole number of seconds`},
-		{"burst on a fixed window", "/api/search", []Limit{{Count: 5, Period: time.Second, Burst: 9}}, `burst 9: fixed_window counts without a burst`},
+		{"no limits", "/api/search", []algo.Limit{}, `error="policy \"search\": 0 limits, want 1 to 4"`},
+		{"zero count", "/api/search", []algo.Limit{{Count: 0, Period: time.Second}}, `error="policy \"search\": count 0`},
+		{"two per period", "/api/search", []algo.Limit{{Count: 1, Period: time.Second}, {Count: 2, Period: time.Second}}, `two limits per 1s`},
+		{"period under a second", "/api/search", []algo.Limit{{Count: 5, Period: 1500 * time.Millisecond}}, `the period must be a whole number of seconds`},
+		{"burst on a fixed window", "/api/search", []algo.Limit{{Count: 5, Period: time.Second, Burst: 9}}, `burst 9: fixed_window counts without a burst`},
 		{"weight above capacity", "/api/upload/batch", perMinute(5), `weight 10 of \"/api/upload/batch\" exceeds the capacity 5`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,7 +203,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 			if strings.HasPrefix(tc.path, "/api/upload") {
 				rule = "upload"
 			}
-			q := newQuotas(map[string][]Limit{"sub:alice " + rule: tc.lims})
+			q := newQuotas(map[string][]algo.Limit{"sub:alice " + rule: tc.lims})
 			var buf bytes.Buffer
 			lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(NewManualClock(time.Unix(1_700_000_000, 0))),
 				WithLimitProvider(q), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
@@ -222,7 +223,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 }
 
 func TestLimitProviderCacheBound(t *testing.T) {
-	q := newQuotas(map[string][]Limit{})
+	q := newQuotas(map[string][]algo.Limit{})
 	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithClock(NewManualClock(time.Unix(1_700_000_000, 0))),
 		WithLimitProvider(q), WithLimitCache(64, time.Hour))
 	ctx := context.Background()
@@ -257,7 +258,7 @@ func TestLimitProviderCacheBound(t *testing.T) {
 // wait for one call.
 func TestLimitProviderCoalesces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(100)})
+		q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(100)})
 		q.block = make(chan struct{})
 		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
 		var wg sync.WaitGroup
@@ -291,7 +292,7 @@ func TestLimitProviderBusy(t *testing.T) {
 	for _, free := range []bool{true, false} {
 		t.Run(map[bool]string{true: "slot frees", false: "stays busy"}[free], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := newQuotas(map[string][]Limit{"new search": perMinute(100)})
+				q := newQuotas(map[string][]algo.Limit{"new search": perMinute(100)})
 				q.block = make(chan struct{})
 				lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
 				var wg sync.WaitGroup
@@ -343,7 +344,7 @@ func TestLimitProviderBusy(t *testing.T) {
 // not pick other limits than its own.
 func TestLimitProviderCancelledWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(100)})
+		q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(100)})
 		q.block = make(chan struct{})
 		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
 		go lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false)
@@ -371,7 +372,7 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 }
 
 func TestLimitProviderReload(t *testing.T) {
-	q := newQuotas(map[string][]Limit{"sub:alice upload": perMinute(10)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice upload": perMinute(10)})
 	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
 	if d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false); d.Plan != CustomPlan {
@@ -387,7 +388,7 @@ func TestLimitProviderReload(t *testing.T) {
 }
 
 func TestLimitProviderReset(t *testing.T) {
-	q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(7)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	store := newFakeStore()
 	lim := NewLimiter(parseTiers(t, tiersYAML), store, WithClock(NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
@@ -405,7 +406,7 @@ func TestLimitProviderReset(t *testing.T) {
 
 // TestLimitProviderAllocs: a cached answer costs no allocation.
 func TestLimitProviderAllocs(t *testing.T) {
-	q := newQuotas(map[string][]Limit{"sub:alice search": perMinute(1_000_000)})
+	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(1_000_000)})
 	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithLimitProvider(q))
 	f := &Flow[string]{Limiter: lim, Key: func(id string) (string, error) { return id, nil }}
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -32,9 +33,9 @@ rate_limit:
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
-	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == "sub:acme" && rule == "search" {
-			return []core.Limit{{Count: 2, Period: 24 * time.Hour}}, true, nil
+			return []algo.Limit{{Count: 2, Period: 24 * time.Hour}}, true, nil
 		}
 		return nil, false, nil
 	})
@@ -78,8 +79,8 @@ rate_limit:
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
-	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
-		return []core.Limit{{Count: 1, Period: time.Hour}}, true, nil
+	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
+		return []algo.Limit{{Count: 1, Period: time.Hour}}, true, nil
 	})
 	lim := core.NewLimiter(cfg, store, core.WithClock(clock), core.WithLimitProvider(quota), core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/rlkit/rlkit/core/algo"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,10 +18,10 @@ type stuckProvider struct {
 	calls   atomic.Int64
 }
 
-func (p *stuckProvider) Limits(ctx context.Context, key, rule string) ([]Limit, bool, error) {
+func (p *stuckProvider) Limits(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 	p.calls.Add(1)
 	<-p.release
-	return []Limit{{Count: 100, Period: time.Minute}}, true, nil
+	return []algo.Limit{{Count: 100, Period: time.Minute}}, true, nil
 }
 
 // TestLimitProviderIgnoresContext: LimitProvider's doc promises that a

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -125,7 +126,7 @@ func (c *Config) tier(plan string) *tier {
 
 // variant returns base counting under lims as plan's: a copy with its own
 // policy, "<rule>@<plan>", and its own prepared headers.
-func variant(base *Rule, plan string, lims []Limit) *Rule {
+func variant(base *Rule, plan string, lims []algo.Limit) *Rule {
 	v := *base
 	v.rateItems, v.limitValue = nil, nil // prepare appends: never into base's
 	v.Policy = &Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims}
@@ -147,7 +148,7 @@ func (r *Rule) heaviest(capacity int64) (w weight, over bool) {
 
 // burstAlgorithm reports whether a counts with a burst (a capacity other
 // than the count).
-func burstAlgorithm(a Algorithm) bool { return a == TokenBucket || a == GCRA }
+func burstAlgorithm(a algo.Algorithm) bool { return a == algo.TokenBucket || a == algo.GCRA }
 
 // tiers compiles specs against the compiled rules of c (its rules and
 // default; a rule with a problem is missing, its error already recorded).
@@ -246,7 +247,7 @@ func (cc *compiler) tier(i int, key string, ts TierSpec, c *Config, byName map[s
 
 // planLimits compiles a plan's limits of a rule at key (see
 // compiler.limits), its errors' fields prefixed with the plan's field.
-func (cc *compiler) planLimits(key, field, rule string, vals []string, burst int64) []Limit {
+func (cc *compiler) planLimits(key, field, rule string, vals []string, burst int64) []algo.Limit {
 	n := len(cc.errs)
 	lims := cc.limits(key+".limit", key+".burst", rule, vals, burst)
 	for _, e := range cc.errs[n:] {
@@ -414,7 +415,7 @@ func sameTier(a, b *tier) bool {
 // checkVariant reports why lims cannot be base's limits under a plan: a
 // policy that does not validate, a period that is not whole seconds, a
 // burst on an algorithm without one, a weight of base above the capacity.
-func checkVariant(base *Rule, lims []Limit) error {
+func checkVariant(base *Rule, lims []algo.Limit) error {
 	p := &Policy{Name: base.Name, Algorithm: base.Policy.Algorithm, Limits: lims}
 	if err := p.Validate(); err != nil {
 		return err

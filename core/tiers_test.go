@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"context"
+	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -88,7 +89,7 @@ func TestTiersCompile(t *testing.T) {
 	// Burst on a token bucket rule, as a mapping.
 	c = parseTiers(t, strings.Replace(tiersYAML, `limit: "30/minute"`, "limit: \"30/minute\"\n      algorithm: token_bucket", 1)+
 		"        upload: {limit: \"60/minute\", burst: 20}\n")
-	if r := c.PlanRule("pro", "upload"); r.Policy.Limits[0].Burst != 20 || r.Policy.Limits[0].Count != 60 || r.Policy.Algorithm != TokenBucket {
+	if r := c.PlanRule("pro", "upload"); r.Policy.Limits[0].Burst != 20 || r.Policy.Limits[0].Count != 60 || r.Policy.Algorithm != algo.TokenBucket {
 		t.Errorf("pro upload: %+v, want 60/minute with burst 20, token bucket", r.Policy)
 	}
 	// In code.

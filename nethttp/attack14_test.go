@@ -3,6 +3,7 @@ package nethttp_test
 import (
 	"bufio"
 	"context"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 	"net"
 	"net/http"
@@ -135,10 +136,10 @@ func saturate(t *testing.T, base string, calls *atomic.Int64, release chan struc
 	return &wg
 }
 
-func providerServer(t *testing.T, custom string, lims []core.Limit, ruleLimit string) (base string, calls *atomic.Int64, release chan struct{}) {
+func providerServer(t *testing.T, custom string, lims []algo.Limit, ruleLimit string) (base string, calls *atomic.Int64, release chan struct{}) {
 	calls = new(atomic.Int64)
 	release = make(chan struct{})
-	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == custom {
 			return lims, true, nil
 		}
@@ -188,7 +189,7 @@ func userGet(t *testing.T, base, user string) int {
 // 100/minute counts under the rule's 2/minute and is refused its third
 // request.
 func TestAttack14ProviderFloodKeepsCustomQuota(t *testing.T) {
-	base, calls, release := providerServer(t, "user:vip", []core.Limit{{Count: 100, Period: time.Minute}}, "2/minute")
+	base, calls, release := providerServer(t, "user:vip", []algo.Limit{{Count: 100, Period: time.Minute}}, "2/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
 	for range 3 {
@@ -209,7 +210,7 @@ func TestAttack14ProviderFloodKeepsCustomQuota(t *testing.T) {
 // the rule (1/minute, a throttled abuser) count under the rule's
 // 100/minute.
 func TestAttack14ProviderFloodKeepsStricterCustomLimit(t *testing.T) {
-	base, calls, release := providerServer(t, "user:abuser", []core.Limit{{Count: 1, Period: time.Minute}}, "100/minute")
+	base, calls, release := providerServer(t, "user:abuser", []algo.Limit{{Count: 1, Period: time.Minute}}, "100/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
 	for range 5 {
@@ -311,7 +312,7 @@ rate_limit:
 // the cache's 64 keys are at most 128 bytes each (MaxKeyLen). With the
 // default cache size (10,000) and 1 MB headers that is 10 GB.
 func TestAttack14ProviderCacheCopiesKeys(t *testing.T) {
-	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		return nil, false, nil
 	})
 	cfg, err := core.ParseConfig([]byte(`
@@ -365,7 +366,7 @@ rate_limit:
 // rule's 100/minute.
 func TestAttack14HalfCloseWaitsForProvider(t *testing.T) {
 	asked := make(chan struct{}, 1)
-	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]core.Limit, bool, error) {
+	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key != "user:abuser" {
 			return nil, false, nil
 		}
@@ -374,7 +375,7 @@ func TestAttack14HalfCloseWaitsForProvider(t *testing.T) {
 		default:
 		}
 		time.Sleep(time.Second) // a slow lookup (at most LimitProviderTimeout)
-		return []core.Limit{{Count: 1, Period: time.Minute}}, true, nil
+		return []algo.Limit{{Count: 1, Period: time.Minute}}, true, nil
 	})
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // BenchmarkWait measures Limiter.Wait on the memory store, uncontended, on
@@ -82,4 +82,4 @@ func BenchmarkReadSignal(b *testing.B) {
 	}
 }
 
-var _ = core.GCRA
+var _ = algo.GCRA

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // memHolds is a HoldStore in memory on a fake clock, shared by Limiters
@@ -110,13 +111,13 @@ func TestHoldStoreErrors(t *testing.T) {
 func TestRate(t *testing.T) {
 	cfg := mustRate(t, 240, time.Minute, 0)
 	def := cfg.Default()
-	if want := (core.Limit{Count: 240, Period: time.Minute, Burst: 1}); def.Policy.Algorithm != core.GCRA || len(def.Policy.Limits) != 1 || def.Policy.Limits[0] != want {
+	if want := (algo.Limit{Count: 240, Period: time.Minute, Burst: 1}); def.Policy.Algorithm != algo.GCRA || len(def.Policy.Limits) != 1 || def.Policy.Limits[0] != want {
 		t.Fatalf("policy %v %v, want gcra %v", def.Policy.Algorithm, def.Policy.Limits, want)
 	}
 	if !cfg.Enabled() || cfg.Exempt("/health") || len(cfg.Rules()) != 0 {
 		t.Fatal("Rate: want enabled, nothing exempt, no rule")
 	}
-	if c := mustRate(t, 3, 1500*time.Millisecond, 2); c.Default().Policy.Limits[0] != (core.Limit{Count: 3, Period: 1500 * time.Millisecond, Burst: 2}) {
+	if c := mustRate(t, 3, 1500*time.Millisecond, 2); c.Default().Policy.Limits[0] != (algo.Limit{Count: 3, Period: 1500 * time.Millisecond, Burst: 2}) {
 		t.Fatalf("Rate(3, 1.5s, 2): %v", c.Default().Policy.Limits)
 	}
 	for _, bad := range []struct {

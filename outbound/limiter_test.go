@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -371,7 +372,7 @@ rate_limit:
 `)
 	// Core refuses such a weight at load; a policy swapped into the rule
 	// afterwards (the Policy field is exported) can still make one.
-	cfg.Rule("batch").Policy = &core.Policy{Name: "batch", Limits: []core.Limit{{Count: 2, Period: time.Second}}}
+	cfg.Rule("batch").Policy = &core.Policy{Name: "batch", Limits: []algo.Limit{{Count: 2, Period: time.Second}}}
 	l := mustNew(t, cfg, clk)
 	// A request of the rule waits (cost 1, the 3rd in the second): the
 	// one that can never pass does not queue behind it.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // Rate is the configuration of one limit for every request: count per
@@ -17,7 +18,7 @@ func Rate(count int64, period time.Duration, burst int64) (*core.Config, error) 
 	if burst == 0 {
 		burst = 1
 	}
-	cfg, err := core.RateConfig(core.GCRA, core.Limit{Count: count, Period: period, Burst: burst})
+	cfg, err := core.RateConfig(algo.GCRA, algo.Limit{Count: count, Period: period, Burst: burst})
 	if err != nil {
 		return nil, fmt.Errorf("outbound: rate %d per %v, burst %d: %w", count, period, burst, err)
 	}

@@ -9,12 +9,13 @@ import (
 	"unsafe"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
-func policy(a core.Algorithm) *core.Policy {
+func policy(a algo.Algorithm) *core.Policy {
 	// A limit no benchmark reaches, so every decision admits and writes.
-	return &core.Policy{Name: "bench", Algorithm: a, Limits: []core.Limit{{Count: 2_000_000_000, Period: time.Hour}}}
+	return &core.Policy{Name: "bench", Algorithm: a, Limits: []algo.Limit{{Count: 2_000_000_000, Period: time.Hour}}}
 }
 
 var sink core.Result
@@ -23,7 +24,7 @@ var sink core.Result
 // instant passed in: the store's own cost (hash, lock, lookup, algorithm,
 // write back).
 func BenchmarkTakeAtOneKey(b *testing.B) {
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		b.Run(a.String(), func(b *testing.B) {
 			s := memstore.New()
 			p := policy(a)
@@ -42,7 +43,7 @@ func BenchmarkTakeAtOneKey(b *testing.B) {
 // beside TakeAt on the same key as the baseline: a peek evaluates the
 // same state without writing it back.
 func BenchmarkPeek(b *testing.B) {
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		s := memstore.New()
 		p := policy(a)
 		now := time.Now().UnixNano()
@@ -66,7 +67,7 @@ func BenchmarkPeek(b *testing.B) {
 // (core.SystemClock), as a request sees it.
 func BenchmarkTakeOneKey(b *testing.B) {
 	s := memstore.New()
-	p := policy(core.FixedWindow)
+	p := policy(algo.FixedWindow)
 	s.TakeAt(&sink, "user-42", p, 1, time.Now().UnixNano())
 	b.ReportAllocs()
 	for b.Loop() {
@@ -89,7 +90,7 @@ func keys(n int) []string {
 func BenchmarkTakeAtMillionKeys(b *testing.B) {
 	ks := keys(1_000_000)
 	s := memstore.New()
-	p := policy(core.FixedWindow)
+	p := policy(algo.FixedWindow)
 	now := time.Now().UnixNano()
 	for _, k := range ks {
 		s.TakeAt(&sink, k, p, 1, now)
@@ -112,7 +113,7 @@ func BenchmarkTakeAtMillionKeys(b *testing.B) {
 func BenchmarkTakeAtNewKeyFullStore(b *testing.B) {
 	const n = 1_000_000
 	s := memstore.New(memstore.WithMaxKeys(n))
-	p := policy(core.FixedWindow)
+	p := policy(algo.FixedWindow)
 	now := time.Now().UnixNano()
 	buf := make([]byte, 0, 32)
 	key := func(i int) string {
@@ -135,7 +136,7 @@ func BenchmarkTakeAtNewKeyFullStore(b *testing.B) {
 func BenchmarkParallelTenThousandKeys(b *testing.B) {
 	ks := keys(10_000)
 	s := memstore.New()
-	p := policy(core.FixedWindow)
+	p := policy(algo.FixedWindow)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		i := rand.IntN(len(ks))
@@ -155,7 +156,7 @@ func heapBytesPerKey(n int) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	s := memstore.New(memstore.WithMaxKeys(2 * n))
-	p := policy(core.FixedWindow)
+	p := policy(algo.FixedWindow)
 	now := time.Now().UnixNano()
 	buf := make([]byte, 0, 32)
 	for i := range n {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 func heapInUse() uint64 {
@@ -31,7 +32,7 @@ func TestMemoryAfterBurst(t *testing.T) {
 	base := heapInUse()
 	s := New(WithClock(clock))
 	empty := heapInUse()
-	short := &core.Policy{Name: "short", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: 1, Period: time.Second}}}
+	short := &core.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
 	var r core.Result
 	now := clock.Now()
 	for i := range 1_000_000 {

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
-var algorithms = []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA}
+var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA}
 
 // t0 is 20 s into a minute and 13 min 20 s into an hour: the tests below
 // stay inside one window of every limit they use.

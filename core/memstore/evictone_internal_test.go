@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // TestEvictOneOrder (review): evictOne drops an expired counter first and
@@ -15,7 +16,7 @@ func TestEvictOneOrder(t *testing.T) {
 	s := New(WithShards(1), WithMaxKeys(16))
 	const now = int64(1_700_000_000) * int64(time.Second)
 	pol := func(count int64, period time.Duration) *core.Policy {
-		return &core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{{Count: count, Period: period}}}
+		return &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: count, Period: period}}}
 	}
 	var r core.Result
 	take := func(h uint64, p *core.Policy, cost int64, at int64) {

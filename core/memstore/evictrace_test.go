@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -20,7 +20,7 @@ import (
 // taking random identities among 3,072. It reports the first panic.
 func TestEvictionRacePlainConfig(t *testing.T) {
 	s := memstore.New(memstore.WithMaxKeys(1024))
-	p := pol("tb", core.TokenBucket, "100/minute")
+	p := pol("tb", algo.TokenBucket, "100/minute")
 	keys := make([]string, 3*1024)
 	for i := range keys {
 		keys[i] = "id-" + strconv.Itoa(i)

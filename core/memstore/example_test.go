@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -14,7 +15,7 @@ func Example() {
 	store := memstore.New(memstore.WithClock(clock), memstore.WithMaxKeys(100_000))
 	defer store.Close()
 
-	p := &core.Policy{Name: "login", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 3, Period: time.Minute}}}
+	p := &core.Policy{Name: "login", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 3, Period: time.Minute}}}
 	for range 4 {
 		r, _ := store.Take(context.Background(), "alice", p, 1)
 		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)

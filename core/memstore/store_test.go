@@ -11,12 +11,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
 var ctx = context.Background()
 
-func pol(name string, a core.Algorithm, limits ...string) *core.Policy {
+func pol(name string, a algo.Algorithm, limits ...string) *core.Policy {
 	p := &core.Policy{Name: name, Algorithm: a}
 	for _, s := range limits {
 		l, err := core.ParseLimit(s)
@@ -30,7 +31,7 @@ func pol(name string, a core.Algorithm, limits ...string) *core.Policy {
 
 func TestZeroAllocsOnExistingKey(t *testing.T) {
 	s := memstore.New()
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		for _, p := range []*core.Policy{pol("one", a, "1000000/hour"), pol("two", a, "1000000/minute", "2000000/hour")} {
 			_, _ = s.Take(ctx, "user-1", p, 1)
 			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Take(ctx, "user-1", p, 1) }); n != 0 {
@@ -56,7 +57,7 @@ func present(s *memstore.Store, key string, p *core.Policy) bool {
 func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
-	p := pol("tb", core.TokenBucket, "1/hour") // each counter expires 1h after its use
+	p := pol("tb", algo.TokenBucket, "1/hour") // each counter expires 1h after its use
 	for i := range 100 {
 		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
 		clock.Advance(time.Second)
@@ -75,7 +76,7 @@ func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
 func TestTiesCannotEmptyAShard(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
-	p := pol("fw", core.FixedWindow, "1/hour") // all in one window: one expiry
+	p := pol("fw", algo.FixedWindow, "1/hour") // all in one window: one expiry
 	for i := range 101 {
 		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
 	}
@@ -86,7 +87,7 @@ func TestTiesCannotEmptyAShard(t *testing.T) {
 
 func TestCapHoldsUnderAFlood(t *testing.T) {
 	s := memstore.New(memstore.WithMaxKeys(1000), memstore.WithShards(8))
-	p := pol("flood", core.FixedWindow, "5/hour")
+	p := pol("flood", algo.FixedWindow, "5/hour")
 	for i := range 100_000 {
 		_, _ = s.Take(ctx, "attacker-"+strconv.Itoa(i), p, 1)
 		if i%10_000 == 0 && s.Len() > 1000 {
@@ -107,7 +108,7 @@ func TestCapHoldsUnderAFlood(t *testing.T) {
 func TestResetAndSweep(t *testing.T) {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock))
-	p := pol("sw", core.SlidingWindow, "1/second", "10/minute")
+	p := pol("sw", algo.SlidingWindow, "1/second", "10/minute")
 	for i := range 50 {
 		_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
 	}
@@ -135,7 +136,7 @@ func TestResetAndSweep(t *testing.T) {
 func TestSweeperStopsOnClose(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s := memstore.New(memstore.WithSweepInterval(time.Millisecond))
-	_, _ = s.Take(ctx, "k", pol("p", core.GCRA, "1/second"), 1)
+	_, _ = s.Take(ctx, "k", pol("p", algo.GCRA, "1/second"), 1)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestMemoryPerKey(t *testing.T) {
 func TestSmallCapIsHonoured(t *testing.T) {
 	for _, max := range []int{1, 10, 100, 1000} {
 		s := memstore.New(memstore.WithMaxKeys(max))
-		p := pol("cap", core.FixedWindow, "5/hour")
+		p := pol("cap", algo.FixedWindow, "5/hour")
 		for i := range 20 * max {
 			_, _ = s.Take(ctx, "k"+strconv.Itoa(i), p, 1)
 		}
@@ -170,7 +171,7 @@ func TestBadPolicies(t *testing.T) {
 	s := memstore.New()
 	for _, p := range []*core.Policy{
 		{Name: "none"},
-		pol("five", core.FixedWindow, "1/second", "2/minute", "3/hour", "4/day", "5/5d"),
+		pol("five", algo.FixedWindow, "1/second", "2/minute", "3/hour", "4/day", "5/5d"),
 	} {
 		r, err := s.Take(ctx, "k", p, 1)
 		if !errors.Is(err, core.ErrBadPolicy) || r.Allowed {
@@ -188,7 +189,7 @@ func TestBadPolicies(t *testing.T) {
 // store's clock, and removes a counter that had expired without reporting
 // it.
 func TestResetCleared(t *testing.T) {
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 		s := memstore.New(memstore.WithClock(clock))
 		p := pol("rc", a, "1/second", "10/hour")
@@ -224,7 +225,7 @@ func TestStats(t *testing.T) {
 	if got := s.Stats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("empty store: %+v, want %+v", got, want)
 	}
-	short, long := pol("short", core.FixedWindow, "1/second"), pol("long", core.FixedWindow, "1/hour")
+	short, long := pol("short", algo.FixedWindow, "1/second"), pol("long", algo.FixedWindow, "1/hour")
 	for i := range 30 {
 		_, _ = s.Take(ctx, "s"+strconv.Itoa(i), short, 1)
 	}

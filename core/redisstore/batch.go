@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // DefaultBatch is the most decisions one batched call carries (WithBatch).
@@ -64,7 +64,7 @@ func WithBatch(max int) Option { return func(s *Store) { s.batch = max } }
 // A waiter is one decision queued for a batch.
 type waiter struct {
 	key  string
-	alg  core.Algorithm
+	alg  algo.Algorithm
 	arg  int64 // the cost, negative for a dry run
 	tail []any
 	// deadline is the decision's (see Store.deadline), and expired is

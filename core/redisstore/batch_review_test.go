@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -131,7 +132,7 @@ func TestFaultBatchArgsAfterTimeout(t *testing.T) {
 	c.AddHook(g)
 	s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithTimeout(2*time.Second), redisstore.WithBreaker(0, time.Second))
 	t.Cleanup(g.openAll) // before the store's Close, which waits for the held calls
-	p := policy("argsreuse", core.FixedWindow, "2/hour")
+	p := policy("argsreuse", algo.FixedWindow, "2/hour")
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -207,7 +208,7 @@ func TestFaultBatchBreakerCallerGaveUp(t *testing.T) {
 			s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithBatch(batch),
 				redisstore.WithTimeout(2*time.Second), redisstore.WithBreaker(1, time.Hour))
 			t.Cleanup(g.openAll)
-			p := policy("gaveup", core.GCRA, "5/hour")
+			p := policy("gaveup", algo.GCRA, "5/hour")
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -266,7 +267,7 @@ func TestFaultBatchRefusedWhole(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := client(t, srv.Addr())
 	ctx := context.Background()
-	p := policy("refused", core.GCRA, "1/hour")
+	p := policy("refused", algo.GCRA, "1/hour")
 	fill := newStore(t, admin)
 	if r, err := fill.Take(ctx, "full", p, 1); err != nil || !r.Allowed {
 		t.Fatalf("fill: %+v, %v", r, err)
@@ -336,7 +337,7 @@ func TestBatchReadOnlyKeepsBatching(t *testing.T) {
 			rec.fail = e
 			c := recordedClient(t, addr, rec)
 			s := newStore(t, c, redisstore.WithDenyCache(false))
-			p := policy("readonly-"+t.Name(), core.GCRA, "1/hour")
+			p := policy("readonly-"+t.Name(), algo.GCRA, "1/hour")
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			const n = 6
@@ -429,7 +430,7 @@ func TestFaultBatchNoLeak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := policy("leak", core.TokenBucket, "1000/hour")
+			p := policy("leak", algo.TokenBucket, "1000/hour")
 			ctx := context.Background()
 			if _, err := s.Take(ctx, "warm", p, 1); err != nil {
 				t.Fatal(err)
@@ -490,7 +491,7 @@ func TestFaultBatchClusterPausedNode(t *testing.T) {
 	cc := clusterClient(t, cl)
 	const timeout = 2 * time.Second
 	s := newStore(t, cc, redisstore.WithTimeout(timeout), redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
-	p := policy("paused", core.GCRA, "1000000/hour")
+	p := policy("paused", algo.GCRA, "1000000/hour")
 	ctx := context.Background()
 	paused := cl.Nodes()[0]
 	var slow, fast []string
@@ -564,7 +565,7 @@ func TestBatchWrongTypeAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
-			p := policy(fmt.Sprint("wrongtype2-", batched), core.FixedWindow, "3/hour", "10/day")
+			p := policy(fmt.Sprint("wrongtype2-", batched), algo.FixedWindow, "3/hour", "10/day")
 			user := fmt.Sprint("two", batched)
 			probe := newStore(t, admin)
 			if _, err := probe.Take(ctx, user, p, 1); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -179,7 +180,7 @@ func TestBatchForms(t *testing.T) {
 	rec := newRecorder(redisstore.Lanes())
 	c := recordedClient(t, redistest.StartServer(t).Addr(), rec)
 	s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithBatch(16))
-	p := policy("forms", core.GCRA, "1/hour")
+	p := policy("forms", algo.GCRA, "1/hour")
 	ctx := context.Background()
 	const n = 64
 	var wg sync.WaitGroup
@@ -231,7 +232,7 @@ func TestBatchIdle(t *testing.T) {
 	rec := newRecorder(0)
 	c := recordedClient(t, redistest.StartServer(t).Addr(), rec)
 	s := newStore(t, c, redisstore.WithDenyCache(false))
-	p := policy("idle", core.SlidingWindow, "5/hour", "10/day")
+	p := policy("idle", algo.SlidingWindow, "5/hour", "10/day")
 	for i := range 5 {
 		if r, err := s.Take(context.Background(), "u", p, 1); err != nil || !r.Allowed || r.Remaining != 4-int64(i) {
 			t.Fatalf("take %d: %+v, %v", i, r, err)
@@ -251,7 +252,7 @@ func TestBatchCancel(t *testing.T) {
 	rec := newRecorder(redisstore.Lanes())
 	c := recordedClient(t, redistest.StartServer(t).Addr(), rec)
 	s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithBreaker(0, time.Second))
-	p := policy("cancel", core.FixedWindow, "1/hour")
+	p := policy("cancel", algo.FixedWindow, "1/hour")
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range redisstore.Lanes() {
@@ -315,7 +316,7 @@ func TestBatchStoreTimeout(t *testing.T) {
 	rec.stubborn = true
 	c := recordedClient(t, redistest.StartServer(t).Addr(), rec)
 	s := newStore(t, c, redisstore.WithDenyCache(false), redisstore.WithTimeout(200*time.Millisecond), redisstore.WithBreaker(0, time.Second))
-	p := policy("timeout", core.FixedWindow, "1/hour")
+	p := policy("timeout", algo.FixedWindow, "1/hour")
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := range redisstore.Lanes() {
@@ -377,7 +378,7 @@ func TestBatchMixed(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i := range redisstore.Lanes() {
-		wg.Go(func() { _, _ = s.Take(ctx, fmt.Sprint("lane", i), policy("lane", core.GCRA, "9/hour"), 1) })
+		wg.Go(func() { _, _ = s.Take(ctx, fmt.Sprint("lane", i), policy("lane", algo.GCRA, "9/hour"), 1) })
 	}
 	for rec.heldCount() < redisstore.Lanes() {
 		time.Sleep(time.Millisecond)
@@ -435,7 +436,7 @@ func TestBatchCluster(t *testing.T) {
 	cc.OnNewNode(func(c *redis.Client) { c.AddHook(rec.hook(c.Options().Addr)) })
 	loadScripts(t, cc)
 	s := newStore(t, cc, redisstore.WithDenyCache(false))
-	p := policy("cluster", core.TokenBucket, "1/hour")
+	p := policy("cluster", algo.TokenBucket, "1/hour")
 	ctx := context.Background()
 	// Lanes keys on each master hold its lanes; then the others queue.
 	perNode := map[string][]string{}
@@ -547,7 +548,7 @@ func TestBatchFallback(t *testing.T) {
 			rec.fail = tc.err
 			c := recordedClient(t, addr, rec)
 			s := newStore(t, c, redisstore.WithDenyCache(false))
-			p := policy("fallback-"+t.Name(), core.FixedWindow, "1/hour", "5/day")
+			p := policy("fallback-"+t.Name(), algo.FixedWindow, "1/hour", "5/day")
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			const n = 12
@@ -650,7 +651,7 @@ func TestBatchMiniredis(t *testing.T) {
 	c := client(t, addr)
 	c.AddHook(rec.hook(addr))
 	s := newStore(t, c, redisstore.WithDenyCache(false))
-	p := policy("mini", core.SlidingWindow, "2/hour")
+	p := policy("mini", algo.SlidingWindow, "2/hour")
 	ctx := context.Background()
 	const n = 10
 	var admitted atomic.Int64

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -73,7 +74,7 @@ func BenchmarkTakeParallel(b *testing.B) {
 		{"lanes4-batch128", 4, 128},
 		{"lanes2-batch64", 2, 64},
 	}
-	for _, a := range []core.Algorithm{core.FixedWindow, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.GCRA} {
 		for _, v := range variants {
 			b.Run(a.String()+"/"+v.name, func(b *testing.B) {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 64})

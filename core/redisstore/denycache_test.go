@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 func TestDenyCache(t *testing.T) {
 	c := newDenyCache(1000)
 	k := denyKey{rule: 7, key: "u"}
-	denied := core.Result{Limit: core.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
+	denied := core.Result{Limit: algo.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
 	denied.Limits[0] = core.LimitState{Remaining: 2, ResetAfter: 50 * time.Second}
 	c.put(k, 3, 0, &denied) // cost 3 does not fit in 2
 	var r core.Result

@@ -30,9 +30,9 @@ func TestDifferential(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	rng := rand.New(rand.NewPCG(1, 2))
 	periods := []time.Duration{time.Second, 250 * time.Millisecond, 1500 * time.Millisecond, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		for n := range 8 {
-			l := core.Limit{Count: 1 + rng.Int64N(20), Period: periods[rng.IntN(len(periods))]}
+			l := algo.Limit{Count: 1 + rng.Int64N(20), Period: periods[rng.IntN(len(periods))]}
 			switch n % 4 {
 			case 1: // coarser time units
 				l.Count = 1 + rng.Int64N(5_000_000)
@@ -41,7 +41,7 @@ func TestDifferential(t *testing.T) {
 				l.Count = 2_000_000 + rng.Int64N(100_000_000)
 				l.Period = []time.Duration{time.Second, time.Hour}[rng.IntN(2)]
 			case 2:
-				if a == core.TokenBucket || a == core.GCRA {
+				if a == algo.TokenBucket || a == algo.GCRA {
 					l.Burst = 1 + rng.Int64N(40)
 				}
 			}
@@ -52,10 +52,10 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Rand, a core.Algorithm, l core.Limit) {
-	p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []core.Limit{l}}
+func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Rand, a algo.Algorithm, l algo.Limit) {
+	p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{l}}
 	u := int64(1) // a fixed window always counts in microseconds
-	if a != core.FixedWindow {
+	if a != algo.FixedWindow {
 		var err error
 		if u, err = unitFor(a, l); err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Ran
 	// The reference: the same limit with time counted in units.
 	// It may hold more than one unit of the count per time unit, which
 	// Limit.Validate refuses for nanoseconds but the algorithms handle.
-	ref := core.Limit{Count: l.Count, Period: l.Period / unit, Burst: l.Burst}
+	ref := algo.Limit{Count: l.Count, Period: l.Period / unit, Burst: l.Burst}
 	capacity := l.Capacity(a)
 	now := time.Unix(1_700_000_000, 0).Add(time.Duration(rng.Int64N(int64(l.Period))))
 	var s algo.State
@@ -117,15 +117,15 @@ func TestDifferentialSeveralLimits(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA} {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		t.Run(a.String(), func(t *testing.T) {
-			p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []core.Limit{
+			p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{
 				{Count: 3, Period: time.Second}, {Count: 10, Period: 10 * time.Second}, {Count: 25, Period: time.Minute},
 			}}
 			var ref core.Policy
 			ref.Algorithm = a
 			for _, l := range p.Limits {
-				ref.Limits = append(ref.Limits, core.Limit{Count: l.Count, Period: l.Period / time.Microsecond})
+				ref.Limits = append(ref.Limits, algo.Limit{Count: l.Count, Period: l.Period / time.Microsecond})
 			}
 			var states [core.MaxLimits]algo.State
 			var exp [core.MaxLimits]int64

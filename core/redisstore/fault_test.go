@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -151,7 +152,7 @@ func TestHungRedis(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := policy("hung", core.TokenBucket, "10/second")
+			p := policy("hung", algo.TokenBucket, "10/second")
 			ctx := context.Background()
 			take := func() (time.Duration, error) {
 				start := time.Now()
@@ -204,7 +205,7 @@ func TestBreakerRecovers(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	st := newStore(t, rc, redisstore.WithBreaker(2, 500*time.Millisecond), redisstore.WithClock(clock))
-	p := policy("recover", core.FixedWindow, "5/hour")
+	p := policy("recover", algo.FixedWindow, "5/hour")
 	ctx := context.Background()
 	if _, err := st.Take(ctx, "u", p, 1); err != nil {
 		t.Fatal(err)
@@ -241,7 +242,7 @@ func TestCloseWaits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := policy("close", core.GCRA, "5/second")
+		p := policy("close", algo.GCRA, "5/second")
 		before := conns.Load()
 		start := time.Now()
 		go func() { _, _ = st.Take(context.Background(), "u", p, 1) }()

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 func TestPart(t *testing.T) {
@@ -75,27 +76,27 @@ func TestPlainRule(t *testing.T) {
 
 func TestUnitFor(t *testing.T) {
 	for _, c := range []struct {
-		a     core.Algorithm
-		limit core.Limit
+		a     algo.Algorithm
+		limit algo.Limit
 		want  int64
 		err   string
 	}{
-		{core.SlidingWindow, core.Limit{Count: 10, Period: time.Second}, 1, ""},
-		{core.GCRA, core.Limit{Count: 17_000, Period: 24 * time.Hour}, 1, ""},
-		{core.GCRA, core.Limit{Count: 18_000, Period: 24 * time.Hour}, 10, ""},
-		{core.TokenBucket, core.Limit{Count: 416_000, Period: time.Hour}, 1, ""},
-		{core.TokenBucket, core.Limit{Count: 418_000, Period: time.Hour}, 10, ""},
-		{core.TokenBucket, core.Limit{Count: 25_000_000, Period: time.Minute}, 1, ""},
-		{core.GCRA, core.Limit{Count: 100, Period: 24 * time.Hour}, 1, ""},
-		{core.TokenBucket, core.Limit{Count: 1_000_000, Period: 24 * time.Hour}, 100, ""},
-		{core.TokenBucket, core.Limit{Count: 10, Period: 24 * time.Hour, Burst: 1 << 30}, 100_000, ""},
-		{core.SlidingWindow, core.Limit{Count: 1_000_000, Period: time.Second}, 1, ""},
-		{core.SlidingWindow, core.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
-		{core.SlidingWindow, core.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
-		{core.SlidingWindow, core.Limit{Count: 2_000_000, Period: time.Second}, 1, ""},
-		{core.GCRA, core.Limit{Count: 100_000_000, Period: time.Hour}, 1000, ""},
-		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 100_000, ""},
-		{core.GCRA, core.Limit{Count: 1 << 30, Period: 24*time.Hour + time.Microsecond}, 0, "too many units"},
+		{algo.SlidingWindow, algo.Limit{Count: 10, Period: time.Second}, 1, ""},
+		{algo.GCRA, algo.Limit{Count: 17_000, Period: 24 * time.Hour}, 1, ""},
+		{algo.GCRA, algo.Limit{Count: 18_000, Period: 24 * time.Hour}, 10, ""},
+		{algo.TokenBucket, algo.Limit{Count: 416_000, Period: time.Hour}, 1, ""},
+		{algo.TokenBucket, algo.Limit{Count: 418_000, Period: time.Hour}, 10, ""},
+		{algo.TokenBucket, algo.Limit{Count: 25_000_000, Period: time.Minute}, 1, ""},
+		{algo.GCRA, algo.Limit{Count: 100, Period: 24 * time.Hour}, 1, ""},
+		{algo.TokenBucket, algo.Limit{Count: 1_000_000, Period: 24 * time.Hour}, 100, ""},
+		{algo.TokenBucket, algo.Limit{Count: 10, Period: 24 * time.Hour, Burst: 1 << 30}, 100_000, ""},
+		{algo.SlidingWindow, algo.Limit{Count: 1_000_000, Period: time.Second}, 1, ""},
+		{algo.SlidingWindow, algo.Limit{Count: 20_000_000, Period: time.Hour}, 100, ""},
+		{algo.SlidingWindow, algo.Limit{Count: 1, Period: 1500 * time.Nanosecond}, 0, "whole number of microseconds"},
+		{algo.SlidingWindow, algo.Limit{Count: 2_000_000, Period: time.Second}, 1, ""},
+		{algo.GCRA, algo.Limit{Count: 100_000_000, Period: time.Hour}, 1000, ""},
+		{algo.GCRA, algo.Limit{Count: 1 << 30, Period: 24 * time.Hour}, 100_000, ""},
+		{algo.GCRA, algo.Limit{Count: 1 << 30, Period: 24*time.Hour + time.Microsecond}, 0, "too many units"},
 	} {
 		u, err := unitFor(c.a, c.limit)
 		if u != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
@@ -140,9 +141,9 @@ func TestBadPolicy(t *testing.T) {
 		want string
 	}{
 		{&core.Policy{Name: "none"}, `redisstore: policy "none" has 0 limits: rate-limit policy needs 1 to 4 limits`},
-		{&core.Policy{Name: "ns", Limits: []core.Limit{{Count: 1, Period: 1500}}},
+		{&core.Policy{Name: "ns", Limits: []algo.Limit{{Count: 1, Period: 1500}}},
 			`redisstore: policy "ns": limit 1/1.5µs: the period must be a whole number of microseconds (the Redis clock's resolution): rate-limit policy needs 1 to 4 limits`},
-		{&core.Policy{Name: "zero", Limits: []core.Limit{{Count: 0, Period: time.Second}}},
+		{&core.Policy{Name: "zero", Limits: []algo.Limit{{Count: 0, Period: time.Second}}},
 			`redisstore: policy "zero": count 0 out of range [1, 2147483647]: rate-limit policy needs 1 to 4 limits`},
 	} {
 		_, err := s.Take(t.Context(), "u", tc.p, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -62,7 +63,7 @@ func TestIncrExpireKeys(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t, rc, redisstore.WithIncrExpireKeys(true))
 	const period = time.Hour
-	search := policy("search", core.FixedWindow, "5/hour")
+	search := policy("search", algo.FixedWindow, "5/hour")
 	idx := window(t, rc, period, 5*time.Second)
 	key := func(user, rule string) string { return "rl:{" + user + "}:" + rule + ":" + strconv.FormatInt(idx, 10) }
 	get := func(k string) string {
@@ -128,19 +129,19 @@ func TestIncrExpireKeys(t *testing.T) {
 
 	// Several limits, or another algorithm: the default layout.
 	for _, p := range []*core.Policy{
-		policy("search", core.FixedWindow, "5/hour", "50/day"),
-		policy("search", core.GCRA, "5/hour"),
+		policy("search", algo.FixedWindow, "5/hour", "50/day"),
+		policy("search", algo.GCRA, "5/hour"),
 	} {
 		take("carol", p, true, 4)
 		want := fmt.Sprintf("rl:{carol}:search@%016x", p.Fingerprint())
-		if p.Algorithm == core.FixedWindow {
+		if p.Algorithm == algo.FixedWindow {
 			want += ":" + strconv.FormatInt(idx, 10)
 		}
 		if n, err := rc.Exists(ctx, want).Result(); err != nil || n != 1 {
 			t.Fatalf("%v %v: key %s exists %d, %v; want the default layout", p.Algorithm, p.Limits, want, n, err)
 		}
 	}
-	at := policy("a@b", core.FixedWindow, "5/hour")
+	at := policy("a@b", algo.FixedWindow, "5/hour")
 	take("dave", at, true, 4)
 	if got := get(key("dave", "a%40b")); got != "1" {
 		t.Fatalf("rule a@b: %q, want its count in rl:{dave}:a%%40b:<window>", got)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -104,7 +105,7 @@ func testPolicy(t *testing.T, name, limit string) *core.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &core.Policy{Name: name, Algorithm: core.FixedWindow, Limits: []core.Limit{l}}
+	return &core.Policy{Name: name, Algorithm: algo.FixedWindow, Limits: []algo.Limit{l}}
 }
 
 // nodeOf returns the node a store error names, and whether it wraps

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestPenaltyGCRAPeekRedis(t *testing.T) {
 	c := client(t, srv.Addr())
 	s := newStore(t, c)
 	ctx := context.Background()
-	ban := &core.Policy{Name: "login!ban", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	ban := &core.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
 	keys := func() int64 {
 		n, err := c.DBSize(ctx).Result()
 		if err != nil {

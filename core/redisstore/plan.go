@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // maxExact bounds every product the scripts form: Lua numbers are doubles,
@@ -13,7 +14,7 @@ const maxExact = 1 << 52
 
 // plan is what the store precomputes for one policy.
 type plan struct {
-	algorithm core.Algorithm
+	algorithm algo.Algorithm
 	rule      string
 	// tail is the script's ARGV after the cost: for a fixed window, count
 	// and period (µs) per limit (and, in the INCR+EXPIRE layout, a 1 that
@@ -30,7 +31,7 @@ type plan struct {
 // period, below 2^52. Time is then exact to that unit: 1 µs for every limit
 // up to about 17,000 per day, 417,000 per hour or 25 million per minute
 // (with no larger burst); a million per day counts in units of 100 µs.
-func unitFor(a core.Algorithm, l core.Limit) (int64, error) {
+func unitFor(a algo.Algorithm, l algo.Limit) (int64, error) {
 	if l.Period%time.Microsecond != 0 {
 		return 0, fmt.Errorf("limit %v: the period must be a whole number of microseconds (the Redis clock's resolution)", l)
 	}
@@ -57,7 +58,7 @@ func newPlan(p *core.Policy, incrExpire bool) (*plan, error) {
 		return nil, fmt.Errorf("redisstore: %v: %w", err, core.ErrBadPolicy)
 	}
 	fixed := int64(0)
-	if p.Algorithm == core.FixedWindow {
+	if p.Algorithm == algo.FixedWindow {
 		fixed = 1
 	}
 	incrExpire = incrExpire && fixed == 1 && len(p.Limits) == 1

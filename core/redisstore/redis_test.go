@@ -15,12 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/storetest"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
-var algorithms = []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA}
+var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA}
 
 // client returns a client for addr as a service would configure it: context
 // deadlines honoured, so the store's timeout bounds every socket operation.
@@ -76,7 +77,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	storetest.Run(t, func() core.Store { return newStore(t, c) })
 }
 
-func policy(name string, a core.Algorithm, limits ...string) *core.Policy {
+func policy(name string, a algo.Algorithm, limits ...string) *core.Policy {
 	p := &core.Policy{Name: name, Algorithm: a}
 	for _, s := range limits {
 		l, err := core.ParseLimit(s)
@@ -214,7 +215,7 @@ func oneRoundTrip(t *testing.T, rc *redis.Client) {
 	})
 	t.Run("NOSCRIPT", func(t *testing.T) {
 		s := newStore(t, rc)
-		p := policy("rt-noscript-"+t.Name(), core.GCRA, "5/hour")
+		p := policy("rt-noscript-"+t.Name(), algo.GCRA, "5/hour")
 		if _, err := s.Take(ctx, "u", p, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +242,7 @@ func oneRoundTrip(t *testing.T, rc *redis.Client) {
 	t.Run("Concurrent", func(t *testing.T) {
 		loadScripts(t, rc)
 		s := newStore(t, rc, redisstore.WithDenyCache(false))
-		p := policy("rt-concurrent-"+t.Name(), core.TokenBucket, "3/minute", "10/hour")
+		p := policy("rt-concurrent-"+t.Name(), algo.TokenBucket, "3/minute", "10/hour")
 		const n = 64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -362,9 +363,9 @@ func TestKeys(t *testing.T) {
 			// headroom that later writes keep (SET KEEPTTL).
 			limit := p.Limits[i].Period
 			switch p.Algorithm {
-			case core.SlidingWindow:
+			case algo.SlidingWindow:
 				limit *= 3
-			case core.TokenBucket, core.GCRA:
+			case algo.TokenBucket, algo.GCRA:
 				limit *= 2
 			}
 			if err != nil || ttl <= 0 || ttl > limit+time.Millisecond { // TTLs round up to the ms
@@ -373,15 +374,15 @@ func TestKeys(t *testing.T) {
 		}
 	}
 	s := newStore(t, rc)
-	api := policy("api", core.FixedWindow, "5/minute")
+	api := policy("api", algo.FixedWindow, "5/minute")
 	check(s, "alice", api, "rl:{alice}:api@"+fp(api)+":<idx>")
-	two := policy("api", core.FixedWindow, "5/minute", "100/hour")
+	two := policy("api", algo.FixedWindow, "5/minute", "100/hour")
 	check(s, "alice", two, "rl:{alice}:api@"+fp(two)+":<idx>", "rl:{alice}:api@"+fp(two)+".2:<idx>")
 	for _, a := range algorithms[1:] {
 		p := policy("api", a, "5/minute", "100/hour")
 		check(s, "alice", p, "rl:{alice}:api@"+fp(p), "rl:{alice}:api@"+fp(p)+".2")
 	}
-	g := policy("a:b}{c", core.GCRA, "1/second")
+	g := policy("a:b}{c", algo.GCRA, "1/second")
 	check(s, "bob}:{x", g, "rl:{bob%7D%3A%7Bx}:a%3Ab%7D%7Bc@"+fp(g))
 	check(s, "", g, "rl:{~}:a%3Ab%7D%7Bc@"+fp(g))
 	long := strings.Repeat("x", 10_000)

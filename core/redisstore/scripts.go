@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 var (
@@ -50,19 +50,19 @@ func newScript(src string) *script {
 // decision, per algorithm: the shared prelude, the algorithm's
 // load/take/encode and the shared driver (the fixed window's stands alone).
 var decider = [...]string{
-	core.FixedWindow:   fixedLua,
-	core.SlidingWindow: prelude + slidingLua + driver,
-	core.TokenBucket:   prelude + bucketLua + driver,
-	core.GCRA:          prelude + gcraLua + driver,
+	algo.FixedWindow:   fixedLua,
+	algo.SlidingWindow: prelude + slidingLua + driver,
+	algo.TokenBucket:   prelude + bucketLua + driver,
+	algo.GCRA:          prelude + gcraLua + driver,
 }
 
 // decision holds the decision script of each algorithm: its decide and the
 // tail that applies it to KEYS[1] and ARGV.
 var decision = [...]*script{
-	core.FixedWindow:   newScript(decider[core.FixedWindow] + single),
-	core.SlidingWindow: newScript(decider[core.SlidingWindow] + single),
-	core.TokenBucket:   newScript(decider[core.TokenBucket] + single),
-	core.GCRA:          newScript(decider[core.GCRA] + single),
+	algo.FixedWindow:   newScript(decider[algo.FixedWindow] + single),
+	algo.SlidingWindow: newScript(decider[algo.SlidingWindow] + single),
+	algo.TokenBucket:   newScript(decider[algo.TokenBucket] + single),
+	algo.GCRA:          newScript(decider[algo.GCRA] + single),
 }
 
 // batchScript runs several decisions, of any algorithms, in one call: each
@@ -85,8 +85,8 @@ var batchScript = func() *script {
 // stands alone; the others are the prelude, the algorithm's load/take and
 // the reset driver, which asks take whether a counter is live.
 var resets = [...]*script{
-	core.FixedWindow:   newScript(resetLua),
-	core.SlidingWindow: newScript(prelude + slidingLua + resetDriver),
-	core.TokenBucket:   newScript(prelude + bucketLua + resetDriver),
-	core.GCRA:          newScript(prelude + gcraLua + resetDriver),
+	algo.FixedWindow:   newScript(resetLua),
+	algo.SlidingWindow: newScript(prelude + slidingLua + resetDriver),
+	algo.TokenBucket:   newScript(prelude + bucketLua + resetDriver),
+	algo.GCRA:          newScript(prelude + gcraLua + resetDriver),
 }

@@ -358,7 +358,7 @@ func (s *Store) plan(p *core.Policy) (*plan, error) {
 func parse(p *core.Policy, pl *plan, reply any, cost int64, r *core.Result) error {
 	v, ok := reply.([]any)
 	n := len(p.Limits)
-	if ok && n == 1 && pl.algorithm == core.FixedWindow && len(v) == 2 {
+	if ok && n == 1 && pl.algorithm == algo.FixedWindow && len(v) == 2 {
 		return parseFixed(p, v, cost, r)
 	}
 	if !ok || len(v) != 4*n {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // penaltyBan checks what a rule's penalty (core.PenaltySpec) relies on:
@@ -12,7 +13,7 @@ import (
 // when the unit is free, and Remaining 0, with ResetAfter the time until
 // the unit is free again, while it is taken.
 func penaltyBan(e *env) {
-	p := &core.Policy{Name: e.prefix + "rule!ban", Algorithm: core.GCRA, Limits: []core.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
+	p := &core.Policy{Name: e.prefix + "rule!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
 	k := e.key("banned")
 	e.expect(k, p, 0, true, 1)
 	e.reset(k, p, false) // the check created nothing live

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // Option configures Run.
@@ -57,7 +58,7 @@ type suite struct {
 	clock *core.ManualClock
 }
 
-var algorithms = []core.Algorithm{core.FixedWindow, core.SlidingWindow, core.TokenBucket, core.GCRA}
+var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA}
 
 // Run runs the suite. newStore is called once per subtest; stores it returns
 // that implement io.Closer are closed at the end of their subtest. Keys are
@@ -103,7 +104,7 @@ func (e *env) virtual() bool { return e.clock != nil }
 
 func (e *env) key(k string) string { return e.prefix + k }
 
-func (e *env) policy(name string, a core.Algorithm, limits ...string) *core.Policy {
+func (e *env) policy(name string, a algo.Algorithm, limits ...string) *core.Policy {
 	e.Helper()
 	p := &core.Policy{Name: e.prefix + name, Algorithm: a}
 	for _, s := range limits {
@@ -177,7 +178,7 @@ func (e *env) align(period time.Duration) {
 	}
 }
 
-func exactCount(e *env, a core.Algorithm) {
+func exactCount(e *env, a algo.Algorithm) {
 	p := e.policy("exact", a, "5/hour")
 	e.align(time.Hour)
 	k := e.key("u")
@@ -189,15 +190,15 @@ func exactCount(e *env, a core.Algorithm) {
 	}
 	for range 3 {
 		r := e.expect(k, p, 1, false, 0)
-		want := map[core.Algorithm]time.Duration{
-			core.FixedWindow: time.Hour, core.SlidingWindow: time.Hour + 12*time.Minute,
-			core.TokenBucket: 12 * time.Minute, core.GCRA: 12 * time.Minute,
+		want := map[algo.Algorithm]time.Duration{
+			algo.FixedWindow: time.Hour, algo.SlidingWindow: time.Hour + 12*time.Minute,
+			algo.TokenBucket: 12 * time.Minute, algo.GCRA: 12 * time.Minute,
 		}[a]
 		e.duration("RetryAfter", r.RetryAfter, want)
 	}
 }
 
-func cost(e *env, a core.Algorithm) {
+func cost(e *env, a algo.Algorithm) {
 	p := e.policy("cost", a, "10/hour")
 	e.align(time.Hour)
 	k := e.key("u")
@@ -211,7 +212,7 @@ func cost(e *env, a core.Algorithm) {
 	e.expect(k2, p, 10, true, 0)
 }
 
-func rollover(e *env, a core.Algorithm) {
+func rollover(e *env, a algo.Algorithm) {
 	p := e.policy("roll", a, "3/second")
 	k := e.key("u")
 	e.align(time.Second)
@@ -222,7 +223,7 @@ func rollover(e *env, a core.Algorithm) {
 	// Waiting RetryAfter is always enough. A fixed window is then a new
 	// window; the other algorithms have just made room for one.
 	e.sleep(r.RetryAfter)
-	if a == core.FixedWindow {
+	if a == algo.FixedWindow {
 		e.expect(k, p, 1, true, 2)
 	} else {
 		e.expect(k, p, 1, true, 0)
@@ -236,7 +237,7 @@ func rollover(e *env, a core.Algorithm) {
 	e.expect(k, p, 1, false, 0)
 }
 
-func severalLimits(e *env, a core.Algorithm) {
+func severalLimits(e *env, a algo.Algorithm) {
 	p := e.policy("multi", a, "2/minute", "5/hour")
 	e.align(time.Hour)
 	k := e.key("u")
@@ -270,7 +271,7 @@ func severalLimits(e *env, a core.Algorithm) {
 // same key stay; a second Reset finds nothing to clear. A key never
 // counted, one asked only at cost 0 and one only denied hold nothing:
 // Reset reports false.
-func reset(e *env, a core.Algorithm) {
+func reset(e *env, a algo.Algorithm) {
 	p := e.policy("reset", a, "2/hour", "3/day")
 	other := e.policy("reset-other", a, "2/hour")
 	e.align(time.Hour)
@@ -298,8 +299,8 @@ func reset(e *env, a core.Algorithm) {
 // resetExpired: once time has given back everything a key consumed (its
 // ResetAfter has passed), Reset reports false; just before, true. The
 // period is short (200ms), for stores on a real clock.
-func resetExpired(e *env, a core.Algorithm) {
-	p := &core.Policy{Name: e.prefix + "expiry", Algorithm: a, Limits: []core.Limit{{Count: 2, Period: 200 * time.Millisecond}}}
+func resetExpired(e *env, a algo.Algorithm) {
+	p := &core.Policy{Name: e.prefix + "expiry", Algorithm: a, Limits: []algo.Limit{{Count: 2, Period: 200 * time.Millisecond}}}
 	e.align(p.Limits[0].Period)
 	early, late := e.key("early"), e.key("late")
 	r := e.expect(early, p, 1, true, 1)
@@ -324,7 +325,7 @@ func resetExpired(e *env, a core.Algorithm) {
 // at holds nothing (Reset reports false). In virtual time the Results are
 // equal; in real time (the store's server clock runs between the calls)
 // the decisions, limits and counts are, and durations within 2s.
-func peek(e *env, a core.Algorithm) {
+func peek(e *env, a algo.Algorithm) {
 	for _, p := range []*core.Policy{e.policy("peek", a, "3/hour"), e.policy("peek2", a, "2/minute", "5/hour")} {
 		e.align(time.Hour)
 		k := e.key("u")
@@ -390,7 +391,7 @@ func (e *env) reset(key string, p *core.Policy, want bool) {
 	}
 }
 
-func isolation(e *env, a core.Algorithm) {
+func isolation(e *env, a algo.Algorithm) {
 	p := e.policy("iso", a, "2/hour")
 	q := e.policy("iso2", a, "2/hour")
 	e.align(time.Hour)
@@ -413,7 +414,7 @@ func isolation(e *env, a core.Algorithm) {
 
 // concurrency hammers one key from GOMAXPROCS×8 goroutines; the first
 // limit (100) must admit exactly 100 of three times as many requests.
-func concurrency(e *env, a core.Algorithm, limits ...string) {
+func concurrency(e *env, a algo.Algorithm, limits ...string) {
 	const limit = 100
 	p := e.policy("conc", a, limits...)
 	e.align(time.Hour)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // PlanHeader is the header the plan cases carry the caller's plan in
@@ -43,9 +44,9 @@ func planCases() []testCase {
 	// alice has a quota of her own for search, 3/minute, kept under her
 	// store key (her X-User identity's keyed hash).
 	aliceKey := keyer.Key(core.HeaderIdentity(UserHeader, "alice"))
-	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]core.Limit, bool, error) {
+	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == aliceKey && rule == "search" {
-			return []core.Limit{{Count: 3, Period: time.Minute}}, true, nil
+			return []algo.Limit{{Count: 3, Period: time.Minute}}, true, nil
 		}
 		return nil, false, nil
 	})

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/jwtissuer"
 )
@@ -109,8 +110,8 @@ func New(store *redisstore.Store, rate int, window time.Duration, opts ...Option
 		rate:  int64(rate),
 		policy: core.Policy{
 			Name:      DefaultName,
-			Algorithm: core.TokenBucket,
-			Limits:    []core.Limit{{Count: int64(rate), Period: window}},
+			Algorithm: algo.TokenBucket,
+			Limits:    []algo.Limit{{Count: int64(rate), Period: window}},
 		},
 	}
 	for _, o := range opts {
