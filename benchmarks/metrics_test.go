@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/otel"
 	"github.com/rlkit/rlkit/metrics/prom"
 )
@@ -84,7 +85,7 @@ func BenchmarkMetrics(b *testing.B) {
 		if o != nil {
 			opts = append(opts, core.WithObserver(o))
 		}
-		var store core.Store = memstore.New(memstore.WithMaxKeys(maxKeys))
+		var store store.Store = memstore.New(memstore.WithMaxKeys(maxKeys))
 		if timed {
 			store = remoteLike{store}
 		}
@@ -154,4 +155,4 @@ func BenchmarkMetrics(b *testing.B) {
 
 // remoteLike is a store that is not a core.LocalStore, so that the
 // limiter times its calls as it does a Redis store's.
-type remoteLike struct{ core.Store }
+type remoteLike struct{ store.Store }

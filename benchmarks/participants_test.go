@@ -17,9 +17,9 @@ import (
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 	"golang.org/x/time/rate"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // A quota is the limit every participant of a scenario gets, as each
@@ -96,8 +96,8 @@ const (
 const maxKeys = 2_000_000
 
 // rlkitPolicy is a one-limit policy of algorithm a with quota q.
-func rlkitPolicy(a algo.Algorithm, q quota) *core.Policy {
-	return &core.Policy{Name: "bench-" + a.String(), Algorithm: a, Limits: []algo.Limit{{Count: q.Count, Period: q.Period}}}
+func rlkitPolicy(a algo.Algorithm, q quota) *store.Policy {
+	return &store.Policy{Name: "bench-" + a.String(), Algorithm: a, Limits: []algo.Limit{{Count: q.Count, Period: q.Period}}}
 }
 
 func newRlkitStore(tb testing.TB) *memstore.Store {
@@ -135,7 +135,7 @@ var storeImpls = []storeImpl{
 			s, p := newRlkitStore(tb), rlkitPolicy(algo.FixedWindow, q)
 			now := time.Now().UnixNano()
 			return func(_ context.Context, key string) (bool, error) {
-				var r core.Result
+				var r store.Result
 				s.TakeAt(&r, key, p, 1, now)
 				return r.Allowed, nil
 			}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/rlkit/rlkit/core/algo"
 	"io"
 	"log/slog"
 	"os"
@@ -13,7 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/internal/clip"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // DefaultLimit is the limit of requests no rule matches, unless the
@@ -176,7 +178,7 @@ func (e *ConfigError) Error() string {
 		fmt.Fprintf(&b, ": field %q", e.Field)
 	}
 	if e.Value != "" {
-		fmt.Fprintf(&b, ": value %q", clip(e.Value))
+		fmt.Fprintf(&b, ": value %q", clip.String(e.Value))
 	}
 	b.WriteString(": " + e.Msg)
 	return b.String()
@@ -526,22 +528,6 @@ func mergeErrors(fieldErrs []error, compileErr error, unread map[string]bool) er
 	return joinErrors(errs)
 }
 
-// maxValueLen bounds a value quoted in an error: the message of a file with
-// a megabyte-long value is not megabytes long.
-const maxValueLen = 64
-
-// clip is s cut to maxValueLen bytes (at a character boundary) and "…".
-func clip(s string) string {
-	if len(s) <= maxValueLen {
-		return s
-	}
-	n := maxValueLen
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // maxErrors bounds the problems a configuration reports: past it, the
 // count of the others.
 const maxErrors = 50
@@ -684,7 +670,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		def = []string{DefaultLimit}
 	}
 	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
 		c.def.prepare()
 		if c.shadow {
 			c.shadowDef = c.def
@@ -778,7 +764,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	}
 	r.methods = withHead(r.methods)
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
-	r.Policy = &Policy{Name: name, Algorithm: a, Limits: lims}
+	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims}
 	r.weights = cc.weights(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	if len(cc.errs) > n || lims == nil {
@@ -940,13 +926,13 @@ func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int6
 		cc.fail(key, rule, "limit", "", "no limit given")
 		return nil
 	}
-	if len(vals) > MaxLimits {
-		cc.fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), MaxLimits)
+	if len(vals) > store.MaxLimits {
+		cc.fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), store.MaxLimits)
 		return nil
 	}
 	var out []algo.Limit
 	for i, v := range vals {
-		l, err := ParseLimit(v)
+		l, err := algo.ParseLimit(v)
 		if err != nil {
 			cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "%v", err)
 			continue

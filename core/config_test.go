@@ -3,7 +3,6 @@ package core
 import (
 	"bytes"
 	"errors"
-	"github.com/rlkit/rlkit/core/algo"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // yamlLines joins its arguments into a YAML document, one argument a line,
@@ -42,7 +43,7 @@ func limits(t testing.TB, ss ...string) []algo.Limit {
 	t.Helper()
 	var out []algo.Limit
 	for _, s := range ss {
-		l, err := ParseLimit(s)
+		l, err := algo.ParseLimit(s)
 		if err != nil {
 			t.Fatal(err)
 		}

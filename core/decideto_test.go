@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestDecideTo: DecideTo writes the Decision Decide returns into a
@@ -29,7 +30,7 @@ func TestDecideTo(t *testing.T) {
 		bypass bool
 	}
 	errKey := errors.New("bad token")
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	flow := func() *core.Flow[*req] {
 		return &core.Flow[*req]{
 			Limiter: core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock))),
@@ -45,7 +46,7 @@ func TestDecideTo(t *testing.T) {
 	byValue, inPlace := flow(), flow() // the same configuration, stores of their own
 	ctx := context.Background()
 	dirty := core.Decision{Allowed: true, ShadowDenied: true, Banned: true, Penalty: true, Rule: cfg.Rule("search"), Cost: 7,
-		Result: core.Result{Remaining: 9, RetryAfter: 5}, Err: errKey, Key: "someone", Plan: "gold"}
+		Result: store.Result{Remaining: 9, RetryAfter: 5}, Err: errKey, Key: "someone", Plan: "gold"}
 	for i, c := range []struct {
 		r    *req
 		path core.Path

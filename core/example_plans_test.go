@@ -9,6 +9,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func ExampleLimiter_DecidePlan() {
@@ -30,7 +31,7 @@ rate_limit:
 	if err != nil {
 		panic(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
 	for _, plan := range []string{"free", "free", "pro", ""} {
 		d := lim.DecidePlan(context.Background(), "GET", "/api/search", "alice", plan, false)
@@ -64,7 +65,7 @@ rate_limit:
 		}
 		return nil, false, nil
 	})
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)),
 		core.WithClock(clock), core.WithLimitProvider(quotas), core.WithLimitCache(10_000, time.Minute))
 	for _, id := range []string{"sub:acme", "sub:alice"} {

@@ -7,15 +7,17 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func ExampleParseLimit() {
 	for _, s := range []string{"10/second", "500/hour", "30/m", "100/5min"} {
-		l, err := core.ParseLimit(s)
+		l, err := algo.ParseLimit(s)
 		fmt.Println(l.Count, l.Period, err)
 	}
-	_, err := core.ParseLimit("10/fortnight")
+	_, err := algo.ParseLimit("10/fortnight")
 	fmt.Println(err)
 	// Output:
 	// 10 1s <nil>
@@ -53,7 +55,7 @@ rate_limit:
 	if err != nil {
 		panic(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
 	for range 3 {
 		d := lim.Decide(context.Background(), "GET", "/api/search", "alice", false)

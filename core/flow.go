@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/rlkit/rlkit/core/store"
 	"net/netip"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -179,7 +180,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 		d.Allowed = d.Result.Allowed
 		switch o {
 		case OutcomeStoreError:
-			d.Result, d.Allowed = Result{}, l.failsOpen(cfg)
+			d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
 			l.warn(m.rule, d.Allowed, d.Err)
 		case OutcomeDenied:
 			l.penalize(ctx, cfg, m.rule, key, d)
@@ -195,7 +196,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	// is enforced (its headers written only WithShadowHeaders), else it
 	// is only reported.
 	var (
-		res  Result
+		res  store.Result
 		err  error
 		into = &res
 		errp = &err
@@ -210,7 +211,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	o, lat := l.take(ctx, key, m.shadow, m.shadowCost, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
-		*into = Result{}
+		*into = store.Result{}
 		l.warn(m.shadow, true, *errp)
 	case OutcomeDenied:
 		o, d.ShadowDenied = OutcomeShadowDenied, true
@@ -260,7 +261,7 @@ func (l *Limiter) bypassed(m *match) {
 // *res and *err, and tells the outcome: allowed, denied or store error.
 // With peek it asks what a count would answer (Store.Peek), counting
 // nothing.
-func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, peek bool, res *Result, err *error) (o Outcome, latency time.Duration) {
+func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, peek bool, res *store.Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
 	timed := l.observer != nil && !l.local && cheaprand()&l.sampleMask == 0
 	if timed {
@@ -307,7 +308,7 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 // limiter options, which it would leave unused, panics with a message
 // naming the adapter: that is a mistake in the program, found when it
 // starts, never one a request can cause.
-func AdapterLimiter(adapter string, given *Limiter, cfg *Config, store Store, newStore func() Store, opts []Option) *Limiter {
+func AdapterLimiter(adapter string, given *Limiter, cfg *Config, store store.Store, newStore func() store.Store, opts []Option) *Limiter {
 	if given != nil {
 		if cfg != nil || store != nil || len(opts) > 0 {
 			panic(adapter + ".New: WithLimiter with a configuration, WithStore or a limiter option (WithHeaders, WithFailOpen, WithObserver, WithLogger, WithLimiterOptions), which the given limiter would leave unused: pass nil to New and give those to core.NewLimiter")

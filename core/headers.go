@@ -2,11 +2,13 @@ package core
 
 import (
 	"encoding/json"
-	"github.com/rlkit/rlkit/core/algo"
 	"net/http"
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Canonical header names, as net/http stores them.
@@ -111,7 +113,7 @@ func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 // the units remaining, ";t=" and the seconds until the limit resets.
 func (d *Decision) appendRateLimit(b []byte) []byte {
 	for i, item := range d.Rule.rateItems {
-		l := &d.Result.Limits[i&(MaxLimits-1)] // a policy has at most MaxLimits limits
+		l := &d.Result.Limits[i&(store.MaxLimits-1)] // a policy has at most MaxLimits limits
 		b = append(b, item...)
 		b = appendDecimal(b, l.Remaining)
 		b = append(b, ";t="...)
@@ -122,7 +124,7 @@ func (d *Decision) appendRateLimit(b []byte) []byte {
 
 // appendRateLimit indexes Result.Limits by i&(MaxLimits-1): MaxLimits must
 // be a power of two (this does not compile otherwise).
-const _ uint = -(MaxLimits & (MaxLimits - 1))
+const _ uint = -(store.MaxLimits & (store.MaxLimits - 1))
 
 // appendDecimal appends v in decimal, as strconv.AppendInt(b, v, 10) does,
 // for a non-negative v four digits at a time, from tables no index can

@@ -2,7 +2,6 @@ package core
 
 import (
 	"bytes"
-	"github.com/rlkit/rlkit/core/algo"
 	"maps"
 	"math"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // checkHeaders asserts that h holds exactly the headers in want, one value
@@ -69,36 +71,36 @@ func decisions(t testing.TB, style HeaderStyle) map[string]Decision {
 	search, api, slow, tiers := rule(t, c, "search"), rule(t, c, "api"), rule(t, c, "slow"), rule(t, c, "tiers")
 	sec, hour := algo.Limit{Count: 10, Period: time.Second}, algo.Limit{Count: 500, Period: time.Hour}
 	d := map[string]Decision{
-		"allowed": {Allowed: true, Rule: search, Cost: 1, style: style, Result: Result{
+		"allowed": {Allowed: true, Rule: search, Cost: 1, style: style, Result: store.Result{
 			Allowed: true, Limit: sec, Remaining: 9, ResetAfter: 400 * time.Millisecond,
-			Limits: [MaxLimits]LimitState{{Remaining: 9, ResetAfter: 400 * time.Millisecond}},
+			Limits: [store.MaxLimits]store.LimitState{{Remaining: 9, ResetAfter: 400 * time.Millisecond}},
 		}},
-		"allowed two limits": {Allowed: true, Rule: api, Cost: 1, style: style, Result: Result{
+		"allowed two limits": {Allowed: true, Rule: api, Cost: 1, style: style, Result: store.Result{
 			Allowed: true, Limit: hour, Remaining: 3, ResetAfter: 3599 * time.Second,
-			Limits: [MaxLimits]LimitState{{Remaining: 9, ResetAfter: time.Second}, {Remaining: 3, ResetAfter: 3599 * time.Second}},
+			Limits: [store.MaxLimits]store.LimitState{{Remaining: 9, ResetAfter: time.Second}, {Remaining: 3, ResetAfter: 3599 * time.Second}},
 		}},
-		"allowed 5min": {Allowed: true, Rule: slow, Cost: 1, style: style, Result: Result{
+		"allowed 5min": {Allowed: true, Rule: slow, Cost: 1, style: style, Result: store.Result{
 			Allowed: true, Limit: algo.Limit{Count: 100, Period: 5 * time.Minute}, Remaining: 0, ResetAfter: 299500 * time.Millisecond,
-			Limits: [MaxLimits]LimitState{{Remaining: 0, ResetAfter: 299500 * time.Millisecond}},
+			Limits: [store.MaxLimits]store.LimitState{{Remaining: 0, ResetAfter: 299500 * time.Millisecond}},
 		}},
-		"denied": {Allowed: false, Rule: search, Cost: 1, style: style, Result: Result{
+		"denied": {Allowed: false, Rule: search, Cost: 1, style: style, Result: store.Result{
 			Allowed: false, Limit: sec, Remaining: 0, ResetAfter: 1001 * time.Millisecond, RetryAfter: 1001 * time.Millisecond,
-			Limits: [MaxLimits]LimitState{{Remaining: 0, ResetAfter: 1001 * time.Millisecond}},
+			Limits: [store.MaxLimits]store.LimitState{{Remaining: 0, ResetAfter: 1001 * time.Millisecond}},
 		}},
-		"denied two limits": {Allowed: false, Rule: api, Cost: 1, style: style, Result: Result{
+		"denied two limits": {Allowed: false, Rule: api, Cost: 1, style: style, Result: store.Result{
 			Allowed: false, Limit: hour, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
-			Limits: [MaxLimits]LimitState{{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 0, ResetAfter: 1800 * time.Second}},
+			Limits: [store.MaxLimits]store.LimitState{{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 0, ResetAfter: 1800 * time.Second}},
 		}},
-		"allowed four limits": {Allowed: true, Rule: tiers, Cost: 1, style: style, Result: Result{
+		"allowed four limits": {Allowed: true, Rule: tiers, Cost: 1, style: style, Result: store.Result{
 			Allowed: true, Limit: sec, Remaining: 9, ResetAfter: 400 * time.Millisecond,
-			Limits: [MaxLimits]LimitState{
+			Limits: [store.MaxLimits]store.LimitState{
 				{Remaining: 9, ResetAfter: 400 * time.Millisecond}, {Remaining: 99, ResetAfter: 59 * time.Second},
 				{Remaining: 999, ResetAfter: 3599 * time.Second}, {Remaining: 9999, ResetAfter: 86399 * time.Second},
 			},
 		}},
-		"denied four limits": {Allowed: false, Rule: tiers, Cost: 1, style: style, Result: Result{
+		"denied four limits": {Allowed: false, Rule: tiers, Cost: 1, style: style, Result: store.Result{
 			Allowed: false, Limit: algo.Limit{Count: 1000, Period: time.Hour}, Remaining: 0, ResetAfter: 1800 * time.Second, RetryAfter: 1800 * time.Second,
-			Limits: [MaxLimits]LimitState{
+			Limits: [store.MaxLimits]store.LimitState{
 				{Remaining: 4, ResetAfter: 500 * time.Millisecond}, {Remaining: 50, ResetAfter: 30 * time.Second},
 				{Remaining: 0, ResetAfter: 1800 * time.Second}, {Remaining: 9000, ResetAfter: 43200 * time.Second},
 			},
@@ -260,7 +262,7 @@ func TestRetryAfter(t *testing.T) {
 		if got := RetryAfterSeconds(tt.d); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
 		}
-		d := Decision{Rule: search, Cost: 1, Result: Result{Limit: algo.Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
+		d := Decision{Rule: search, Cost: 1, Result: store.Result{Limit: algo.Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
 		rec := httptest.NewRecorder()
 		d.WriteDenied(rec)
 		if got, want := rec.Result().Header.Get("Retry-After"), strconv.FormatInt(tt.want, 10); got != want {
@@ -550,7 +552,7 @@ func TestRateLimitValue(t *testing.T) {
 				var want []byte
 				for i := range n {
 					rem, reset := nums[(k+3*i)%len(nums)], resets[(k+5*i)%len(resets)]
-					d.Result.Limits[i] = LimitState{Remaining: rem, ResetAfter: reset}
+					d.Result.Limits[i] = store.LimitState{Remaining: rem, ResetAfter: reset}
 					if i > 0 {
 						want = append(want, ", "...)
 					}

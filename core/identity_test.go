@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"strings"
 	"testing"
@@ -36,12 +37,12 @@ func TestSecretIdentityKey(t *testing.T) {
 	}
 	// Every other identity is as it is, bounded.
 	for _, id := range []string{"user:alice", "203.0.113.9", "\x00no end mark", strings.Repeat("u", 200)} {
-		if got := l.Key(id); got != BoundKey(id) {
+		if got := l.Key(id); got != store.BoundKey(id) {
 			t.Errorf("Key(%.20q) = %.30q, want BoundKey", id, got)
 		}
 	}
 	// A long label is bounded too.
-	if got := l.Key(SecretIdentity(strings.Repeat("L", 200), secret)); !strings.HasPrefix(got, "sha256:") || len(got) > MaxKeyLen {
+	if got := l.Key(SecretIdentity(strings.Repeat("L", 200), secret)); !strings.HasPrefix(got, "sha256:") || len(got) > store.MaxKeyLen {
 		t.Errorf("a long label: Key = %.40q, want a bounded digest", got)
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = l.Key(id) }); n > 1 && !raceOn {
@@ -63,8 +64,8 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 	}
 	var logs syncBuffer
 	var keys []string
-	store := newFakeStore()
-	l := NewLimiter(cfg, store, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+	st := newFakeStore()
+	l := NewLimiter(cfg, st, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		WithObserver(func(e Event) { keys = append(keys, e.Key) }))
 	id := HeaderIdentity("X-Api-Key", secret)
 	for range 3 {
@@ -79,7 +80,7 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 	fl := NewLimiter(cfg, &failStore{}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	fl.Decide(t.Context(), "GET", "/api/upload", id, false)
 	var seen []string
-	for _, c := range store.calls {
+	for _, c := range st.calls {
 		seen = append(seen, c.key)
 	}
 	seen = append(seen, keys...)
@@ -106,21 +107,21 @@ func TestPlainKeysCannotSpellSecrets(t *testing.T) {
 }
 
 func TestAdapterLimiter(t *testing.T) {
-	store := newFakeStore()
-	given := NewLimiter(nil, store)
+	st := newFakeStore()
+	given := NewLimiter(nil, st)
 	if l := AdapterLimiter("x", given, nil, nil, nil, nil); l != given {
 		t.Errorf("a given limiter alone: not used")
 	}
 	cfg := loadExample(t)
-	if l := AdapterLimiter("x", nil, cfg, store, nil, []Option{WithFailOpen(false)}); l.Config() != cfg || l.Store() != store || l.failsOpen(cfg) {
+	if l := AdapterLimiter("x", nil, cfg, st, nil, []Option{WithFailOpen(false)}); l.Config() != cfg || l.Store() != st || l.failsOpen(cfg) {
 		t.Errorf("no limiter given: got one with config %p, store %v, fail-open %v", l.Config(), l.Store(), l.failsOpen(cfg))
 	}
-	if l := AdapterLimiter("x", nil, cfg, nil, func() Store { return store }, nil); l.Store() != store {
+	if l := AdapterLimiter("x", nil, cfg, nil, func() store.Store { return st }, nil); l.Store() != st {
 		t.Errorf("no store: newStore not used")
 	}
 	for name, call := range map[string]func(){
 		"cfg":     func() { AdapterLimiter("ginrl", given, cfg, nil, nil, nil) },
-		"store":   func() { AdapterLimiter("ginrl", given, nil, store, nil, nil) },
+		"store":   func() { AdapterLimiter("ginrl", given, nil, st, nil, nil) },
 		"options": func() { AdapterLimiter("ginrl", given, nil, nil, nil, []Option{WithFailOpen(false)}) },
 	} {
 		func() {

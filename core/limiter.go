@@ -11,40 +11,22 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
-// MaxKeyLen is the longest identity used as it is. Longer ones (a header
-// value is user input) are replaced by a SHA-256 digest, so no caller can
-// make a store hold keys of unbounded size.
-const MaxKeyLen = 128
-
-// BoundKey returns key, or "sha256:<hex digest>" when key is longer than
-// MaxKeyLen, starts with "sha256:" or ends as a secret identity's key does
-// (":hmac:" and 32 more bytes, see Limiter.Key). Distinct keys stay
-// distinct, and no key a caller can choose spells one of those.
-func BoundKey(key string) string {
-	n := len(key)
-	if n <= MaxKeyLen && !strings.HasPrefix(key, digestPrefix) && !(n >= hmacTail && key[n-hmacTail:n-hmacTail+len(hmacMark)] == hmacMark) {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return digestPrefix + hex.EncodeToString(sum[:])
-}
-
-// hmacMark follows the label of a secret identity's key, and 32 hex
-// digits follow it: hmacTail bytes in all.
+// The forms of store key that store.BoundKey reserves, so that no
+// identity a caller chooses spells one: hmacMark follows the label of a
+// secret identity's key (see Key) and 32 hex digits follow it, hmacTail
+// bytes in all; digestPrefix starts a digest of a key too long to keep.
 const (
-	hmacMark = ":hmac:"
-	hmacTail = len(hmacMark) + 32
+	hmacMark     = ":hmac:"
+	hmacTail     = len(hmacMark) + 32
+	digestPrefix = "sha256:"
 )
-
-// digestPrefix starts every digest BoundKey makes. A short key that starts
-// with it is hashed too, so that no caller can name another's digest.
-const digestPrefix = "sha256:"
 
 // Decision is the outcome of one request. Adapters write it with
 // SetHeaders and, when not Allowed, WriteDenied (or Header, Status and
@@ -80,7 +62,7 @@ type Decision struct {
 	// Cost is what the request weighed under Rule.
 	Cost int64
 	// Result is the store's answer (zero when Err is set).
-	Result Result
+	Result store.Result
 	// Err is the store's error. With fail-open the request is Allowed and
 	// carries no rate-limit headers; with fail-closed it is denied with 503.
 	Err error
@@ -153,7 +135,7 @@ func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log
 
 // WithClock sets the clock used for latencies and for spacing warnings; a
 // store has its own. Default: SystemClock.
-func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
+func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithWarnInterval sets the least time between two log lines about store
 // failures, and between two about one shadow rule's denials; the ones in
@@ -168,7 +150,7 @@ func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warn
 // is decided wholly under it; no lock is taken on the request path.
 type Limiter struct {
 	cfg           atomic.Pointer[Config]
-	store         Store
+	store         store.Store
 	style         HeaderStyle
 	styleSet      bool
 	failOpen      bool
@@ -176,7 +158,7 @@ type Limiter struct {
 	shadowHeaders bool
 	observer      Observer
 	log           *slog.Logger
-	clock         Clock
+	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
 	local         bool      // the store is a LocalStore: its calls are not timed
@@ -197,11 +179,11 @@ type Limiter struct {
 
 // NewLimiter returns a Limiter for cfg counting in store. A nil or disabled
 // cfg passes every request untouched.
-func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
+func NewLimiter(cfg *Config, st store.Store, opts ...Option) *Limiter {
 	l := &Limiter{
-		store:       store,
+		store:       st,
 		log:         slog.Default(),
-		clock:       SystemClock,
+		clock:       store.SystemClock,
 		warnEvery:   int64(10 * time.Second),
 		identityKey: []byte(DefaultIdentityKey),
 		sampleMask:  15, // one call in 16
@@ -212,7 +194,7 @@ func NewLimiter(cfg *Config, store Store, opts ...Option) *Limiter {
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
 	l.provider = newProvider(l.providerOpts)
-	if ls, ok := store.(LocalStore); ok && ls.Local() {
+	if ls, ok := st.(store.LocalStore); ok && ls.Local() {
 		l.local = true
 	}
 	return l
@@ -225,7 +207,7 @@ func (l *Limiter) Config() *Config { return l.cfg.Load() }
 func (l *Limiter) Logger() *slog.Logger { return l.log }
 
 // Store returns the limiter's store.
-func (l *Limiter) Store() Store { return l.store }
+func (l *Limiter) Store() store.Store { return l.store }
 
 // headerStyle is the header style of decisions under cfg.
 func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
@@ -319,7 +301,7 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 func (l *Limiter) Key(identity string) string {
 	label, secret, ok := secretParts(identity)
 	if !ok {
-		return BoundKey(identity)
+		return store.BoundKey(identity)
 	}
 	m, _ := l.hmacs.Get().(*mac)
 	if m == nil {
@@ -330,15 +312,15 @@ func (l *Limiter) Key(identity string) string {
 	m.h.Write(m.in)
 	clear(m.in) // keep no secret in pooled memory
 	sum := m.h.Sum(m.sum[:0])
-	var buf [MaxKeyLen]byte
+	var buf [store.MaxKeyLen]byte
 	b := append(buf[:0], label...)
 	b = append(b, hmacMark...)
 	b = hex.AppendEncode(b, sum[:16])
 	if cap(m.in) <= 4096 {
 		l.hmacs.Put(m)
 	}
-	if len(b) > MaxKeyLen {
-		return BoundKey(string(b))
+	if len(b) > store.MaxKeyLen {
+		return store.BoundKey(string(b))
 	}
 	return string(b)
 }
@@ -417,7 +399,7 @@ func (l *Limiter) warnAs(rule *Rule, policy string, err error) {
 // at cost, whose answer is res: at most once per warn interval per rule
 // (of this limiter), naming the key (never a secret: see SecretIdentity)
 // and the denials held back since the rule's last line.
-func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *Result) {
+func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *store.Result) {
 	g, ok := l.shadowLogs.Load(rule.Name)
 	if !ok {
 		fresh := new(logGate)

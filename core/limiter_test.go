@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // takeCall is one call a fakeStore received.
 type takeCall struct {
 	key    string
-	policy *Policy
+	policy *store.Policy
 	cost   int64
 	peek   bool // a Peek, not a Take
 }
@@ -31,24 +32,24 @@ type fakeStore struct {
 	used    map[string]int64
 	calls   []takeCall
 	resets  []takeCall
-	clock   *ManualClock
+	clock   *store.ManualClock
 	latency time.Duration
 }
 
-var _ Store = (*fakeStore)(nil)
+var _ store.Store = (*fakeStore)(nil)
 
 func newFakeStore() *fakeStore { return &fakeStore{used: map[string]int64{}} }
 
-func (s *fakeStore) Take(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s *fakeStore) Take(_ context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.decide(key, p, cost, false), nil
 }
 
 // Peek is Take that consumes nothing, recorded as a peek.
-func (s *fakeStore) Peek(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s *fakeStore) Peek(_ context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.decide(key, p, cost, true), nil
 }
 
-func (s *fakeStore) decide(key string, p *Policy, cost int64, peek bool) Result {
+func (s *fakeStore) decide(key string, p *store.Policy, cost int64, peek bool) store.Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, takeCall{key, p, cost, peek})
@@ -57,7 +58,7 @@ func (s *fakeStore) decide(key string, p *Policy, cost int64, peek bool) Result 
 	}
 	id := key + "\x00" + p.Name
 	used := s.used[id]
-	r := Result{Allowed: true, Remaining: -1}
+	r := store.Result{Allowed: true, Remaining: -1}
 	for i, l := range p.Limits {
 		rem := l.Count - used
 		if used+cost > l.Count {
@@ -68,7 +69,7 @@ func (s *fakeStore) decide(key string, p *Policy, cost int64, peek bool) Result 
 		} else if r.Allowed && (r.Remaining < 0 || rem-cost < r.Remaining) {
 			r.Limit, r.Remaining, r.ResetAfter = l, rem-cost, l.Period
 		}
-		r.Limits[i] = LimitState{Remaining: rem, ResetAfter: l.Period}
+		r.Limits[i] = store.LimitState{Remaining: rem, ResetAfter: l.Period}
 	}
 	if r.Allowed {
 		if !peek {
@@ -81,7 +82,7 @@ func (s *fakeStore) decide(key string, p *Policy, cost int64, peek bool) Result 
 	return r
 }
 
-func (s *fakeStore) Reset(_ context.Context, key string, p *Policy) (bool, error) {
+func (s *fakeStore) Reset(_ context.Context, key string, p *store.Policy) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resets = append(s.resets, takeCall{key: key, policy: p})
@@ -114,19 +115,19 @@ type failStore struct {
 	calls int
 }
 
-func (s *failStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s *failStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.Take(ctx, key, p, cost)
 }
 
-func (s *failStore) Take(context.Context, string, *Policy, int64) (Result, error) {
+func (s *failStore) Take(context.Context, string, *store.Policy, int64) (store.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	// A failing store may leave garbage in its Result: Decide must drop it.
-	return Result{Allowed: true, Remaining: 42}, errStoreDown
+	return store.Result{Allowed: true, Remaining: 42}, errStoreDown
 }
 
-func (s *failStore) Reset(context.Context, string, *Policy) (bool, error) {
+func (s *failStore) Reset(context.Context, string, *store.Policy) (bool, error) {
 	return false, errStoreDown
 }
 
@@ -137,8 +138,8 @@ func TestLimiterDisabled(t *testing.T) {
 	disabled := mustParse(t, "rate_limit:\n  enabled: false\n  rules: [{name: a, paths: [/a], limit: 1/s}]\n")
 	var nilConfig *Config
 	for name, cfg := range map[string]*Config{"enabled: false": disabled, "nil": nilConfig, "zero": {}} {
-		store := newFakeStore()
-		l := NewLimiter(cfg, store, WithLogger(discard))
+		st := newFakeStore()
+		l := NewLimiter(cfg, st, WithLogger(discard))
 		for range 3 {
 			d := l.Decide(t.Context(), "GET", "/a", "user", false)
 			if !d.Allowed || d.Rule != nil || d.Err != nil || d.Cost != 0 {
@@ -150,16 +151,16 @@ func TestLimiterDisabled(t *testing.T) {
 				t.Errorf("%s: SetHeaders wrote %v, want nothing", name, h)
 			}
 		}
-		if n := store.numCalls(); n != 0 {
+		if n := st.numCalls(); n != 0 {
 			t.Errorf("%s: the store was called %d times, want 0", name, n)
 		}
 	}
 }
 
 func TestLimiterCounts(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store)
-	if l.Config() == nil || l.Store() != store {
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), st)
+	if l.Config() == nil || l.Store() != st {
 		t.Fatalf("Config(), Store() = %v, %v; want the limiter's", l.Config(), l.Store())
 	}
 	// reindex allows 2 a minute.
@@ -182,39 +183,39 @@ func TestLimiterCounts(t *testing.T) {
 	if d := l.Decide(t.Context(), "GET", "/api/search", "alice", false); !d.Allowed || d.Rule.Name != "search" {
 		t.Errorf("alice on search: Allowed, Rule = %v, %v; want true, search", d.Allowed, d.Rule)
 	}
-	c := store.lastCall(t)
+	c := st.lastCall(t)
 	if c.key != "alice" || c.policy != l.Config().Rules()[0].Policy || c.cost != 1 {
 		t.Errorf("last store call = %+v, want key alice, the search policy, cost 1", c)
 	}
 	// An unmatched path counts against the default rule.
 	d := l.Decide(t.Context(), "GET", "/elsewhere", "alice", false)
-	if d.Rule != l.Config().Default() || store.lastCall(t).policy != l.Config().Default().Policy {
+	if d.Rule != l.Config().Default() || st.lastCall(t).policy != l.Config().Default().Policy {
 		t.Errorf("unmatched path: Rule = %v, want the default rule", d.Rule)
 	}
 }
 
 func TestLimiterExempt(t *testing.T) {
-	store := newFakeStore()
+	st := newFakeStore()
 	cfg := mustParse(t, yamlLines(
 		"rate_limit:",
 		"  enabled: true",
 		"  default: 1/day",
 		"  exempt_paths: [/health, /static/*]",
 	))
-	l := NewLimiter(cfg, store)
+	l := NewLimiter(cfg, st)
 	// Put alice over every limit.
 	l.Decide(t.Context(), "GET", "/x", "alice", false)
 	if d := l.Decide(t.Context(), "GET", "/x", "alice", false); d.Allowed {
 		t.Fatalf("alice is not over the limit")
 	}
-	before := store.numCalls()
+	before := st.numCalls()
 	for _, p := range []Path{"/health", "/static/app.js"} {
 		d := l.Decide(t.Context(), "GET", p, "alice", false)
 		if !d.Allowed || d.Rule != nil || d.Cost != 0 {
 			t.Errorf("exempt %q: Decide = %+v, want Allowed with no Rule", p, d)
 		}
 	}
-	if got := store.numCalls(); got != before {
+	if got := st.numCalls(); got != before {
 		t.Errorf("exempt paths called the store %d times, want 0", got-before)
 	}
 	// Other spellings are counted: alice is over the limit.
@@ -227,17 +228,17 @@ func TestLimiterExempt(t *testing.T) {
 }
 
 func TestLimiterBypass(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(mustParse(t, "rate_limit:\n  enabled: true\n  default: 1/day\n"), store)
+	st := newFakeStore()
+	l := NewLimiter(mustParse(t, "rate_limit:\n  enabled: true\n  default: 1/day\n"), st)
 	l.Decide(t.Context(), "GET", "/x", "root", false)
-	before := store.numCalls()
+	before := st.numCalls()
 	for range 5 {
 		d := l.Decide(t.Context(), "GET", "/x", "root", true)
 		if !d.Allowed || d.Rule != nil {
 			t.Errorf("bypass: Decide = %+v, want Allowed with no Rule", d)
 		}
 	}
-	if got := store.numCalls(); got != before {
+	if got := st.numCalls(); got != before {
 		t.Errorf("bypass called the store %d times, want 0", got-before)
 	}
 	// Bypass did not consume anything either: the user is still just over.
@@ -247,8 +248,8 @@ func TestLimiterBypass(t *testing.T) {
 }
 
 func TestLimiterCost(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store)
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), st)
 	tests := []struct {
 		path Path
 		cost int64
@@ -259,7 +260,7 @@ func TestLimiterCost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d := l.Decide(t.Context(), "POST", tt.path, "alice", false)
-		c := store.lastCall(t)
+		c := st.lastCall(t)
 		if c.cost != tt.cost || d.Cost != tt.cost {
 			t.Errorf("%s: store cost %d, Decision.Cost %d; want %d", tt.path, c.cost, d.Cost, tt.cost)
 		}
@@ -281,8 +282,8 @@ func TestBoundKey(t *testing.T) {
 		sum := sha256.Sum256([]byte(s))
 		return "sha256:" + hex.EncodeToString(sum[:])
 	}
-	at := strings.Repeat("k", MaxKeyLen)
-	over := strings.Repeat("k", MaxKeyLen+1)
+	at := strings.Repeat("k", store.MaxKeyLen)
+	over := strings.Repeat("k", store.MaxKeyLen+1)
 	tests := []struct{ in, want string }{
 		{"", ""},
 		{"alice", "alice"},
@@ -297,42 +298,42 @@ func TestBoundKey(t *testing.T) {
 		{"SHA256:abc", "SHA256:abc"},
 	}
 	for _, tt := range tests {
-		if got := BoundKey(tt.in); got != tt.want {
+		if got := store.BoundKey(tt.in); got != tt.want {
 			t.Errorf("BoundKey(%.20q… %d bytes) = %.30q, want %.30q", tt.in, len(tt.in), got, tt.want)
 		}
 	}
-	if got := BoundKey(over); len(got) != len("sha256:")+64 {
+	if got := store.BoundKey(over); len(got) != len("sha256:")+64 {
 		t.Errorf("len(BoundKey(long)) = %d, want %d", len(got), len("sha256:")+64)
 	}
 	a := strings.Repeat("x", 500) + "a"
 	b := strings.Repeat("x", 500) + "b"
-	if BoundKey(a) == BoundKey(b) {
-		t.Errorf("two long keys differing in their last byte share %q", BoundKey(a))
+	if store.BoundKey(a) == store.BoundKey(b) {
+		t.Errorf("two long keys differing in their last byte share %q", store.BoundKey(a))
 	}
 	// A short key that spells a long key's digest must not share its
 	// counters.
-	if BoundKey(digest(over)) == BoundKey(over) {
+	if store.BoundKey(digest(over)) == store.BoundKey(over) {
 		t.Errorf("BoundKey(%q) = BoundKey(a %d-byte key): distinct keys collide", digest(over), len(over))
 	}
 }
 
 func TestLimiterBoundsKeys(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store)
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), st)
 	long := strings.Repeat("u", 4096)
 	l.Decide(t.Context(), "GET", "/api/search", long, false)
-	if got := store.lastCall(t).key; got != BoundKey(long) || len(got) > MaxKeyLen {
+	if got := st.lastCall(t).key; got != store.BoundKey(long) || len(got) > store.MaxKeyLen {
 		t.Errorf("store key = %.30q (%d bytes), want BoundKey(identity)", got, len(got))
 	}
 	l.Decide(t.Context(), "GET", "/api/search", "short", false)
-	if got := store.lastCall(t).key; got != "short" {
+	if got := st.lastCall(t).key; got != "short" {
 		t.Errorf("store key = %q, want %q", got, "short")
 	}
 }
 
 func TestLimiterFailOpen(t *testing.T) {
-	store := &failStore{}
-	l := NewLimiter(loadExample(t), store, WithLogger(discard))
+	st := &failStore{}
+	l := NewLimiter(loadExample(t), st, WithLogger(discard))
 	d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
 	if !d.Allowed {
 		t.Errorf("fail-open: Allowed = false, want true")
@@ -343,7 +344,7 @@ func TestLimiterFailOpen(t *testing.T) {
 	if d.Rule == nil || d.Rule.Name != "search" || d.Cost != 1 {
 		t.Errorf("fail-open: Rule, Cost = %v, %d; want search, 1", d.Rule, d.Cost)
 	}
-	if d.Result != (Result{}) {
+	if d.Result != (store.Result{}) {
 		t.Errorf("fail-open: Result = %+v, want the zero Result", d.Result)
 	}
 	if got := d.Status(); got != 200 {
@@ -357,12 +358,12 @@ func TestLimiterFailOpen(t *testing.T) {
 	if name, _, ok := d.Header(0, nil); ok {
 		t.Errorf("fail-open: Header(0) = %q, want no headers", name)
 	}
-	if store.calls != 1 {
-		t.Errorf("store called %d times, want 1", store.calls)
+	if st.calls != 1 {
+		t.Errorf("store called %d times, want 1", st.calls)
 	}
 	// WithFailOpen(true) overrides failure: closed.
 	closed := mustParse(t, "rate_limit:\n  enabled: true\n  failure: closed\n")
-	if d := NewLimiter(closed, store, WithLogger(discard), WithFailOpen(true)).Decide(t.Context(), "GET", "/x", "a", false); !d.Allowed {
+	if d := NewLimiter(closed, st, WithLogger(discard), WithFailOpen(true)).Decide(t.Context(), "GET", "/x", "a", false); !d.Allowed {
 		t.Errorf("WithFailOpen(true) over failure: closed: Allowed = false, want true")
 	}
 }
@@ -421,7 +422,7 @@ func jsonLogger(buf *bytes.Buffer) *slog.Logger {
 
 func TestLimiterWarnings(t *testing.T) {
 	var buf bytes.Buffer
-	clock := NewManualClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	clock := store.NewManualClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 	l := NewLimiter(loadExample(t), &failStore{}, WithLogger(jsonLogger(&buf)), WithClock(clock), WithWarnInterval(10*time.Second))
 	fail := func(n int) {
 		for range n {
@@ -465,7 +466,7 @@ func TestLimiterWarningsConcurrent(t *testing.T) {
 	// Many failing requests at one instant from many goroutines log exactly
 	// one line; the next interval's line counts all the others.
 	var buf syncBuffer
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := NewLimiter(loadExample(t), &failStore{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithClock(clock))
 	var wg sync.WaitGroup
 	for range 8 {
@@ -505,12 +506,12 @@ func (b *syncBuffer) String() string {
 }
 
 func TestLimiterObserver(t *testing.T) {
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
-	store := newFakeStore()
-	store.clock, store.latency = clock, 3*time.Millisecond
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+	st := newFakeStore()
+	st.clock, st.latency = clock, 3*time.Millisecond
 	var events []Event
 	obs := func(e Event) { events = append(events, e) }
-	l := NewLimiter(loadExample(t), store, WithObserver(obs), WithClock(clock), WithLatencySampling(1))
+	l := NewLimiter(loadExample(t), st, WithObserver(obs), WithClock(clock), WithLatencySampling(1))
 
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
@@ -549,7 +550,7 @@ func TestLimiterObserver(t *testing.T) {
 
 	// A disabled limiter observes nothing.
 	events = nil
-	NewLimiter(nil, store, WithObserver(obs)).Decide(t.Context(), "GET", "/api/search", "alice", false)
+	NewLimiter(nil, st, WithObserver(obs)).Decide(t.Context(), "GET", "/api/search", "alice", false)
 	if len(events) != 0 {
 		t.Errorf("disabled: %d events, want 0", len(events))
 	}
@@ -558,7 +559,7 @@ func TestLimiterObserver(t *testing.T) {
 // TestLatencySampling: by default one store call in 16, at random, is
 // timed; WithLatencySampling(1) times each.
 func TestLatencySampling(t *testing.T) {
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	cfg := mustParse(t, "rate_limit:\n  enabled: true\n  default: \"1000000/hour\"\n")
 	for _, tc := range []struct {
 		opts     []Option
@@ -568,10 +569,10 @@ func TestLatencySampling(t *testing.T) {
 		{[]Option{WithLatencySampling(1)}, 16_000, 16_000},
 		{[]Option{WithLatencySampling(3)}, 3_600, 4_400}, // rounded up to 4: 4,000 ± 55 sd
 	} {
-		store := newFakeStore()
-		store.clock, store.latency = clock, time.Microsecond
+		st := newFakeStore()
+		st.clock, st.latency = clock, time.Microsecond
 		timed := 0
-		l := NewLimiter(cfg, store, append(tc.opts, WithClock(clock), WithObserver(func(e Event) {
+		l := NewLimiter(cfg, st, append(tc.opts, WithClock(clock), WithObserver(func(e Event) {
 			if e.Latency > 0 {
 				timed++
 			}
@@ -586,8 +587,8 @@ func TestLatencySampling(t *testing.T) {
 }
 
 func TestLimiterReset(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store)
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), st)
 	for range 2 {
 		l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
 	}
@@ -598,7 +599,7 @@ func TestLimiterReset(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("Reset(alice, reindex) = %v, %v; want true, nil", ok, err)
 	}
-	if got := store.resets[0]; got.key != "alice" || got.policy != l.Config().Rules()[2].Policy {
+	if got := st.resets[0]; got.key != "alice" || got.policy != l.Config().Rules()[2].Policy {
 		t.Errorf("store.Reset got key %q, policy %q; want alice, reindex", got.key, got.policy.Name)
 	}
 	if d := l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false); !d.Allowed {
@@ -607,21 +608,21 @@ func TestLimiterReset(t *testing.T) {
 
 	// Nothing counted under default: nothing cleared, and it says so.
 	ok, err = l.Reset(t.Context(), "alice", "default")
-	if ok || err != nil || store.resets[1].policy != l.Config().Default().Policy {
+	if ok || err != nil || st.resets[1].policy != l.Config().Default().Policy {
 		t.Errorf("Reset(alice, default) with nothing counted = %v, %v; want false, nil on the default policy", ok, err)
 	}
 	long := strings.Repeat("z", 300)
 	l.Decide(t.Context(), "GET", "/api/search", long, false)
-	if ok, _ := l.Reset(t.Context(), long, "search"); !ok || store.resets[2].key != BoundKey(long) {
-		t.Errorf("Reset of a long identity = %v, used key %.20q; want true, BoundKey(identity)", ok, store.resets[2].key)
+	if ok, _ := l.Reset(t.Context(), long, "search"); !ok || st.resets[2].key != store.BoundKey(long) {
+		t.Errorf("Reset of a long identity = %v, used key %.20q; want true, BoundKey(identity)", ok, st.resets[2].key)
 	}
 	if ok, err := l.Reset(t.Context(), "alice", "nope"); ok || !errors.Is(err, ErrUnknownRule) || err.Error() != `rate-limit reset: rule "nope": no such rule` {
 		t.Errorf("Reset(alice, nope) = %v, %v; want false, ErrUnknownRule", ok, err)
 	}
-	if len(store.resets) != 3 {
-		t.Errorf("store.Reset called %d times, want 3", len(store.resets))
+	if len(st.resets) != 3 {
+		t.Errorf("store.Reset called %d times, want 3", len(st.resets))
 	}
-	if ok, err := NewLimiter(nil, store).Reset(t.Context(), "alice", "default"); ok || !errors.Is(err, ErrUnknownRule) {
+	if ok, err := NewLimiter(nil, st).Reset(t.Context(), "alice", "default"); ok || !errors.Is(err, ErrUnknownRule) {
 		t.Errorf("nil config: Reset = %v, %v; want false, ErrUnknownRule", ok, err)
 	}
 	fl := NewLimiter(loadExample(t), &failStore{})
@@ -631,15 +632,15 @@ func TestLimiterReset(t *testing.T) {
 }
 
 func TestLimiterWithHeaders(t *testing.T) {
-	store := newFakeStore()
+	st := newFakeStore()
 	cfg := mustParse(t, "rate_limit:\n  enabled: true\n  headers: none\n")
-	d := NewLimiter(cfg, store).Decide(t.Context(), "GET", "/x", "a", false)
+	d := NewLimiter(cfg, st).Decide(t.Context(), "GET", "/x", "a", false)
 	h := httptest.NewRecorder().Header()
 	d.SetHeaders(h)
 	if len(h) != 0 {
 		t.Errorf("headers: none: SetHeaders wrote %v", h)
 	}
-	d = NewLimiter(cfg, store, WithHeaders(HeadersLegacy)).Decide(t.Context(), "GET", "/x", "a", false)
+	d = NewLimiter(cfg, st, WithHeaders(HeadersLegacy)).Decide(t.Context(), "GET", "/x", "a", false)
 	d.SetHeaders(h)
 	checkHeaders(t, "WithHeaders(legacy)", h, map[string]string{
 		"X-Ratelimit-Limit":     "120",
@@ -649,8 +650,8 @@ func TestLimiterWithHeaders(t *testing.T) {
 }
 
 func TestLimiterConcurrent(t *testing.T) {
-	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store, WithObserver(func(Event) {}))
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), st, WithObserver(func(Event) {}))
 	var wg sync.WaitGroup
 	allowed := make([]int, 8)
 	for g := range allowed {
@@ -676,16 +677,16 @@ func TestLimiterConcurrent(t *testing.T) {
 // context has ended.
 type ctxStore struct{ *fakeStore }
 
-func (s ctxStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s ctxStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return store.Result{}, err
 	}
 	return s.fakeStore.Peek(ctx, key, p, cost)
 }
 
-func (s ctxStore) Take(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s ctxStore) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return store.Result{}, err
 	}
 	return s.fakeStore.Take(ctx, key, p, cost)
 }
@@ -695,9 +696,9 @@ func (s ctxStore) Take(ctx context.Context, key string, p *Policy, cost int64) (
 // still read the answer) is counted like any other, not failed open: a
 // client cannot pass uncounted by cancelling. No warning is logged.
 func TestLimiterCancelledContext(t *testing.T) {
-	store := ctxStore{newFakeStore()}
+	st := ctxStore{newFakeStore()}
 	var logged strings.Builder
-	l := NewLimiter(loadExample(t), store, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	l := NewLimiter(loadExample(t), st, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i, want := range []bool{true, true, false, false} {
@@ -706,7 +707,7 @@ func TestLimiterCancelledContext(t *testing.T) {
 			t.Errorf("request %d with a cancelled context: Allowed, Err = %v, %v; want %v, nil", i, d.Allowed, d.Err, want)
 		}
 	}
-	if n := store.numCalls(); n != 4 {
+	if n := st.numCalls(); n != 4 {
 		t.Errorf("%d counted calls, want 4", n)
 	}
 	if logged.Len() != 0 {

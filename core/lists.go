@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rlkit/rlkit/core/store"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -337,8 +338,8 @@ func allowKey(id string) (key, msg string) {
 			return "", `a secret identity's key ends in ":hmac:" and 32 lower-case hex digits (Limiter.Key)`
 		case n == hmacTail:
 			return "", `a secret identity's key has a label before ":hmac:" (Limiter.Key)`
-		case n > MaxKeyLen:
-			return "", "longer than " + strconv.Itoa(MaxKeyLen) + " bytes: the limiter stores such a key as its digest; write Limiter.Key(identity)"
+		case n > store.MaxKeyLen:
+			return "", "longer than " + strconv.Itoa(store.MaxKeyLen) + " bytes: the limiter stores such a key as its digest; write Limiter.Key(identity)"
 		}
 		return id, ""
 	}
@@ -352,7 +353,7 @@ func allowKey(id string) (key, msg string) {
 			return "", "a client IP is written as the limiter names it: " + strconv.Quote(c) + " (or list it in allow.networks)"
 		}
 	}
-	return BoundKey(id), ""
+	return store.BoundKey(id), ""
 }
 
 // lowerHex reports whether s is all lower-case hex digits.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // A banned network gets 403 before anything is counted, an allowed
@@ -30,7 +31,7 @@ rate_limit:
 	if err != nil {
 		panic(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
 	show := func(identity string) {
 		d := lim.Decide(context.Background(), "POST", "/login", identity, false)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // recStore records every store call, "key policy cost", and asks a memory
@@ -26,35 +27,35 @@ type recStore struct {
 	fail bool
 }
 
-func newRecStore(t *testing.T, clock core.Clock) *recStore {
+func newRecStore(t *testing.T, clock store.Clock) *recStore {
 	mem := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = mem.Close() })
 	return &recStore{mem: mem}
 }
 
-func (s *recStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *recStore) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.mu.Lock()
 	s.log = append(s.log, key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	fail := s.fail
 	s.mu.Unlock()
 	if fail {
-		return core.Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.mem.Take(ctx, key, p, cost)
 }
 
-func (s *recStore) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *recStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.mu.Lock()
 	s.log = append(s.log, "peek "+key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	fail := s.fail
 	s.mu.Unlock()
 	if fail {
-		return core.Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.mem.Peek(ctx, key, p, cost)
 }
 
-func (s *recStore) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {
+func (s *recStore) Reset(ctx context.Context, key string, p *store.Policy) (bool, error) {
 	return s.mem.Reset(ctx, key, p)
 }
 
@@ -113,7 +114,7 @@ func listsFlow(t *testing.T, cip core.ClientIPConfig) (*core.Flow[*http.Request]
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	st := newRecStore(t, clock)
 	ev := &events{}
 	var steps []string
@@ -285,7 +286,7 @@ func TestAllowIdentities(t *testing.T) {
 		// A client that writes the allowed key itself as a plain
 		// identity gets its digest, never the key.
 		{name: "the hashed key spelled", user: keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops")),
-			counted: core.BoundKey(keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops")))},
+			counted: store.BoundKey(keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops")))},
 		{name: "the secret as a plain identity", user: "X-Api-Key:k-ops", counted: "X-Api-Key:k-ops"},
 		{name: "mapped IP", user: "::ffff:203.0.113.9", counted: "::ffff:203.0.113.9"},
 	} {
@@ -527,9 +528,9 @@ func TestListsConfigErrors(t *testing.T) {
 // TestAllowLongIdentity checks an identity longer than MaxKeyLen, which
 // the store knows by its digest: listed as itself or as the digest.
 func TestAllowLongIdentity(t *testing.T) {
-	long := "user:" + strings.Repeat("x", core.MaxKeyLen)
+	long := "user:" + strings.Repeat("x", store.MaxKeyLen)
 	other := long + "y"
-	for _, entry := range []string{long, core.BoundKey(long)} {
+	for _, entry := range []string{long, store.BoundKey(long)} {
 		cfg, err := core.NewConfig(core.Spec{Enabled: true, Allow: core.AllowSpec{Identities: []string{entry}}})
 		if err != nil {
 			t.Fatal(err)

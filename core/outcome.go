@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/rlkit/rlkit/core/store"
 	"strconv"
 )
 
@@ -175,7 +176,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			defer cancel()
 		}
 		var (
-			res Result
+			res store.Result
 			err error
 		)
 		o, lat := l.take(ctx, d.Key, p.rule, p.cost, false, &res, &err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 const outcomeYAML = `rate_limit:
@@ -38,7 +39,7 @@ const outcomeYAML = `rate_limit:
 // callLog is a store that records each call ("peek key rule cost" or
 // "take key rule cost") before passing it on; fail makes every call fail.
 type callLog struct {
-	core.Store
+	store.Store
 	mu    sync.Mutex
 	calls []string
 	fail  error
@@ -47,7 +48,7 @@ type callLog struct {
 	refuseCancelled bool
 }
 
-func (s *callLog) record(ctx context.Context, op, key string, p *core.Policy, cost int64) error {
+func (s *callLog) record(ctx context.Context, op, key string, p *store.Policy, cost int64) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, fmt.Sprintf("%s %s %s %d", op, key, p.Name, cost))
 	s.mu.Unlock()
@@ -57,16 +58,16 @@ func (s *callLog) record(ctx context.Context, op, key string, p *core.Policy, co
 	return s.fail
 }
 
-func (s *callLog) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *callLog) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	if err := s.record(ctx, "take", key, p, cost); err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	return s.Store.Take(ctx, key, p, cost)
 }
 
-func (s *callLog) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *callLog) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	if err := s.record(ctx, "peek", key, p, cost); err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	return s.Store.Peek(ctx, key, p, cost)
 }
@@ -107,7 +108,7 @@ type outcomeEnv struct {
 	store *callLog
 	evs   *outcomeEvents
 	logs  *bytes.Buffer
-	clock *core.ManualClock
+	clock *store.ManualClock
 }
 
 func newOutcomeEnv(t *testing.T, yaml string, opts ...core.Option) *outcomeEnv {
@@ -116,7 +117,7 @@ func newOutcomeEnv(t *testing.T, yaml string, opts ...core.Option) *outcomeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	e := &outcomeEnv{t: t, store: &callLog{Store: memstore.New(memstore.WithClock(clock))}, evs: &outcomeEvents{}, logs: &bytes.Buffer{}, clock: clock}
 	opts = append([]core.Option{core.WithObserver(e.evs.observe), core.WithClock(clock), core.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil)))}, opts...)
 	e.lim = core.NewLimiter(cfg, e.store, opts...)

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // PenaltySpec is a rule's penalty as written (rules[i].penalty): after
@@ -76,8 +77,8 @@ func (cc *compiler) penalty(key, label, name string, ps *PenaltySpec) *penalty {
 		return nil
 	}
 	return &penalty{
-		ban:     &Rule{Name: name + penaltyBan, Policy: &Policy{Name: name + penaltyBan, Algorithm: algo.GCRA, Limits: []algo.Limit{banLimit}}},
-		denials: &Rule{Name: name + penaltyDenials, Policy: &Policy{Name: name + penaltyDenials, Algorithm: algo.SlidingWindow, Limits: []algo.Limit{denialLimit}}},
+		ban:     &Rule{Name: name + penaltyBan, Policy: &store.Policy{Name: name + penaltyBan, Algorithm: algo.GCRA, Limits: []algo.Limit{banLimit}}},
+		denials: &Rule{Name: name + penaltyDenials, Policy: &store.Policy{Name: name + penaltyDenials, Algorithm: algo.SlidingWindow, Limits: []algo.Limit{denialLimit}}},
 	}
 }
 
@@ -88,7 +89,7 @@ func (cc *compiler) duration(key, label, field, v string) time.Duration {
 		cc.fail(key, label, field, "", "missing: want a duration such as 30s, 1m, 15min, 1h or 1d")
 		return 0
 	}
-	d, err := parsePeriod(v)
+	d, err := algo.ParsePeriod(v)
 	switch {
 	case err != nil:
 		cc.fail(key, label, field, v, "%v: a penalty's duration is a count and a unit, such as 30s, 15min, 1h or 1d", err)
@@ -113,7 +114,7 @@ func (l *Limiter) penalized(ctx context.Context, cfg *Config, rule *Rule, cost i
 func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost int64, key string, d *Decision) bool {
 	p := rule.penalty
 	var (
-		res Result
+		res store.Result
 		err error
 	)
 	o, lat := l.take(ctx, key, p.ban, 0, false, &res, &err)
@@ -147,7 +148,7 @@ func (l *Limiter) penalize(ctx context.Context, cfg *Config, rule *Rule, key str
 		return
 	}
 	var (
-		res Result
+		res store.Result
 		err error
 	)
 	if o, _ := l.take(ctx, key, p.denials, 1, false, &res, &err); o == OutcomeStoreError {
@@ -169,9 +170,9 @@ func (l *Limiter) penalize(ctx context.Context, cfg *Config, rule *Rule, key str
 // being the time left: every limit shows nothing remaining until then.
 func (d *Decision) setPenalty(rule *Rule, rest time.Duration) {
 	d.Allowed, d.Penalty, d.Err = false, true, nil
-	d.Result = Result{Limit: rule.Policy.Limits[0], ResetAfter: rest, RetryAfter: rest}
+	d.Result = store.Result{Limit: rule.Policy.Limits[0], ResetAfter: rest, RetryAfter: rest}
 	for i := range rule.Policy.Limits {
-		d.Result.Limits[i] = LimitState{ResetAfter: rest}
+		d.Result.Limits[i] = store.LimitState{ResetAfter: rest}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // penaltyYAML: login allows 2 per minute (fixed window); 3 denials within
@@ -26,13 +27,13 @@ rate_limit:
       penalty: {after: 3, within: 1m, ban: 15m}
 `
 
-func penaltyLimiter(t *testing.T, failure string) (*core.Limiter, *recStore, *events, *core.ManualClock) {
+func penaltyLimiter(t *testing.T, failure string) (*core.Limiter, *recStore, *events, *store.ManualClock) {
 	t.Helper()
 	cfg, err := core.ParseConfig(fmt.Appendf(nil, penaltyYAML, failure), "p.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	st := newRecStore(t, clock)
 	ev := &events{}
 	return core.NewLimiter(cfg, st, core.WithObserver(ev.observe), core.WithClock(clock)), st, ev, clock
@@ -190,7 +191,7 @@ func TestPenaltyShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newRecStore(t, core.NewManualClock(time.Unix(1_700_000_040, 0)))
+	st := newRecStore(t, store.NewManualClock(time.Unix(1_700_000_040, 0)))
 	l := core.NewLimiter(cfg, st)
 	for i := range 10 {
 		if d := l.Decide(context.Background(), "POST", "/login", "alice", false); !d.Allowed || d.Penalty {
@@ -208,10 +209,10 @@ func TestPenaltyShadow(t *testing.T) {
 // Remaining 0 and ResetAfter the rest of the ban while there is one. (The
 // Redis store: TestPenaltyRedis in package redisstore.)
 func TestPenaltyGCRAPeek(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st := memstore.New(memstore.WithClock(clock))
 	defer st.Close()
-	ban := &core.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	ban := &store.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
 	ctx := context.Background()
 	take := func(cost int64) string {
 		r, err := st.Take(ctx, "alice", ban, cost)

@@ -2,13 +2,14 @@ package core
 
 import (
 	"context"
-	"github.com/rlkit/rlkit/core/algo"
 	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 // LimitProvider gives per-customer limits from code: quotas kept in a

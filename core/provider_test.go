@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -14,6 +13,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // quotas is a LimitProvider over a map of "key rule" to limits, counting
@@ -64,7 +66,7 @@ var perMinute = func(n int64) []algo.Limit { return []algo.Limit{{Count: n, Peri
 
 func TestLimitProviderPrecedence(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7), "sub:carol default": perMinute(1)})
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	var events []Event
 	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(clock), WithLimitProvider(q),
 		WithObserver(func(e Event) { events = append(events, e) }))
@@ -113,9 +115,9 @@ func TestLimitProviderPrecedence(t *testing.T) {
 
 func TestLimitProviderTTL(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
-	store := newFakeStore()
-	lim := NewLimiter(parseTiers(t, tiersYAML), store, WithClock(clock), WithLimitProvider(q), WithLimitCache(100, 30*time.Second))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+	st := newFakeStore()
+	lim := NewLimiter(parseTiers(t, tiersYAML), st, WithClock(clock), WithLimitProvider(q), WithLimitCache(100, 30*time.Second))
 	ctx := context.Background()
 	decide := func(id string) Decision { return lim.Decide(ctx, "GET", "/api/search", id, false) }
 	decide("sub:alice")
@@ -149,7 +151,7 @@ func TestLimitProviderErrors(t *testing.T) {
 	errDB := errors.New("db down")
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	q.err = errDB
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	var buf bytes.Buffer
 	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(clock), WithLimitProvider(q),
 		WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithWarnInterval(10*time.Second))
@@ -205,7 +207,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 			}
 			q := newQuotas(map[string][]algo.Limit{"sub:alice " + rule: tc.lims})
 			var buf bytes.Buffer
-			lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(NewManualClock(time.Unix(1_700_000_000, 0))),
+			lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
 				WithLimitProvider(q), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 			for range 2 {
 				if d := lim.Decide(context.Background(), "GET", Path(tc.path), "sub:alice", false); d.Rule != lim.Config().Rule(rule) || d.Plan != "" {
@@ -224,7 +226,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 
 func TestLimitProviderCacheBound(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{})
-	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithClock(NewManualClock(time.Unix(1_700_000_000, 0))),
+	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
 		WithLimitProvider(q), WithLimitCache(64, time.Hour))
 	ctx := context.Background()
 	lim.Decide(ctx, "GET", "/api/search", "victim", false)
@@ -373,7 +375,7 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 
 func TestLimitProviderReload(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice upload": perMinute(10)})
-	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
+	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
 	if d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false); d.Plan != CustomPlan {
 		t.Fatalf("plan %q, want custom", d.Plan)
@@ -389,14 +391,14 @@ func TestLimitProviderReload(t *testing.T) {
 
 func TestLimitProviderReset(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
-	store := newFakeStore()
-	lim := NewLimiter(parseTiers(t, tiersYAML), store, WithClock(NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
+	st := newFakeStore()
+	lim := NewLimiter(parseTiers(t, tiersYAML), st, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
 	lim.Decide(ctx, "GET", "/api/search", "sub:alice", false)
 	if cleared, err := lim.Reset(ctx, "sub:alice", "search"); !cleared || err != nil {
 		t.Fatalf("Reset = %v, %v", cleared, err)
 	}
-	if last := store.resets[len(store.resets)-1]; last.policy.Name != "search@custom" {
+	if last := st.resets[len(st.resets)-1]; last.policy.Name != "search@custom" {
 		t.Errorf("last reset %q, want search@custom", last.policy.Name)
 	}
 	if d := lim.Decide(ctx, "GET", "/api/search", "sub:alice", false); d.Result.Remaining != 6 {

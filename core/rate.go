@@ -1,6 +1,9 @@
 package core
 
-import "github.com/rlkit/rlkit/core/algo"
+import (
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
+)
 
 // RateConfig returns an enabled configuration with no rule and no exempt
 // path whose default limit (rule "default") is lim, counted with algorithm
@@ -9,7 +12,7 @@ import "github.com/rlkit/rlkit/core/algo"
 // the count). Package outbound's Rate builds its configurations with it.
 // The error names what is wrong with lim.
 func RateConfig(a algo.Algorithm, lim algo.Limit) (*Config, error) {
-	p := &Policy{Name: DefaultRuleName, Algorithm: a, Limits: []algo.Limit{lim}}
+	p := &store.Policy{Name: DefaultRuleName, Algorithm: a, Limits: []algo.Limit{lim}}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,11 @@
 package core
 
 import (
-	"github.com/rlkit/rlkit/core/algo"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
 )
 
 func TestRateConfig(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Two configurations to swap: "stable" is the same in both; "probe" keeps
@@ -80,7 +81,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0)) // no window ends
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0)) // no window ends
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
 	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
@@ -194,7 +195,7 @@ func TestReloadBadFile(t *testing.T) {
 	writeFile(t, file, reloadA)
 	var logs bytes.Buffer
 	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))),
-		core.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+		core.WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}

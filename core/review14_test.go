@@ -9,6 +9,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestResetCustomLimitsAfterCacheExpiry: Limiter.Reset must lift a
@@ -30,7 +31,7 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
 	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
@@ -76,7 +77,7 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
 	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {

@@ -2,12 +2,14 @@ package core
 
 import (
 	"context"
-	"github.com/rlkit/rlkit/core/algo"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // stuckProvider is a LimitProvider whose calls ignore their context: they
@@ -83,8 +85,8 @@ func TestPenaltyShadowOvershootNoStore(t *testing.T) {
       count: failures
       penalty: {after: 1, within: 1m, ban: 15m}
 `
-	store := newFakeStore()
-	lim := NewLimiter(parseTiers(t, yaml), store, WithClock(NewManualClock(time.Unix(1_700_000_000, 0))))
+	st := newFakeStore()
+	lim := NewLimiter(parseTiers(t, yaml), st, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
 	ctx := context.Background()
 	// Two guesses in flight together: both pass the Peek, both fail.
 	d1 := lim.Decide(ctx, "POST", "/login", "1.2.3.4", false)
@@ -94,7 +96,7 @@ func TestPenaltyShadowOvershootNoStore(t *testing.T) {
 	}
 	lim.Complete(ctx, &d1, 401)
 	lim.Complete(ctx, &d2, 401) // overshoot
-	for _, c := range store.calls {
+	for _, c := range st.calls {
 		if strings.Contains(c.policy.Name, "!") {
 			t.Errorf("shadow rule's penalty: a store call on %s (peek %v), want none", c.policy.Name, c.peek)
 		}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"github.com/rlkit/rlkit/core/store"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -240,14 +241,16 @@ func TestFlow(t *testing.T) {
 
 type countingStore struct{ key string }
 
-func (s *countingStore) Take(_ context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s *countingStore) Take(_ context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.key = key
-	return Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
+	return store.Result{Allowed: true, Limit: p.Limits[0], Remaining: 1}, nil
 }
-func (s *countingStore) Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error) {
+func (s *countingStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.Take(ctx, key, p, cost)
 }
-func (s *countingStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }
+func (s *countingStore) Reset(context.Context, string, *store.Policy) (bool, error) {
+	return false, nil
+}
 
 // TestDotSegments: a path with dot segments is exempt only when it is
 // exempt as written and cleaned, and counts under the first rule that

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/rlkit/rlkit/core/store"
 	"math"
 	"strings"
 )
@@ -244,7 +245,7 @@ type weight struct {
 // its requests count against, and the cost of each path.
 type Rule struct {
 	Name    string
-	Policy  *Policy
+	Policy  *store.Policy
 	paths   []pattern
 	methods []string
 	weights []weight

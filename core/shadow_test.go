@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -80,7 +81,7 @@ func TestShadowDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	var logs syncBuffer
 	var events []Event
 	store := newFakeStore()

@@ -3,12 +3,14 @@ package core
 import (
 	"context"
 	"fmt"
-	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Plans (tiers) give the callers of one plan their own limits: a free plan
@@ -129,7 +131,7 @@ func (c *Config) tier(plan string) *tier {
 func variant(base *Rule, plan string, lims []algo.Limit) *Rule {
 	v := *base
 	v.rateItems, v.limitValue = nil, nil // prepare appends: never into base's
-	v.Policy = &Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims}
+	v.Policy = &store.Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims}
 	v.plan = plan
 	v.prepare()
 	return &v
@@ -416,7 +418,7 @@ func sameTier(a, b *tier) bool {
 // policy that does not validate, a period that is not whole seconds, a
 // burst on an algorithm without one, a weight of base above the capacity.
 func checkVariant(base *Rule, lims []algo.Limit) error {
-	p := &Policy{Name: base.Name, Algorithm: base.Policy.Algorithm, Limits: lims}
+	p := &store.Policy{Name: base.Name, Algorithm: base.Policy.Algorithm, Limits: lims}
 	if err := p.Validate(); err != nil {
 		return err
 	}

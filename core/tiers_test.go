@@ -3,13 +3,15 @@ package core
 import (
 	"bytes"
 	"context"
-	"github.com/rlkit/rlkit/core/algo"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 const tiersYAML = `rate_limit:
@@ -316,13 +318,13 @@ func TestTiersAllocs(t *testing.T) {
 // nopStore admits everything, allocating nothing.
 type nopStore struct{}
 
-func (nopStore) Take(context.Context, string, *Policy, int64) (Result, error) {
-	return Result{Allowed: true}, nil
+func (nopStore) Take(context.Context, string, *store.Policy, int64) (store.Result, error) {
+	return store.Result{Allowed: true}, nil
 }
-func (nopStore) Peek(context.Context, string, *Policy, int64) (Result, error) {
-	return Result{Allowed: true}, nil
+func (nopStore) Peek(context.Context, string, *store.Policy, int64) (store.Result, error) {
+	return store.Result{Allowed: true}, nil
 }
-func (nopStore) Reset(context.Context, string, *Policy) (bool, error) { return false, nil }
+func (nopStore) Reset(context.Context, string, *store.Policy) (bool, error) { return false, nil }
 
 // TestTierEmptyDefault: a plan's default given as an empty list is an
 // error naming the plan, not a silent fallback to the file's default.

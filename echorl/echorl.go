@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -22,7 +23,7 @@ type KeyFunc func(c echo.Context) (string, error)
 type Option func(*options)
 
 type options struct {
-	store   core.Store
+	store   store.Store
 	key     KeyFunc
 	bypass  func(echo.Context) bool
 	plan    func(echo.Context) string
@@ -66,7 +67,7 @@ const DecisionKey = "rlkit.decision"
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
@@ -167,7 +168,7 @@ func defaultOnError(c echo.Context, _ error) error {
 // decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
 	o.run = o.flow()
 	o.run.Limiter = lim
 	return func(next echo.HandlerFunc) echo.HandlerFunc { return o.wrapped.get(next, o.handler) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/echorl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
@@ -85,7 +86,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 // apply by path, the same as after routing.
 func TestPre(t *testing.T) {
 	e := echo.New()
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	e.Pre(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig), echorl.WithStore(memstore.New(memstore.WithClock(clock)))))
 	e.GET("/api/kb/:id/reindex", func(c echo.Context) error { return c.JSONBlob(http.StatusOK, okBody) })
 	for i, status := range []int{200, 200, 429} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -28,7 +29,7 @@ type KeyFunc func(c *fiber.Ctx) (string, error)
 type Option func(*options)
 
 type options struct {
-	store   core.Store
+	store   store.Store
 	key     KeyFunc
 	bypass  func(*fiber.Ctx) bool
 	plan    func(*fiber.Ctx) string
@@ -67,7 +68,7 @@ const DecisionKey = "rlkit.decision"
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
@@ -166,7 +167,7 @@ func defaultOnError(c *fiber.Ctx, _ error) error {
 // decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) fiber.Handler {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("fiberrl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	lim := core.AdapterLimiter("fiberrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
 	flow := o.flow()
 	flow.Limiter = lim
 	// Fiber matches paths without regard to case unless the app sets

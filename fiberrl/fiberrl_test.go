@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/fiberrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
@@ -108,11 +109,11 @@ func TestKeyFuncIdentities(t *testing.T) {
 // keepingStore keeps every key it is given, as a store with a deny cache
 // does.
 type keepingStore struct {
-	core.Store
+	store.Store
 	keys []string
 }
 
-func (s *keepingStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *keepingStore) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.keys = append(s.keys, key)
 	return s.Store.Take(ctx, key, p, cost)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/ginrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
@@ -17,7 +18,7 @@ import (
 // designAt returns a memory store whose clock stands at the start of a
 // minute, for the DESIGN configuration (reindex: two requests a minute).
 func designAt(t *testing.T) ginrl.Option {
-	mem := memstore.New(memstore.WithClock(core.NewManualClock(time.Unix(1_700_000_040, 0))))
+	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
 	return ginrl.WithStore(mem)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -20,7 +21,7 @@ type KeyFunc func(c *gin.Context) (string, error)
 type Option func(*options)
 
 type options struct {
-	store   core.Store
+	store   store.Store
 	key     KeyFunc
 	bypass  func(*gin.Context) bool
 	plan    func(*gin.Context) string
@@ -59,7 +60,7 @@ const DecisionKey = "rlkit.decision"
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
@@ -159,7 +160,7 @@ func defaultOnError(c *gin.Context, _ error) {
 // decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("ginrl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	lim := core.AdapterLimiter("ginrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
 	flow := o.flow()
 	flow.Limiter = lim
 	return func(c *gin.Context) {

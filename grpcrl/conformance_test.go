@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
@@ -74,7 +75,7 @@ func TestConformanceWithNetHTTP(t *testing.T) {
 }
 
 func conformance(t *testing.T, style core.HeaderStyle) {
-	clock := core.NewManualClock(start)
+	clock := store.NewManualClock(start)
 	httpStore := &spyStore{Store: memAt(t, clock)}
 	grpcStore := &spyStore{Store: memAt(t, clock)}
 	cfg := config(t, conformanceConfig)

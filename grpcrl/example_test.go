@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/outbound"
 )
@@ -36,7 +37,7 @@ rate_limit:
 		panic(err)
 	}
 	// A clock standing at the start of a minute, so the output is exact.
-	store := memstore.New(memstore.WithClock(core.NewManualClock(time.Unix(1_700_000_040, 0))))
+	store := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	defer store.Close()
 	rl := grpcrl.New(cfg,
 		grpcrl.WithStore(store),

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 )
 
@@ -286,7 +287,7 @@ func config(t testing.TB, yaml string) *core.Config {
 var start = time.Unix(1_700_000_040, 0)
 
 // memAt returns a memory store reading clock, closed at t.Cleanup.
-func memAt(t testing.TB, clock core.Clock) *memstore.Store {
+func memAt(t testing.TB, clock store.Clock) *memstore.Store {
 	mem := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = mem.Close() })
 	return mem
@@ -295,7 +296,7 @@ func memAt(t testing.TB, clock core.Clock) *memstore.Store {
 // spyStore counts the calls to a store, records the keys Take is asked
 // for, and fails every call while fail is set.
 type spyStore struct {
-	core.Store
+	store.Store
 	calls atomic.Int64
 	fail  atomic.Bool
 	mu    sync.Mutex
@@ -311,21 +312,21 @@ func (s *spyStore) takes() []string {
 
 var errDown = errors.New("store down")
 
-func (s *spyStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *spyStore) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.calls.Add(1)
 	s.mu.Lock()
 	s.taken = append(s.taken, key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	s.mu.Unlock()
 	if s.fail.Load() {
-		return core.Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.Store.Take(ctx, key, p, cost)
 }
 
-func (s *spyStore) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *spyStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.calls.Add(1)
 	if s.fail.Load() {
-		return core.Result{}, errDown
+		return store.Result{}, errDown
 	}
 	return s.Store.Peek(ctx, key, p, cost)
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/outbound"
 )
@@ -79,7 +80,7 @@ func TestHostileIdentitySpellings(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, core.NewManualClock(start))), keys)
+			conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), keys)
 			ok := 0
 			var want []string
 			for i := range 6 {
@@ -194,7 +195,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 		{"/GRPC.HEALTH.V1.HEALTH/CHECK", "default"},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+			conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 			var got []codes.Code
 			for range 3 {
 				got = append(got, invoke(t, conn, tc.method, "x").code)
@@ -211,7 +212,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 		})
 	}
 	// The health check itself, spelled as registered, is exempt.
-	conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+	conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 	for i := range 3 {
 		if r := invoke(t, conn, "/grpc.health.v1.Health/Check", "x"); r.code != codes.OK {
 			t.Errorf("health check %d: %v", i, r.code)
@@ -227,7 +228,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 // answers Unimplemented before the interceptors, so it is neither served
 // nor counted, and the method keeps its own 2 calls.
 func TestHostileRegisteredMethodSpellings(t *testing.T) {
-	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 	for _, m := range []string{"/test.Echo/Say/", "//test.Echo/Say", "/test.Echo//Say", "/test.Echo/./Say", "/test.Echo/%53ay", "/TEST.ECHO/Say", "/test.Echo/say", "/test.Echo/Say?x", "test.Echo/Say"} {
 		if r := invoke(t, conn, m, "x"); r.code != codes.Unimplemented {
 			t.Errorf("%q: %v, want Unimplemented", m, r.code)
@@ -249,7 +250,7 @@ func TestHostileRegisteredMethodSpellings(t *testing.T) {
 // streams of 4 messages each, opened one after another against 2 a
 // minute, get exactly 2 served, and the handler runs twice.
 func TestHostileManyStreams(t *testing.T) {
-	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 	ok, exhausted := 0, 0
 	for range 20 {
 		switch r := watch(t, conn, []string{"a", "b", "c", "d"}); r.code {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Method is the HTTP method every call is decided under: gRPC calls are
@@ -41,7 +42,7 @@ type DeniedHandler func(ctx context.Context, fullMethod string, d *core.Decision
 type Option func(*options)
 
 type options struct {
-	store   core.Store
+	store   store.Store
 	key     KeyFunc
 	bypass  func(ctx context.Context, fullMethod string) bool
 	plan    func(ctx context.Context, fullMethod string) string
@@ -64,7 +65,7 @@ type options struct {
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a call's identity is found (JWTSubject,
 // MetadataKey, several of them in order with FirstKey, or the
@@ -171,7 +172,7 @@ type call struct {
 // decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) *Interceptor {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("grpcrl", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	lim := core.AdapterLimiter("grpcrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
 	flow := o.flow()
 	flow.Limiter = lim
 	return &Interceptor{o: o, lim: lim, flow: flow}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 )
 
@@ -76,7 +77,7 @@ func checkExhausted(t *testing.T, what string, r result, rule string, retry time
 // again. The handler ran for the allowed calls only, under the identity
 // Identity gives.
 func TestCountsPerIdentity(t *testing.T) {
-	clock := core.NewManualClock(start)
+	clock := store.NewManualClock(start)
 	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, clock)), keys)
 	callers := []struct {
 		name string
@@ -129,7 +130,7 @@ func TestCountsPerIdentity(t *testing.T) {
 // with it: a client cannot pick an identity with a token it made up, nor
 // fall back to another. A verified token counts under its subject only.
 func TestForgedToken(t *testing.T) {
-	spy := &spyStore{Store: memAt(t, core.NewManualClock(start))}
+	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), keys)
 	for _, md := range [][]string{
 		bearer("forged"),
@@ -171,7 +172,7 @@ func TestErrorHandler(t *testing.T) {
 // from a trusted one, the client it names counts.
 func TestForwardedMetadata(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
-		opts := []grpcrl.Option{grpcrl.WithStore(memAt(t, core.NewManualClock(start)))}
+		opts := []grpcrl.Option{grpcrl.WithStore(memAt(t, store.NewManualClock(start)))}
 		if trusted {
 			proxies, err := core.ParseTrustedProxies("127.0.0.1/32")
 			if err != nil {
@@ -205,7 +206,7 @@ func TestForwardedMetadata(t *testing.T) {
 // messages it carries; the third stream in a minute is refused before the
 // handler runs, with the status and metadata of a refused unary call.
 func TestStreamCountedOnce(t *testing.T) {
-	spy := &spyStore{Store: memAt(t, core.NewManualClock(start))}
+	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), keys)
 	msgs := []string{"a", "b", "c", "d", "e"}
 	checkOK(t, "stream 1", watch(t, conn, msgs, apiKey("alice")...), allowedMD("watch", 2, 60, 1, 60))
@@ -226,7 +227,7 @@ func TestStreamCountedOnce(t *testing.T) {
 // limited, carry no rate-limit metadata and touch no counter, even for a
 // caller over the limit.
 func TestBypassAndExempt(t *testing.T) {
-	spy := &spyStore{Store: memAt(t, core.NewManualClock(start))}
+	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 	cfg := config(t, `
 rate_limit:
   enabled: true
@@ -262,7 +263,7 @@ rate_limit:
 // Unavailable, a RetryInfo of one second and retry-after 1.
 func TestStoreFailure(t *testing.T) {
 	for _, open := range []bool{true, false} {
-		spy := &spyStore{Store: memAt(t, core.NewManualClock(start))}
+		spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 		spy.fail.Store(true)
 		conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), grpcrl.WithFailOpen(open), grpcrl.WithLogger(discard))
 		for i := range 5 {
@@ -295,7 +296,7 @@ func TestStoreFailure(t *testing.T) {
 // TestBanned: a call from a banned network ends with PermissionDenied,
 // without RetryInfo nor metadata, before anything is counted.
 func TestBanned(t *testing.T) {
-	spy := &spyStore{Store: memAt(t, core.NewManualClock(start))}
+	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 	cfg := config(t, testConfig+"  ban:\n    networks: [\"127.0.0.0/8\"]\n")
 	conn, e := serve(t, cfg, grpcrl.WithStore(spy), keys)
 	for _, r := range []result{say(t, conn, "hi", apiKey("alice")...), watch(t, conn, []string{"x"})} {
@@ -310,7 +311,7 @@ func TestBanned(t *testing.T) {
 
 // TestLegacyMetadata: WithHeaders(HeadersLegacy) sends x-ratelimit-*.
 func TestLegacyMetadata(t *testing.T) {
-	conn, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, core.NewManualClock(start))), grpcrl.WithHeaders(core.HeadersLegacy))
+	conn, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), grpcrl.WithHeaders(core.HeadersLegacy))
 	for i := range 3 {
 		checkOK(t, "legacy", say(t, conn, "hi"), map[string]string{
 			"x-ratelimit-limit": "3", "x-ratelimit-remaining": strconv.Itoa(2 - i), "x-ratelimit-reset": "60",
@@ -325,7 +326,7 @@ func TestLegacyMetadata(t *testing.T) {
 // already carries the metadata; the handler gets the Decision.
 func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
-	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, core.NewManualClock(start))),
+	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))),
 		grpcrl.WithDeniedHandler(func(_ context.Context, m string, d *core.Decision) error {
 			got = d
 			return status.Error(codes.Unavailable, "busy: "+m)
@@ -352,7 +353,7 @@ func TestDeniedHandler(t *testing.T) {
 // WithDecisionContext(true), for unary calls and streams.
 func TestDecisionContext(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, core.NewManualClock(start))), grpcrl.WithDecisionContext(on))
+		conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), grpcrl.WithDecisionContext(on))
 		say(t, conn, "hi")
 		watch(t, conn, []string{"x"})
 		e.mu.Lock()
@@ -386,7 +387,7 @@ rate_limit:
       limit: "2/minute"
       count: failures
 `)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 	for range 3 {
 		// Never counted: the metadata shows what a failure would leave.
 		checkOK(t, "success", say(t, conn, "hi"), allowedMD("say", 2, 60, 1, 60))
@@ -406,7 +407,7 @@ rate_limit:
 // gives the caller its quota back. A configuration or store given with
 // the limiter is a mistake New refuses.
 func TestWithLimiter(t *testing.T) {
-	lim := core.NewLimiter(config(t, testConfig), memAt(t, core.NewManualClock(start)))
+	lim := core.NewLimiter(config(t, testConfig), memAt(t, store.NewManualClock(start)))
 	conn, e := serve(t, nil, grpcrl.WithLimiter(lim), keys)
 	for range 4 {
 		say(t, conn, "hi", apiKey("alice")...)
@@ -424,7 +425,7 @@ func TestWithLimiter(t *testing.T) {
 			t.Error("New with a limiter and a store did not panic")
 		}
 	}()
-	grpcrl.New(nil, grpcrl.WithLimiter(lim), grpcrl.WithStore(memAt(t, core.NewManualClock(start))))
+	grpcrl.New(nil, grpcrl.WithLimiter(lim), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 }
 
 // TestPlan: WithPlan picks the caller's limits (a claim of its verified
@@ -436,7 +437,7 @@ func TestPlan(t *testing.T) {
       rules:
         say: ["5/minute", "2/second"]
 `)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, core.NewManualClock(start))), keys,
+	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, store.NewManualClock(start))), keys,
 		grpcrl.WithPlan(func(ctx context.Context, m string) string {
 			if id, _ := grpcrl.JWTSubject(verify)(ctx, m); id == "sub:pat" {
 				return "pro"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Defaults of Config, as DefaultConfig returns them. New also uses them for
@@ -104,7 +104,7 @@ type Config struct {
 
 	// Clock tells the time of "iat", "exp", their checks and the built-in
 	// RateLimiter: for tests (core.ManualClock). Default: core.SystemClock.
-	Clock core.Clock
+	Clock store.Clock
 }
 
 // DefaultConfig returns the defaults: HS256, access tokens for 15 minutes,
@@ -261,7 +261,7 @@ type settings struct {
 	issuer                string
 	audience              []string
 	leeway                time.Duration
-	clock                 core.Clock
+	clock                 store.Clock
 	limiter               RateLimitProvider
 	fallible              FallibleRateLimitProvider   // limiter, when it is one
 	retry                 RetryAfterRateLimitProvider // limiter, when it is one
@@ -309,7 +309,7 @@ func (c *Config) check() (settings, error) {
 	s.issuer, s.audience, s.leeway = c.Issuer, append([]string(nil), c.Audience...), c.Leeway
 	s.clock = c.Clock
 	if s.clock == nil || isNil(s.clock) {
-		s.clock = core.SystemClock
+		s.clock = store.SystemClock
 	}
 
 	switch rate, window := c.FailureLimitRate, c.FailureLimitWindow; {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/jwtissuer"
 )
 
@@ -98,7 +98,7 @@ func ExampleIssuer_CreateRefresh() {
 // Validate reports why a token is refused; jwt's errors stay visible to
 // errors.Is.
 func ExampleIssuer_Validate() {
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = "hmac-key-that-has-at-least-32-bytes!"
 	cfg.Clock = clock
@@ -223,7 +223,7 @@ func ExampleIssuer_RefreshInto() {
 // issuance limit: the *RateLimitError says how long to wait, which the
 // header gives in whole seconds, rounded up (RFC 9110, section 10.2.3).
 func Example_rateLimitExceeded() {
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = "hmac-key-that-has-at-least-32-bytes!"
 	cfg.EnableRateLimit = true
@@ -282,7 +282,7 @@ func Example_rateLimitExceeded() {
 // any signature check, once it has failed 3 times in a minute; Caller
 // takes the key it is counted under, here the client's address.
 func ExampleIssuer_Caller() {
-	clock := core.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = "hmac-key-that-has-at-least-32-bytes!"
 	cfg.FailureLimitRate = 3 // failures per minute per caller

@@ -19,7 +19,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/jwtissuer"
 )
 
@@ -29,9 +29,9 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // newIssuer returns an Issuer on a manual clock reading t0, with the
 // secret, after edit changed the default configuration.
-func newIssuer(t testing.TB, edit func(*jwtissuer.Config)) (*jwtissuer.Issuer, *core.ManualClock) {
+func newIssuer(t testing.TB, edit func(*jwtissuer.Config)) (*jwtissuer.Issuer, *store.ManualClock) {
 	t.Helper()
-	clock := core.NewManualClock(t0)
+	clock := store.NewManualClock(t0)
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = secret
 	cfg.Clock = clock
@@ -182,7 +182,7 @@ func TestNewErrors(t *testing.T) {
 
 // TestZeroConfigDefaults: a Config with only a secret takes every default.
 func TestZeroConfigDefaults(t *testing.T) {
-	clock := core.NewManualClock(t0)
+	clock := store.NewManualClock(t0)
 	iss, err := jwtissuer.New(jwtissuer.Config{SecretKey: secret, Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // RateLimitProvider limits token issuance per key. Allow reports whether
@@ -117,7 +117,7 @@ type RateLimiter struct {
 	rate   int64 // capacity and tokens per window; 0 admits nothing
 	window int64 // ns; > 0
 	max    int   // capacity in buckets: maxBuckets, smaller in tests
-	clock  core.Clock
+	clock  store.Clock
 
 	mu      sync.Mutex
 	index   map[string]int32 // key → position in buckets
@@ -142,10 +142,10 @@ var _ RetryAfterRateLimitProvider = (*RateLimiter)(nil)
 // below 1ns, gives a limiter that admits nothing (AllowN with n ≥ 1 reports
 // false); a rate above 2,147,483,647 (math.MaxInt32) is reduced to it.
 func NewRateLimiter(rate int, window time.Duration) *RateLimiter {
-	return newRateLimiter(rate, window, core.SystemClock, maxBuckets)
+	return newRateLimiter(rate, window, store.SystemClock, maxBuckets)
 }
 
-func newRateLimiter(rate int, window time.Duration, clock core.Clock, maxKeys int) *RateLimiter {
+func newRateLimiter(rate int, window time.Duration, clock store.Clock, maxKeys int) *RateLimiter {
 	r := int64(min(max(rate, 0), math.MaxInt32))
 	if window <= 0 {
 		r, window = 0, 1
@@ -185,7 +185,7 @@ func (rl *RateLimiter) AllowN(key string, n int) bool {
 	case key == "":
 		return false
 	}
-	key = core.BoundKey(key)
+	key = store.BoundKey(key)
 	now := rl.clock.Now()
 	rl.mu.Lock()
 	ok, _ := rl.allowAt(key, int64(n), now)
@@ -204,7 +204,7 @@ func (rl *RateLimiter) AllowRetryAfter(key string) (allowed bool, retryAfter tim
 	if rl.rate < 1 || key == "" {
 		return false, 0, nil
 	}
-	key = core.BoundKey(key)
+	key = store.BoundKey(key)
 	now := rl.clock.Now()
 	rl.mu.Lock()
 	ok, wait := rl.allowAt(key, 1, now)
@@ -255,7 +255,7 @@ func (rl *RateLimiter) wait(key string) time.Duration {
 	if rl.rate < 1 || key == "" {
 		return 0
 	}
-	key = core.BoundKey(key)
+	key = store.BoundKey(key)
 	now := rl.clock.Now()
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
@@ -436,7 +436,7 @@ func selectKth(a []int64, k int) int64 {
 
 // Reset forgets key's bucket: its next request finds it full.
 func (rl *RateLimiter) Reset(key string) {
-	key = core.BoundKey(key)
+	key = store.BoundKey(key)
 	rl.mu.Lock()
 	if i, ok := rl.index[key]; ok {
 		rl.remove(int(i))

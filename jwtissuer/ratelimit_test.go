@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // t0 is the start of every step test.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // newTestLimiter returns a limiter on a manual clock reading t0.
-func newTestLimiter(rate int, window time.Duration, maxKeys int) (*RateLimiter, *core.ManualClock) {
-	clock := core.NewManualClock(t0)
+func newTestLimiter(rate int, window time.Duration, maxKeys int) (*RateLimiter, *store.ManualClock) {
+	clock := store.NewManualClock(t0)
 	return newRateLimiter(rate, window, clock, maxKeys), clock
 }
 
@@ -29,7 +29,7 @@ func newTestLimiter(rate int, window time.Duration, maxKeys int) (*RateLimiter, 
 func (rl *RateLimiter) state(key string) (bucket, bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	i, ok := rl.index[core.BoundKey(key)]
+	i, ok := rl.index[store.BoundKey(key)]
 	if !ok {
 		return bucket{}, false
 	}
@@ -249,7 +249,7 @@ func TestExtremeRates(t *testing.T) {
 	if !rl.AllowN("k", int(want)) || rl.AllowN("k", 1) {
 		t.Fatalf("after %v: want exactly %d tokens", elapsed, want)
 	}
-	if got := newRateLimiter(math.MaxInt, time.Second, core.SystemClock, 1).rate; got != math.MaxInt32 {
+	if got := newRateLimiter(math.MaxInt, time.Second, store.SystemClock, 1).rate; got != math.MaxInt32 {
 		t.Fatalf("rate MaxInt clamped to %d, want %d", got, math.MaxInt32)
 	}
 }
@@ -303,7 +303,7 @@ func TestLongKeys(t *testing.T) {
 		t.Fatal("long keys do not have one bucket each")
 	}
 	for _, bk := range rl.buckets {
-		if len(bk.key) > core.MaxKeyLen {
+		if len(bk.key) > store.MaxKeyLen {
 			t.Fatalf("bucket key of %d bytes kept", len(bk.key))
 		}
 	}

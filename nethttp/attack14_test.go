@@ -3,8 +3,6 @@ package nethttp_test
 import (
 	"bufio"
 	"context"
-	"github.com/rlkit/rlkit/core/algo"
-	"github.com/rlkit/rlkit/core/memstore"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -17,6 +15,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/internal/adaptertest"
@@ -349,7 +351,7 @@ rate_limit:
 	retained := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	runtime.KeepAlive(lim)
 	if retained > 8<<20 {
-		t.Errorf("%d cached callers (keys of at most %d bytes) retain %d MB of heap: each pins its X-Forwarded-For header", callers, core.MaxKeyLen, retained>>20)
+		t.Errorf("%d cached callers (keys of at most %d bytes) retain %d MB of heap: each pins its X-Forwarded-For header", callers, store.MaxKeyLen, retained>>20)
 	}
 }
 
@@ -437,7 +439,7 @@ rate_limit:
 // ever refused at the check, so the ban never comes: 20 guesses a minute
 // for ever, against a limit of 5 and a ban after 3 denials.
 func TestAttack14OutcomeWavesTriggerPenalty(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -15,7 +16,7 @@ import (
 // designAt returns the DESIGN configuration and a memory store whose
 // clock stands at the start of a minute (reindex: two requests a minute).
 func designAt(t *testing.T) (*core.Config, nethttp.Option) {
-	mem := memstore.New(memstore.WithClock(core.NewManualClock(time.Unix(1_700_000_040, 0))))
+	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
 	return adaptertest.Config(t, adaptertest.DesignConfig), nethttp.WithStore(mem)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/nethttp"
 )
 
@@ -56,7 +57,7 @@ rate_limit:
 	if err != nil {
 		panic(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := nethttp.DecisionOf(r) // WithDecisionContext(true)
 		w.Header().Set("Content-Type", "application/json")

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -21,11 +21,11 @@ import (
 // 200ms with the context's error, and answers the others after 200ms.
 type waitCancelStore struct{ *memstore.Store }
 
-func (s waitCancelStore) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s waitCancelStore) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	select {
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return core.Result{}, ctx.Err()
+			return store.Result{}, ctx.Err()
 		}
 	case <-time.After(200 * time.Millisecond):
 	}
@@ -39,7 +39,7 @@ func (s waitCancelStore) Take(ctx context.Context, key string, p *core.Policy, c
 func TestHalfClosedClient(t *testing.T) {
 	cfg := adaptertest.Config(t, adaptertest.DesignConfig) // reindex: 2/minute
 	srv := httptest.NewServer(nethttp.New(cfg,
-		nethttp.WithStore(waitCancelStore{memstore.New(memstore.WithClock(core.NewManualClock(time.Unix(1_700_000_040, 0))))}), // a fixed instant: no window ends between the requests
+		nethttp.WithStore(waitCancelStore{memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))}), // a fixed instant: no window ends between the requests
 		nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")),
 	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	defer srv.Close()

@@ -38,6 +38,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -49,7 +50,7 @@ type KeyFunc func(r *http.Request) (string, error)
 type Option func(*options)
 
 type options struct {
-	store   core.Store
+	store   store.Store
 	key     KeyFunc
 	bypass  func(*http.Request) bool
 	plan    func(*http.Request) string
@@ -83,7 +84,7 @@ type DeniedHandler func(w http.ResponseWriter, r *http.Request, d *core.Decision
 func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
 
 // WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s core.Store) Option { return func(o *options) { o.store = s } }
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
@@ -176,7 +177,7 @@ func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
 // decides with its own configuration.
 func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("nethttp", o.limiter, cfg, o.store, func() core.Store { return memstore.New() }, o.core)
+	lim := core.AdapterLimiter("nethttp", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
 	flow := o.flow()
 	flow.Limiter = lim
 	return func(next http.Handler) http.Handler {

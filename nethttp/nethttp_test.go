@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -64,7 +65,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 // by the route (r.Pattern, with its method), with the same answers as by
 // path.
 func TestRoutePattern(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	limit := nethttp.New(adaptertest.Config(t, adaptertest.DesignConfig), nethttp.WithStore(store), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Clock is the time of waits: the current instant and timers. SystemClock
@@ -32,7 +32,7 @@ func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // CoreClock returns c as a core.Clock (Unix nanoseconds), for a store
 // (memstore.WithClock) or a core limiter that must read the same time as a
 // Limiter's waits.
-func CoreClock(c Clock) core.Clock { return coreClock{c} }
+func CoreClock(c Clock) store.Clock { return coreClock{c} }
 
 type coreClock struct{ c Clock }
 

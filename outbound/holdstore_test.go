@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // memHolds is a HoldStore in memory on a fake clock, shared by Limiters
@@ -150,7 +151,7 @@ func TestHoldStoreGetsStoreKeys(t *testing.T) {
 		l.Observe(ctx, key, Signal{HasRemaining: true, Remaining: 3, Reset: 5 * time.Second})
 	}
 	for k := range holds.until {
-		if strings.Contains(k, "s3cr3t") || len(k) > core.MaxKeyLen {
+		if strings.Contains(k, "s3cr3t") || len(k) > store.MaxKeyLen {
 			t.Fatalf("hold store key %q: a secret or unbounded", k)
 		}
 	}
@@ -159,7 +160,7 @@ func TestHoldStoreGetsStoreKeys(t *testing.T) {
 	}
 	for i := range l.shards {
 		for k := range l.shards[i].keys {
-			if strings.Contains(k, "s3cr3t") || len(k) > core.MaxKeyLen {
+			if strings.Contains(k, "s3cr3t") || len(k) > store.MaxKeyLen {
 				t.Fatalf("local state key %q: a secret or unbounded", k)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // MaxHold is the longest hold any upstream header can cause (Retry-After,
@@ -117,7 +118,7 @@ var (
 // Limiter's clock). A rule that counts by outcome (core.RuleSpec.Count
 // failures or successes) is an error naming the rule: an outbound request
 // is decided before its response exists.
-func New(cfg *core.Config, store core.Store, opts ...Option) (*Limiter, error) {
+func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -126,11 +127,11 @@ func New(cfg *core.Config, store core.Store, opts ...Option) (*Limiter, error) {
 		o(l)
 	}
 	cc := CoreClock(l.clock)
-	if store == nil {
-		store = memstore.New(memstore.WithClock(cc))
+	if st == nil {
+		st = memstore.New(memstore.WithClock(cc))
 	}
-	l.core = core.NewLimiter(cfg, store, append([]core.Option{core.WithClock(cc)}, l.coreOpts...)...)
-	ls, local := store.(core.LocalStore)
+	l.core = core.NewLimiter(cfg, st, append([]core.Option{core.WithClock(cc)}, l.coreOpts...)...)
+	ls, local := st.(store.LocalStore)
 	l.remote = !local || !ls.Local()
 	for i := range l.shards {
 		l.shards[i].init()

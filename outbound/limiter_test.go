@@ -14,6 +14,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func mustNew(t testing.TB, cfg *core.Config, clk Clock, opts ...Option) *Limiter {
@@ -322,14 +323,14 @@ type failingStore struct{ calls int }
 
 var errDown = errors.New("store down")
 
-func (s *failingStore) Take(context.Context, string, *core.Policy, int64) (core.Result, error) {
+func (s *failingStore) Take(context.Context, string, *store.Policy, int64) (store.Result, error) {
 	s.calls++
-	return core.Result{}, errDown
+	return store.Result{}, errDown
 }
-func (s *failingStore) Peek(context.Context, string, *core.Policy, int64) (core.Result, error) {
-	return core.Result{}, errDown
+func (s *failingStore) Peek(context.Context, string, *store.Policy, int64) (store.Result, error) {
+	return store.Result{}, errDown
 }
-func (s *failingStore) Reset(context.Context, string, *core.Policy) (bool, error) {
+func (s *failingStore) Reset(context.Context, string, *store.Policy) (bool, error) {
 	return false, errDown
 }
 
@@ -372,7 +373,7 @@ rate_limit:
 `)
 	// Core refuses such a weight at load; a policy swapped into the rule
 	// afterwards (the Policy field is exported) can still make one.
-	cfg.Rule("batch").Policy = &core.Policy{Name: "batch", Limits: []algo.Limit{{Count: 2, Period: time.Second}}}
+	cfg.Rule("batch").Policy = &store.Policy{Name: "batch", Limits: []algo.Limit{{Count: 2, Period: time.Second}}}
 	l := mustNew(t, cfg, clk)
 	// A request of the rule waits (cost 1, the 3rd in the second): the
 	// one that can never pass does not queue behind it.
@@ -869,7 +870,7 @@ func TestWaitAllocs(t *testing.T) {
 	}
 }
 
-var _ core.Store = (*memstore.Store)(nil)
+var _ store.Store = (*memstore.Store)(nil)
 
 // TestObserveForgetsRequestsNeverObserved: requests a caller never
 // reports (no Observe) stop counting as in flight within a minute, so they

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/outbound"
 )
 
@@ -126,10 +126,10 @@ func (p *Pacer) Delay(ctx context.Context, key string, d time.Duration) error {
 // store as it grows.
 type pacerStore struct{ p *Pacer }
 
-var _ core.Store = pacerStore{}
+var _ store.Store = pacerStore{}
 
 // Take implements core.Store.
-func (s pacerStore) Take(_ context.Context, key string, pol *core.Policy, cost int64) (r core.Result, _ error) {
+func (s pacerStore) Take(_ context.Context, key string, pol *store.Policy, cost int64) (r store.Result, _ error) {
 	p := s.p
 	now := p.clock.Now()
 	p.store.TakeAt(&r, key, pol, cost, now.UnixNano())
@@ -143,12 +143,12 @@ func (s pacerStore) Take(_ context.Context, key string, pol *core.Policy, cost i
 }
 
 // Peek implements core.Store.
-func (s pacerStore) Peek(ctx context.Context, key string, pol *core.Policy, cost int64) (core.Result, error) {
+func (s pacerStore) Peek(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
 	return s.p.store.Peek(ctx, key, pol, cost)
 }
 
 // Reset implements core.Store.
-func (s pacerStore) Reset(ctx context.Context, key string, pol *core.Policy) (bool, error) {
+func (s pacerStore) Reset(ctx context.Context, key string, pol *store.Policy) (bool, error) {
 	return s.p.store.Reset(ctx, key, pol)
 }
 

@@ -65,7 +65,7 @@ type Limit struct {
 	Burst  int64
 }
 
-// String formats l as "10/second" or "100/5m", forms core.ParseLimit reads
+// String formats l as "10/second" or "100/5m", forms algo.ParseLimit reads
 // back when the period is a whole number of seconds and there is no burst;
 // otherwise the period prints as a Go duration ("10/1.5s") and a burst is
 // appended ("1/second burst 5"), for reading only.

@@ -164,21 +164,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestParseAlgorithm(t *testing.T) {
-	for _, a := range []Algorithm{FixedWindow, SlidingWindow, TokenBucket, GCRA} {
-		got, err := ParseAlgorithm(a.String())
-		if err != nil || got != a {
-			t.Errorf("ParseAlgorithm(%q) = %v, %v", a.String(), got, err)
-		}
-	}
-	if _, err := ParseAlgorithm("leaky"); err == nil || !strings.Contains(err.Error(), `"leaky"`) {
-		t.Errorf("ParseAlgorithm(leaky) error = %v, want one naming the value", err)
-	}
-	if got := Algorithm(9).String(); got != "algorithm(9)" {
-		t.Errorf("got %q", got)
-	}
-}
-
 // ref is an exact model of each algorithm in rational arithmetic.
 type ref struct {
 	a      Algorithm

@@ -8,17 +8,17 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
-func policy(a algo.Algorithm) *core.Policy {
+func policy(a algo.Algorithm) *store.Policy {
 	// A limit no benchmark reaches, so every decision admits and writes.
-	return &core.Policy{Name: "bench", Algorithm: a, Limits: []algo.Limit{{Count: 2_000_000_000, Period: time.Hour}}}
+	return &store.Policy{Name: "bench", Algorithm: a, Limits: []algo.Limit{{Count: 2_000_000_000, Period: time.Hour}}}
 }
 
-var sink core.Result
+var sink store.Result
 
 // BenchmarkTakeAtOneKey measures one decision on an existing key with the
 // instant passed in: the store's own cost (hash, lock, lookup, algorithm,

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func heapInUse() uint64 {
@@ -28,12 +28,12 @@ func TestMemoryAfterBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million keys")
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
 	base := heapInUse()
 	s := New(WithClock(clock))
 	empty := heapInUse()
-	short := &core.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
-	var r core.Result
+	short := &store.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
+	var r store.Result
 	now := clock.Now()
 	for i := range 1_000_000 {
 		s.TakeAt(&r, "k"+strconv.Itoa(i), short, 1, now)

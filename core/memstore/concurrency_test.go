@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestConcurrentEvictionKeepsCountsExact: decisions on existing keys race
@@ -38,7 +38,7 @@ func TestConcurrentEvictionKeepsCountsExact(t *testing.T) {
 	)
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithMaxKeys(2000), memstore.WithShards(4), memstore.WithClock(clock))
 			p := pol("hourly", a, "5/hour")
 			hotP := pol("hot", a, "100000/hour")

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA}
@@ -19,7 +19,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 // consumed returns how many units key holds under the one-limit policy p,
 // without consuming any (a zero-cost Take neither writes nor inserts): 0
 // when its counter was evicted.
-func consumed(t *testing.T, s *memstore.Store, key string, p *core.Policy) int64 {
+func consumed(t *testing.T, s *memstore.Store, key string, p *store.Policy) int64 {
 	t.Helper()
 	r, err := s.Take(ctx, key, p, 0)
 	if err != nil {
@@ -30,7 +30,7 @@ func consumed(t *testing.T, s *memstore.Store, key string, p *core.Policy) int64
 
 // drain takes from key under p until denied and returns how many were
 // admitted.
-func drain(t *testing.T, s *memstore.Store, key string, p *core.Policy) int {
+func drain(t *testing.T, s *memstore.Store, key string, p *store.Policy) int {
 	t.Helper()
 	for n := 0; ; n++ {
 		r, err := s.Take(ctx, key, p, 1)
@@ -54,7 +54,7 @@ func drain(t *testing.T, s *memstore.Store, key string, p *core.Policy) int {
 func TestEvictionKeepsCountersAtTheirLimit(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 			users, flood := pol("users", a, "5/minute"), pol("flood", a, "10/hour")
 			for i := range 20 {
@@ -94,7 +94,7 @@ func TestEvictionKeepsCountersAtTheirLimit(t *testing.T) {
 func TestEvictionLeastConsumedFirst(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 			p := pol("p", a, "10/hour")
 			use := func(i int) int64 { return int64(1 + i%10) }
@@ -142,7 +142,7 @@ func TestEvictionLeastConsumedFirst(t *testing.T) {
 func TestEvictionAtLimitOnlyWhenNeeded(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 			p := pol("p", a, "5/hour")
 			for i := range 96 {
@@ -182,7 +182,7 @@ func TestEvictionAtLimitOnlyWhenNeeded(t *testing.T) {
 func TestEvictionExpiredFirst(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 			short, long := pol("short", a, "1/second"), pol("long", a, "10/hour")
 			for i := range 30 {
@@ -212,7 +212,7 @@ func TestEvictionExpiredFirst(t *testing.T) {
 func TestEvictionMultiLimit(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := core.NewManualClock(t0)
+			clock := store.NewManualClock(t0)
 			s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(200))
 			p := pol("two", a, "5/hour", "100/day")
 			for i := range 10 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestEvictionThatFreesNothingKeepsCap: an eviction pass can free nothing
@@ -25,7 +25,7 @@ import (
 func TestEvictionThatFreesNothingKeepsCap(t *testing.T) {
 	const capN = 2560 // 10 chunks, no spare cell
 	s := New(WithShards(1), WithMaxKeys(capN))
-	var r core.Result
+	var r store.Result
 	for rank := range capN {
 		sampled := rank%20 == 0                                                    // evict samples every 20th live counter in index order
 		period, cost := 2*time.Hour+time.Duration(rank)*time.Millisecond, int64(1) // level 0
@@ -35,7 +35,7 @@ func TestEvictionThatFreesNothingKeepsCap(t *testing.T) {
 		case sampled:
 			cost = 500 // level 15
 		}
-		p := &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: period}}}
+		p := &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: period}}}
 		s.takeOne(&r, 1<<40|uint64(rank), p, cost, 1, true) // home slot = rank
 		if !r.Allowed {
 			t.Fatalf("rank %d denied", rank)
@@ -50,7 +50,7 @@ func TestEvictionThatFreesNothingKeepsCap(t *testing.T) {
 				e, s.shards[0].n, s.shards[0].cap, s.next.Load())
 		}
 	}()
-	p := &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: time.Hour}}}
+	p := &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: time.Hour}}}
 	s.takeOne(&r, 1<<40|3000, p, 1, 1, true)
 	if n := s.Len(); n > capN || s.next.Load() > capN {
 		t.Fatalf("after an insert into a full shard: Len = %d, cells handed out %d; want at most %d each", n, s.next.Load(), capN)
@@ -64,7 +64,7 @@ func TestEvictionThatFreesNothingKeepsCap(t *testing.T) {
 // another creates new keys. The shard must never hold more than its cap.
 func TestEvictionUnderLoadKeepsCap(t *testing.T) {
 	s := New(WithShards(1), WithMaxKeys(16))
-	hot := &core.Policy{Name: "hot", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1_000_000, Period: time.Second}}}
+	hot := &store.Policy{Name: "hot", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1_000_000, Period: time.Second}}}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for g := range 2 {
@@ -104,7 +104,7 @@ func TestEvictionUnderLoadKeepsCap(t *testing.T) {
 // and drop is hit less often).
 func TestEvictionUnderLoadKeepsCellsWithinCaps(t *testing.T) {
 	s := New(WithShards(16), WithMaxKeys(256))
-	hot := &core.Policy{Name: "hot", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1_000_000, Period: time.Second}}}
+	hot := &store.Policy{Name: "hot", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1_000_000, Period: time.Second}}}
 	var (
 		stop     atomic.Bool
 		wg       sync.WaitGroup

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestEvictOneOrder (review): evictOne drops an expired counter first and
@@ -15,11 +15,11 @@ import (
 func TestEvictOneOrder(t *testing.T) {
 	s := New(WithShards(1), WithMaxKeys(16))
 	const now = int64(1_700_000_000) * int64(time.Second)
-	pol := func(count int64, period time.Duration) *core.Policy {
-		return &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: count, Period: period}}}
+	pol := func(count int64, period time.Duration) *store.Policy {
+		return &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: count, Period: period}}}
 	}
-	var r core.Result
-	take := func(h uint64, p *core.Policy, cost int64, at int64) {
+	var r store.Result
+	take := func(h uint64, p *store.Policy, cost int64, at int64) {
 		s.takeOne(&r, h, p, cost, at, true)
 		if !r.Allowed {
 			t.Fatalf("counter %d: denied", h)

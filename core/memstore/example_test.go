@@ -5,23 +5,23 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func Example() {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	store := memstore.New(memstore.WithClock(clock), memstore.WithMaxKeys(100_000))
-	defer store.Close()
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+	st := memstore.New(memstore.WithClock(clock), memstore.WithMaxKeys(100_000))
+	defer st.Close()
 
-	p := &core.Policy{Name: "login", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 3, Period: time.Minute}}}
+	p := &store.Policy{Name: "login", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 3, Period: time.Minute}}}
 	for range 4 {
-		r, _ := store.Take(context.Background(), "alice", p, 1)
+		r, _ := st.Take(context.Background(), "alice", p, 1)
 		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter)
 	}
 	clock.Advance(20 * time.Second) // one emission interval: room for one more
-	r, _ := store.Take(context.Background(), "alice", p, 1)
+	r, _ := st.Take(context.Background(), "alice", p, 1)
 	fmt.Println(r.Allowed, r.Remaining)
 	// Output:
 	// true 2 0s

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // The flood of the fault suite, scaled down from issue 12 (a 1,048,576-key
@@ -24,26 +24,26 @@ const (
 // algorithm: the users' 5/hour rule, and a 10/day rule of the same
 // algorithm, whose counters expire later. (TestEvictionMultiLimit covers
 // policies of several limits.)
-func floodPolicies() [][2]*core.Policy {
-	var ps [][2]*core.Policy
+func floodPolicies() [][2]*store.Policy {
+	var ps [][2]*store.Policy
 	for _, a := range algorithms {
-		ps = append(ps, [2]*core.Policy{pol("hourly", a, "5/hour"), pol("daily", a, "10/day")})
+		ps = append(ps, [2]*store.Policy{pol("hourly", a, "5/hour"), pol("daily", a, "10/day")})
 	}
 	return ps
 }
 
 // floodRig is one store under the flood, on a manual clock.
 type floodRig struct {
-	clock *core.ManualClock
+	clock *store.ManualClock
 	s     *memstore.Store
-	p     *core.Policy
+	p     *store.Policy
 	users []string
 	key   []byte
-	r     core.Result
+	r     store.Result
 }
 
-func newFloodRig(p *core.Policy) *floodRig {
-	clock := core.NewManualClock(t0)
+func newFloodRig(p *store.Policy) *floodRig {
+	clock := store.NewManualClock(t0)
 	f := &floodRig{clock: clock, p: p, s: memstore.New(memstore.WithMaxKeys(floodMaxKeys), memstore.WithClock(clock))}
 	for i := range floodUsers {
 		f.users = append(f.users, "user-"+strconv.Itoa(i))
@@ -55,7 +55,7 @@ func (f *floodRig) take(key string) bool { return f.takeUnder(key, f.p) }
 
 // takeUnder is Take (TakeAt at the clock's reading, with a Result
 // reused, to keep the test quick under -race).
-func (f *floodRig) takeUnder(key string, p *core.Policy) bool {
+func (f *floodRig) takeUnder(key string, p *store.Policy) bool {
 	f.s.TakeAt(&f.r, key, p, 1, f.clock.Now())
 	return f.r.Allowed
 }
@@ -143,7 +143,7 @@ func TestFaultFloodAtLimit(t *testing.T) {
 	// every 50, and returns the flood requests sent when a user was first
 	// admitted again (-1: never) and how many user requests were admitted
 	// after MaxKeys and 2 × MaxKeys identities.
-	flood := func(t *testing.T, p *core.Policy, each int) (first int, over [2]int) {
+	flood := func(t *testing.T, p *store.Policy, each int) (first int, over [2]int) {
 		f := newFloodRig(p)
 		for range floodLimit + 1 {
 			f.poll()

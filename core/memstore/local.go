@@ -1,8 +1,10 @@
 package memstore
 
-import "github.com/rlkit/rlkit/core"
+import (
+	"github.com/rlkit/rlkit/core/store"
+)
 
-var _ core.LocalStore = (*Store)(nil)
+var _ store.LocalStore = (*Store)(nil)
 
 // Local reports true: the store keeps its counters in this process, so the
 // limiter does not time its calls (see core.LocalStore).

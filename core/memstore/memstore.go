@@ -13,8 +13,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // DefaultMaxKeys is the default bound on the number of counters.
@@ -30,7 +30,7 @@ const (
 type Option func(*Store)
 
 // WithClock sets the clock Take reads. Default: core.SystemClock.
-func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
+func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithMaxKeys bounds the number of counters (one per key, rule and limit).
 // The bound is split evenly over the shards (fewer shards are used when
@@ -54,7 +54,7 @@ func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweep
 type Store struct {
 	seed       maphash.Seed
 	seed64     uintptr // a random seed for memhash, on 64-bit platforms
-	clock      core.Clock
+	clock      store.Clock
 	maxKeys    int
 	nshards    int
 	sweepEvery time.Duration
@@ -79,7 +79,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-var _ core.StatsStore = (*Store)(nil)
+var _ store.StatsStore = (*Store)(nil)
 
 // cell is one counter: 32 bytes, so that memory per key stays the same
 // whatever the key.
@@ -234,7 +234,7 @@ func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{seed: maphash.MakeSeed(), clock: core.SystemClock, maxKeys: DefaultMaxKeys, nshards: 64}
+	s := &Store{seed: maphash.MakeSeed(), clock: store.SystemClock, maxKeys: DefaultMaxKeys, nshards: 64}
 	s.seed64 = uintptr(maphash.Comparable(s.seed, 0))
 	for _, o := range opts {
 		o(s)
@@ -279,13 +279,13 @@ func (s *Store) Close() error {
 
 // Take implements core.Store. It fails only for a policy with no limits
 // or more than core.MaxLimits (core.ErrBadPolicy).
-func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) (r core.Result, _ error) {
+func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
 	if len(p.Limits) == 1 {
 		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
 		return r, nil
 	}
-	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
-		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
+		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, store.ErrBadPolicy)
 	}
 	s.TakeAt(&r, key, p, cost, s.clock.Now())
 	return r, nil
@@ -293,9 +293,9 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, cost int64) 
 
 // Peek implements core.Store: the Result Take would return now, with
 // nothing consumed and no counter created. It fails as Take does.
-func (s *Store) Peek(_ context.Context, key string, p *core.Policy, cost int64) (r core.Result, _ error) {
-	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
-		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+func (s *Store) Peek(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
+	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
+		return r, fmt.Errorf("memstore: policy %q has %d limits: %w", p.Name, n, store.ErrBadPolicy)
 	}
 	s.PeekAt(&r, key, p, cost, s.clock.Now())
 	return r, nil
@@ -305,7 +305,7 @@ func (s *Store) Peek(_ context.Context, key string, p *core.Policy, cost int64) 
 // reports whether any of them had not expired at the store's clock's now
 // (an expired one is removed too, and reported as not cleared). It never
 // fails.
-func (s *Store) Reset(_ context.Context, key string, p *core.Policy) (cleared bool, _ error) {
+func (s *Store) Reset(_ context.Context, key string, p *store.Policy) (cleared bool, _ error) {
 	now := s.clock.Now()
 	h0 := s.hash(key, p)
 	sh := s.shard(h0)
@@ -343,8 +343,8 @@ func (s *Store) Len() int {
 // shard's lock in turn, briefly, and reads two words under it: its cost
 // grows with the number of shards (64 by default), never with the number
 // of keys.
-func (s *Store) Stats() core.StoreStats {
-	st := core.StoreStats{Store: "memory"}
+func (s *Store) Stats() store.Stats {
+	st := store.Stats{Store: "memory"}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -360,24 +360,24 @@ func (s *Store) Stats() core.StoreStats {
 // already read the clock; it fills r in place. It allocates nothing for an
 // existing key. A policy with no limits or more than core.MaxLimits is
 // denied.
-func (s *Store) TakeAt(r *core.Result, key string, p *core.Policy, cost, now int64) {
+func (s *Store) TakeAt(r *store.Result, key string, p *store.Policy, cost, now int64) {
 	s.decide(r, key, p, cost, now, true)
 }
 
 // PeekAt is Peek at the instant now: TakeAt that writes nothing. It
 // allocates nothing.
-func (s *Store) PeekAt(r *core.Result, key string, p *core.Policy, cost, now int64) {
+func (s *Store) PeekAt(r *store.Result, key string, p *store.Policy, cost, now int64) {
 	s.decide(r, key, p, cost, now, false)
 }
 
 // decide is TakeAt when write is set, else PeekAt.
-func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int64, write bool) {
+func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
 	if len(p.Limits) == 1 {
 		s.takeOne(r, s.hash(key, p), p, cost, now, write)
 		return
 	}
-	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
-		*r = core.Result{}
+	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
+		*r = store.Result{}
 		return
 	}
 	*r = s.takeMany(key, p, cost, now, write)
@@ -389,7 +389,7 @@ func (s *Store) decide(r *core.Result, key string, p *core.Policy, cost, now int
 // does not show, or shows in a cell freed since, is decided again under
 // the shard's mutex, where the lookup is exact, and inserted when
 // admitted.
-func (s *Store) takeOne(r *core.Result, h uint64, p *core.Policy, cost, now int64, write bool) {
+func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now int64, write bool) {
 	l := &p.Limits[0]
 	sh := s.shard(h)
 	var o algo.Outcome
@@ -514,14 +514,14 @@ func release(c *cell) {
 	atomic.StoreUint64(&c.meta, 0)
 }
 
-func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool) core.Result {
+func (s *Store) takeMany(key string, p *store.Policy, cost, now int64, write bool) store.Result {
 	var (
-		states [core.MaxLimits]algo.State
-		exp    [core.MaxLimits]int64
-		hs     [core.MaxLimits]uint64
-		cs     [core.MaxLimits]*cell  // the counters found
-		metas  [core.MaxLimits]uint64 // of the cells found, as locked
-		dup    [core.MaxLimits]bool   // cs[i] is an earlier limit's cell
+		states [store.MaxLimits]algo.State
+		exp    [store.MaxLimits]int64
+		hs     [store.MaxLimits]uint64
+		cs     [store.MaxLimits]*cell  // the counters found
+		metas  [store.MaxLimits]uint64 // of the cells found, as locked
+		dup    [store.MaxLimits]bool   // cs[i] is an earlier limit's cell
 	)
 	h0 := s.hash(key, p)
 	sh := s.shard(h0)
@@ -538,7 +538,7 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool
 			states[i] = cs[i].st
 		}
 	}
-	r := core.Evaluate(p, &states, &exp, now, cost) // on copies of the states
+	r := store.Evaluate(p, &states, &exp, now, cost) // on copies of the states
 	admit := write && r.Allowed && cost > 0
 	for i := range p.Limits {
 		if admit {
@@ -567,7 +567,7 @@ func (s *Store) takeMany(key string, p *core.Policy, cost, now int64, write bool
 
 // hash identifies the counters of key under p; it is also the slot hash of
 // the policy's first limit.
-func (s *Store) hash(key string, p *core.Policy) uint64 {
+func (s *Store) hash(key string, p *store.Policy) uint64 {
 	var k uint64
 	if wordBits == 64 {
 		k = uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))

@@ -4,14 +4,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/core/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	storetest.Run(t, func() core.Store {
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+	storetest.Run(t, func() store.Store {
 		return memstore.New(memstore.WithClock(clock))
 	}, storetest.WithClock(clock))
 }
@@ -20,5 +20,5 @@ func TestConformanceRealTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits in real time")
 	}
-	storetest.Run(t, func() core.Store { return memstore.New() })
+	storetest.Run(t, func() store.Store { return memstore.New() })
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestCellSize pins the cell at 32 bytes: memory per key depends on it.
@@ -139,8 +139,8 @@ func TestPackRoundsExpiryUp(t *testing.T) {
 // thousands, every miss probing as far.
 func TestTiedEvictionsKeepProbesShort(t *testing.T) {
 	s := New(WithShards(1), WithMaxKeys(2000))
-	p := &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: time.Hour}}}
-	var r core.Result
+	p := &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1000, Period: time.Hour}}}
+	var r store.Result
 	for i := range 100_000 {
 		s.TakeAt(&r, "flood-"+strconv.Itoa(i), p, 1, 1_700_000_000_000_000_000)
 	}
@@ -169,10 +169,10 @@ var ctx = context.Background()
 // counters and moves the 200 into the first chunk: the other 78 chunks go,
 // and the 200 keep their counts.
 func TestSweepGivesCellsBack(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour))
 	s := New(WithShards(4), WithMaxKeys(100_000), WithClock(clock))
-	short := &core.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
-	long := &core.Policy{Name: "long", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 10, Period: time.Hour}}}
+	short := &store.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
+	long := &store.Policy{Name: "long", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 10, Period: time.Hour}}}
 	for i := range 20_000 {
 		p := short
 		if i%100 == 99 {
@@ -233,10 +233,10 @@ func TestCompactionRacesDecisions(t *testing.T) {
 		takers = 4
 		each   = 200
 	)
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour).Add(time.Second))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0).Truncate(time.Hour).Add(time.Second))
 	s := New(WithShards(4), WithMaxKeys(100_000), WithClock(clock))
-	short := &core.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
-	hotP := &core.Policy{Name: "hot", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: limit, Period: time.Hour}}}
+	short := &store.Policy{Name: "short", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}
+	hotP := &store.Policy{Name: "hot", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: limit, Period: time.Hour}}}
 	moves := 0
 	for round := range rounds {
 		for i := range 3000 {
@@ -298,10 +298,10 @@ func TestCompactionRacesDecisions(t *testing.T) {
 // created and each counter counts on its own.
 func TestSameLow32Bits(t *testing.T) {
 	s := New(WithShards(1), WithMaxKeys(1000))
-	p := &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 3, Period: time.Hour}}}
+	p := &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 3, Period: time.Hour}}}
 	const now = 1_700_000_000_000_000_000
 	h1, h2 := uint64(0xaaaa_0001_1234_5678), uint64(0xbbbb_0002_1234_5678)
-	var r core.Result
+	var r store.Result
 	s.takeOne(&r, h1, p, 1, now, true)
 	s.takeOne(&r, h2, p, 1, now, true)
 	if s.Len() != 2 {
@@ -346,7 +346,7 @@ func TestHugeMaxKeysAllocatesLittle(t *testing.T) {
 		t.Fatalf("MaxKeys = %d, want %d: the bound clamped to 2^32 − 2 (MaxInt on 32-bit), split over 64 shards", got, want)
 	}
 	runtime.ReadMemStats(&before)
-	if r, _ := s.Take(ctx, "k", &core.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}, 1); !r.Allowed {
+	if r, _ := s.Take(ctx, "k", &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 1, Period: time.Second}}}, 1); !r.Allowed {
 		t.Fatal("first request denied")
 	}
 	runtime.ReadMemStats(&after)

@@ -10,17 +10,17 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 var ctx = context.Background()
 
-func pol(name string, a algo.Algorithm, limits ...string) *core.Policy {
-	p := &core.Policy{Name: name, Algorithm: a}
+func pol(name string, a algo.Algorithm, limits ...string) *store.Policy {
+	p := &store.Policy{Name: name, Algorithm: a}
 	for _, s := range limits {
-		l, err := core.ParseLimit(s)
+		l, err := algo.ParseLimit(s)
 		if err != nil {
 			panic(err)
 		}
@@ -32,7 +32,7 @@ func pol(name string, a algo.Algorithm, limits ...string) *core.Policy {
 func TestZeroAllocsOnExistingKey(t *testing.T) {
 	s := memstore.New()
 	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
-		for _, p := range []*core.Policy{pol("one", a, "1000000/hour"), pol("two", a, "1000000/minute", "2000000/hour")} {
+		for _, p := range []*store.Policy{pol("one", a, "1000000/hour"), pol("two", a, "1000000/minute", "2000000/hour")} {
 			_, _ = s.Take(ctx, "user-1", p, 1)
 			if n := testing.AllocsPerRun(1000, func() { _, _ = s.Take(ctx, "user-1", p, 1) }); n != 0 {
 				t.Errorf("%v, %d limits: %v allocs per decision, want 0", a, len(p.Limits), n)
@@ -49,13 +49,13 @@ func TestZeroAllocsOnExistingKey(t *testing.T) {
 
 // present reports whether key still has its counter under a 1-per-window
 // policy it already used: a present counter denies.
-func present(s *memstore.Store, key string, p *core.Policy) bool {
+func present(s *memstore.Store, key string, p *store.Policy) bool {
 	r, _ := s.Take(ctx, key, p, 1)
 	return !r.Allowed
 }
 
 func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 	p := pol("tb", algo.TokenBucket, "1/hour") // each counter expires 1h after its use
 	for i := range 100 {
@@ -74,7 +74,7 @@ func TestEvictsAboutATenthOfTheOldest(t *testing.T) {
 }
 
 func TestTiesCannotEmptyAShard(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
 	p := pol("fw", algo.FixedWindow, "1/hour") // all in one window: one expiry
 	for i := range 101 {
@@ -106,7 +106,7 @@ func TestCapHoldsUnderAFlood(t *testing.T) {
 }
 
 func TestResetAndSweep(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock))
 	p := pol("sw", algo.SlidingWindow, "1/second", "10/minute")
 	for i := range 50 {
@@ -169,15 +169,15 @@ func TestSmallCapIsHonoured(t *testing.T) {
 
 func TestBadPolicies(t *testing.T) {
 	s := memstore.New()
-	for _, p := range []*core.Policy{
+	for _, p := range []*store.Policy{
 		{Name: "none"},
 		pol("five", algo.FixedWindow, "1/second", "2/minute", "3/hour", "4/day", "5/5d"),
 	} {
 		r, err := s.Take(ctx, "k", p, 1)
-		if !errors.Is(err, core.ErrBadPolicy) || r.Allowed {
+		if !errors.Is(err, store.ErrBadPolicy) || r.Allowed {
 			t.Errorf("policy %q: got %+v, %v; want a denial and ErrBadPolicy", p.Name, r.Allowed, err)
 		}
-		var res core.Result
+		var res store.Result
 		s.TakeAt(&res, "k", p, 1, 1)
 		if res.Allowed {
 			t.Errorf("policy %q: TakeAt admitted", p.Name)
@@ -190,7 +190,7 @@ func TestBadPolicies(t *testing.T) {
 // it.
 func TestResetCleared(t *testing.T) {
 	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
-		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+		clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 		s := memstore.New(memstore.WithClock(clock))
 		p := pol("rc", a, "1/second", "10/hour")
 		r, _ := s.Take(ctx, "k", p, 1)
@@ -219,9 +219,9 @@ func TestResetCleared(t *testing.T) {
 // dropped), MaxKeys the bound, Evictions only the live counters eviction
 // dropped, not the expired ones.
 func TestStats(t *testing.T) {
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	s := memstore.New(memstore.WithClock(clock), memstore.WithShards(1), memstore.WithMaxKeys(100))
-	want := core.StoreStats{Store: "memory", MaxKeys: 100}
+	want := store.Stats{Store: "memory", MaxKeys: 100}
 	if got := s.Stats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("empty store: %+v, want %+v", got, want)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestExactUnderSweepResetPeek: hot keys under a one-limit rule
@@ -30,7 +30,7 @@ func TestExactUnderSweepResetPeek(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			start := time.Unix(1_700_000_000, 0).Truncate(24 * time.Hour).Add(time.Second)
-			clock := core.NewManualClock(start)
+			clock := store.NewManualClock(start)
 			s := memstore.New(memstore.WithMaxKeys(100_000), memstore.WithShards(4), memstore.WithClock(clock))
 			one := pol("one", a, "300/day")
 			two := pol("two", a, "300/day", "100000/7d")
@@ -54,7 +54,7 @@ func TestExactUnderSweepResetPeek(t *testing.T) {
 					for i := range each {
 						for k := range hot {
 							kk := (k + g*5) % hot
-							for j, p := range []*core.Policy{one, two} {
+							for j, p := range []*store.Policy{one, two} {
 								if r, _ := s.Take(ctx, key(kk), p, 1); r.Allowed {
 									adm[j][kk].Add(1)
 								}
@@ -86,7 +86,7 @@ func TestExactUnderSweepResetPeek(t *testing.T) {
 			bg.Go(func() { // peeks consume nothing
 				for i := 0; !stop.Load(); i++ {
 					k := key(i % hot)
-					for j, p := range []*core.Policy{one, two} {
+					for j, p := range []*store.Policy{one, two} {
 						before := adm[j][i%hot].Load()
 						r, _ := s.Peek(ctx, k, p, 1)
 						// Remaining can only be at most what was left before
@@ -111,7 +111,7 @@ func TestExactUnderSweepResetPeek(t *testing.T) {
 				}
 			}
 			for k := range hot {
-				for _, p := range []*core.Policy{one, two} {
+				for _, p := range []*store.Policy{one, two} {
 					if r, _ := s.Peek(ctx, key(k), p, 1); r.Allowed {
 						t.Errorf("%s %s: a peek after the limit allows", p.Name, key(k))
 					}

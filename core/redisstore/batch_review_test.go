@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -155,7 +155,7 @@ func TestFaultBatchArgsAfterTimeout(t *testing.T) {
 	// frees the lane, has this long to run.
 	time.Sleep(500 * time.Millisecond)
 	type res struct {
-		r   core.Result
+		r   store.Result
 		err error
 	}
 	resB := make(chan res, 1)
@@ -164,8 +164,8 @@ func TestFaultBatchArgsAfterTimeout(t *testing.T) {
 		resB <- res{r, err}
 	}()
 	waitQueued(t, s, 1)
-	if err := <-errA; core.StoreErrorKind(err) != "timeout" {
-		t.Fatalf("A, held past the timeout: %v (kind %q), want a timeout", err, core.StoreErrorKind(err))
+	if err := <-errA; store.ErrorKind(err) != "timeout" {
+		t.Fatalf("A, held past the timeout: %v (kind %q), want a timeout", err, store.ErrorKind(err))
 	}
 	// The sender goes on with B (call 4, not held).
 	if b := <-resB; b.err != nil || !b.r.Allowed || b.r.Remaining != 1 {
@@ -232,8 +232,8 @@ func TestFaultBatchBreakerCallerGaveUp(t *testing.T) {
 				g.open(1) // lane 1 returns and sends A; lane 2 answers only after A's call
 			}
 			g.wait(t, hang[0], false)
-			if err := <-errA; core.StoreErrorKind(err) != "timeout" {
-				t.Fatalf("A: %v (kind %q), want a timeout", err, core.StoreErrorKind(err))
+			if err := <-errA; store.ErrorKind(err) != "timeout" {
+				t.Fatalf("A: %v (kind %q), want a timeout", err, store.ErrorKind(err))
 			}
 			g.wait(t, hang[0], true) // the call ends at the store's timeout
 			g.openAll()
@@ -245,7 +245,7 @@ func TestFaultBatchBreakerCallerGaveUp(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if st := s.Stats(); len(st.Nodes) != 1 || st.Nodes[0].Breaker != core.BreakerClosed {
+			if st := s.Stats(); len(st.Nodes) != 1 || st.Nodes[0].Breaker != store.BreakerClosed {
 				t.Fatalf("breaker after a call whose caller gave up: %+v, want closed", st.Nodes)
 			}
 			if r, err := s.Take(ctx, "b", p, 1); err != nil || !r.Allowed {
@@ -294,7 +294,7 @@ func TestFaultBatchRefusedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.ConfigSet(context.Background(), "maxmemory", "0").Err() })
-	var peek, take, peekFull core.Result
+	var peek, take, peekFull store.Result
 	var errPeek, errTake, errPeekFull error
 	wg.Go(func() { peek, errPeek = s.Peek(ctx, "free", p, 1) })
 	wg.Go(func() { take, errTake = s.Take(ctx, "full", p, 1) })
@@ -394,7 +394,7 @@ func TestBatchWrongType(t *testing.T) {
 			for rec.heldCount() < redisstore.Lanes() {
 				time.Sleep(time.Millisecond)
 			}
-			var good1, good2 core.Result
+			var good1, good2 store.Result
 			var errBad, err1, err2 error
 			wg.Go(func() { good1, err1 = s.Take(ctx, "good1", p, 1) })
 			wg.Go(func() { _, errBad = s.Take(ctx, bad, p, 1) })
@@ -406,8 +406,8 @@ func TestBatchWrongType(t *testing.T) {
 				t.Fatalf("the other decisions: %+v %v, %+v %v; want allowed, 2 left", good1, err1, good2, err2)
 			}
 			var ne *redisstore.NodeError
-			if !errors.As(errBad, &ne) || core.StoreErrorKind(errBad) != "redis" {
-				t.Fatalf("the wrong type: %v (kind %q), want a redis NodeError", errBad, core.StoreErrorKind(errBad))
+			if !errors.As(errBad, &ne) || store.ErrorKind(errBad) != "redis" {
+				t.Fatalf("the wrong type: %v (kind %q), want a redis NodeError", errBad, store.ErrorKind(errBad))
 			}
 			if bs := batches(rec.take()); len(bs) != 1 || len(bs[0].keys) != 3 {
 				t.Fatalf("want one batch of the three")
@@ -441,7 +441,7 @@ func TestFaultBatchNoLeak(t *testing.T) {
 				for g := range 64 {
 					wg.Go(func() {
 						if _, err := s.Take(ctx, fmt.Sprint("u", g%8), p, 1); err != nil {
-							if k := core.StoreErrorKind(err); k != "timeout" && k != "pool_timeout" {
+							if k := store.ErrorKind(err); k != "timeout" && k != "pool_timeout" {
 								t.Errorf("while paused: %v (kind %q), want a timeout", err, k)
 							}
 							nfailed.Add(1)
@@ -611,8 +611,8 @@ func TestBatchWrongTypeAllOrNothing(t *testing.T) {
 				close(rec.open)
 			}
 			wg.Wait()
-			if core.StoreErrorKind(err) != "redis" {
-				t.Fatalf("take: %v (kind %q), want the WRONGTYPE error", err, core.StoreErrorKind(err))
+			if store.ErrorKind(err) != "redis" {
+				t.Fatalf("take: %v (kind %q), want the WRONGTYPE error", err, store.ErrorKind(err))
 			}
 			if got, _ := admin.Get(ctx, k1).Result(); got != "1" {
 				t.Fatalf("the first limit's count after the failed take is %q, want 1: a decision takes from all of its limits or none", got)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -184,7 +184,7 @@ func TestBatchForms(t *testing.T) {
 	ctx := context.Background()
 	const n = 64
 	var wg sync.WaitGroup
-	results := make([]core.Result, n)
+	results := make([]store.Result, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() { results[i], errs[i] = s.Take(ctx, fmt.Sprint("u", i), p, 1) })
@@ -276,14 +276,14 @@ func TestBatchCancel(t *testing.T) {
 	cancel()
 	err := <-done // while the lanes are still held: it did not wait for them
 	var ne *redisstore.NodeError
-	if !errors.Is(err, context.Canceled) || !errors.As(err, &ne) || core.StoreErrorKind(err) != "canceled" {
-		t.Fatalf("cancelled while queued: %v (kind %q); want a NodeError wrapping context.Canceled", err, core.StoreErrorKind(err))
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &ne) || store.ErrorKind(err) != "canceled" {
+		t.Fatalf("cancelled while queued: %v (kind %q); want a NodeError wrapping context.Canceled", err, store.ErrorKind(err))
 	}
 	// A caller's deadline ends its wait too.
 	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer dcancel()
-	if _, err := s.Take(dctx, "deadline", p, 1); !errors.Is(err, context.DeadlineExceeded) || core.StoreErrorKind(err) != "timeout" {
-		t.Fatalf("deadline while queued: %v (kind %q); want a timeout", err, core.StoreErrorKind(err))
+	if _, err := s.Take(dctx, "deadline", p, 1); !errors.Is(err, context.DeadlineExceeded) || store.ErrorKind(err) != "timeout" {
+		t.Fatalf("deadline while queued: %v (kind %q); want a timeout", err, store.ErrorKind(err))
 	}
 	close(rec.open)
 	wg.Wait()
@@ -339,8 +339,8 @@ func TestBatchStoreTimeout(t *testing.T) {
 		t.Fatal("a decision queued behind calls that do not return waited past the store's timeout")
 	}
 	var ne *redisstore.NodeError
-	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) || core.StoreErrorKind(err) != "timeout" {
-		t.Fatalf("queued past the timeout: %v (kind %q); want a timeout NodeError", err, core.StoreErrorKind(err))
+	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) || store.ErrorKind(err) != "timeout" {
+		t.Fatalf("queued past the timeout: %v (kind %q); want a timeout NodeError", err, store.ErrorKind(err))
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("queued call returned after %v, want about the 200ms timeout", d)
@@ -360,7 +360,7 @@ func TestBatchMixed(t *testing.T) {
 	ctx := context.Background()
 	type call struct {
 		key  string
-		p    *core.Policy
+		p    *store.Policy
 		peek bool
 		cost int64
 	}
@@ -383,7 +383,7 @@ func TestBatchMixed(t *testing.T) {
 	for rec.heldCount() < redisstore.Lanes() {
 		time.Sleep(time.Millisecond)
 	}
-	results := make([]core.Result, len(calls))
+	results := make([]store.Result, len(calls))
 	errs := make([]error, len(calls))
 	for i, cl := range calls {
 		wg.Go(func() {

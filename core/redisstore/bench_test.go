@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -42,7 +42,7 @@ func BenchmarkTake(b *testing.B) {
 		}
 		b.Run(a.String(), func(b *testing.B) {
 			b.ReportAllocs()
-			var r core.Result
+			var r store.Result
 			var err error
 			for b.Loop() {
 				if r, err = s.Take(ctx, "bench", p, 1); err != nil || !r.Allowed {

@@ -3,7 +3,7 @@ package redisstore
 import (
 	"sync/atomic"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // ErrCircuitOpen is returned (wrapped in a NodeError naming the node),
@@ -69,12 +69,12 @@ func (b *breaker) tripped() bool {
 // state returns the breaker's state at instant now: closed, open until
 // the cool-down ends, then half-open (the next call probes) until a probe
 // closes or reopens it.
-func (b *breaker) state(now int64) core.BreakerState {
+func (b *breaker) state(now int64) store.BreakerState {
 	switch until := b.openUntil.Load(); {
 	case until == 0:
-		return core.BreakerClosed
+		return store.BreakerClosed
 	case now < until:
-		return core.BreakerOpen
+		return store.BreakerOpen
 	}
-	return core.BreakerHalfOpen
+	return store.BreakerHalfOpen
 }

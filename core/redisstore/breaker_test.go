@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -185,7 +185,7 @@ func TestFaultDialHangs(t *testing.T) {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
 		}})
 	t.Cleanup(func() { close(release); _ = rc.Close() })
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st, err := New(rc, WithTimeout(50*time.Millisecond), WithBreaker(3, time.Second), WithClock(clock))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // denyCache remembers denials: once Redis denies key a request of some cost
@@ -28,7 +28,7 @@ type denyKey struct {
 type denial struct {
 	at, until int64 // local clock, ns
 	cost      int64
-	result    core.Result
+	result    store.Result
 }
 
 type denyShard struct {
@@ -54,7 +54,7 @@ func (c *denyCache) shard(k denyKey) *denyShard {
 }
 
 // get fills r and reports true when k is denied locally for cost at now.
-func (c *denyCache) get(k denyKey, cost, now int64, r *core.Result) bool {
+func (c *denyCache) get(k denyKey, cost, now int64, r *store.Result) bool {
 	if c.size.Load() == 0 {
 		return false
 	}
@@ -86,7 +86,7 @@ func (c *denyCache) get(k denyKey, cost, now int64, r *core.Result) bool {
 }
 
 // put records a denial of cost at now.
-func (c *denyCache) put(k denyKey, cost, now int64, r *core.Result) {
+func (c *denyCache) put(k denyKey, cost, now int64, r *store.Result) {
 	if r.RetryAfter <= 0 {
 		return
 	}

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func TestDenyCache(t *testing.T) {
 	c := newDenyCache(1000)
 	k := denyKey{rule: 7, key: "u"}
-	denied := core.Result{Limit: algo.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
-	denied.Limits[0] = core.LimitState{Remaining: 2, ResetAfter: 50 * time.Second}
+	denied := store.Result{Limit: algo.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
+	denied.Limits[0] = store.LimitState{Remaining: 2, ResetAfter: 50 * time.Second}
 	c.put(k, 3, 0, &denied) // cost 3 does not fit in 2
-	var r core.Result
+	var r store.Result
 	if c.get(k, 2, int64(time.Second), &r) {
 		t.Fatal("a denial of cost 3 denied cost 2 locally")
 	}
@@ -42,7 +42,7 @@ func TestDenyCache(t *testing.T) {
 	if c.get(k, 1, 1, &r) || c.size.Load() != 0 {
 		t.Fatal("drop left the entry")
 	}
-	allowed := core.Result{Allowed: true}
+	allowed := store.Result{Allowed: true}
 	c.put(k, 1, 0, &allowed) // no retry-after: nothing to cache
 	if c.size.Load() != 0 {
 		t.Fatal("cached a result without a retry-after")
@@ -54,8 +54,8 @@ func TestDenyCache(t *testing.T) {
 func TestDenyCacheExpiredFirst(t *testing.T) {
 	const bound = 160 // 10 per shard
 	c := newDenyCache(bound)
-	short := core.Result{RetryAfter: time.Second}
-	long := core.Result{RetryAfter: time.Hour}
+	short := store.Result{RetryAfter: time.Second}
+	long := store.Result{RetryAfter: time.Hour}
 	for i := range 2000 { // fill every shard with entries that end at 1s
 		c.put(denyKey{key: "old" + strconv.Itoa(i)}, 1, 0, &short)
 	}
@@ -71,7 +71,7 @@ func TestDenyCacheExpiredFirst(t *testing.T) {
 	if n := c.size.Load(); n > bound {
 		t.Fatalf("%d entries, bound %d", n, bound)
 	}
-	var r core.Result
+	var r store.Result
 	for _, k := range live {
 		if !c.get(k, 1, int64(3*time.Second), &r) {
 			t.Fatalf("live entry %q was evicted while expired ones were there", k.key)
@@ -99,7 +99,7 @@ func countLive(sh *denyShard, now int64) int {
 func TestDenyCacheBound(t *testing.T) {
 	const bound = 1600
 	c := newDenyCache(bound)
-	r := core.Result{RetryAfter: time.Second}
+	r := store.Result{RetryAfter: time.Second}
 	for i := range 100_000 {
 		c.put(denyKey{key: strconv.Itoa(i)}, 1, int64(i)*int64(time.Millisecond), &r)
 		if n := c.size.Load(); n > bound {

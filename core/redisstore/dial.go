@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // dialLog remembers, per node, how the last dial to it ended. go-redis
@@ -16,7 +16,7 @@ import (
 // name the cause (NodeError.LastDial). Dials are rare (connections are
 // pooled), so one mutex serves.
 type dialLog struct {
-	clock core.Clock
+	clock store.Clock
 	mu    sync.Mutex
 	m     map[string]*dialEntry // node name or address → its last dial
 }
@@ -29,7 +29,7 @@ type dialEntry struct {
 	at     int64 // when it failed, on the store's clock
 }
 
-func (l *dialLog) init(clock core.Clock) {
+func (l *dialLog) init(clock store.Clock) {
 	l.clock = clock
 	l.m = make(map[string]*dialEntry)
 }

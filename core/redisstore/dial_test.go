@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -63,7 +64,7 @@ func checkRefused(t *testing.T, err error, node, addr, deadline string, isDeadli
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("errors.Is(%v, ECONNREFUSED) = false", err)
 	}
-	if kind := core.StoreErrorKind(err); kind != "connection_refused" {
+	if kind := store.ErrorKind(err); kind != "connection_refused" {
 		t.Fatalf("StoreErrorKind = %q, want connection_refused", kind)
 	}
 }
@@ -237,7 +238,7 @@ func TestLastDial(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: "redis.test:6379", ContextTimeoutEnabled: true,
 		Dialer: func(context.Context, string, string) (net.Conn, error) { return nil, refused }})
 	t.Cleanup(func() { _ = rc.Close() })
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st, err := New(rc, WithTimeout(timeout), WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
@@ -321,9 +322,9 @@ func TestStoreErrorKind(t *testing.T) {
 		{node(io.EOF), "connection"},
 		{node(io.ErrUnexpectedEOF), "connection"},
 		{node(errors.New("redis: all ring shards are down")), "other"},
-		{fmt.Errorf("redisstore: policy: %w", core.ErrBadPolicy), "other"},
+		{fmt.Errorf("redisstore: policy: %w", store.ErrBadPolicy), "other"},
 	} {
-		if got := core.StoreErrorKind(tt.err); got != tt.want {
+		if got := store.ErrorKind(tt.err); got != tt.want {
 			t.Errorf("StoreErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestDifferential runs the Lua scripts (in miniredis, whose clock the test
@@ -53,7 +53,7 @@ func TestDifferential(t *testing.T) {
 }
 
 func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Rand, a algo.Algorithm, l algo.Limit) {
-	p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{l}}
+	p := &store.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{l}}
 	u := int64(1) // a fixed window always counts in microseconds
 	if a != algo.FixedWindow {
 		var err error
@@ -95,9 +95,9 @@ func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Ran
 		nowU := now.UnixMicro() / u
 		s, o = algo.Take(a, s, ref, nowU, cost)
 		scale := int64(unit)
-		want := core.Result{Allowed: o.Allowed, Limit: l, Remaining: o.Remaining,
+		want := store.Result{Allowed: o.Allowed, Limit: l, Remaining: o.Remaining,
 			ResetAfter: time.Duration(o.ResetAfter * scale), RetryAfter: time.Duration(o.RetryAfter * scale)}
-		want.Limits[0] = core.LimitState{Remaining: o.Remaining, ResetAfter: want.ResetAfter}
+		want.Limits[0] = store.LimitState{Remaining: o.Remaining, ResetAfter: want.ResetAfter}
 		if got != want {
 			t.Fatalf("step %d at %v (unit %v), cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), unit, cost, got, want)
 		}
@@ -119,16 +119,16 @@ func TestDifferentialSeveralLimits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
 		t.Run(a.String(), func(t *testing.T) {
-			p := &core.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{
+			p := &store.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{
 				{Count: 3, Period: time.Second}, {Count: 10, Period: 10 * time.Second}, {Count: 25, Period: time.Minute},
 			}}
-			var ref core.Policy
+			var ref store.Policy
 			ref.Algorithm = a
 			for _, l := range p.Limits {
 				ref.Limits = append(ref.Limits, algo.Limit{Count: l.Count, Period: l.Period / time.Microsecond})
 			}
-			var states [core.MaxLimits]algo.State
-			var exp [core.MaxLimits]int64
+			var states [store.MaxLimits]algo.State
+			var exp [store.MaxLimits]int64
 			now := time.Unix(1_700_000_000, 0)
 			for step := range 600 {
 				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond)))).Truncate(time.Microsecond)
@@ -138,14 +138,14 @@ func TestDifferentialSeveralLimits(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := core.Evaluate(&ref, &states, &exp, now.UnixMicro(), cost)
-				want := core.Result{Allowed: w.Allowed, Remaining: w.Remaining,
+				w := store.Evaluate(&ref, &states, &exp, now.UnixMicro(), cost)
+				want := store.Result{Allowed: w.Allowed, Remaining: w.Remaining,
 					ResetAfter: w.ResetAfter * 1000, RetryAfter: w.RetryAfter * 1000}
 				for i, l := range ref.Limits {
 					if l == w.Limit {
 						want.Limit = p.Limits[i]
 					}
-					want.Limits[i] = core.LimitState{Remaining: w.Limits[i].Remaining, ResetAfter: w.Limits[i].ResetAfter * 1000}
+					want.Limits[i] = store.LimitState{Remaining: w.Limits[i].Remaining, ResetAfter: w.Limits[i].ResetAfter * 1000}
 				}
 				if got != want {
 					t.Fatalf("step %d at %v, cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), cost, got, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -147,7 +148,7 @@ func TestHungRedis(t *testing.T) {
 			const readTimeout, bound = 2 * time.Second, time.Second
 			rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: bounded, ReadTimeout: readTimeout, MaxRetries: -1})
 			cmds := countCommands(rc)
-			clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+			clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 			st, err := redisstore.New(rc, redisstore.WithTimeout(timeout), redisstore.WithBreaker(3, time.Second), redisstore.WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +204,7 @@ func TestBreakerRecovers(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st := newStore(t, rc, redisstore.WithBreaker(2, 500*time.Millisecond), redisstore.WithClock(clock))
 	p := policy("recover", algo.FixedWindow, "5/hour")
 	ctx := context.Background()

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func TestPart(t *testing.T) {
@@ -137,17 +137,17 @@ func TestBadPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		p    *core.Policy
+		p    *store.Policy
 		want string
 	}{
-		{&core.Policy{Name: "none"}, `redisstore: policy "none" has 0 limits: rate-limit policy needs 1 to 4 limits`},
-		{&core.Policy{Name: "ns", Limits: []algo.Limit{{Count: 1, Period: 1500}}},
+		{&store.Policy{Name: "none"}, `redisstore: policy "none" has 0 limits: rate-limit policy needs 1 to 4 limits`},
+		{&store.Policy{Name: "ns", Limits: []algo.Limit{{Count: 1, Period: 1500}}},
 			`redisstore: policy "ns": limit 1/1.5µs: the period must be a whole number of microseconds (the Redis clock's resolution): rate-limit policy needs 1 to 4 limits`},
-		{&core.Policy{Name: "zero", Limits: []algo.Limit{{Count: 0, Period: time.Second}}},
+		{&store.Policy{Name: "zero", Limits: []algo.Limit{{Count: 0, Period: time.Second}}},
 			`redisstore: policy "zero": count 0 out of range [1, 2147483647]: rate-limit policy needs 1 to 4 limits`},
 	} {
 		_, err := s.Take(t.Context(), "u", tc.p, 1)
-		if !errors.Is(err, core.ErrBadPolicy) || err.Error() != tc.want {
+		if !errors.Is(err, store.ErrBadPolicy) || err.Error() != tc.want {
 			t.Errorf("Take under %+v:\ngot  %v\nwant %s", tc.p, err, tc.want)
 		}
 	}

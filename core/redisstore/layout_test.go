@@ -12,6 +12,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -74,7 +75,7 @@ func TestIncrExpireKeys(t *testing.T) {
 		}
 		return v
 	}
-	take := func(user string, p *core.Policy, allowed bool, remaining int64) {
+	take := func(user string, p *store.Policy, allowed bool, remaining int64) {
 		t.Helper()
 		r, err := st.Take(ctx, user, p, 1)
 		if err != nil || r.Allowed != allowed || r.Remaining != remaining {
@@ -128,7 +129,7 @@ func TestIncrExpireKeys(t *testing.T) {
 	}
 
 	// Several limits, or another algorithm: the default layout.
-	for _, p := range []*core.Policy{
+	for _, p := range []*store.Policy{
 		policy("search", algo.FixedWindow, "5/hour", "50/day"),
 		policy("search", algo.GCRA, "5/hour"),
 	} {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // maxNodes bounds the nodes the store keeps a breaker for. Nodes come from
@@ -173,7 +173,7 @@ type nodes struct {
 // Ring's per node client, under the address dialled, for each node
 // client go-redis makes from now on (OnNewNode) and, in locate, for
 // those it made before.
-func (ns *nodes) init(client redis.UniversalClient, clock core.Clock) {
+func (ns *nodes) init(client redis.UniversalClient, clock store.Clock) {
 	empty := map[string]*node{}
 	ns.m.Store(&empty)
 	ns.dials.init(clock)
@@ -209,17 +209,17 @@ func (ns *nodes) lastDial(n *node, since int64) error {
 
 // stats returns the state of every node's breaker at now (see
 // Store.Stats).
-func (ns *nodes) stats(now int64) []core.NodeStats {
+func (ns *nodes) stats(now int64) []store.NodeStats {
 	if ns.single != nil {
-		return []core.NodeStats{{Node: ns.single.addr, Breaker: ns.single.br.state(now)}}
+		return []store.NodeStats{{Node: ns.single.addr, Breaker: ns.single.br.state(now)}}
 	}
 	m := *ns.m.Load()
-	out := make([]core.NodeStats, 0, len(m)+1)
+	out := make([]store.NodeStats, 0, len(m)+1)
 	for _, addr := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, core.NodeStats{Node: addr, Breaker: m[addr].br.state(now)})
+		out = append(out, store.NodeStats{Node: addr, Breaker: m[addr].br.state(now)})
 	}
 	if ns.cluster != nil && !ns.mapped.Load() || ns.unmapped.br.tripped() {
-		out = append(out, core.NodeStats{Node: ns.unmapped.addr, Breaker: ns.unmapped.br.state(now)})
+		out = append(out, store.NodeStats{Node: ns.unmapped.addr, Breaker: ns.unmapped.br.state(now)})
 	}
 	return out
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -100,12 +100,12 @@ func (f *fakeCluster) users(t *testing.T, i, n int) []string {
 	return users
 }
 
-func testPolicy(t *testing.T, name, limit string) *core.Policy {
-	l, err := core.ParseLimit(limit)
+func testPolicy(t *testing.T, name, limit string) *store.Policy {
+	l, err := algo.ParseLimit(limit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &core.Policy{Name: name, Algorithm: algo.FixedWindow, Limits: []algo.Limit{l}}
+	return &store.Policy{Name: name, Algorithm: algo.FixedWindow, Limits: []algo.Limit{l}}
 }
 
 // nodeOf returns the node a store error names, and whether it wraps
@@ -127,7 +127,7 @@ func nodeOf(t *testing.T, err error) (string, bool) {
 // after A's circuit is open; each node probes on its own.
 func TestBreakerPerNode(t *testing.T) {
 	f := newFakeCluster(t)
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	// The timeout is long: a held dial ends when the test releases it.
 	s, err := New(f.client, WithBreaker(3, time.Second), WithClock(clock), WithTimeout(10*time.Second))
 	if err != nil {
@@ -260,7 +260,7 @@ func TestBreakerNodesBounded(t *testing.T) {
 	}
 
 	ns := &nodes{threshold: 1, cooldown: int64(time.Second)}
-	ns.init(f.client, core.SystemClock)
+	ns.init(f.client, store.SystemClock)
 	tripped := ns.get("tripped:1")
 	tripped.br.failure(0, false)
 	for i := range 5 * maxNodes {
@@ -309,7 +309,7 @@ func TestLocateAllocs(t *testing.T) {
 	t.Cleanup(func() { _ = single.Close() })
 	for name, c := range map[string]redis.UniversalClient{"cluster": f.client, "ring": ring, "client": single} {
 		ns := &nodes{threshold: 5, cooldown: int64(time.Second)}
-		ns.init(c, core.SystemClock)
+		ns.init(c, store.SystemClock)
 		if ns.cluster != nil {
 			ns.mapped.Store(true)
 			if _, err := f.client.MasterForKey(ctx, "warm"); err != nil { // loads the slot map
@@ -363,7 +363,7 @@ func BenchmarkLocate(b *testing.B) {
 		client redis.UniversalClient
 	}{{"cluster", cluster}, {"ring", ring}, {"client", single}} {
 		ns := &nodes{threshold: 5, cooldown: int64(time.Second)}
-		ns.init(c.client, core.SystemClock)
+		ns.init(c.client, store.SystemClock)
 		if _, err := cluster.MasterForKey(ctx, key); err != nil {
 			b.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func TestBreakerPerShard(t *testing.T) {
 		MaxRetries:         -1,
 	})
 	t.Cleanup(func() { _ = ring.Close() })
-	s, err := New(ring, WithBreaker(2, time.Second), WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))), WithTimeout(redistest.StoreTimeout))
+	s, err := New(ring, WithBreaker(2, time.Second), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestBreakerPerShard(t *testing.T) {
 func TestBreakerUnmapped(t *testing.T) {
 	f := newFakeCluster(t)
 	f.unreachable.Store(true)
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	s, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -21,7 +22,7 @@ func TestPenaltyGCRAPeekRedis(t *testing.T) {
 	c := client(t, srv.Addr())
 	s := newStore(t, c)
 	ctx := context.Background()
-	ban := &core.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
+	ban := &store.Policy{Name: "login!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: 15 * time.Minute, Burst: 1}}}
 	keys := func() int64 {
 		n, err := c.DBSize(ctx).Result()
 		if err != nil {

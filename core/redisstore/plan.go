@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // maxExact bounds every product the scripts form: Lua numbers are doubles,
@@ -50,12 +50,12 @@ func unitFor(a algo.Algorithm, l algo.Limit) (int64, error) {
 
 // newPlan precomputes p; incrExpire asks for the INCR+EXPIRE layout
 // (WithIncrExpireKeys), which only a one-limit fixed window takes.
-func newPlan(p *core.Policy, incrExpire bool) (*plan, error) {
-	if n := len(p.Limits); n == 0 || n > core.MaxLimits {
-		return nil, fmt.Errorf("redisstore: policy %q has %d limits: %w", p.Name, n, core.ErrBadPolicy)
+func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
+	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
+		return nil, fmt.Errorf("redisstore: policy %q has %d limits: %w", p.Name, n, store.ErrBadPolicy)
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("redisstore: %v: %w", err, core.ErrBadPolicy)
+		return nil, fmt.Errorf("redisstore: %v: %w", err, store.ErrBadPolicy)
 	}
 	fixed := int64(0)
 	if p.Algorithm == algo.FixedWindow {
@@ -74,10 +74,10 @@ func newPlan(p *core.Policy, incrExpire bool) (*plan, error) {
 		if fixed == 0 {
 			var err error
 			if u, err = unitFor(p.Algorithm, l); err != nil {
-				return nil, fmt.Errorf("redisstore: policy %q: %v: %w", p.Name, err, core.ErrBadPolicy)
+				return nil, fmt.Errorf("redisstore: policy %q: %v: %w", p.Name, err, store.ErrBadPolicy)
 			}
 		} else if l.Period%time.Microsecond != 0 {
-			return nil, fmt.Errorf("redisstore: policy %q: limit %v: the period must be a whole number of microseconds (the Redis clock's resolution): %w", p.Name, l, core.ErrBadPolicy)
+			return nil, fmt.Errorf("redisstore: policy %q: limit %v: the period must be a whole number of microseconds (the Redis clock's resolution): %w", p.Name, l, store.ErrBadPolicy)
 		}
 		period := int64(l.Period/time.Microsecond) / u
 		if fixed == 1 {

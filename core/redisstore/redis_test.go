@@ -17,6 +17,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/core/storetest"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -53,20 +54,20 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) 
 func TestConformanceRedisServer(t *testing.T) {
 	t.Parallel()
 	c := client(t, redistest.StartServer(t).Addr())
-	storetest.Run(t, func() core.Store { return newStore(t, c) })
+	storetest.Run(t, func() store.Store { return newStore(t, c) })
 }
 
 func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t, redistest.StartCluster(t))
-	storetest.Run(t, func() core.Store { return newStore(t, c) })
+	storetest.Run(t, func() store.Store { return newStore(t, c) })
 }
 
 // TestConformanceIncrExpire runs the suite with the INCR+EXPIRE layout.
 func TestConformanceIncrExpire(t *testing.T) {
 	t.Parallel()
 	c := client(t, redistest.StartServer(t).Addr())
-	storetest.Run(t, func() core.Store { return newStore(t, c, redisstore.WithIncrExpireKeys(true)) })
+	storetest.Run(t, func() store.Store { return newStore(t, c, redisstore.WithIncrExpireKeys(true)) })
 }
 
 // TestConformanceMiniredis runs the suite against miniredis, the fallback
@@ -74,13 +75,13 @@ func TestConformanceIncrExpire(t *testing.T) {
 func TestConformanceMiniredis(t *testing.T) {
 	t.Parallel()
 	c := client(t, redistest.StartMini(t).Addr())
-	storetest.Run(t, func() core.Store { return newStore(t, c) })
+	storetest.Run(t, func() store.Store { return newStore(t, c) })
 }
 
-func policy(name string, a algo.Algorithm, limits ...string) *core.Policy {
-	p := &core.Policy{Name: name, Algorithm: a}
+func policy(name string, a algo.Algorithm, limits ...string) *store.Policy {
+	p := &store.Policy{Name: name, Algorithm: a}
 	for _, s := range limits {
-		l, err := core.ParseLimit(s)
+		l, err := algo.ParseLimit(s)
 		if err != nil {
 			panic(err)
 		}
@@ -321,7 +322,7 @@ func TestKeys(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rc := client(t, srv.Addr())
 	ctx := context.Background()
-	fp := func(p *core.Policy) string { return fmt.Sprintf("%016x", p.Fingerprint()) }
+	fp := func(p *store.Policy) string { return fmt.Sprintf("%016x", p.Fingerprint()) }
 	serverNow := func() time.Time {
 		now, err := rc.Time(ctx).Result()
 		if err != nil {
@@ -329,7 +330,7 @@ func TestKeys(t *testing.T) {
 		}
 		return now
 	}
-	check := func(s *redisstore.Store, user string, p *core.Policy, want ...string) {
+	check := func(s *redisstore.Store, user string, p *store.Policy, want ...string) {
 		t.Helper()
 		if err := rc.FlushDB(ctx).Err(); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -19,7 +19,7 @@ func TestStats(t *testing.T) {
 	mini := redistest.StartMini(t)
 	rc := redis.NewClient(&redis.Options{Addr: mini.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st, err := New(rc, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestStats(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	ctx := context.Background()
 	p := testPolicy(t, "api", "2/hour")
-	want := core.StoreStats{Store: "redis", Keys: -1, Nodes: []core.NodeStats{{Node: mini.Addr(), Breaker: core.BreakerClosed}}}
+	want := store.Stats{Store: "redis", Keys: -1, Nodes: []store.NodeStats{{Node: mini.Addr(), Breaker: store.BreakerClosed}}}
 	check := func(what string) {
 		t.Helper()
 		if got := st.Stats(); !reflect.DeepEqual(got, want) {
@@ -62,10 +62,10 @@ func TestStats(t *testing.T) {
 			t.Fatal("Redis closed, and the call succeeded")
 		}
 	}
-	want.Nodes[0].Breaker = core.BreakerOpen
+	want.Nodes[0].Breaker = store.BreakerOpen
 	check("two failures")
 	clock.Advance(time.Second)
-	want.Nodes[0].Breaker = core.BreakerHalfOpen
+	want.Nodes[0].Breaker = store.BreakerHalfOpen
 	check("cool-down over")
 	if err := mini.Restart(); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestStats(t *testing.T) {
 	if _, err := st.Take(ctx, "v", p, 1); err != nil {
 		t.Fatalf("the probe: %v", err)
 	}
-	want.Nodes[0].Breaker = core.BreakerClosed
+	want.Nodes[0].Breaker = store.BreakerClosed
 	check("probe answered")
 
 	off, err := New(rc, WithDenyCache(false), WithTimeout(redistest.StoreTimeout))
@@ -93,19 +93,19 @@ func TestStats(t *testing.T) {
 // sorted by address, each with its own breaker.
 func TestStatsCluster(t *testing.T) {
 	f := newFakeCluster(t)
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st, err := New(f.client, WithBreaker(2, time.Second), WithClock(clock), WithTimeout(redistest.StoreTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	nodes := func(want ...core.NodeStats) {
+	nodes := func(want ...store.NodeStats) {
 		t.Helper()
 		if got := st.Stats().Nodes; !reflect.DeepEqual(got, want) {
 			t.Fatalf("Stats().Nodes = %+v, want %+v", got, want)
 		}
 	}
-	nodes(core.NodeStats{Node: "cluster", Breaker: core.BreakerClosed})
+	nodes(store.NodeStats{Node: "cluster", Breaker: store.BreakerClosed})
 	ctx := context.Background()
 	p := testPolicy(t, "api", "5/hour")
 	a, b := f.nodeAddrs[nodeA], f.nodeAddrs[nodeB]
@@ -113,16 +113,16 @@ func TestStatsCluster(t *testing.T) {
 	if _, err := st.Take(ctx, onB, p, 1); err != nil {
 		t.Fatal(err)
 	}
-	nodes(core.NodeStats{Node: b, Breaker: core.BreakerClosed})
+	nodes(store.NodeStats{Node: b, Breaker: store.BreakerClosed})
 	if _, err := st.Take(ctx, onA, p, 1); err != nil {
 		t.Fatal(err)
 	}
-	nodes(core.NodeStats{Node: a, Breaker: core.BreakerClosed}, core.NodeStats{Node: b, Breaker: core.BreakerClosed})
+	nodes(store.NodeStats{Node: a, Breaker: store.BreakerClosed}, store.NodeStats{Node: b, Breaker: store.BreakerClosed})
 	f.servers[nodeA].Close()
 	for range 2 {
 		if _, err := st.Take(ctx, onA, p, 1); err == nil {
 			t.Fatal("the node is down, and the call succeeded")
 		}
 	}
-	nodes(core.NodeStats{Node: a, Breaker: core.BreakerOpen}, core.NodeStats{Node: b, Breaker: core.BreakerClosed})
+	nodes(store.NodeStats{Node: a, Breaker: store.BreakerOpen}, store.NodeStats{Node: b, Breaker: store.BreakerClosed})
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redisbound"
 )
 
@@ -78,7 +78,7 @@ func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } 
 // WithClock sets the local clock of the deny cache, the breakers and the
 // record of failed dials (the counters themselves always use the Redis
 // server's clock). Default: core.SystemClock.
-func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
+func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithIncrExpireKeys, when on, makes every policy of one fixed-window
 // limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
@@ -121,7 +121,7 @@ type Store struct {
 	timeout  time.Duration
 	grain    time.Duration
 	bounded  bool // the client honours context deadlines on its sockets
-	clock    core.Clock
+	clock    store.Clock
 	nodes    nodes
 	denyOn   bool
 	denySize int
@@ -149,7 +149,7 @@ type Store struct {
 	inflight sync.WaitGroup
 }
 
-var _ core.StatsStore = (*Store)(nil)
+var _ store.StatsStore = (*Store)(nil)
 
 // New returns a Store that counts in client. It does not contact Redis.
 // The client should have ContextTimeoutEnabled set, so that go-redis bounds
@@ -169,7 +169,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		client:   client,
 		prefix:   DefaultPrefix,
 		timeout:  DefaultTimeout,
-		clock:    core.SystemClock,
+		clock:    store.SystemClock,
 		denyOn:   true,
 		denySize: DefaultDenyCacheSize,
 		batch:    DefaultBatch,
@@ -232,7 +232,7 @@ var (
 // number of microseconds, or an extreme count), when the circuit of the
 // key's node is open (a *NodeError wrapping ErrCircuitOpen), or when Redis
 // fails or does not answer in time (a *NodeError naming the node).
-func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *Store) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.decide(ctx, key, p, cost, false)
 }
 
@@ -241,13 +241,13 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, cost int64
 // that cost and write nothing), on the server's clock. A key the deny
 // cache holds is answered from it without a round trip, and a denial is
 // cached as Take's is. It fails as Take does.
-func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (s *Store) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.decide(ctx, key, p, cost, true)
 }
 
 // decide is Take, or Peek when dry is set.
-func (s *Store) decide(ctx context.Context, key string, p *core.Policy, cost int64, dry bool) (core.Result, error) {
-	var r core.Result
+func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost int64, dry bool) (store.Result, error) {
+	var r store.Result
 	if s.closed.Load() {
 		return r, ErrClosed
 	}
@@ -272,7 +272,7 @@ func (s *Store) decide(ctx context.Context, key string, p *core.Policy, cost int
 		return r, err
 	}
 	if err := parse(p, pl, reply, cost, &r); err != nil {
-		return core.Result{}, err
+		return store.Result{}, err
 	}
 	if !r.Allowed && s.deny != nil && cost > 0 && s.resets.Load() == resets {
 		s.deny.put(dk, cost, now, &r)
@@ -288,7 +288,7 @@ func (s *Store) decide(ctx context.Context, key string, p *core.Policy, cost int
 // state not yet back to its initial one (their keys outlive that by up to
 // a period: such a key is deleted and not reported). It also drops key's
 // deny-cache entry. It fails as Take does.
-func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) (cleared bool, _ error) {
+func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared bool, _ error) {
 	pl, err := s.plan(p)
 	if err != nil {
 		return false, err
@@ -325,8 +325,8 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) (cleared 
 // cool-down has ended: its next call probes. It locks each of the deny
 // cache's 16 shards briefly and copies the node list: its cost does not
 // grow with the keys.
-func (s *Store) Stats() core.StoreStats {
-	st := core.StoreStats{Store: "redis", Keys: -1}
+func (s *Store) Stats() store.Stats {
+	st := store.Stats{Store: "redis", Keys: -1}
 	if s.deny != nil {
 		st.DenyCacheHits = s.deny.hitCount()
 	}
@@ -335,7 +335,7 @@ func (s *Store) Stats() core.StoreStats {
 }
 
 // plan returns the precomputed form of p.
-func (s *Store) plan(p *core.Policy) (*plan, error) {
+func (s *Store) plan(p *store.Policy) (*plan, error) {
 	f := p.Fingerprint()
 	if v, ok := s.plans.Load(f); ok {
 		return v.(*plan), nil
@@ -355,7 +355,7 @@ func (s *Store) plan(p *core.Policy) (*plan, error) {
 }
 
 // parse turns the script's reply into r.
-func parse(p *core.Policy, pl *plan, reply any, cost int64, r *core.Result) error {
+func parse(p *store.Policy, pl *plan, reply any, cost int64, r *store.Result) error {
 	v, ok := reply.([]any)
 	n := len(p.Limits)
 	if ok && n == 1 && pl.algorithm == algo.FixedWindow && len(v) == 2 {
@@ -364,7 +364,7 @@ func parse(p *core.Policy, pl *plan, reply any, cost int64, r *core.Result) erro
 	if !ok || len(v) != 4*n {
 		return fmt.Errorf("redisstore: unexpected reply %T of length %d to a decision over %d limits", reply, len(v), n)
 	}
-	var out [core.MaxLimits]algo.Outcome
+	var out [store.MaxLimits]algo.Outcome
 	for i := range n {
 		var x [4]int64
 		for j := range x {
@@ -374,13 +374,13 @@ func parse(p *core.Policy, pl *plan, reply any, cost int64, r *core.Result) erro
 		}
 		out[i] = algo.Outcome{Allowed: x[0] == 1, Remaining: x[1], ResetAfter: x[2] * 1000, RetryAfter: x[3] * 1000}
 	}
-	*r = core.Combine(p, &out)
+	*r = store.Combine(p, &out)
 	return nil
 }
 
 // parseFixed reads the lean reply of a one-limit fixed window: the count
 // after the request (with its cost, admitted or not) and the reset-after.
-func parseFixed(p *core.Policy, v []any, cost int64, r *core.Result) error {
+func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 	count, ok1 := v[0].(int64)
 	reset, ok2 := v[1].(int64)
 	if !ok1 || !ok2 {

@@ -3,8 +3,8 @@ package storetest
 import (
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // penaltyBan checks what a rule's penalty (core.PenaltySpec) relies on:
@@ -13,7 +13,7 @@ import (
 // when the unit is free, and Remaining 0, with ResetAfter the time until
 // the unit is free again, while it is taken.
 func penaltyBan(e *env) {
-	p := &core.Policy{Name: e.prefix + "rule!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
+	p := &store.Policy{Name: e.prefix + "rule!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
 	k := e.key("banned")
 	e.expect(k, p, 0, true, 1)
 	e.reset(k, p, false) // the check created nothing live

@@ -43,8 +43,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Option configures Run.
@@ -52,10 +52,10 @@ type Option func(*suite)
 
 // WithClock tells the suite that the stores read time from clock, so it can
 // move time itself instead of waiting.
-func WithClock(clock *core.ManualClock) Option { return func(s *suite) { s.clock = clock } }
+func WithClock(clock *store.ManualClock) Option { return func(s *suite) { s.clock = clock } }
 
 type suite struct {
-	clock *core.ManualClock
+	clock *store.ManualClock
 }
 
 var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA}
@@ -63,7 +63,7 @@ var algorithms = []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.Tok
 // Run runs the suite. newStore is called once per subtest; stores it returns
 // that implement io.Closer are closed at the end of their subtest. Keys are
 // unique per run, so a store that persists (a Redis server) may be reused.
-func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
+func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 	s := &suite{}
 	for _, o := range opts {
 		o(s)
@@ -95,8 +95,8 @@ func Run(t *testing.T, newStore func() core.Store, opts ...Option) {
 
 type env struct {
 	*testing.T
-	st     core.Store
-	clock  *core.ManualClock
+	st     store.Store
+	clock  *store.ManualClock
 	prefix string
 }
 
@@ -104,11 +104,11 @@ func (e *env) virtual() bool { return e.clock != nil }
 
 func (e *env) key(k string) string { return e.prefix + k }
 
-func (e *env) policy(name string, a algo.Algorithm, limits ...string) *core.Policy {
+func (e *env) policy(name string, a algo.Algorithm, limits ...string) *store.Policy {
 	e.Helper()
-	p := &core.Policy{Name: e.prefix + name, Algorithm: a}
+	p := &store.Policy{Name: e.prefix + name, Algorithm: a}
 	for _, s := range limits {
-		l, err := core.ParseLimit(s)
+		l, err := algo.ParseLimit(s)
 		if err != nil {
 			e.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func (e *env) policy(name string, a algo.Algorithm, limits ...string) *core.Poli
 	return p
 }
 
-func (e *env) take(key string, p *core.Policy, cost int64) core.Result {
+func (e *env) take(key string, p *store.Policy, cost int64) store.Result {
 	e.Helper()
 	r, err := e.st.Take(context.Background(), key, p, cost)
 	if err != nil {
@@ -130,7 +130,7 @@ func (e *env) take(key string, p *core.Policy, cost int64) core.Result {
 }
 
 // expect takes and checks the decision and the remaining count.
-func (e *env) expect(key string, p *core.Policy, cost int64, allowed bool, remaining int64) core.Result {
+func (e *env) expect(key string, p *store.Policy, cost int64, allowed bool, remaining int64) store.Result {
 	e.Helper()
 	r := e.take(key, p, cost)
 	if r.Allowed != allowed || r.Remaining != remaining {
@@ -300,7 +300,7 @@ func reset(e *env, a algo.Algorithm) {
 // ResetAfter has passed), Reset reports false; just before, true. The
 // period is short (200ms), for stores on a real clock.
 func resetExpired(e *env, a algo.Algorithm) {
-	p := &core.Policy{Name: e.prefix + "expiry", Algorithm: a, Limits: []algo.Limit{{Count: 2, Period: 200 * time.Millisecond}}}
+	p := &store.Policy{Name: e.prefix + "expiry", Algorithm: a, Limits: []algo.Limit{{Count: 2, Period: 200 * time.Millisecond}}}
 	e.align(p.Limits[0].Period)
 	early, late := e.key("early"), e.key("late")
 	r := e.expect(early, p, 1, true, 1)
@@ -326,7 +326,7 @@ func resetExpired(e *env, a algo.Algorithm) {
 // equal; in real time (the store's server clock runs between the calls)
 // the decisions, limits and counts are, and durations within 2s.
 func peek(e *env, a algo.Algorithm) {
-	for _, p := range []*core.Policy{e.policy("peek", a, "3/hour"), e.policy("peek2", a, "2/minute", "5/hour")} {
+	for _, p := range []*store.Policy{e.policy("peek", a, "3/hour"), e.policy("peek2", a, "2/minute", "5/hour")} {
 		e.align(time.Hour)
 		k := e.key("u")
 		e.peekAt(k, p, 1)
@@ -352,7 +352,7 @@ func peek(e *env, a algo.Algorithm) {
 	}
 }
 
-func (e *env) peekAt(key string, p *core.Policy, cost int64) core.Result {
+func (e *env) peekAt(key string, p *store.Policy, cost int64) store.Result {
 	e.Helper()
 	r, err := e.st.Peek(context.Background(), key, p, cost)
 	if err != nil {
@@ -365,7 +365,7 @@ func (e *env) peekAt(key string, p *core.Policy, cost int64) core.Result {
 // virtual time; in real time, equal but for durations, which must be
 // within 2s of each other (and zero together): a loaded machine may
 // pause between the calls.
-func (e *env) sameResult(a, b core.Result) bool {
+func (e *env) sameResult(a, b store.Result) bool {
 	if e.virtual() {
 		return a == b
 	}
@@ -383,7 +383,7 @@ func (e *env) sameResult(a, b core.Result) bool {
 }
 
 // reset calls Reset and checks what it reports.
-func (e *env) reset(key string, p *core.Policy, want bool) {
+func (e *env) reset(key string, p *store.Policy, want bool) {
 	e.Helper()
 	got, err := e.st.Reset(context.Background(), key, p)
 	if err != nil || got != want {

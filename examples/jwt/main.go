@@ -42,6 +42,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/jwtissuer"
 	"github.com/rlkit/rlkit/nethttp"
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if secret == "" {
 		secret, dev = devSecret, true
 	}
-	a, err := newApp(secret, core.SystemClock)
+	a, err := newApp(secret, store.SystemClock)
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ type app struct {
 }
 
 // newApp builds the service on clock (tests pass a manual one).
-func newApp(secret string, clock core.Clock) (*app, error) {
+func newApp(secret string, clock store.Clock) (*app, error) {
 	cfg := jwtissuer.DefaultConfig()
 	cfg.SecretKey = secret
 	cfg.Issuer = "rlkit-jwt-example"

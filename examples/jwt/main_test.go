@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/examples/internal/demotest"
 )
 
@@ -75,7 +75,7 @@ func (c *client) expect(method, path, bearer, body string, wantStatus int, wantB
 // TestFlow runs the service on a manual clock and checks every status the
 // banner promises.
 func TestFlow(t *testing.T) {
-	clock := core.NewManualClock(time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
+	clock := store.NewManualClock(time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
 	a, err := newApp(testSecret, clock)
 	if err != nil {
 		t.Fatal(err)

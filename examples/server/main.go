@@ -103,6 +103,7 @@ import (
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/reload"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/examples/internal/demo"
 	"github.com/rlkit/rlkit/metrics/prom"
 	"github.com/rlkit/rlkit/nethttp"
@@ -234,7 +235,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var (
-		store     core.Store
+		store     store.Store
 		storeDesc string
 		client    redis.UniversalClient
 		where     string // which Redis, for the banner and warnings

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // The identity convention every wiring implements.
@@ -73,7 +74,7 @@ type Setup struct {
 	// Config is the configuration (nil in one case: nil passes everything).
 	Config *core.Config
 	// Store goes to WithStore.
-	Store core.Store
+	Store store.Store
 	// FailOpen, when not nil, goes to WithFailOpen.
 	FailOpen *bool
 	// Headers, when not nil, goes to WithHeaders.
@@ -313,7 +314,7 @@ type env struct {
 	t       *testing.T
 	base    string
 	client  *http.Client
-	clock   *core.ManualClock
+	clock   *store.ManualClock
 	rec     *recorder
 	logs    *logRecorder
 	failing bool
@@ -343,7 +344,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 			t.Fatal(err)
 		}
 	}
-	clock := core.NewManualClock(t0)
+	clock := store.NewManualClock(t0)
 	mem := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = mem.Close() })
 	rec := &recorder{store: mem, failing: c.failing}
@@ -561,7 +562,7 @@ func checkResponse(t *testing.T, where string, got *Response, w want) {
 // cost"), Peek ("peek key rule cost") and observer event, then asks the
 // memory store, or fails.
 type recorder struct {
-	store   core.Store
+	store   store.Store
 	failing bool
 
 	mu     sync.Mutex
@@ -599,31 +600,31 @@ func (r *recorder) clear(key string) string {
 	return key
 }
 
-var _ core.Store = (*recorder)(nil)
+var _ store.Store = (*recorder)(nil)
 
-func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (r *recorder) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	r.mu.Lock()
 	r.takes = append(r.takes, r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	r.mu.Unlock()
 	if r.failing {
-		return core.Result{}, errStoreDown
+		return store.Result{}, errStoreDown
 	}
 	return r.store.Take(ctx, key, p, cost)
 }
 
 // Peek records "peek key rule cost", then peeks in the memory store, or
 // fails.
-func (r *recorder) Peek(ctx context.Context, key string, p *core.Policy, cost int64) (core.Result, error) {
+func (r *recorder) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	r.mu.Lock()
 	r.takes = append(r.takes, "peek "+r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
 	r.mu.Unlock()
 	if r.failing {
-		return core.Result{}, errStoreDown
+		return store.Result{}, errStoreDown
 	}
 	return r.store.Peek(ctx, key, p, cost)
 }
 
-func (r *recorder) Reset(ctx context.Context, key string, p *core.Policy) (bool, error) {
+func (r *recorder) Reset(ctx context.Context, key string, p *store.Policy) (bool, error) {
 	if r.failing {
 		return false, errStoreDown
 	}

@@ -46,9 +46,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/jwtissuer"
 )
 
@@ -78,7 +78,7 @@ func WithName(name string) Option { return func(l *RateLimiter) { l.policy.Name 
 // concurrent use.
 type RateLimiter struct {
 	store    *redisstore.Store
-	policy   core.Policy
+	policy   store.Policy
 	rate     int64
 	failOpen bool
 	hook     func(key string, err error)
@@ -91,12 +91,12 @@ var (
 )
 
 // New returns a RateLimiter that admits rate tokens per window for each
-// key, with bursts of up to rate, counted in store. It does not contact
+// key, with bursts of up to rate, counted in st. It does not contact
 // Redis. rate must be 1 to 2,147,483,647 and at most one per nanosecond of
 // window; window must be a whole number of microseconds (the store counts
 // in microseconds).
-func New(store *redisstore.Store, rate int, window time.Duration, opts ...Option) (*RateLimiter, error) {
-	if store == nil {
+func New(st *redisstore.Store, rate int, window time.Duration, opts ...Option) (*RateLimiter, error) {
+	if st == nil {
 		return nil, errors.New("redislimiter: nil store")
 	}
 	if rate < 1 || rate > math.MaxInt32 {
@@ -106,9 +106,9 @@ func New(store *redisstore.Store, rate int, window time.Duration, opts ...Option
 		return nil, fmt.Errorf("redislimiter: window %v must be a positive whole number of microseconds", window)
 	}
 	l := &RateLimiter{
-		store: store,
+		store: st,
 		rate:  int64(rate),
-		policy: core.Policy{
+		policy: store.Policy{
 			Name:      DefaultName,
 			Algorithm: algo.TokenBucket,
 			Limits:    []algo.Limit{{Count: int64(rate), Period: window}},

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetrics"
 )
 
@@ -205,7 +206,7 @@ func (m *Metrics) Observe(ev core.Event) {
 		m.duration.Record(ctx, ev.Latency.Seconds(), ro.record...)
 	}
 	if ev.Err != nil {
-		m.errors.Add(ctx, 1, m.kinds.Get(core.StoreErrorKind(ev.Err))...)
+		m.errors.Add(ctx, 1, m.kinds.Get(store.ErrorKind(ev.Err))...)
 	}
 }
 
@@ -223,7 +224,7 @@ func (m *Metrics) Watch(src Source) { m.watched.Watch(src) }
 func (m *Metrics) Close() error { return m.reg.Unregister() }
 
 // breakerStates are the states of the breaker gauge, one point each.
-var breakerStates = [...]core.BreakerState{core.BreakerClosed, core.BreakerOpen, core.BreakerHalfOpen}
+var breakerStates = [...]store.BreakerState{store.BreakerClosed, store.BreakerOpen, store.BreakerHalfOpen}
 
 // observe is the callback: what the watched Source says now.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 	rlotel "github.com/rlkit/rlkit/metrics/otel"
 )
@@ -85,13 +86,13 @@ func assert(t *testing.T, got map[string]metricdata.Metrics, name string, want m
 }
 
 var (
-	rule    = attribute.Key("rlkit.rule").String
-	outcome = attribute.Key("rlkit.outcome").String
-	kind    = attribute.Key("error.type").String
-	store   = attribute.Key("rlkit.store").String
-	node    = attribute.Key("rlkit.node").String
-	state   = attribute.Key("rlkit.breaker.state").String
-	result  = attribute.Key("rlkit.reload.result").String
+	rule      = attribute.Key("rlkit.rule").String
+	outcome   = attribute.Key("rlkit.outcome").String
+	kind      = attribute.Key("error.type").String
+	storeKind = attribute.Key("rlkit.store").String
+	node      = attribute.Key("rlkit.node").String
+	state     = attribute.Key("rlkit.breaker.state").String
+	result    = attribute.Key("rlkit.reload.result").String
 )
 
 // kindError is a store error that names its kind.
@@ -164,21 +165,21 @@ func TestObserve(t *testing.T) {
 
 func TestWatch(t *testing.T) {
 	m, rd := newMetrics(t)
-	st := rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
+	st := rlmetricstest.NewStatsStore(memstore.New(), store.Stats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
 	m.Watch(rlmetricstest.StoreOnly{S: st})
 	got := collect(t, rd)
-	assert(t, got, "rlkit.store.key.count", sum("", "{key}", false, point(5, store("memory"))))
-	assert(t, got, "rlkit.store.key.limit", gauge("", "{key}", point(100, store("memory"))))
-	assert(t, got, "rlkit.store.evictions", sum("", "{key}", true, point(7, store("memory"))))
-	assert(t, got, "rlkit.store.deny_cache.hits", sum("", "{request}", true, point(3, store("memory"))))
+	assert(t, got, "rlkit.store.key.count", sum("", "{key}", false, point(5, storeKind("memory"))))
+	assert(t, got, "rlkit.store.key.limit", gauge("", "{key}", point(100, storeKind("memory"))))
+	assert(t, got, "rlkit.store.evictions", sum("", "{key}", true, point(7, storeKind("memory"))))
+	assert(t, got, "rlkit.store.deny_cache.hits", sum("", "{request}", true, point(3, storeKind("memory"))))
 	if _, ok := got["rlkit.config.reloads"]; ok {
 		t.Error("reloads reported for a source that counts none")
 	}
 
-	st.Set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: math.MaxUint64, Nodes: []core.NodeStats{
-		{Node: "10.0.0.1:6379", Breaker: core.BreakerClosed},
-		{Node: "10.0.0.2:6379", Breaker: core.BreakerOpen},
-		{Node: "10.0.0.3:6379", Breaker: core.BreakerHalfOpen},
+	st.Set(store.Stats{Store: "redis", Keys: -1, DenyCacheHits: math.MaxUint64, Nodes: []store.NodeStats{
+		{Node: "10.0.0.1:6379", Breaker: store.BreakerClosed},
+		{Node: "10.0.0.2:6379", Breaker: store.BreakerOpen},
+		{Node: "10.0.0.3:6379", Breaker: store.BreakerHalfOpen},
 	}})
 	src := &rlmetricstest.Source{S: st}
 	m.Watch(src)
@@ -189,7 +190,7 @@ func TestWatch(t *testing.T) {
 	if _, ok := got["rlkit.store.key.limit"]; ok {
 		t.Error("key limit reported for an unbounded store (0)")
 	}
-	assert(t, got, "rlkit.store.deny_cache.hits", sum("", "{request}", true, point(math.MaxInt64, store("redis"))))
+	assert(t, got, "rlkit.store.deny_cache.hits", sum("", "{request}", true, point(math.MaxInt64, storeKind("redis"))))
 	var pts []metricdata.DataPoint[int64]
 	for i, n := range []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"} {
 		for j, s := range []string{"closed", "open", "half_open"} {
@@ -197,7 +198,7 @@ func TestWatch(t *testing.T) {
 			if i == j {
 				v = 1
 			}
-			pts = append(pts, point(v, store("redis"), node(n), state(s)))
+			pts = append(pts, point(v, storeKind("redis"), node(n), state(s)))
 		}
 	}
 	assert(t, got, "rlkit.store.breaker.state", gauge("", "1", pts...))
@@ -340,7 +341,7 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe), core.WithClock(clock),
 		core.WithLogger(slog.New(slog.DiscardHandler)))
 	m.Watch(lim)

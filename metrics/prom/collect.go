@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetrics"
 )
 
@@ -51,7 +52,7 @@ func newDescs(name func(string) string, constLabels prometheus.Labels) descs {
 }
 
 // breakerStates are the states of the breaker gauge, one series each.
-var breakerStates = [...]core.BreakerState{core.BreakerClosed, core.BreakerOpen, core.BreakerHalfOpen}
+var breakerStates = [...]store.BreakerState{store.BreakerClosed, store.BreakerOpen, store.BreakerHalfOpen}
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -106,7 +107,7 @@ func (m *Metrics) collectHistogram(ch chan<- prometheus.Metric, rule string, rs 
 	ch <- prometheus.MustNewConstHistogram(m.descs.duration, count, float64(rs.sumNs.Load())/1e9, cumulative, rule)
 }
 
-func (m *Metrics) collectStore(ch chan<- prometheus.Metric, st core.StoreStats) {
+func (m *Metrics) collectStore(ch chan<- prometheus.Metric, st store.Stats) {
 	d := &m.descs
 	// A label must be UTF-8 (or the metric is refused): a store's name and
 	// node addresses are, but the scrape must not depend on it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 )
 
@@ -28,9 +29,9 @@ func exported(t *testing.T) (map[string]map[string]map[string]bool, map[string]b
 	t.Helper()
 	out := map[string]map[string]map[string]bool{}
 	histograms := map[string]bool{}
-	for _, st := range []core.StoreStats{
+	for _, st := range []store.Stats{
 		{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 1},
-		{Store: "redis", Keys: -1, DenyCacheHits: 2, Nodes: []core.NodeStats{{Node: "127.0.0.1:6379", Breaker: core.BreakerOpen}}},
+		{Store: "redis", Keys: -1, DenyCacheHits: 2, Nodes: []store.NodeStats{{Node: "127.0.0.1:6379", Breaker: store.BreakerOpen}}},
 	} {
 		m, reg := newMetrics(t)
 		for o := range core.NumOutcomes {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/prom"
 )
 
@@ -33,7 +34,7 @@ rate_limit:
 	if err != nil {
 		panic(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe))
 	m.Watch(lim)
 	for range 3 {

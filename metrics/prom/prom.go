@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetrics"
 )
 
@@ -156,6 +157,6 @@ func (m *Metrics) Observe(ev core.Event) {
 		rs.sumNs.Add(ns)
 	}
 	if ev.Err != nil {
-		m.kinds.Get(core.StoreErrorKind(ev.Err)).Add(1)
+		m.kinds.Get(store.ErrorKind(ev.Err)).Add(1)
 	}
 }

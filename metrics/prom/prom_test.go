@@ -20,6 +20,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/metrics/internal/rlmetricstest"
 	"github.com/rlkit/rlkit/metrics/prom"
 )
@@ -285,7 +286,7 @@ func TestErrorKindsBounded(t *testing.T) {
 
 func TestWatchStore(t *testing.T) {
 	m, reg := newMetrics(t)
-	st := rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
+	st := rlmetricstest.NewStatsStore(memstore.New(), store.Stats{Store: "memory", Keys: 5, MaxKeys: 100, Evictions: 7, DenyCacheHits: 3})
 	names := []string{"rlkit_store_keys", "rlkit_store_max_keys", "rlkit_store_evictions_total", "rlkit_store_deny_cache_hits_total", "rlkit_store_breaker_state"}
 	compare(t, reg, "", names...) // nothing watched: nothing reported
 	m.Watch(rlmetricstest.StoreOnly{S: st})
@@ -297,7 +298,7 @@ rlkit_store_deny_cache_hits_total{store="memory"} 3
 `, names...)
 
 	// Read at each scrape.
-	st.Set(core.StoreStats{Store: "memory", Keys: 6, MaxKeys: 100, Evictions: 9})
+	st.Set(store.Stats{Store: "memory", Keys: 6, MaxKeys: 100, Evictions: 9})
 	compare(t, reg, `
 rlkit_store_keys{store="memory"} 6
 rlkit_store_max_keys{store="memory"} 100
@@ -306,10 +307,10 @@ rlkit_store_deny_cache_hits_total{store="memory"} 0
 `, names...)
 
 	// Redis: keys unknown (-1), unbounded (0), one gauge per node and state.
-	st.Set(core.StoreStats{Store: "redis", Keys: -1, DenyCacheHits: 11, Nodes: []core.NodeStats{
-		{Node: "10.0.0.1:6379", Breaker: core.BreakerClosed},
-		{Node: "10.0.0.2:6379", Breaker: core.BreakerOpen},
-		{Node: "10.0.0.3:6379", Breaker: core.BreakerHalfOpen},
+	st.Set(store.Stats{Store: "redis", Keys: -1, DenyCacheHits: 11, Nodes: []store.NodeStats{
+		{Node: "10.0.0.1:6379", Breaker: store.BreakerClosed},
+		{Node: "10.0.0.2:6379", Breaker: store.BreakerOpen},
+		{Node: "10.0.0.3:6379", Breaker: store.BreakerHalfOpen},
 	}})
 	compare(t, reg, `
 rlkit_store_evictions_total{store="redis"} 0
@@ -338,15 +339,15 @@ rlkit_store_breaker_state{node="10.0.0.3:6379",state="half_open",store="redis"} 
 // failed scrape or a panic.
 func TestStoreLabelsUTF8(t *testing.T) {
 	m, reg := newMetrics(t)
-	m.Watch(rlmetricstest.StoreOnly{S: rlmetricstest.NewStatsStore(memstore.New(), core.StoreStats{Store: "re\xffdis", Keys: -1,
-		Nodes: []core.NodeStats{{Node: "10.0.0.1:\xff", Breaker: core.BreakerOpen}}})})
+	m.Watch(rlmetricstest.StoreOnly{S: rlmetricstest.NewStatsStore(memstore.New(), store.Stats{Store: "re\xffdis", Keys: -1,
+		Nodes: []store.NodeStats{{Node: "10.0.0.1:\xff", Breaker: store.BreakerOpen}}})})
 	if got, ok := value(t, reg, "rlkit_store_breaker_state", map[string]string{"store": "re\uFFFDdis", "node": "10.0.0.1:\uFFFD", "state": "open"}); !ok || got != 1 {
 		t.Errorf("breaker_state{store=re\uFFFDdis, node=10.0.0.1:\uFFFD, state=open} = %v, %v; want 1", got, ok)
 	}
 }
 
 // memstoreWithoutStats hides any Stats method of its store.
-type memstoreWithoutStats struct{ core.Store }
+type memstoreWithoutStats struct{ store.Store }
 
 func TestWatchReloads(t *testing.T) {
 	m, reg := newMetrics(t)
@@ -377,7 +378,7 @@ rlkit_config_last_reload_success_timestamp_seconds 1.7000000005e+09
 // the last result and the time of the last success (the limiter's clock).
 func TestWatchLimiter(t *testing.T) {
 	m, reg := newMetrics(t)
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(nil, memstore.New(), core.WithClock(clock), core.WithLogger(slog.New(slog.DiscardHandler)))
 	m.Watch(lim)
 	names := []string{"rlkit_config_reloads_total", "rlkit_config_last_reload_success", "rlkit_config_last_reload_success_timestamp_seconds"}
@@ -578,7 +579,7 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe), core.WithClock(clock),
 		core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx := context.Background()

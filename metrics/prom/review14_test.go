@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // TestDeniedCountsRefusals: rlkit_decisions_total{outcome="denied"} is
@@ -30,7 +31,7 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := core.NewManualClock(time.Unix(1_700_000_040, 0))
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
 	lim := core.NewLimiter(cfg, store, core.WithObserver(m.Observe), core.WithClock(clock))

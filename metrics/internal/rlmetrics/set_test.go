@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func TestSet(t *testing.T) {
@@ -65,18 +66,18 @@ func TestSetConcurrent(t *testing.T) {
 	}
 }
 
-type statsStore struct{ core.Store }
+type statsStore struct{ store.Store }
 
-func (statsStore) Stats() core.StoreStats { return core.StoreStats{Store: "memory", Keys: 3} }
+func (statsStore) Stats() store.Stats { return store.Stats{Store: "memory", Keys: 3} }
 
-type reloading struct{ store core.Store }
+type reloading struct{ store store.Store }
 
-func (r reloading) Store() core.Store           { return r.store }
+func (r reloading) Store() store.Store          { return r.store }
 func (reloading) ReloadStats() core.ReloadStats { return core.ReloadStats{Reloads: 2} }
 
-type plain struct{ store core.Store }
+type plain struct{ store store.Store }
 
-func (p plain) Store() core.Store { return p.store }
+func (p plain) Store() store.Store { return p.store }
 
 func TestWatchedRead(t *testing.T) {
 	var w Watched
@@ -109,7 +110,7 @@ func TestWatchedRead(t *testing.T) {
 }
 
 // memstoreWithoutStats returns a store without a Stats method.
-func memstoreWithoutStats() core.Store { return struct{ core.Store }{memstore.New()} }
+func memstoreWithoutStats() store.Store { return struct{ store.Store }{memstore.New()} }
 
 func TestPin(t *testing.T) {
 	s := NewSet(MaxRules, OtherRule, func(v string) *string { return &v })

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // A Source is what a metrics package's Watch reads when metrics are
@@ -11,7 +12,7 @@ import (
 // the store is a core.StatsStore, and its reload counts when it has a
 // method ReloadStats() core.ReloadStats.
 type Source interface {
-	Store() core.Store
+	Store() store.Store
 }
 
 // reloadSource is a Source that counts configuration reloads.
@@ -52,7 +53,7 @@ func (w *Watched) Config() *core.Config {
 
 // Snapshot is what a Source says at one moment.
 type Snapshot struct {
-	Store     core.StoreStats
+	Store     store.Stats
 	HasStore  bool // the store is a core.StatsStore
 	Reload    core.ReloadStats
 	HasReload bool // the source counts reloads
@@ -66,7 +67,7 @@ func (w *Watched) Read() Snapshot {
 	if ws == nil || ws.src == nil {
 		return s
 	}
-	if ss, ok := ws.src.Store().(core.StatsStore); ok {
+	if ss, ok := ws.src.Store().(store.StatsStore); ok {
 		s.Store, s.HasStore = ss.Stats(), true
 	}
 	if rs, ok := ws.src.(reloadSource); ok {

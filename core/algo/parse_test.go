@@ -1,7 +1,6 @@
-package core
+package algo
 
 import (
-	"github.com/rlkit/rlkit/core/algo"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ func TestParseLimitUnits(t *testing.T) {
 					t.Errorf("ParseLimit(%q): unexpected error %v", in, err)
 					continue
 				}
-				if want := (algo.Limit{Count: 7, Period: u.period}); got != want {
+				if want := (Limit{Count: 7, Period: u.period}); got != want {
 					t.Errorf("ParseLimit(%q) = %+v, want %+v", in, got, want)
 				}
 			}
@@ -39,33 +38,33 @@ func TestParseLimitUnits(t *testing.T) {
 func TestParseLimit(t *testing.T) {
 	tests := []struct {
 		in   string
-		want algo.Limit
+		want Limit
 	}{
-		{"10/second", algo.Limit{Count: 10, Period: time.Second}},
-		{"500/hour", algo.Limit{Count: 500, Period: time.Hour}},
-		{"30/m", algo.Limit{Count: 30, Period: time.Minute}},
-		{"120/minute", algo.Limit{Count: 120, Period: time.Minute}},
-		{"1/d", algo.Limit{Count: 1, Period: day}},
-		{"2/MiNuTeS", algo.Limit{Count: 2, Period: time.Minute}},
-		{"10/SEC", algo.Limit{Count: 10, Period: time.Second}},
+		{"10/second", Limit{Count: 10, Period: time.Second}},
+		{"500/hour", Limit{Count: 500, Period: time.Hour}},
+		{"30/m", Limit{Count: 30, Period: time.Minute}},
+		{"120/minute", Limit{Count: 120, Period: time.Minute}},
+		{"1/d", Limit{Count: 1, Period: day}},
+		{"2/MiNuTeS", Limit{Count: 2, Period: time.Minute}},
+		{"10/SEC", Limit{Count: 10, Period: time.Second}},
 		// Spaces around the parts.
-		{" 10/second", algo.Limit{Count: 10, Period: time.Second}},
-		{"10/second ", algo.Limit{Count: 10, Period: time.Second}},
-		{"10 / second", algo.Limit{Count: 10, Period: time.Second}},
-		{"\t10\t/\tsecond\t", algo.Limit{Count: 10, Period: time.Second}},
+		{" 10/second", Limit{Count: 10, Period: time.Second}},
+		{"10/second ", Limit{Count: 10, Period: time.Second}},
+		{"10 / second", Limit{Count: 10, Period: time.Second}},
+		{"\t10\t/\tsecond\t", Limit{Count: 10, Period: time.Second}},
 		// N/Kunit.
-		{"100/5min", algo.Limit{Count: 100, Period: 5 * time.Minute}},
-		{"100/5 min", algo.Limit{Count: 100, Period: 5 * time.Minute}},
-		{"100 / 5min ", algo.Limit{Count: 100, Period: 5 * time.Minute}},
-		{"1/30s", algo.Limit{Count: 1, Period: 30 * time.Second}},
-		{"5/2h", algo.Limit{Count: 5, Period: 2 * time.Hour}},
-		{"5/7days", algo.Limit{Count: 5, Period: 7 * day}},
-		{"3/1second", algo.Limit{Count: 3, Period: time.Second}},
-		{"3/01s", algo.Limit{Count: 3, Period: time.Second}},
-		{"1/1048576s", algo.Limit{Count: 1, Period: 1 << 20 * time.Second}},
+		{"100/5min", Limit{Count: 100, Period: 5 * time.Minute}},
+		{"100/5 min", Limit{Count: 100, Period: 5 * time.Minute}},
+		{"100 / 5min ", Limit{Count: 100, Period: 5 * time.Minute}},
+		{"1/30s", Limit{Count: 1, Period: 30 * time.Second}},
+		{"5/2h", Limit{Count: 5, Period: 2 * time.Hour}},
+		{"5/7days", Limit{Count: 5, Period: 7 * day}},
+		{"3/1second", Limit{Count: 3, Period: time.Second}},
+		{"3/01s", Limit{Count: 3, Period: time.Second}},
+		{"1/1048576s", Limit{Count: 1, Period: 1 << 20 * time.Second}},
 		// Leading zeros and the largest count.
-		{"007/second", algo.Limit{Count: 7, Period: time.Second}},
-		{"2147483647/day", algo.Limit{Count: 2147483647, Period: day}},
+		{"007/second", Limit{Count: 7, Period: time.Second}},
+		{"2147483647/day", Limit{Count: 2147483647, Period: day}},
 	}
 	for _, tt := range tests {
 		got, err := ParseLimit(tt.in)
@@ -128,7 +127,7 @@ func TestParseLimitErrors(t *testing.T) {
 		if err.Error() != tt.want {
 			t.Errorf("ParseLimit(%q) error:\n got %q\nwant %q", tt.in, err.Error(), tt.want)
 		}
-		if got != (algo.Limit{}) {
+		if got != (Limit{}) {
 			t.Errorf("ParseLimit(%q) = %+v with an error, want the zero Limit", tt.in, got)
 		}
 	}
@@ -136,13 +135,13 @@ func TestParseLimitErrors(t *testing.T) {
 
 func TestLimitStringRoundTrip(t *testing.T) {
 	tests := []struct {
-		l    algo.Limit
+		l    Limit
 		want string
 	}{
-		{algo.Limit{Count: 10, Period: time.Second}, "10/second"},
-		{algo.Limit{Count: 30, Period: time.Minute}, "30/minute"},
-		{algo.Limit{Count: 500, Period: time.Hour}, "500/hour"},
-		{algo.Limit{Count: 1000, Period: day}, "1000/day"},
+		{Limit{Count: 10, Period: time.Second}, "10/second"},
+		{Limit{Count: 30, Period: time.Minute}, "30/minute"},
+		{Limit{Count: 500, Period: time.Hour}, "500/hour"},
+		{Limit{Count: 1000, Period: day}, "1000/day"},
 	}
 	for _, tt := range tests {
 		if got := tt.l.String(); got != tt.want {
@@ -159,10 +158,10 @@ func TestLimitStringRoundTrip(t *testing.T) {
 	}
 	// Periods with no unit name print as a Duration, which is not a limit
 	// ParseLimit reads back.
-	if got, want := (algo.Limit{Count: 100, Period: 5 * time.Minute}).String(), "100/5m"; got != want {
+	if got, want := (Limit{Count: 100, Period: 5 * time.Minute}).String(), "100/5m"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	if got, want := (algo.Limit{Count: 1, Period: time.Second, Burst: 5}).String(), "1/second burst 5"; got != want {
+	if got, want := (Limit{Count: 1, Period: time.Second, Burst: 5}).String(), "1/second burst 5"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
@@ -170,15 +169,15 @@ func TestLimitStringRoundTrip(t *testing.T) {
 func TestParseAlgorithm(t *testing.T) {
 	tests := []struct {
 		in   string
-		want algo.Algorithm
+		want Algorithm
 	}{
-		{"fixed_window", algo.FixedWindow},
-		{"sliding_window", algo.SlidingWindow},
-		{"token_bucket", algo.TokenBucket},
-		{"gcra", algo.GCRA},
+		{"fixed_window", FixedWindow},
+		{"sliding_window", SlidingWindow},
+		{"token_bucket", TokenBucket},
+		{"gcra", GCRA},
 	}
 	for _, tt := range tests {
-		got, err := algo.ParseAlgorithm(tt.in)
+		got, err := ParseAlgorithm(tt.in)
 		if err != nil || got != tt.want {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v; want %v, nil", tt.in, got, err, tt.want)
 		}
@@ -186,9 +185,12 @@ func TestParseAlgorithm(t *testing.T) {
 			t.Errorf("%v.String() = %q, want %q", got, got.String(), tt.in)
 		}
 	}
-	_, err := algo.ParseAlgorithm("leaky_bucket")
+	_, err := ParseAlgorithm("leaky_bucket")
 	want := `unknown algorithm "leaky_bucket" (want fixed_window, sliding_window, token_bucket or gcra)`
 	if err == nil || err.Error() != want {
 		t.Errorf("ParseAlgorithm(%q) error = %v, want %q", "leaky_bucket", err, want)
+	}
+	if got := Algorithm(9).String(); got != "algorithm(9)" {
+		t.Errorf("Algorithm(9).String() = %q, want %q", got, "algorithm(9)")
 	}
 }

@@ -1,4 +1,4 @@
-package core
+package algo
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/internal/clip"
 )
 
 var units = map[string]time.Duration{
@@ -22,9 +22,9 @@ var units = map[string]time.Duration{
 // h, hr, hour(s); d, day(s), in any case. Spaces around the parts are
 // allowed. Examples: "10/second", "500/hour", "30/m", "100/5min".
 // The error names the whole value and what is wrong with it.
-func ParseLimit(s string) (algo.Limit, error) {
-	bad := func(format string, args ...any) (algo.Limit, error) {
-		return algo.Limit{}, fmt.Errorf("limit %q: %s", clip(s), fmt.Sprintf(format, args...))
+func ParseLimit(s string) (Limit, error) {
+	bad := func(format string, args ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("limit %q: %s", clip.String(s), fmt.Sprintf(format, args...))
 	}
 	count, per, ok := strings.Cut(s, "/")
 	if !ok {
@@ -33,24 +33,24 @@ func ParseLimit(s string) (algo.Limit, error) {
 	count = strings.TrimSpace(count)
 	n, err := strconv.ParseInt(count, 10, 64)
 	if err != nil || n < 1 {
-		return bad("count %q is not a positive integer", clip(count))
+		return bad("count %q is not a positive integer", clip.String(count))
 	}
-	period, err := parsePeriod(per)
+	period, err := ParsePeriod(per)
 	if err != nil {
 		return bad("%v", err)
 	}
-	l := algo.Limit{Count: n, Period: period}
+	l := Limit{Count: n, Period: period}
 	if err := l.Validate(); err != nil {
 		return bad("%v", err)
 	}
 	return l, nil
 }
 
-// parsePeriod parses the period of a limit, which is also how a duration
-// of the configuration (a penalty's within and ban) is written: "unit" or
+// ParsePeriod parses the period of a limit, which is also how rlkit's
+// configuration writes a duration (a penalty's within and ban): "unit" or
 // "Kunit", K an integer in [1, 2^20], the units of ParseLimit in any case,
 // spaces around allowed: "second", "90s", "5min", "15m", "1h", "2days".
-func parsePeriod(per string) (time.Duration, error) {
+func ParsePeriod(per string) (time.Duration, error) {
 	per = strings.ToLower(strings.TrimSpace(per))
 	digits := 0
 	for digits < len(per) && per[digits] >= '0' && per[digits] <= '9' {
@@ -61,16 +61,16 @@ func parsePeriod(per string) (time.Duration, error) {
 		var err error
 		mult, err = strconv.ParseInt(per[:digits], 10, 64)
 		if err != nil || mult < 1 || mult > 1<<20 {
-			return 0, fmt.Errorf("period multiplier %q is not an integer in [1, %d]", clip(per[:digits]), 1<<20)
+			return 0, fmt.Errorf("period multiplier %q is not an integer in [1, %d]", clip.String(per[:digits]), 1<<20)
 		}
 	}
 	unit, ok := units[strings.TrimSpace(per[digits:])]
 	if !ok {
-		return 0, fmt.Errorf("unknown unit %q (want second, minute, hour or day)", clip(per[digits:]))
+		return 0, fmt.Errorf("unknown unit %q (want second, minute, hour or day)", clip.String(per[digits:]))
 	}
 	if mult > math.MaxInt64/int64(unit) {
 		// mult×unit would wrap around int64, possibly to a valid period.
-		return 0, fmt.Errorf("period %q is too long", clip(per))
+		return 0, fmt.Errorf("period %q is too long", clip.String(per))
 	}
 	return time.Duration(mult) * unit, nil
 }
