@@ -198,7 +198,7 @@ func (s *featureServer) check(tb testing.TB) {
 	}
 }
 
-// BenchmarkFeatures measures what issue 14's features cost an admitted
+// BenchmarkFeatures measures what the customer features cost an admitted
 // request through nethttp: GET /api/search from one client IP
 // (192.0.2.1), the DESIGN configuration with a search limit no run
 // reaches (2,000,000,000 per hour), the default memory store, a writer

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkFlow(b *testing.B) {
 	f := &core.Flow[*req]{
 		Limiter:  lim,
 		Key:      func(r *req) (string, error) { return r.user, nil },
-		ClientIP: func(r *req) string { var ip core.ClientIPConfig; return ip.ClientIP(r.addr, nil) },
+		ClientIP: func(r *req) string { var ip clientip.Config; return ip.ClientIP(r.addr, nil) },
 	}
 	ctx := context.Background()
 	run := func(name string, r *req, path core.Path, route string) {

@@ -579,3 +579,24 @@ func TestRateLimitValue(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendDecimalEdges: appendDecimal writes what strconv does at every
+// bound of its four-digit steps and both ends of int64, after a prefix.
+func TestAppendDecimalEdges(t *testing.T) {
+	vals := []int64{math.MinInt64, math.MinInt64 + 1, -10000, -9999, -1, 0, math.MaxInt64, math.MaxInt64 - 1}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, 10*p-1)
+	}
+	for _, v := range vals {
+		for _, pre := range []string{"", "x;r="} {
+			if got, want := string(appendDecimal([]byte(pre), v)), strconv.AppendInt([]byte(pre), v, 10); got != string(want) {
+				t.Errorf("appendDecimal(%q, %d) = %q, want %q", pre, v, got, want)
+			}
+		}
+	}
+	for v := int64(-20000); v <= 200000; v++ {
+		if got, want := string(appendDecimal(nil, v)), strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendDecimal(%d) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/store"
 	"go.yaml.in/yaml/v3"
 )
@@ -296,9 +297,9 @@ func (cc *compiler) lists(allow AllowSpec, ban BanSpec) *lists {
 func (cc *compiler) networks(key string, vals []string) netSet {
 	s := netSet{list: make([]netip.Prefix, len(vals))}
 	for i, v := range vals {
-		p, reason := cipParsePrefix(v)
-		if reason != "" {
-			cc.fail(key+"."+strconv.Itoa(i), "", key, v, "%s (want a CIDR prefix such as 10.0.0.0/8 or 2001:db8::/32, or one address)", reason)
+		p, err := clientip.ParsePrefix(v)
+		if err != nil {
+			cc.fail(key+"."+strconv.Itoa(i), "", key, v, "%v (want a CIDR prefix such as 10.0.0.0/8 or 2001:db8::/32, or one address)", err)
 			continue
 		}
 		if j, dup := s.add(p, i); dup {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkLists(b *testing.B) {
 		f := &core.Flow[*req]{
 			Limiter:  core.NewLimiter(cfg, memstore.New()),
 			Key:      func(r *req) (string, error) { return r.user, nil },
-			ClientIP: func(r *req) string { var ip core.ClientIPConfig; return ip.ClientIP(r.addr, nil) },
+			ClientIP: func(r *req) string { var ip clientip.Config; return ip.ClientIP(r.addr, nil) },
 		}
 		ctx := context.Background()
 		b.Run(c.name, func(b *testing.B) {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -30,5 +31,32 @@ func BenchmarkListLookup(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecideListsAllocs: Limiter.Decide (through directFlow) reads its
+// identity as the client IP of the network lists. An identity that is no
+// IP address ("sub:alice", the common case of Decide, and "") must cost
+// no allocation under a configuration with networks, as it costs none
+// without them: listIP's netip.ParseAddr error is an allocation per
+// request.
+func TestDecideListsAllocs(t *testing.T) {
+	const yaml = `rate_limit:
+  enabled: true
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "1000000/minute"
+  allow:
+    networks: ["10.0.0.0/8"]
+  ban:
+    networks: ["192.0.2.0/24"]
+`
+	lim := NewLimiter(parseTiers(t, yaml), nopStore{})
+	ctx := context.Background()
+	for _, id := range []string{"sub:alice", "", "user:42", "203.0.113.9", "10.1.1.1", "192.0.2.1"} {
+		if n := testing.AllocsPerRun(100, func() { _ = lim.Decide(ctx, "GET", "/api/search", id, false) }); n != 0 {
+			t.Errorf("Decide(%q) with network lists: %v allocations per request, want 0", id, n)
+		}
 	}
 }

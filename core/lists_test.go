@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -107,7 +108,7 @@ rate_limit:
 // listsFlow is a Flow over *http.Request as an adapter builds it: the key
 // function is X-User (a plain identity) or X-Api-Key (a secret one), the
 // bypass X-Role: root, the client IP per cip.
-func listsFlow(t *testing.T, cip core.ClientIPConfig) (*core.Flow[*http.Request], *recStore, *events, *[]string) {
+func listsFlow(t *testing.T, cip clientip.Config) (*core.Flow[*http.Request], *recStore, *events, *[]string) {
 	t.Helper()
 	keyer := core.NewLimiter(nil, nil)
 	cfg, err := core.ParseConfig(fmt.Appendf(nil, listsYAML, keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops"))), "lists.yaml")
@@ -179,10 +180,10 @@ func serve(t *testing.T, f *core.Flow[*http.Request], remote, path string, hdr .
 const forbidden = `403 Content-Length: 23; Content-Type: application/json; {"detail": "Forbidden"}`
 
 func TestBanNetworks(t *testing.T) {
-	proxy := core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	proxy := clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	for _, c := range []struct {
 		name   string
-		cip    core.ClientIPConfig
+		cip    clientip.Config
 		remote string
 		hdr    []string
 		path   string
@@ -251,7 +252,7 @@ func TestBanNetworks(t *testing.T) {
 // uncounted while its identity is over the limit, and that it is counted
 // again once the network leaves the list.
 func TestAllowNetworkOverLimit(t *testing.T) {
-	f, st, _, _ := listsFlow(t, core.ClientIPConfig{})
+	f, st, _, _ := listsFlow(t, clientip.Config{})
 	for range 3 {
 		if got := serve(t, f, "10.9.9.9:1", "/api/search", "X-User", "alice"); got != "200" {
 			t.Fatalf("allowed network: got %s", got)
@@ -291,7 +292,7 @@ func TestAllowIdentities(t *testing.T) {
 		{name: "mapped IP", user: "::ffff:203.0.113.9", counted: "::ffff:203.0.113.9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, st, ev, _ := listsFlow(t, core.ClientIPConfig{})
+			f, st, ev, _ := listsFlow(t, clientip.Config{})
 			hdr := []string{"X-User", c.user}
 			if c.apiKey != "" {
 				hdr = []string{"X-Api-Key", c.apiKey}

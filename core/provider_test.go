@@ -419,3 +419,57 @@ func TestLimitProviderAllocs(t *testing.T) {
 		}
 	}
 }
+
+// stuckProvider is a LimitProvider whose calls ignore their context: they
+// return only when release is closed (a database driver without a
+// deadline, a call stuck on a dead connection).
+type stuckProvider struct {
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (p *stuckProvider) Limits(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
+	p.calls.Add(1)
+	<-p.release
+	return []algo.Limit{{Count: 100, Period: time.Minute}}, true, nil
+}
+
+// TestLimitProviderIgnoresContext: LimitProvider's doc promises that a
+// call's context ends after LimitProviderTimeout, and provider.rule's
+// comment that a waiter's answer "comes within twice
+// LimitProviderTimeout"; a waiter no longer leaves on its own context's
+// cancellation. A provider that does not honour its context must then not
+// hold its callers (nor every later request of the same caller, which
+// waits on the same entry) for good: they count under the rule's limits
+// once the bound has passed.
+func TestLimitProviderIgnoresContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &stuckProvider{release: make(chan struct{})}
+		defer close(p.release)
+		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(p))
+		var asker, waiter atomic.Pointer[Decision]
+		go func() {
+			d := lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false)
+			asker.Store(&d)
+		}()
+		synctest.Wait() // the asker is in the provider's call
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			d := lim.Decide(ctx, "GET", "/api/search", "sub:alice", false)
+			waiter.Store(&d)
+		}()
+		synctest.Wait()
+		cancel() // the client of the waiting request goes away
+		time.Sleep(3 * LimitProviderTimeout)
+		synctest.Wait()
+		if d := waiter.Load(); d == nil {
+			t.Errorf("a request waiting for another's provider call is still waiting after %v (the call ignores its context)", 3*LimitProviderTimeout)
+		} else if d.Plan != "" || !d.Allowed {
+			t.Errorf("waiter: plan %q, allowed %v; want the rule's limits, allowed", d.Plan, d.Allowed)
+		}
+		if d := asker.Load(); d == nil {
+			t.Errorf("the request that asked the provider is still waiting after %v, past LimitProviderTimeout (the call ignores its context)", 3*LimitProviderTimeout)
+		}
+	})
+}

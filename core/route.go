@@ -244,6 +244,14 @@ type routeEntry struct {
 	answer        *routeAnswer
 }
 
+// addrSlot is the slot, among 2^bits, of the memory at p: Fibonacci
+// hashing of its address (without the alignment bits every such address
+// shares). The table of recent routes recognises a route by the address
+// of its bytes.
+func addrSlot(p unsafe.Pointer, bits uint) uint64 {
+	return uint64(uintptr(p)) >> 3 * 0x9E3779B97F4A7C15 >> (64 - bits)
+}
+
 // maxRoutes bounds the cache; past it, routes are matched by path.
 const maxRoutes = 10_000
 

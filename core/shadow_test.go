@@ -1,8 +1,8 @@
 package core
 
 import (
+	"context"
 	"errors"
-	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 const shadowYAML = `rate_limit:
@@ -265,4 +267,49 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 		return slog.Attr{}
 	}
 	return a
+}
+
+// TestPenaltyShadowOvershootNoStore: PenaltySpec says "A rule in shadow
+// mode denies nothing, so its penalty does nothing (no store call) until
+// the rule is enforced". A rule in shadow mode that counts by outcome
+// and is the only rule of its path is the Decision's Rule (its count
+// waits in d.waits, slot 0 of Complete; here the file is in shadow mode,
+// so no enforced rule or default applies): Complete's overshoot path must
+// not count denials nor set a ban for it, or a reload that enforces the
+// rule finds callers banned by what the shadow rule only observed.
+func TestPenaltyShadowOvershootNoStore(t *testing.T) {
+	const yaml = `rate_limit:
+  enabled: true
+  mode: shadow
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "1/minute"
+      count: failures
+      penalty: {after: 1, within: 1m, ban: 15m}
+`
+	st := newFakeStore()
+	lim := NewLimiter(parseTiers(t, yaml), st, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
+	ctx := context.Background()
+	// Two guesses in flight together: both pass the Peek, both fail.
+	d1 := lim.Decide(ctx, "POST", "/login", "1.2.3.4", false)
+	d2 := lim.Decide(ctx, "POST", "/login", "1.2.3.4", false)
+	if !d1.Deferred() || !d2.Deferred() || d1.Rule == nil || !d1.Rule.shadow {
+		t.Fatalf("decisions: deferred %v %v, rule %v; want both deferred under the shadow rule", d1.Deferred(), d2.Deferred(), d1.Rule)
+	}
+	lim.Complete(ctx, &d1, 401)
+	lim.Complete(ctx, &d2, 401) // overshoot
+	for _, c := range st.calls {
+		if strings.Contains(c.policy.Name, "!") {
+			t.Errorf("shadow rule's penalty: a store call on %s (peek %v), want none", c.policy.Name, c.peek)
+		}
+	}
+	// The rule is enforced by a reload (its penalty unchanged): the
+	// caller must not be under a ban the shadow rule set.
+	cfg := parseTiers(t, strings.Replace(yaml, "  mode: shadow\n", "", 1))
+	lim.SetConfig(cfg)
+	var d Decision
+	if r := cfg.Rule("login"); lim.penalized(ctx, cfg, r, 1, d1.Key, &d) || d.Penalty {
+		t.Errorf("after the rule is enforced: under a ban (penalty %v, retry after %v); want none: the shadow rule banned no one", d.Penalty, d.Result.RetryAfter)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -27,7 +28,7 @@ type options struct {
 	key     KeyFunc
 	bypass  func(echo.Context) bool
 	plan    func(echo.Context) string
-	ip      core.ClientIPConfig
+	ip      clientip.Config
 	onError func(echo.Context, error) error
 	core    []core.Option
 	limiter *core.Limiter
@@ -93,7 +94,7 @@ func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
 // trusts no proxy and uses the TCP peer address, an IPv6 one per /64
 // (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware returns what fn returns, and the handler does not run.

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -33,7 +34,7 @@ type options struct {
 	key     KeyFunc
 	bypass  func(*fiber.Ctx) bool
 	plan    func(*fiber.Ctx) string
-	ip      core.ClientIPConfig
+	ip      clientip.Config
 	onError func(*fiber.Ctx, error) error
 	core    []core.Option
 	limiter *core.Limiter
@@ -94,7 +95,7 @@ func WithPlan(fn func(*fiber.Ctx) string) Option { return func(o *options) { o.p
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
 // trusts no proxy and uses the TCP peer address, an IPv6 one per /64
 // (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware returns what fn returns, and the handler does not run.
@@ -302,7 +303,7 @@ func nameBytes(name string) []byte { return unsafe.Slice(unsafe.StringData(name)
 // cfg.IPv6PrefixLen; with whole, not grouped: see core.ClientIPConfig.ClientAddr).
 // IPv4 peers come from ipv4Strings, so a returning
 // client costs no allocation.
-func peerIP(c *fiber.Ctx, cfg *core.ClientIPConfig, whole bool) string {
+func peerIP(c *fiber.Ctx, cfg *clientip.Config, whole bool) string {
 	if a, ok := c.Context().RemoteAddr().(*net.TCPAddr); ok {
 		if ip4 := a.IP.To4(); ip4 != nil {
 			return ipv4String([4]byte(ip4))

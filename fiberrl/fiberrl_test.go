@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/fiberrl"
@@ -131,7 +132,7 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 	})
 	app := fiber.New()
 	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig), fiberrl.WithStore(store),
-		fiberrl.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}}),
+		fiberrl.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}}),
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
 			if c.Get("Authorization") != "" {
 				return jwt(c)

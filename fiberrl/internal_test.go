@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
@@ -137,7 +138,7 @@ func TestPeerIPAsClientIP(t *testing.T) {
 		{48, &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2::1"), Port: 443}, "2001:db8:1::"},
 		{48, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1234}, "192.0.2.1"},
 	} {
-		cfg := core.ClientIPConfig{IPv6PrefixLen: tt.prefixLen}
+		cfg := clientip.Config{IPv6PrefixLen: tt.prefixLen}
 		var ctx fasthttp.RequestCtx
 		ctx.Init(&fasthttp.Request{}, tt.addr, nil)
 		app := fiber.New()

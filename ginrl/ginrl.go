@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -25,7 +26,7 @@ type options struct {
 	key     KeyFunc
 	bypass  func(*gin.Context) bool
 	plan    func(*gin.Context) string
-	ip      core.ClientIPConfig
+	ip      clientip.Config
 	onError func(*gin.Context, error)
 	core    []core.Option
 	limiter *core.Limiter
@@ -86,7 +87,7 @@ func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
 // trusts no proxy and uses the TCP peer address, an IPv6 one per /64
 // (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware aborts the chain after it. Default: 401 with

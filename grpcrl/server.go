@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -46,7 +47,7 @@ type options struct {
 	key     KeyFunc
 	bypass  func(ctx context.Context, fullMethod string) bool
 	plan    func(ctx context.Context, fullMethod string) string
-	ip      core.ClientIPConfig
+	ip      clientip.Config
 	onError func(ctx context.Context, fullMethod string, err error) error
 	core    []core.Option
 	limiter *core.Limiter
@@ -97,7 +98,7 @@ func WithPlan(fn func(ctx context.Context, fullMethod string) string) Option {
 // proxy, and the entries read are x-forwarded-for, forwarded and
 // x-real-ip). Default: the zero config, which trusts no proxy and uses
 // the peer's address, an IPv6 one per /64.
-func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the error a call whose KeyFunc failed ends with
 // (err is the KeyFunc's). Default: status Unauthenticated with the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 )
@@ -174,11 +175,11 @@ func TestForwardedMetadata(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		opts := []grpcrl.Option{grpcrl.WithStore(memAt(t, store.NewManualClock(start)))}
 		if trusted {
-			proxies, err := core.ParseTrustedProxies("127.0.0.1/32")
+			proxies, err := clientip.ParseTrustedProxies("127.0.0.1/32")
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts = append(opts, grpcrl.WithClientIP(core.ClientIPConfig{TrustedProxies: proxies}))
+			opts = append(opts, grpcrl.WithClientIP(clientip.Config{TrustedProxies: proxies}))
 		}
 		conn, e := serve(t, config(t, testConfig), opts...)
 		allowed := 0

@@ -37,6 +37,7 @@ import (
 	"net/http"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -54,7 +55,7 @@ type options struct {
 	key     KeyFunc
 	bypass  func(*http.Request) bool
 	plan    func(*http.Request) string
-	ip      core.ClientIPConfig
+	ip      clientip.Config
 	onError func(http.ResponseWriter, *http.Request, error)
 	core    []core.Option
 	limiter *core.Limiter
@@ -110,7 +111,7 @@ func WithPlan(fn func(*http.Request) string) Option { return func(o *options) { 
 // the client IP (see core.ClientIPConfig). Default: the zero config, which
 // trusts no proxy and uses the TCP peer address, an IPv6 one per /64
 // (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg core.ClientIPConfig) Option { return func(o *options) { o.ip = cfg } }
+func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed.
 // Default: 401 with {"detail": "Unauthorized"}.

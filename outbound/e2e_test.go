@@ -193,7 +193,7 @@ func (s *sendLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// TestEndToEndHerd is issue 16's herd: a client paced by an rlkit server's
+// TestEndToEndHerd is a herd: a client paced by an rlkit server's
 // headers alone (New(nil, nil)), with 16 workers sending 60 requests in
 // all to a server at 5 a second (fixed window, draft headers) or 10 per
 // 2 s (legacy headers), is refused only requests it sent before it had any

@@ -8,7 +8,7 @@ import (
 	"github.com/rlkit/rlkit/core/store"
 )
 
-// TestEvictOneOrder (review): evictOne drops an expired counter first and
+// TestEvictOneOrder: evictOne drops an expired counter first and
 // does not count it as an eviction; then the live counter of the lowest
 // level (closest to expiry among equals), counted; a counter at its limit
 // goes last, whatever its expiry.

@@ -10,8 +10,8 @@ import (
 	"github.com/rlkit/rlkit/core/store"
 )
 
-// The flood of the fault suite, scaled down from issue 12 (a 1,048,576-key
-// store, 3.5 M identities): a 10,000-key store, 100 users over a 5/hour
+// The flood of the fault suite, scaled down from the full-size flood (a
+// 1,048,576-key store, 3.5 M identities): a 10,000-key store, 100 users over a 5/hour
 // limit polling, 200,000 distinct flood identities.
 const (
 	floodMaxKeys = 10_000

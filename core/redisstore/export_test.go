@@ -1,20 +1,33 @@
 package redisstore
 
-// Queued returns how many decisions wait in the queues of s's nodes.
-func Queued(s *Store) int {
-	n := 0
-	count := func(nd *node) {
+// eachQueue calls fn with the queue of each of s's nodes, locked.
+func eachQueue(s *Store, fn func(q *queue)) {
+	visit := func(nd *node) {
 		nd.q.mu.Lock()
-		n += len(nd.q.waiting)
+		fn(&nd.q)
 		nd.q.mu.Unlock()
 	}
 	if s.nodes.single != nil {
-		count(s.nodes.single)
+		visit(s.nodes.single)
 	}
 	for _, nd := range *s.nodes.m.Load() {
-		count(nd)
+		visit(nd)
 	}
+}
+
+// Queued returns how many decisions wait in the queues of s's nodes.
+func Queued(s *Store) int {
+	n := 0
+	eachQueue(s, func(q *queue) { n += len(q.waiting) })
 	return n
+}
+
+// Idle reports whether no call of decisions is in flight to any node of
+// s (every lane has ended).
+func Idle(s *Store) bool {
+	idle := true
+	eachQueue(s, func(q *queue) { idle = idle && q.inflight == 0 })
+	return idle
 }
 
 // Batching reports whether s still batches (the server did not refuse the

@@ -395,8 +395,7 @@ func TestExemptPathsIgnoreTokens(t *testing.T) {
 	}
 }
 
-// TestFaultPathSpellingsServer: the three findings of issue 12 (one view
-// of the path) through the demo. "/api%2Fsearch", which the handler reads
+// TestFaultPathSpellingsServer: one view of the path, through the demo. "/api%2Fsearch", which the handler reads
 // as "/api/search", counts under search; "/health/" and "/health%2F" are
 // not exempt, so they are counted and an invalid token gets 401:
 // authentication asks the limiter's configuration, and takes its decision.

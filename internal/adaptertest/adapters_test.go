@@ -49,8 +49,8 @@ func TestFiber(t *testing.T)   { adaptertest.Run(t, startFiber) }
 // table exactly as nethttp does.
 func TestSameResponses(t *testing.T) { adaptertest.Same(t, adapters[0], adapters[1:]...) }
 
-// TestFaultPathSpellings runs the path-spelling cases (issue 12: one view
-// of the path) over every adapter and compares their answers.
+// TestFaultPathSpellings runs the path-spelling cases (one view of the
+// path) over every adapter and compares their answers.
 func TestFaultPathSpellings(t *testing.T) { adaptertest.RunPathSpellings(t, adapters...) }
 
 func startNetHTTP(t *testing.T, s adaptertest.Setup) string {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -80,7 +81,7 @@ type Setup struct {
 	// Headers, when not nil, goes to WithHeaders.
 	Headers *core.HeaderStyle
 	// ClientIP goes to WithClientIP.
-	ClientIP core.ClientIPConfig
+	ClientIP clientip.Config
 	// Observer goes to WithObserver.
 	Observer core.Observer
 	// Logger goes to WithLogger.

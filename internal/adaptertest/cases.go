@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 )
 
 // Request helpers.
@@ -364,7 +365,7 @@ rate_limit:
 			name:   "TrustedProxy",
 			config: DesignConfig,
 			setup: func(s *Setup) {
-				s.ClientIP = core.ClientIPConfig{TrustedProxies: []netip.Prefix{
+				s.ClientIP = clientip.Config{TrustedProxies: []netip.Prefix{
 					netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"),
 				}}
 			},
@@ -386,9 +387,9 @@ rate_limit:
 			name:   "TrustedProxyForwarded",
 			config: DesignConfig,
 			setup: func(s *Setup) {
-				s.ClientIP = core.ClientIPConfig{
+				s.ClientIP = clientip.Config{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-					Header:         core.HeaderForwarded,
+					Header:         clientip.Forwarded,
 				}
 			},
 			steps: seq(
@@ -402,9 +403,9 @@ rate_limit:
 			name:   "TrustedProxyXRealIP",
 			config: DesignConfig,
 			setup: func(s *Setup) {
-				s.ClientIP = core.ClientIPConfig{
+				s.ClientIP = clientip.Config{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-					Header:         core.HeaderXRealIP,
+					Header:         clientip.XRealIP,
 				}
 			},
 			steps: seq(

@@ -9,8 +9,8 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// interplayCases check the features of issue 14 together, through every
-// adapter: the application's denied handler for a banned network (403),
+// interplayCases check the customer features together (lists,
+// penalties, counting by outcome, plans), through every adapter: the application's denied handler for a banned network (403),
 // a penalty (429) and a rule counted by outcome; the Decision in context
 // for a request counted by outcome; a plan beside a penalty.
 func interplayCases() []testCase {

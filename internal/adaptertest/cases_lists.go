@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 )
 
 // The answer to a request from a banned network.
@@ -53,7 +54,7 @@ func penalized(r req, w want, takes, rule, key string, o core.Outcome) step {
 func listCases() []testCase {
 	const xff = "X-Forwarded-For"
 	proxy := func(s *Setup) {
-		s.ClientIP = core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+		s.ClientIP = clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	}
 	lists := func(extra string) string {
 		return strings.Replace(DesignConfig, "  default:", extra+"  default:", 1)

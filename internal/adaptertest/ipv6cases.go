@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/clientip"
 )
 
 // allCases is the table Run and Same go through: cases, the cases of
@@ -20,7 +20,7 @@ func allCases() []testCase {
 func ipv6Cases() []testCase {
 	proxy := func(prefixLen int) func(*Setup) {
 		return func(s *Setup) {
-			s.ClientIP = core.ClientIPConfig{
+			s.ClientIP = clientip.Config{
 				TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 				IPv6PrefixLen:  prefixLen,
 			}

@@ -21,7 +21,7 @@ func RunPathSpellings(t *testing.T, adapters ...Adapter) {
 	}
 }
 
-// pathSpellingCases are the spellings of issue 12: "/api%2Fsearch" counted
+// pathSpellingCases are the hostile spellings of a path: "/api%2Fsearch" counted
 // under search (not default), "/health/" and "/health%2F" counted (not
 // exempt, so a failing key function answers 401), and their relatives.
 func pathSpellingCases() []testCase {

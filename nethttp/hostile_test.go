@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 
@@ -26,7 +27,7 @@ import (
 )
 
 // get sends GET base+path with X-Forwarded-For xff and returns the status.
-func attackGet(t *testing.T, base, path, xff string) int {
+func hostileGet(t *testing.T, base, path, xff string) int {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+path, nil)
 	if err != nil {
@@ -41,15 +42,13 @@ func attackGet(t *testing.T, base, path, xff string) int {
 	return resp.StatusCode
 }
 
-// TestAttack14IPv6AllowLongerThan64ListsOnlyItsAddresses checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileIPv6AllowLongerThan64ListsOnlyItsAddresses checks that the following does not happen:
 //
 // An IPv6 network longer than /64 in allow.networks loads without a word,
 // and then allows every client of the /64 that holds it (the client IP is
 // its /64's first address), not only the addresses written: a /120 of 256
 // addresses becomes 2^64.
-func TestAttack14IPv6AllowLongerThan64ListsOnlyItsAddresses(t *testing.T) {
+func TestHostileIPv6AllowLongerThan64ListsOnlyItsAddresses(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true
@@ -59,30 +58,28 @@ rate_limit:
       limit: "1/minute"
   allow:
     networks: ["2001:db8:0:1::/120"]
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatalf("the config is refused (good): %v", err)
 	}
-	h := nethttp.New(cfg, nethttp.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+	h := nethttp.New(cfg, nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	// 2001:db8:0:1:ffff:ffff:ffff:1 is far outside 2001:db8:0:1::/120.
 	var codes []int
 	for range 3 {
-		codes = append(codes, attackGet(t, base, "/api", "2001:db8:0:1:ffff:ffff:ffff:1"))
+		codes = append(codes, hostileGet(t, base, "/api", "2001:db8:0:1:ffff:ffff:ffff:1"))
 	}
 	if codes[1] != http.StatusTooManyRequests {
 		t.Errorf("a client outside the allowed /120 got %v for 3 requests under 1/minute; want the second refused (429)", codes)
 	}
 }
 
-// TestAttack14IPv6BanLongerThan64Matches checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileIPv6BanLongerThan64Matches checks that the following does not happen:
 //
 // An IPv6 ban longer than /64 (a single address) loads without a word,
 // and never refuses that address.
-func TestAttack14IPv6BanLongerThan64Matches(t *testing.T) {
+func TestHostileIPv6BanLongerThan64Matches(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true
@@ -92,14 +89,14 @@ rate_limit:
       limit: "100/minute"
   ban:
     networks: ["2001:db8:0:2::bad/128"]
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatalf("the config is refused (good): %v", err)
 	}
-	h := nethttp.New(cfg, nethttp.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+	h := nethttp.New(cfg, nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
-	if got := attackGet(t, base, "/api", "2001:db8:0:2::bad"); got != http.StatusForbidden {
+	if got := hostileGet(t, base, "/api", "2001:db8:0:2::bad"); got != http.StatusForbidden {
 		t.Errorf("the banned address 2001:db8:0:2::bad got %d; want 403", got)
 	}
 }
@@ -159,7 +156,7 @@ rate_limit:
     - name: api
       paths: ["/api"]
       limit: "`+ruleLimit+`"
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,15 +179,13 @@ func userGet(t *testing.T, base, user string) int {
 	return resp.StatusCode
 }
 
-// TestAttack14ProviderFloodKeepsCustomQuota checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileProviderFloodKeepsCustomQuota checks that the following does not happen:
 //
 // A flood of 64 fresh identities whose lookups are slow takes every
 // provider call; meanwhile a customer with a negotiated quota of
 // 100/minute counts under the rule's 2/minute and is refused its third
 // request.
-func TestAttack14ProviderFloodKeepsCustomQuota(t *testing.T) {
+func TestHostileProviderFloodKeepsCustomQuota(t *testing.T) {
 	base, calls, release := providerServer(t, "user:vip", []algo.Limit{{Count: 100, Period: time.Minute}}, "2/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
@@ -204,14 +199,12 @@ func TestAttack14ProviderFloodKeepsCustomQuota(t *testing.T) {
 	}
 }
 
-// TestAttack14ProviderFloodKeepsStricterCustomLimit checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileProviderFloodKeepsStricterCustomLimit checks that the following does not happen:
 //
 // The same flood lets a caller whose provider limits are stricter than
 // the rule (1/minute, a throttled abuser) count under the rule's
 // 100/minute.
-func TestAttack14ProviderFloodKeepsStricterCustomLimit(t *testing.T) {
+func TestHostileProviderFloodKeepsStricterCustomLimit(t *testing.T) {
 	base, calls, release := providerServer(t, "user:abuser", []algo.Limit{{Count: 1, Period: time.Minute}}, "100/minute")
 	wg := saturate(t, base, calls, release)
 	var codes []int
@@ -225,9 +218,7 @@ func TestAttack14ProviderFloodKeepsStricterCustomLimit(t *testing.T) {
 	}
 }
 
-// TestAttack14ReverseProxyAbortCounted checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileReverseProxyAbortCounted checks that the following does not happen:
 //
 // Behind the middleware an httputil.ReverseProxy streams a backend's
 // answer; a client that reads the status line and the first bytes and
@@ -235,7 +226,7 @@ func TestAttack14ProviderFloodKeepsStricterCustomLimit(t *testing.T) {
 // http.ErrAbortHandler, so Limiter.Complete never runs: under
 // `count: successes` (a quota of exports), every such download is
 // uncounted, and under `count: failures` a streamed 401 is too.
-func TestAttack14ReverseProxyAbortCounted(t *testing.T) {
+func TestHostileReverseProxyAbortCounted(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		status int
@@ -259,7 +250,7 @@ rate_limit:
       paths: ["/export"]
       limit: "2/minute"
       count: `+tc.mode+`
-`), "attack.yaml")
+`), "hostile.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,9 +293,7 @@ rate_limit:
 	}
 }
 
-// TestAttack14ProviderCacheCopiesKeys checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileProviderCacheCopiesKeys checks that the following does not happen:
 //
 // Behind a trusted proxy the client IP is the rightmost address of
 // X-Forwarded-For, handed on as a substring of the header's value, and the
@@ -313,7 +302,7 @@ rate_limit:
 // net/http's 1 MB). 64 callers with a 512 KB header each hold 32 MB, where
 // the cache's 64 keys are at most 128 bytes each (MaxKeyLen). With the
 // default cache size (10,000) and 1 MB headers that is 10 GB.
-func TestAttack14ProviderCacheCopiesKeys(t *testing.T) {
+func TestHostileProviderCacheCopiesKeys(t *testing.T) {
 	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		return nil, false, nil
 	})
@@ -324,13 +313,13 @@ rate_limit:
     - name: api
       paths: ["/api"]
       limit: "100/minute"
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
 	h := nethttp.New(nil, nethttp.WithLimiter(lim),
-		nethttp.WithClientIP(core.ClientIPConfig{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+		nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	junk := strings.Repeat("a", 512<<10)
@@ -339,7 +328,7 @@ rate_limit:
 	runtime.ReadMemStats(&before)
 	const callers = 64
 	for i := range callers {
-		if got := attackGet(t, base, "/api", junk+", 198.51.100."+strconv.Itoa(i+1)); got != http.StatusOK {
+		if got := hostileGet(t, base, "/api", junk+", 198.51.100."+strconv.Itoa(i+1)); got != http.StatusOK {
 			t.Fatalf("status %d", got)
 		}
 	}
@@ -355,9 +344,7 @@ rate_limit:
 	}
 }
 
-// TestAttack14HalfCloseWaitsForProvider checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileHalfCloseWaitsForProvider checks that the following does not happen:
 //
 // While the LimitProvider is asked about a caller (once per TTL, or
 // after its entry is dropped), its other requests wait for the answer,
@@ -366,7 +353,7 @@ rate_limit:
 // context, and the client still reads the answer) is never kept waiting:
 // a caller throttled to 1/minute by its custom limits is served under the
 // rule's 100/minute.
-func TestAttack14HalfCloseWaitsForProvider(t *testing.T) {
+func TestHostileHalfCloseWaitsForProvider(t *testing.T) {
 	asked := make(chan struct{}, 1)
 	prov := core.LimitProviderFunc(func(ctx context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key != "user:abuser" {
@@ -386,7 +373,7 @@ rate_limit:
     - name: api
       paths: ["/api"]
       limit: "100/minute"
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,9 +413,7 @@ rate_limit:
 	}
 }
 
-// TestAttack14OutcomeWavesTriggerPenalty checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileOutcomeWavesTriggerPenalty checks that the following does not happen:
 //
 // A brute-force guard with a penalty: /login counts failures, 5 a minute,
 // and 3 denials within a minute ban the caller for 15 minutes. A client
@@ -438,7 +423,7 @@ rate_limit:
 // but those denials are not denials for the penalty, and no request is
 // ever refused at the check, so the ban never comes: 20 guesses a minute
 // for ever, against a limit of 5 and a ban after 3 denials.
-func TestAttack14OutcomeWavesTriggerPenalty(t *testing.T) {
+func TestHostileOutcomeWavesTriggerPenalty(t *testing.T) {
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:
@@ -449,7 +434,7 @@ rate_limit:
       limit: "5/minute"
       count: failures
       penalty: {after: 3, within: 1m, ban: 15m}
-`), "attack.yaml")
+`), "hostile.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +491,7 @@ rate_limit:
 // sends it to allow.networks: the identity of an IPv6 client is its
 // group's first address (its /64 by default), so such an entry could
 // never match the client it names.
-func TestAttack14IPv6AllowIdentityNeverMatches(t *testing.T) {
+func TestHostileIPv6AllowIdentityNeverMatches(t *testing.T) {
 	_, err := core.ParseConfig([]byte(`
 rate_limit:
   enabled: true
@@ -516,8 +501,8 @@ rate_limit:
       limit: "1/minute"
   allow:
     identities: ["2001:db8:0:3::1"]
-`), "attack.yaml")
-	const want = `rate-limit config attack.yaml:9: field "allow.identities": value "2001:db8:0:3::1": an IPv6 client counts under its group's address (its /64 by default): list it in allow.networks`
+`), "hostile.yaml")
+	const want = `rate-limit config hostile.yaml:9: field "allow.identities": value "2001:db8:0:3::1": an IPv6 client counts under its group's address (its /64 by default): list it in allow.networks`
 	if err == nil || err.Error() != want {
 		t.Fatalf("an IPv6 address in allow.identities: error %v, want %q", err, want)
 	}

@@ -1,7 +1,8 @@
-package core
+package clientip
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -9,35 +10,35 @@ import (
 	"unsafe"
 )
 
-// IPHeader names the header a trusted proxy uses to pass on the client address.
-type IPHeader uint8
+// Header names the header a trusted proxy uses to pass on the client address.
+type Header uint8
 
 const (
-	// HeaderXForwardedFor is "X-Forwarded-For": comma-separated hops, each
+	// XForwardedFor is "X-Forwarded-For": comma-separated hops, each
 	// proxy appends the address it received the request from. All header
 	// lines are taken in order, as if joined with commas.
-	HeaderXForwardedFor IPHeader = iota
-	// HeaderForwarded is the RFC 7239 "Forwarded" header: the for= parameter
+	XForwardedFor Header = iota
+	// Forwarded is the RFC 7239 "Forwarded" header: the for= parameter
 	// of each element (token or quoted string, IPv6 in brackets, optional
 	// port). "unknown" and obfuscated identifiers ("_hidden") are invalid hops.
-	HeaderForwarded
-	// HeaderXRealIP is "X-Real-IP": one address, set (not appended) by the proxy.
-	HeaderXRealIP
+	Forwarded
+	// XRealIP is "X-Real-IP": one address, set (not appended) by the proxy.
+	XRealIP
 )
 
-// cipHeaderNames maps an IPHeader to its canonical header name.
+// cipHeaderNames maps an Header to its canonical header name.
 var cipHeaderNames = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
 
-// ClientIPConfig says whom to trust when deriving the rate-limit key of a
+// Config says whom to trust when deriving the rate-limit key of a
 // request. The model: the TCP peer address is the only thing a client cannot
 // forge; a header is believed only when the peer is a proxy listed in
 // TrustedProxies, and then only for the hops that trusted proxies appended.
 //
-// The zero value (and a nil *ClientIPConfig) trusts nobody, so the key is
+// The zero value (and a nil *Config) trusts nobody, so the key is
 // always the TCP peer address (an IPv6 one masked to its /64). A
-// ClientIPConfig must not be modified while in use; ClientIP only reads it
+// Config must not be modified while in use; ClientIP only reads it
 // and is safe for concurrent use.
-type ClientIPConfig struct {
+type Config struct {
 	// TrustedProxies are the ranges of proxies we trust: the peer and any
 	// hop inside them is skipped. Build it with ParseTrustedProxies; IPv4
 	// addresses are matched in IPv4 form, so an IPv4-mapped prefix built by
@@ -46,7 +47,7 @@ type ClientIPConfig struct {
 	TrustedProxies []netip.Prefix
 	// Header is the header the trusted proxy sets; the zero value is
 	// X-Forwarded-For. An unknown value makes ClientIP ignore all headers.
-	Header IPHeader
+	Header Header
 	// IPv6PrefixLen groups IPv6 clients by their first IPv6PrefixLen bits:
 	// the key is the masked address, e.g. "2001:db8:1:2::" for 64. One host
 	// usually holds a whole /64 (SLAAC, privacy addresses) and could
@@ -64,21 +65,33 @@ type ClientIPConfig struct {
 // ignored. Empty values, IPv6 zones and prefixes with host bits set
 // ("10.0.0.1/8") are rejected; IPv4-mapped values are converted to IPv4. The
 // error names the first bad value, e.g.
-// `core: trusted proxy "10.0.0.300/8": invalid IP address`. It never panics.
+// `clientip: trusted proxy "10.0.0.300/8": invalid IP address`. It never panics.
 func ParseTrustedProxies(values ...string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(values))
 	for _, v := range values {
-		p, reason := cipParsePrefix(strings.TrimSpace(v))
-		if reason != "" {
-			return nil, fmt.Errorf("core: trusted proxy %q: %s", v, reason)
+		p, err := ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("clientip: trusted proxy %q: %w", v, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// cipParsePrefix parses one trimmed value; a non-empty reason means failure.
-func cipParsePrefix(s string) (netip.Prefix, string) {
+// ParsePrefix parses one network as ParseTrustedProxies does, without
+// trimming spaces: a CIDR prefix or one address. The error says what is
+// wrong ("invalid IP address", "host bits set (did you mean
+// 10.0.0.0/8?)"), without the value.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	p, reason := parsePrefix(s)
+	if reason != "" {
+		return netip.Prefix{}, errors.New(reason)
+	}
+	return p, nil
+}
+
+// parsePrefix is ParsePrefix; a non-empty reason means failure.
+func parsePrefix(s string) (netip.Prefix, string) {
 	if s == "" {
 		return netip.Prefix{}, "empty value"
 	}
@@ -142,7 +155,7 @@ func cipParsePrefix(s string) (netip.Prefix, string) {
 // to check it against, in a slot chosen by the address of remoteAddr's
 // bytes, so that the later requests of a connection, which share its
 // RemoteAddr, find it at once.
-func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []string) string {
+func (c *Config) ClientIP(remoteAddr string, values func(name string) []string) string {
 	if c == nil || len(c.TrustedProxies) == 0 {
 		// No proxy is trusted: the peer is the client. An IPv4 peer, the
 		// common case, is its host part as it stands.
@@ -158,7 +171,7 @@ func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []
 		return c.cipRender(peer, src)
 	}
 	lines := values(cipHeaderNames[c.Header])
-	if c.Header == HeaderXRealIP {
+	if c.Header == XRealIP {
 		if len(lines) == 1 {
 			if a, s, ok := cipParseHost(cipTrimOWS(lines[0])); ok {
 				return c.cipRender(a, s)
@@ -172,7 +185,7 @@ func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []
 			var cut int
 			var a netip.Addr
 			var s string
-			if c.Header == HeaderForwarded {
+			if c.Header == Forwarded {
 				cut = cipLastSep(line, ',')
 				a, s, ok = cipForwardedFor(line[cut+1:])
 			} else {
@@ -200,8 +213,8 @@ func (c *ClientIPConfig) ClientIP(remoteAddr string, values func(name string) []
 // allow and ban networks (AllowSpec, BanSpec) are matched against it, so
 // that an IPv6 entry means the addresses it is written for, longer than
 // the group or not.
-func (c *ClientIPConfig) ClientAddr(remoteAddr string, values func(name string) []string) string {
-	var whole ClientIPConfig
+func (c *Config) ClientAddr(remoteAddr string, values func(name string) []string) string {
+	var whole Config
 	if c != nil {
 		whole = *c
 	}
@@ -210,7 +223,7 @@ func (c *ClientIPConfig) ClientAddr(remoteAddr string, values func(name string) 
 }
 
 // cipTrusted reports whether a (canonical: unmapped, no zone) is a trusted proxy.
-func (c *ClientIPConfig) cipTrusted(a netip.Addr) bool {
+func (c *Config) cipTrusted(a netip.Addr) bool {
 	for _, p := range c.TrustedProxies {
 		if p.Contains(a) {
 			return true
@@ -221,7 +234,7 @@ func (c *ClientIPConfig) cipTrusted(a netip.Addr) bool {
 
 // cipV6Bits is the IPv6 prefix length c groups clients by: see
 // IPv6PrefixLen.
-func (c *ClientIPConfig) cipV6Bits() int {
+func (c *Config) cipV6Bits() int {
 	if c == nil || c.IPv6PrefixLen <= 0 || c.IPv6PrefixLen > 128 {
 		return 64
 	}
@@ -231,7 +244,7 @@ func (c *ClientIPConfig) cipV6Bits() int {
 // cipRender masks an IPv6 a per IPv6PrefixLen and formats it, returning src
 // itself when it already spells the result, and a masked IPv6 address from
 // cipV6Strings, so that the common cases do not allocate.
-func (c *ClientIPConfig) cipRender(a netip.Addr, src string) string {
+func (c *Config) cipRender(a netip.Addr, src string) string {
 	if a.Is6() {
 		if bits := c.cipV6Bits(); bits < 128 {
 			if p, _ := a.Prefix(bits); p.Addr() != a {
@@ -458,8 +471,8 @@ func cipPlainIPv4(hostport string) (string, bool) {
 
 // addrSlot is the slot, among 2^bits, of the memory at p: Fibonacci
 // hashing of its address (without the alignment bits every such address
-// shares). It serves the tables that recognise a string by its address
-// (cipPeers, routes.recent).
+// shares). It serves the table that recognises a peer's string by its
+// address (cipPeers); package core's table of recent routes has its own.
 func addrSlot(p unsafe.Pointer, bits uint) uint64 {
 	return uint64(uintptr(p)) >> 3 * 0x9E3779B97F4A7C15 >> (64 - bits)
 }

@@ -15,8 +15,7 @@ import (
 // rule: requests answered 429") as the requests refused. Under a rule
 // counted by outcome, a request served while the counter filled gets,
 // from Limiter.Complete, an event OutcomeDenied with Allowed true: it
-// was served, not refused, and must not count as a denial. (Review of
-// issue 14, finding: the metric counts it.)
+// was served, not refused, and must not count as a denial.
 func TestDeniedCountsRefusals(t *testing.T) {
 	m, reg := newMetrics(t)
 	cfg, err := core.ParseConfig([]byte(`

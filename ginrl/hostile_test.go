@@ -19,9 +19,7 @@ import (
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
-// TestAttack14ReverseProxyAbortCounted checks a fix: issue 14's hostile
-// tester found the hole described below, which the code no longer has.
-// Found:
+// TestHostileReverseProxyAbortCounted checks that the following does not happen:
 //
 // As in nethttp: a gin.Default() router (Recovery) whose handler is an
 // httputil.ReverseProxy streaming a backend's answer; each client reads
@@ -29,7 +27,7 @@ import (
 // Recovery catches it outside the middleware, and Limiter.Complete never
 // runs: a `count: successes` quota (or a `count: failures` guard) counts
 // none of them.
-func TestAttack14ReverseProxyAbortCounted(t *testing.T) {
+func TestHostileReverseProxyAbortCounted(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	for _, tc := range []struct {
 		mode   string
@@ -54,7 +52,7 @@ rate_limit:
       paths: ["/export"]
       limit: "2/minute"
       count: `+tc.mode+`
-`), "attack.yaml")
+`), "hostile.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,9 +16,9 @@ import (
 // caller's custom limits (a LimitProvider's) whatever the state of the
 // provider's cache. A customer with a quota of 2 a day spends it, makes
 // no request for longer than the cache's TTL, and an operator resets it:
-// its next request must pass. (Review of issue 14, finding: Reset
-// forgets custom counters only while the answer is cached, so the reset
-// silently leaves the customer refused until the day ends.)
+// its next request must pass: a Reset that forgot custom counters only
+// while the answer is cached would silently leave the customer refused
+// until the day ends.
 func TestResetCustomLimitsAfterCacheExpiry(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(`
 rate_limit:

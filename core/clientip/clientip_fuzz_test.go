@@ -1,4 +1,4 @@
-package core
+package clientip
 
 import (
 	"net/netip"
@@ -27,7 +27,7 @@ func cipRefHop(h string) (netip.Addr, bool) {
 
 // cipRefXFF is a deliberately naive reference of the X-Forwarded-For walk:
 // join all lines, split on commas, walk right to left.
-func cipRefXFF(c *ClientIPConfig, peer netip.Addr, lines []string) netip.Addr {
+func cipRefXFF(c *Config, peer netip.Addr, lines []string) netip.Addr {
 	if len(lines) == 0 {
 		return peer
 	}
@@ -89,7 +89,7 @@ func FuzzClientIP(f *testing.F) {
 		}
 		values := func(string) []string { return lines }
 		pl := int(prefixLen) - 64 // -64 to 191: below 0, the default, 1 to 128, above 128
-		cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: IPHeader(kind % 4), IPv6PrefixLen: pl}
+		cfg := &Config{TrustedProxies: cipTestTrusted, Header: Header(kind % 4), IPv6PrefixLen: pl}
 		got := cfg.ClientIP(remote, values)
 
 		// The result is a canonical IP, or the unparsable remoteAddr as-is.
@@ -109,11 +109,11 @@ func FuzzClientIP(f *testing.F) {
 		}
 
 		// Untrusted peer (or no trust at all): the header never matters.
-		none := &ClientIPConfig{IPv6PrefixLen: pl}
+		none := &Config{IPv6PrefixLen: pl}
 		if a, b := none.ClientIP(remote, values), none.ClientIP(remote, nil); a != b {
 			t.Fatalf("zero config depends on header: got %q, want %q", a, b)
 		}
-		peerKey := (&ClientIPConfig{IPv6PrefixLen: 128}).ClientIP(remote, nil)
+		peerKey := (&Config{IPv6PrefixLen: 128}).ClientIP(remote, nil)
 		peer, err := netip.ParseAddr(peerKey)
 		if err != nil || !cfg.cipTrusted(peer) {
 			if want := cfg.ClientIP(remote, nil); got != want {
@@ -123,8 +123,8 @@ func FuzzClientIP(f *testing.F) {
 		}
 
 		// Trusted peer with X-Forwarded-For: agree with the naive reference.
-		if cfg.Header == HeaderXForwardedFor {
-			want := (&ClientIPConfig{IPv6PrefixLen: pl}).ClientIP(cipRefXFF(cfg, peer, lines).String(), nil)
+		if cfg.Header == XForwardedFor {
+			want := (&Config{IPv6PrefixLen: pl}).ClientIP(cipRefXFF(cfg, peer, lines).String(), nil)
 			if got != want {
 				t.Fatalf("XFF %q from %q: got %q, want %q", lines, remote, got, want)
 			}
@@ -147,7 +147,7 @@ func FuzzParseTrustedProxies(f *testing.F) {
 			}
 		}
 		if err != nil {
-			if want := "core: trusted proxy " + strconv.Quote(s) + ": "; !strings.HasPrefix(err.Error(), want) {
+			if want := "clientip: trusted proxy " + strconv.Quote(s) + ": "; !strings.HasPrefix(err.Error(), want) {
 				t.Fatalf("error = got %q, want prefix %q", err.Error(), want)
 			}
 			if got != nil {

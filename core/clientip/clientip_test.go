@@ -1,4 +1,4 @@
-package core
+package clientip
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // cipTestTrusted is the proxy set used by most tests.
@@ -28,12 +29,12 @@ func TestClientIP(t *testing.T) {
 	// The parsing rows keep whole IPv6 addresses (IPv6PrefixLen 128), so
 	// that every bit of the answer shows; the IPv6PrefixLen rows below
 	// check the grouping, /64 by default.
-	xff := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}
-	fwd := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded, IPv6PrefixLen: 128}
-	xri := &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP, IPv6PrefixLen: 128}
-	v6 := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
-	def := &ClientIPConfig{TrustedProxies: cipTestTrusted}
-	prefix := func(n int) *ClientIPConfig { return &ClientIPConfig{IPv6PrefixLen: n} }
+	xff := &Config{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}
+	fwd := &Config{TrustedProxies: cipTestTrusted, Header: Forwarded, IPv6PrefixLen: 128}
+	xri := &Config{TrustedProxies: cipTestTrusted, Header: XRealIP, IPv6PrefixLen: 128}
+	v6 := &Config{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
+	def := &Config{TrustedProxies: cipTestTrusted}
+	prefix := func(n int) *Config { return &Config{IPv6PrefixLen: n} }
 	const (
 		XFF = "X-Forwarded-For"
 		FWD = "Forwarded"
@@ -42,18 +43,18 @@ func TestClientIP(t *testing.T) {
 	type H = map[string][]string
 	tests := []struct {
 		name   string
-		cfg    *ClientIPConfig
+		cfg    *Config
 		remote string
 		hdr    H
 		want   string
 	}{
 		// Untrusted peers: headers are ignored (spoofing).
-		{"zero config", &ClientIPConfig{}, "203.0.113.9:51234", H{XFF: {"1.2.3.4"}}, "203.0.113.9"},
+		{"zero config", &Config{}, "203.0.113.9:51234", H{XFF: {"1.2.3.4"}}, "203.0.113.9"},
 		{"nil config", nil, "203.0.113.9:51234", H{XFF: {"1.2.3.4"}}, "203.0.113.9"},
 		{"untrusted spoofed XFF", xff, "203.0.113.9:51234", H{XFF: {"1.2.3.4, 10.0.0.2"}}, "203.0.113.9"},
 		{"untrusted spoofed Forwarded", fwd, "203.0.113.9:51234", H{FWD: {"for=1.2.3.4"}}, "203.0.113.9"},
 		{"untrusted spoofed X-Real-IP", xri, "203.0.113.9:51234", H{XRI: {"1.2.3.4"}}, "203.0.113.9"},
-		{"unknown header kind", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: 9}, "10.0.0.1:1", H{XFF: {"1.2.3.4"}}, "10.0.0.1"},
+		{"unknown header kind", &Config{TrustedProxies: cipTestTrusted, Header: 9}, "10.0.0.1:1", H{XFF: {"1.2.3.4"}}, "10.0.0.1"},
 
 		// X-Forwarded-For from a trusted peer.
 		{"xff single hop", xff, "10.0.0.1:5555", H{XFF: {"198.51.100.7"}}, "198.51.100.7"},
@@ -129,15 +130,15 @@ func TestClientIP(t *testing.T) {
 
 		// IPv6PrefixLen: 0 (the default) means /64, 128 the whole address,
 		// anything outside 0..128 /64 too.
-		{"v6 default zero config", &ClientIPConfig{}, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
+		{"v6 default zero config", &Config{}, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
 		{"v6 default nil config", nil, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
 		{"v6 default bare peer", nil, "2001:db8:1:2:3:4:5:6", nil, "2001:db8:1:2::"},
 		{"v6 default zoned peer", nil, "[fe80::1:2%eth0]:80", nil, "fe80::"},
 		{"v6 default already masked", nil, "[2001:db8:1:2::]:443", nil, "2001:db8:1:2::"},
 		{"v6 default xff hop", def, "10.0.0.1:5555", H{XFF: {"203.0.113.5, [2001:db8:1:2:aaaa::1]:80, 10.0.0.2"}}, "2001:db8:1:2::"},
-		{"v6 default fwd hop", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:5555",
+		{"v6 default fwd hop", &Config{TrustedProxies: cipTestTrusted, Header: Forwarded}, "10.0.0.1:5555",
 			H{FWD: {`for="[2001:db8:cafe:1::17]:4711"`}}, "2001:db8:cafe:1::"},
-		{"v6 default xri", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderXRealIP}, "10.0.0.1:5555", H{XRI: {"2001:DB8:1:2::9"}}, "2001:db8:1:2::"},
+		{"v6 default xri", &Config{TrustedProxies: cipTestTrusted, Header: XRealIP}, "10.0.0.1:5555", H{XRI: {"2001:DB8:1:2::9"}}, "2001:db8:1:2::"},
 		{"v6 default trusted ipv6 peer", def, "[::1]:80", nil, "::"},
 		{"v6 default fd00 trusted hop skipped", def, "10.0.0.1:5555", H{XFF: {"2001:db8:9:9::1, fd00::3"}}, "2001:db8:9:9::"},
 		{"v6 prefix untrusted peer", v6, "[2001:db8:1:2:3:4:5:6]:443", nil, "2001:db8:1:2::"},
@@ -163,7 +164,7 @@ func TestClientIP(t *testing.T) {
 }
 
 func TestClientIPUntrustedNeverReadsHeaders(t *testing.T) {
-	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	cfg := &Config{TrustedProxies: cipTestTrusted}
 	called := 0
 	values := func(string) []string { called++; return []string{"1.2.3.4"} }
 	if got, want := cfg.ClientIP("203.0.113.9:51234", values), "203.0.113.9"; got != want {
@@ -175,14 +176,14 @@ func TestClientIPUntrustedNeverReadsHeaders(t *testing.T) {
 }
 
 func TestClientIPNilValues(t *testing.T) {
-	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	cfg := &Config{TrustedProxies: cipTestTrusted}
 	if got, want := cfg.ClientIP("10.0.0.1:1", nil), "10.0.0.1"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
 func TestClientIPConcurrent(t *testing.T) {
-	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
+	cfg := &Config{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 64}
 	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"2001:db8:1:2::5, 10.0.0.2"}})
 	var wg sync.WaitGroup
 	for range 8 {
@@ -199,21 +200,21 @@ func TestClientIPConcurrent(t *testing.T) {
 }
 
 func TestClientIPAllocs(t *testing.T) {
-	trusted := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	trusted := &Config{TrustedProxies: cipTestTrusted}
 	tests := []struct {
 		name   string
-		cfg    *ClientIPConfig
+		cfg    *Config
 		remote string
 		hdr    map[string][]string
 		want   string
 	}{
-		{"zero config", &ClientIPConfig{}, "203.0.113.9:51234", nil, "203.0.113.9"},
+		{"zero config", &Config{}, "203.0.113.9:51234", nil, "203.0.113.9"},
 		{"ipv4 peer untrusted", trusted, "203.0.113.9:51234", map[string][]string{"X-Forwarded-For": {"1.2.3.4"}}, "203.0.113.9"},
 		{"ipv4 peer trusted xff", trusted, "10.0.0.1:51234", map[string][]string{"X-Forwarded-For": {"198.51.100.7, 10.0.0.2"}}, "198.51.100.7"},
 		{"ipv6 peer untrusted, /64", trusted, "[2001:db8:0:1:2:3:4:9]:443", nil, "2001:db8:0:1::"},
-		{"ipv6 peer untrusted, whole", &ClientIPConfig{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}, "[2001:db8::9]:443", nil, "2001:db8::9"},
+		{"ipv6 peer untrusted, whole", &Config{TrustedProxies: cipTestTrusted, IPv6PrefixLen: 128}, "[2001:db8::9]:443", nil, "2001:db8::9"},
 		{"ipv6 peer already masked", trusted, "[2001:db8:0:1::]:443", nil, "2001:db8:0:1::"},
-		{"forwarded trusted, /64", &ClientIPConfig{TrustedProxies: cipTestTrusted, Header: HeaderForwarded}, "10.0.0.1:51234",
+		{"forwarded trusted, /64", &Config{TrustedProxies: cipTestTrusted, Header: Forwarded}, "10.0.0.1:51234",
 			map[string][]string{"Forwarded": {`for="[2001:db8:0:2::7]:4711";proto=https, for=10.0.0.2`}}, "2001:db8:0:2::"},
 	}
 	for _, tt := range tests {
@@ -235,7 +236,7 @@ func TestClientIPAllocs(t *testing.T) {
 // cache of 4,096 slots; 20,000 /64s, many sharing a slot, each get their
 // own text, on a miss and on a hit.
 func TestClientIPv6Strings(t *testing.T) {
-	var cfg ClientIPConfig
+	var cfg Config
 	for pass := range 2 {
 		for i := range 20_000 {
 			var b [16]byte
@@ -255,7 +256,7 @@ func TestClientIPv6Strings(t *testing.T) {
 }
 
 func BenchmarkClientIPUntrusted(b *testing.B) {
-	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	cfg := &Config{TrustedProxies: cipTestTrusted}
 	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"1.2.3.4"}})
 	b.ReportAllocs()
 	for b.Loop() {
@@ -264,7 +265,7 @@ func BenchmarkClientIPUntrusted(b *testing.B) {
 }
 
 func BenchmarkClientIPTrustedXFF(b *testing.B) {
-	cfg := &ClientIPConfig{TrustedProxies: cipTestTrusted}
+	cfg := &Config{TrustedProxies: cipTestTrusted}
 	values := cipHeaders(map[string][]string{"X-Forwarded-For": {"198.51.100.7, 10.0.0.2"}})
 	b.ReportAllocs()
 	for b.Loop() {
@@ -302,19 +303,19 @@ func TestParseTrustedProxiesErrors(t *testing.T) {
 		in   []string
 		want string
 	}{
-		{[]string{"10.0.0.300/8"}, `core: trusted proxy "10.0.0.300/8": invalid IP address`},
-		{[]string{""}, `core: trusted proxy "": empty value`},
-		{[]string{"  "}, `core: trusted proxy "  ": empty value`},
-		{[]string{"example.com"}, `core: trusted proxy "example.com": invalid IP address`},
-		{[]string{"10.0.0.0/33"}, `core: trusted proxy "10.0.0.0/33": invalid prefix length`},
-		{[]string{"::/129"}, `core: trusted proxy "::/129": invalid prefix length`},
-		{[]string{"10.0.0.0/"}, `core: trusted proxy "10.0.0.0/": invalid prefix length`},
-		{[]string{"10.0.0.0/-1"}, `core: trusted proxy "10.0.0.0/-1": invalid prefix length`},
-		{[]string{"10.0.0.0/8/8"}, `core: trusted proxy "10.0.0.0/8/8": invalid prefix length`},
-		{[]string{"10.0.0.0/8, 192.168.0.0/16"}, `core: trusted proxy "10.0.0.0/8, 192.168.0.0/16": invalid prefix length`},
-		{[]string{"fe80::1%eth0"}, `core: trusted proxy "fe80::1%eth0": IPv6 zone not allowed`},
-		{[]string{"10.0.0.1/8"}, `core: trusted proxy "10.0.0.1/8": host bits set (did you mean 10.0.0.0/8?)`},
-		{[]string{"10.0.0.0/8", "bad", "also bad"}, `core: trusted proxy "bad": invalid IP address`},
+		{[]string{"10.0.0.300/8"}, `clientip: trusted proxy "10.0.0.300/8": invalid IP address`},
+		{[]string{""}, `clientip: trusted proxy "": empty value`},
+		{[]string{"  "}, `clientip: trusted proxy "  ": empty value`},
+		{[]string{"example.com"}, `clientip: trusted proxy "example.com": invalid IP address`},
+		{[]string{"10.0.0.0/33"}, `clientip: trusted proxy "10.0.0.0/33": invalid prefix length`},
+		{[]string{"::/129"}, `clientip: trusted proxy "::/129": invalid prefix length`},
+		{[]string{"10.0.0.0/"}, `clientip: trusted proxy "10.0.0.0/": invalid prefix length`},
+		{[]string{"10.0.0.0/-1"}, `clientip: trusted proxy "10.0.0.0/-1": invalid prefix length`},
+		{[]string{"10.0.0.0/8/8"}, `clientip: trusted proxy "10.0.0.0/8/8": invalid prefix length`},
+		{[]string{"10.0.0.0/8, 192.168.0.0/16"}, `clientip: trusted proxy "10.0.0.0/8, 192.168.0.0/16": invalid prefix length`},
+		{[]string{"fe80::1%eth0"}, `clientip: trusted proxy "fe80::1%eth0": IPv6 zone not allowed`},
+		{[]string{"10.0.0.1/8"}, `clientip: trusted proxy "10.0.0.1/8": host bits set (did you mean 10.0.0.0/8?)`},
+		{[]string{"10.0.0.0/8", "bad", "also bad"}, `clientip: trusted proxy "bad": invalid IP address`},
 	}
 	for _, tt := range tests {
 		got, err := ParseTrustedProxies(tt.in...)
@@ -339,7 +340,7 @@ func TestPlainIPv4(t *testing.T) {
 	} {
 		host, ok := cipPlainIPv4(in)
 		// Whatever the fast path accepts, the full parse must render the same.
-		var zero ClientIPConfig
+		var zero Config
 		full := func() string {
 			peer, src, ok := cipParseHost(in)
 			if !ok {
@@ -438,7 +439,7 @@ func TestPlainIPv4Reference(t *testing.T) {
 // strings at other addresses, and thousands of peers, each asked again and
 // again, in any order, all get the answer the full parse gives.
 func TestClientIPPeers(t *testing.T) {
-	var zero ClientIPConfig
+	var zero Config
 	long := strings.Clone("198.51.100.7:4711x")
 	short := long[:len("198.51.100.7:4711")] // same address, a plain peer
 	peers := []struct{ addr, want string }{
@@ -476,7 +477,7 @@ func TestClientIPPeerOnce(t *testing.T) {
 		hosts[i] = fmt.Sprint("192.0.2.", i%250)
 		addrs[i] = fmt.Sprint(hosts[i], ":", 40000+i)
 	}
-	var zero ClientIPConfig
+	var zero Config
 	i := 0
 	if n := testing.AllocsPerRun(100, func() {
 		if got := zero.ClientIP(addrs[i], nil); got != hosts[i] {
@@ -486,4 +487,59 @@ func TestClientIPPeerOnce(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocations for a peer seen once, want 0", n)
 	}
+}
+
+// TestClientIPPeerReusedBytes: a caller that hands ClientIP a string over
+// bytes it reuses (a fasthttp-style buffer turned into a string without a
+// copy, to spare an allocation) gets the answer for what the string holds
+// now, never the host kept for what it held when the peer cache saw it:
+// another client's length of host, a half address, a non-IPv4 peer
+// passed off as a plain one.
+func TestClientIPPeerReusedBytes(t *testing.T) {
+	var zero Config
+	buf := make([]byte, 12)
+	s := unsafe.String(&buf[0], len(buf))
+	for _, c := range []struct{ first, then string }{
+		{"1.1.1.1:5555", "22.2.2.2:555"},
+		{"22.2.2.2:555", "1.1.1.1:5555"},
+		{"1.1.1.1:5555", "[::1]:655350"},
+		{"1.1.1.1:5555", "10.0.0.99:80"},
+	} {
+		copy(buf, c.first)
+		for range 3 { // seen, then kept
+			if got, want := zero.ClientIP(s, nil), zero.ClientIP(string(buf), nil); got != want {
+				t.Fatalf("ClientIP(%q) = %q, want %q", c.first, got, want)
+			}
+		}
+		copy(buf, c.then)
+		if got, want := zero.ClientIP(s, nil), zero.ClientIP(string(buf), nil); got != want {
+			t.Errorf("after %q, ClientIP(%q) over the same bytes = %q, want %q", c.first, c.then, got, want)
+		}
+	}
+}
+
+// BenchmarkClientIPPeer: ClientIP for a plain IPv4 peer with no trusted
+// proxy, the string asked for again (the cipPeers hit: a load and a
+// comparison with the entry's copy), and a new string each time (a parse).
+func BenchmarkClientIPPeer(b *testing.B) {
+	var zero Config
+	b.Run("kept", func(b *testing.B) {
+		addr := strings.Clone("203.0.113.254:54321")
+		b.ReportAllocs()
+		for b.Loop() {
+			zero.ClientIP(addr, nil)
+		}
+	})
+	b.Run("parsed", func(b *testing.B) {
+		var addrs [1 << 14]string
+		for i := range addrs {
+			addrs[i] = fmt.Sprintf("203.0.%d.%d:54321", i>>8&255, i&255)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			zero.ClientIP(addrs[i&(len(addrs)-1)], nil)
+			i++
+		}
+	})
 }
