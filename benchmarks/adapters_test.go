@@ -192,7 +192,7 @@ var (
 			return ginEngine(ginrl.New(rlkitConfig(tb, q)))
 		}},
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
-			return ginEngine(ginrl.New(rlkitConfig(tb, q), ginrl.WithHeaders(core.HeadersNone)))
+			return ginEngine(ginrl.New(core.NewLimiter(rlkitConfig(tb, q), core.WithHeaders(core.HeadersNone))))
 		}},
 		{name: "floor-headers", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
 			return ginEngine(func(c *gin.Context) { setFloorHeaders(c.Writer.Header()); c.Next() })
@@ -206,7 +206,7 @@ var (
 			return echoServer(echorl.New(rlkitConfig(tb, q)))
 		}},
 		{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) http.Handler {
-			return echoServer(echorl.New(rlkitConfig(tb, q), echorl.WithHeaders(core.HeadersNone)))
+			return echoServer(echorl.New(core.NewLimiter(rlkitConfig(tb, q), core.WithHeaders(core.HeadersNone))))
 		}},
 		{name: "floor-headers", header: "RateLimit", build: func(testing.TB, quota) http.Handler {
 			return echoServer(func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -230,7 +230,7 @@ var fiberImpls = []fiberImpl{
 		return fiberApp(fiberrl.New(rlkitConfig(tb, q)))
 	}},
 	{name: "rlkit-noheaders", build: func(tb testing.TB, q quota) *fiber.App {
-		return fiberApp(fiberrl.New(rlkitConfig(tb, q), fiberrl.WithHeaders(core.HeadersNone)))
+		return fiberApp(fiberrl.New(core.NewLimiter(rlkitConfig(tb, q), core.WithHeaders(core.HeadersNone))))
 	}},
 	{name: "floor-headers", header: "Ratelimit", build: func(testing.TB, quota) *fiber.App {
 		names := [][]byte{[]byte("Ratelimit-Policy"), []byte("Ratelimit")}

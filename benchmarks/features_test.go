@@ -124,7 +124,7 @@ var featureRows = []featureRow{
 			}
 			jsonHandler(w, r)
 		})
-		return nethttp.New(featuresConfig(tb, "", ""), nethttp.WithDecisionContext(true))(read)
+		return nethttp.New(core.NewLimiter(featuresConfig(tb, "", ""), core.WithDecisionContext(true)))(read)
 	}},
 	{name: "baseline-again", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "", ""))(jsonHandler)
@@ -133,7 +133,7 @@ var featureRows = []featureRow{
 		return ginFeatures(ginrl.New(featuresConfig(tb, "", "")), false)
 	}},
 	{name: "gin-decision-context", base: "gin-baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
-		return ginFeatures(ginrl.New(featuresConfig(tb, "", ""), ginrl.WithDecisionContext(true)), true)
+		return ginFeatures(ginrl.New(core.NewLimiter(featuresConfig(tb, "", ""), core.WithDecisionContext(true))), true)
 	}},
 }
 

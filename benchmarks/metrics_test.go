@@ -85,11 +85,11 @@ func BenchmarkMetrics(b *testing.B) {
 		if o != nil {
 			opts = append(opts, core.WithObserver(o))
 		}
-		var store store.Store = memstore.New(memstore.WithMaxKeys(maxKeys))
+		var st store.Store = memstore.New(memstore.WithMaxKeys(maxKeys))
 		if timed {
-			store = remoteLike{store}
+			st = remoteLike{st}
 		}
-		lim := core.NewLimiter(cfg, store, opts...)
+		lim := core.NewLimiter(cfg, append(opts, core.WithStore(st))...)
 		pm.Watch(lim)
 		om.Watch(lim)
 		d := lim.Decide(ctx, "GET", "/api/search", "user-42", false)

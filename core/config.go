@@ -18,9 +18,9 @@ import (
 	"github.com/rlkit/rlkit/core/store"
 )
 
-// DefaultLimit is the limit of requests no rule matches, unless the
+// defaultLimit is the limit of requests no rule matches, unless the
 // configuration says otherwise.
-const DefaultLimit = "120/minute"
+const defaultLimit = "120/minute"
 
 // DefaultRuleName is the name of the rule that applies when no rule matches.
 const DefaultRuleName = "default"
@@ -70,7 +70,7 @@ type Spec struct {
 	// Rules are tried in order; the first whose paths match applies.
 	Rules []RuleSpec
 	// Default is the limit (or limits) of requests no rule matches;
-	// empty means DefaultLimit.
+	// empty means defaultLimit.
 	Default []string
 	// ExemptPaths never touch a counter. nil means DefaultExemptPaths; an
 	// empty non-nil slice exempts nothing.
@@ -127,10 +127,29 @@ type RuleSpec struct {
 	Penalty *PenaltySpec
 	// Count says which requests the rule counts, by their response
 	// status: all (when empty: every request, before the handler runs),
-	// failures (status 400 and above) or successes (below 400). A rule
-	// counted by outcome still refuses a request before the handler when
-	// its counter has no room for it; requests in flight together can
-	// pass it by a bound CountMode states.
+	// failures (status 400 and above: a brute-force guard on a login,
+	// which honest users, who mostly succeed, never reach) or successes
+	// (below 400: a quota of what was done, not of what was tried).
+	//
+	// A rule that counts by outcome still refuses a request before the
+	// handler runs when its counter has no room for it: the limiter asks
+	// the store what a count would answer (store.Store.Peek), consuming
+	// nothing, and lets the request through when it would be admitted,
+	// with the rate-limit headers that count would give. Once the handler
+	// has answered, the adapter hands the status to Limiter.Complete,
+	// which counts the request (store.Store.Take) when the rule counts
+	// that status. A request that fails is therefore counted only after
+	// its answer: requests of one identity in flight together all pass
+	// the check while the counter has room, and those still in the
+	// handler when it fills are served and not counted (their Take is
+	// denied, and a denial consumes nothing). Each time the counter
+	// fills, at most C − 1 such requests pass beyond the limit, C being
+	// the most requests of that identity under the rule in flight at
+	// once; under a fixed window, which fills at most once per window, at
+	// most limit + C − 1 requests whose outcome counts are answered in
+	// one window (counting each at its cost: limit + (C − 1) × the
+	// largest cost, in units). The counter itself never goes past the
+	// limit.
 	Count string
 }
 
@@ -410,12 +429,12 @@ func LoadConfig(file string) (*Config, error) {
 	return ParseConfig(data, file)
 }
 
-// MaxConfigBytes bounds a configuration file: a file of ten thousand rules
+// maxConfigBytes bounds a configuration file: a file of ten thousand rules
 // takes about a megabyte.
-const MaxConfigBytes = 4 << 20
+const maxConfigBytes = 4 << 20
 
 // ReadConfigFile reads a configuration file: a regular file (a symbolic
-// link to one is followed) of at most MaxConfigBytes. Anything else (a
+// link to one is followed) of at most maxConfigBytes. Anything else (a
 // directory, a FIFO or a device such as /dev/zero, which could block or
 // never end; a larger file) is an error that says so, read no further.
 func ReadConfigFile(file string) ([]byte, error) {
@@ -438,12 +457,12 @@ func ReadConfigFile(file string) ([]byte, error) {
 	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return fail(fmt.Errorf("%s is not a regular file", file)) // replaced meanwhile
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
 		return fail(err)
 	}
-	if len(data) > MaxConfigBytes {
-		return fail(fmt.Errorf("%s is larger than %d bytes (MaxConfigBytes)", file, MaxConfigBytes))
+	if len(data) > maxConfigBytes {
+		return fail(fmt.Errorf("%s is larger than %d bytes (maxConfigBytes)", file, maxConfigBytes))
 	}
 	return data, nil
 }
@@ -667,7 +686,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 
 	def := spec.Default
 	if len(def) == 0 {
-		def = []string{DefaultLimit}
+		def = []string{defaultLimit}
 	}
 	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
 		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}

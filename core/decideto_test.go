@@ -33,7 +33,7 @@ func TestDecideTo(t *testing.T) {
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	flow := func() *core.Flow[*req] {
 		return &core.Flow[*req]{
-			Limiter: core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock))),
+			Limiter: core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock)))),
 			Key: func(r *req) (string, error) {
 				if r.user == "bad" {
 					return "", errKey

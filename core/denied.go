@@ -23,7 +23,7 @@ func (d *Decision) SetLimitHeaders(h http.Header) {
 	if d.Allowed || d.Banned {
 		return // waiting lifts no ban: no Retry-After
 	}
-	if s := d.retryAfter(); s == 1 {
+	if s := d.RetryAfterSeconds(); s == 1 {
 		h[hdrRetryAfter] = oneSecond // shared, capacity 1: see SetHeaders
 	} else {
 		h[hdrRetryAfter] = []string{strconv.FormatInt(s, 10)}
@@ -58,7 +58,7 @@ func (d *Decision) LimitHeader(i int, buf []byte) (name string, value []byte, ok
 		}
 	}
 	if !d.Allowed && !d.Banned && i == d.rateHeaders() {
-		return hdrRetryAfter, strconv.AppendInt(buf[:0], d.retryAfter(), 10), true
+		return hdrRetryAfter, strconv.AppendInt(buf[:0], d.RetryAfterSeconds(), 10), true
 	}
 	return "", nil, false
 }

@@ -65,12 +65,12 @@
 // without counting (Decision.Penalty), kept in the store so that replicas
 // share it.
 //
-// A rule may count by outcome (RuleSpec.Count, CountMode): only the
+// A rule may count by outcome (RuleSpec.Count): only the
 // requests answered with a failure (status 400 and above), or only
 // successes. It checks a request before the handler without counting it
 // (Store.Peek), refuses it there when the counter is full, and counts it
 // once the adapter hands the status to Limiter.Complete (a Deferred
-// Decision); CountMode states how far requests in flight together can
+// Decision); RuleSpec.Count states how far requests in flight together can
 // pass the limit.
 //
 // # Operating

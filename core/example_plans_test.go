@@ -32,7 +32,7 @@ rate_limit:
 		panic(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))))
 	for _, plan := range []string{"free", "free", "pro", ""} {
 		d := lim.DecidePlan(context.Background(), "GET", "/api/search", "alice", plan, false)
 		h := http.Header{}
@@ -66,7 +66,7 @@ rate_limit:
 		return nil, false, nil
 	})
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)),
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))),
 		core.WithClock(clock), core.WithLimitProvider(quotas), core.WithLimitCache(10_000, time.Minute))
 	for _, id := range []string{"sub:acme", "sub:alice"} {
 		d := lim.Decide(context.Background(), "GET", "/api/search", id, false)

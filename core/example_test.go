@@ -56,7 +56,7 @@ rate_limit:
 		panic(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))))
 	for range 3 {
 		d := lim.Decide(context.Background(), "GET", "/api/search", "alice", false)
 		w := httptest.NewRecorder()

@@ -32,12 +32,12 @@ func TestFailsOpen(t *testing.T) {
 		{"closed, WithFailOpen(true)", closed, []core.Option{core.WithFailOpen(true)}, true},
 		{"open, WithFailOpen(false)", open, []core.Option{core.WithFailOpen(false)}, false},
 	} {
-		l := core.NewLimiter(tc.cfg, store, tc.opts...)
+		l := core.NewLimiter(tc.cfg, append(tc.opts, core.WithStore(store))...)
 		if got := l.FailsOpen(); got != tc.want {
 			t.Errorf("%s: FailsOpen() = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	l := core.NewLimiter(open, store)
+	l := core.NewLimiter(open, core.WithStore(store))
 	l.SetConfig(closed)
 	if l.FailsOpen() {
 		t.Errorf("after SetConfig(closed): FailsOpen() = true")

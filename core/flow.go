@@ -3,10 +3,11 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/rlkit/rlkit/core/store"
 	"net/netip"
 	"time"
 	_ "unsafe" // for go:linkname
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // Flow is the request flow every adapter shares, over the framework's own
@@ -299,24 +300,4 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 		return OutcomeDenied, latency
 	}
 	return OutcomeAllowed, latency
-}
-
-// AdapterLimiter is for adapter authors: the limiter of a middleware that
-// New(cfg, options...) builds. It is given (the adapter's WithLimiter)
-// when not nil, else NewLimiter(cfg, store, opts...), store being
-// newStore() when nil. A given limiter together with cfg, a store or
-// limiter options, which it would leave unused, panics with a message
-// naming the adapter: that is a mistake in the program, found when it
-// starts, never one a request can cause.
-func AdapterLimiter(adapter string, given *Limiter, cfg *Config, store store.Store, newStore func() store.Store, opts []Option) *Limiter {
-	if given != nil {
-		if cfg != nil || store != nil || len(opts) > 0 {
-			panic(adapter + ".New: WithLimiter with a configuration, WithStore or a limiter option (WithHeaders, WithFailOpen, WithObserver, WithLogger, WithLimiterOptions), which the given limiter would leave unused: pass nil to New and give those to core.NewLimiter")
-		}
-		return given
-	}
-	if store == nil {
-		store = newStore()
-	}
-	return NewLimiter(cfg, store, opts...)
 }

@@ -25,7 +25,7 @@ func BenchmarkFlow(b *testing.B) {
 		b.Fatal(err)
 	}
 	type req struct{ user, addr string }
-	lim := core.NewLimiter(cfg, memstore.New())
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	f := &core.Flow[*req]{
 		Limiter:  lim,
 		Key:      func(r *req) (string, error) { return r.user, nil },
@@ -47,7 +47,7 @@ func BenchmarkFlow(b *testing.B) {
 	run("Decide/key-route", &req{user: "alice"}, "/api/search", "/api/search")
 	run("Decide/key-spelled", &req{user: "alice"}, "/api/x/..//s%65arch/", "")
 	// A secret identity (HeaderKey's): its keyed hash is the store key.
-	run("Decide/key-secret", &req{user: core.HeaderIdentity("X-Api-Key", "sk_live_0123456789abcdef")}, "/api/search", "")
+	run("Decide/key-secret", &req{user: core.SecretIdentity("X-Api-Key", "sk_live_0123456789abcdef")}, "/api/search", "")
 	b.Run("Limiter.Decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -123,11 +123,11 @@ func BenchmarkFlowPlans(b *testing.B) {
 		})
 	}
 	plan := func(r *req) string { return r.plan }
-	lim := core.NewLimiter(cfg, memstore.New())
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	run("Decide/no-resolver", lim, nil, &req{user: "alice"}, "")
 	run("Decide/plan", lim, plan, &req{user: "alice", plan: "pro"}, "pro")
 	run("Decide/unknown-plan", lim, plan, &req{user: "alice", plan: "gold"}, "")
-	withProvider := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(quotas))
+	withProvider := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLimitProvider(quotas))
 	run("Decide/provider-hit", withProvider, plan, &req{user: "custom", plan: "pro"}, core.CustomPlan)
 	run("Decide/provider-negative", withProvider, plan, &req{user: "alice", plan: "pro"}, "pro")
 }

@@ -104,9 +104,10 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// RetryAfterSeconds is the Retry-After value for d: whole seconds, rounded
-// up, at least 1, so a client that waits that long is never early.
-func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
+// retryAfterSeconds is the Retry-After value for a wait d: whole seconds,
+// rounded up, at least 1, so a client that waits that long is never
+// early.
+func retryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
 // appendRateLimit appends the RateLimit header value: one item per limit,
 // each its prepared start (Rule.rateItems: the limit's name and ";r="),
@@ -292,11 +293,16 @@ func readOnly(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s
 // failed (fail-closed), or d is a zero Decision. Such a denial is a 503.
 func (d *Decision) unavailable() bool { return d.Err != nil || d.Rule == nil }
 
-func (d *Decision) retryAfter() int64 {
+// RetryAfterSeconds is the Retry-After value of a denied d's response
+// (SetLimitHeaders writes it): whole seconds of Result.RetryAfter, rounded
+// up, at least 1, so a client that waits that long is never early; 1 when
+// the store failed. A denied handler that writes the wait into its body
+// takes it from here.
+func (d *Decision) RetryAfterSeconds() int64 {
 	if d.unavailable() {
 		return 1
 	}
-	return RetryAfterSeconds(d.Result.RetryAfter)
+	return retryAfterSeconds(d.Result.RetryAfter)
 }
 
 // Status is the HTTP status of a denied request: 429 when over the limit

@@ -259,8 +259,8 @@ func TestRetryAfter(t *testing.T) {
 	}
 	search := rule(t, headersConfig(t), "search")
 	for _, tt := range tests {
-		if got := RetryAfterSeconds(tt.d); got != tt.want {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
+		if got := retryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("retryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
 		}
 		d := Decision{Rule: search, Cost: 1, Result: store.Result{Limit: algo.Limit{Count: 10, Period: time.Second}, RetryAfter: tt.d, ResetAfter: tt.d}}
 		rec := httptest.NewRecorder()
@@ -430,7 +430,7 @@ func TestSetHeadersSharedValues(t *testing.T) {
 func TestDeniedThroughLimiter(t *testing.T) {
 	// End to end: the example config, the fake store, the DESIGN response.
 	store := newFakeStore()
-	l := NewLimiter(loadExample(t), store)
+	l := NewLimiter(loadExample(t), WithStore(store))
 	var d Decision
 	for range 11 {
 		d = l.Decide(t.Context(), "GET", "/api/search", "alice", false)

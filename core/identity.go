@@ -1,29 +1,8 @@
 package core
 
-import "strings"
-
-// BearerToken returns the token of an "Authorization: Bearer <token>"
-// header value (the scheme is case-insensitive), and whether there was one.
-func BearerToken(authorization string) (string, bool) {
-	const scheme = "bearer "
-	if len(authorization) <= len(scheme) || !strings.EqualFold(authorization[:len(scheme)], scheme) {
-		return "", false
-	}
-	tok := strings.TrimSpace(authorization[len(scheme):])
-	return tok, tok != ""
-}
-
-// HeaderIdentity is the identity of a caller named by a request header
-// (an API key): SecretIdentity(canonicalName, value), or "" (count the
-// client IP) without a value. The value is a secret: the limiter stores
-// and logs only its keyed hash. Every adapter's HeaderKey uses it, so that
-// one caller has one identity whichever adapter counts it.
-func HeaderIdentity(canonicalName, value string) string {
-	if value == "" {
-		return ""
-	}
-	return SecretIdentity(canonicalName, value)
-}
+import (
+	"strings"
+)
 
 // SecretIdentity is the identity of a caller named by a secret (an API
 // key, a session token): the limiter counts it under the key
@@ -47,21 +26,4 @@ func secretParts(identity string) (label, secret string, ok bool) {
 	}
 	label, secret, ok = strings.Cut(identity[1:], secretMark)
 	return label, secret, ok
-}
-
-// SubjectIdentity is the identity of a caller with a bearer token:
-// "sub:<subject>" from verify's answer for the token in the Authorization
-// header value. No bearer token, or an empty subject, gives "" (count the
-// client IP); verify's error rejects the request. Every adapter's
-// JWTSubject uses it.
-func SubjectIdentity(authorization string, verify func(token string) (string, error)) (string, error) {
-	tok, ok := BearerToken(authorization)
-	if !ok {
-		return "", nil
-	}
-	sub, err := verify(tok)
-	if err != nil || sub == "" {
-		return "", err
-	}
-	return "sub:" + sub, nil
 }

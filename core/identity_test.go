@@ -5,10 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 func hmacHex(key, msg string) string {
@@ -19,20 +20,20 @@ func hmacHex(key, msg string) string {
 
 func TestSecretIdentityKey(t *testing.T) {
 	const secret = "sk_live_0123456789"
-	id := HeaderIdentity("X-Api-Key", secret)
+	id := SecretIdentity("X-Api-Key", secret)
 	if id != SecretIdentity("X-Api-Key", secret) {
 		t.Fatalf("HeaderIdentity is not a SecretIdentity")
 	}
-	l := NewLimiter(nil, nil)
-	want := "X-Api-Key:hmac:" + hmacHex(DefaultIdentityKey, secret)
+	l := NewLimiter(nil)
+	want := "X-Api-Key:hmac:" + hmacHex(defaultIdentityKey, secret)
 	if got := l.Key(id); got != want {
 		t.Errorf("Key = %q, want %q", got, want)
 	}
-	keyed := NewLimiter(nil, nil, WithIdentityKey([]byte("k3y")))
+	keyed := NewLimiter(nil, WithIdentityKey([]byte("k3y")))
 	if got, want := keyed.Key(id), "X-Api-Key:hmac:"+hmacHex("k3y", secret); got != want {
 		t.Errorf("WithIdentityKey: Key = %q, want %q", got, want)
 	}
-	if a, b := NewLimiter(nil, nil, WithIdentityKey([]byte("k3y"))).Key(id), keyed.Key(id); a != b {
+	if a, b := NewLimiter(nil, WithIdentityKey([]byte("k3y"))).Key(id), keyed.Key(id); a != b {
 		t.Errorf("two limiters with one key: %q and %q", a, b)
 	}
 	// Every other identity is as it is, bounded.
@@ -65,9 +66,9 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 	var logs syncBuffer
 	var keys []string
 	st := newFakeStore()
-	l := NewLimiter(cfg, st, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+	l := NewLimiter(cfg, WithStore(st), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		WithObserver(func(e Event) { keys = append(keys, e.Key) }))
-	id := HeaderIdentity("X-Api-Key", secret)
+	id := SecretIdentity("X-Api-Key", secret)
 	for range 3 {
 		d := l.Decide(t.Context(), "GET", "/api/search", id, false)
 		if want := l.Key(id); d.Key != want {
@@ -77,7 +78,7 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 			t.Fatalf("the Decision holds the secret: %s", s)
 		}
 	}
-	fl := NewLimiter(cfg, &failStore{}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	fl := NewLimiter(cfg, WithStore(&failStore{}), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	fl.Decide(t.Context(), "GET", "/api/upload", id, false)
 	var seen []string
 	for _, c := range st.calls {
@@ -90,7 +91,7 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 			t.Errorf("the secret is in %q", s)
 		}
 	}
-	if !strings.Contains(logs.String(), "key=X-Api-Key:hmac:"+hmacHex(DefaultIdentityKey, secret)) {
+	if !strings.Contains(logs.String(), "key=X-Api-Key:hmac:"+hmacHex(defaultIdentityKey, secret)) {
 		t.Errorf("the shadow denial's log line does not name the hashed key:\n%s", logs.String())
 	}
 }
@@ -99,38 +100,9 @@ func TestSecretNeverStoredNorLogged(t *testing.T) {
 // identity's key (a client's own header value, say) is digested, so it
 // never counts against that secret's counter.
 func TestPlainKeysCannotSpellSecrets(t *testing.T) {
-	l := NewLimiter(nil, nil)
-	victim := l.Key(HeaderIdentity("X-Api-Key", "alice-api-key"))
+	l := NewLimiter(nil)
+	victim := l.Key(SecretIdentity("X-Api-Key", "alice-api-key"))
 	if got := l.Key(victim); got == victim || !strings.HasPrefix(got, "sha256:") {
 		t.Errorf("Key(%q) = %q, want a digest", victim, got)
-	}
-}
-
-func TestAdapterLimiter(t *testing.T) {
-	st := newFakeStore()
-	given := NewLimiter(nil, st)
-	if l := AdapterLimiter("x", given, nil, nil, nil, nil); l != given {
-		t.Errorf("a given limiter alone: not used")
-	}
-	cfg := loadExample(t)
-	if l := AdapterLimiter("x", nil, cfg, st, nil, []Option{WithFailOpen(false)}); l.Config() != cfg || l.Store() != st || l.failsOpen(cfg) {
-		t.Errorf("no limiter given: got one with config %p, store %v, fail-open %v", l.Config(), l.Store(), l.failsOpen(cfg))
-	}
-	if l := AdapterLimiter("x", nil, cfg, nil, func() store.Store { return st }, nil); l.Store() != st {
-		t.Errorf("no store: newStore not used")
-	}
-	for name, call := range map[string]func(){
-		"cfg":     func() { AdapterLimiter("ginrl", given, cfg, nil, nil, nil) },
-		"store":   func() { AdapterLimiter("ginrl", given, nil, st, nil, nil) },
-		"options": func() { AdapterLimiter("ginrl", given, nil, nil, nil, []Option{WithFailOpen(false)}) },
-	} {
-		func() {
-			defer func() {
-				if r, _ := recover().(string); !strings.HasPrefix(r, "ginrl.New: WithLimiter with a configuration, WithStore or a limiter option") {
-					t.Errorf("a given limiter with %s: recovered %q, want the panic naming ginrl.New", name, r)
-				}
-			}()
-			call()
-		}()
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
-	"math/bits"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rlkit/rlkit/core/clientip"
+	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -82,66 +82,6 @@ type Decision struct {
 	shadow pending
 }
 
-// Option configures a Limiter.
-type Option func(*Limiter)
-
-// WithHeaders overrides the configuration's header style, also across
-// reloads. Default: the configuration's (draft unless it says otherwise).
-func WithHeaders(s HeaderStyle) Option {
-	return func(l *Limiter) { l.style, l.styleSet = s, true }
-}
-
-// WithFailOpen overrides the configuration's failure policy, also across
-// reloads: true lets requests pass when the store fails, false denies them
-// with 503. Default: the configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option {
-	return func(l *Limiter) { l.failOpen, l.failOpenSet = open, true }
-}
-
-// WithShadowHeaders makes requests under a rule in shadow mode carry the
-// rate-limit headers the rule would write if it were enforced. Default:
-// false (a shadow rule writes no header: clients see no change).
-func WithShadowHeaders(on bool) Option { return func(l *Limiter) { l.shadowHeaders = on } }
-
-// WithIdentityKey sets the key of the HMAC under which secret identities
-// (SecretIdentity; every adapter's HeaderKey) are stored and logged. Every
-// limiter sharing a store (the servers of one Redis) must use the same key,
-// or each counts a caller apart. Keep it secret, as a signing key: with it,
-// a reader of the store's key names can test guesses of a secret. Default:
-// DefaultIdentityKey, which is public.
-func WithIdentityKey(key []byte) Option {
-	return func(l *Limiter) { l.identityKey = slices.Clone(key) }
-}
-
-// WithObserver sets a hook that sees every decision (see Observer).
-// Default: none.
-func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
-
-// WithLatencySampling sets how many store calls there are for each one
-// timed for the Observer (Event.Latency), at random: timing a call reads
-// the clock twice, which costs tens of nanoseconds on some machines, while
-// a latency distribution needs only a sample. n is rounded up to a power
-// of two (at most 2^20); 1 times every call. The calls of an in-process
-// store (a LocalStore) are never timed. Default: 16.
-func WithLatencySampling(n int) Option {
-	return func(l *Limiter) {
-		l.sampleMask = uint32(1)<<bits.Len(uint(min(max(n, 1), 1<<20)-1)) - 1
-	}
-}
-
-// WithLogger sets where store failures, shadow denials and reloads are
-// reported. Default: slog.Default().
-func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }
-
-// WithClock sets the clock used for latencies and for spacing warnings; a
-// store has its own. Default: SystemClock.
-func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
-
-// WithWarnInterval sets the least time between two log lines about store
-// failures, and between two about one shadow rule's denials; the ones in
-// between are counted and the count goes in the next line. Default: 10s.
-func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warnEvery = int64(d) } }
-
 // Limiter turns requests into decisions: it matches the rule, asks the store,
 // and applies the failure policy. It is safe for concurrent use.
 //
@@ -161,9 +101,11 @@ type Limiter struct {
 	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
-	local         bool      // the store is a LocalStore: its calls are not timed
-	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
-	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
+	clientIP      clientip.Config // how middlewares derive client IPs (WithClientIP)
+	inContext     bool            // middlewares put Decisions in contexts (WithDecisionContext)
+	local         bool            // the store is a LocalStore: its calls are not timed
+	sampleMask    uint32          // a store call is timed when a random number & sampleMask is 0
+	hmacs         sync.Pool       // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
 	provider     *provider     // nil: no LimitProvider
@@ -177,24 +119,27 @@ type Limiter struct {
 	reload   ReloadStats
 }
 
-// NewLimiter returns a Limiter for cfg counting in store. A nil or disabled
-// cfg passes every request untouched.
-func NewLimiter(cfg *Config, st store.Store, opts ...Option) *Limiter {
+// NewLimiter returns a Limiter for cfg, configured by opts (counting in a
+// memory store unless WithStore gives another). A nil or disabled cfg
+// passes every request untouched.
+func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l := &Limiter{
-		store:       st,
 		log:         slog.Default(),
 		clock:       store.SystemClock,
 		warnEvery:   int64(10 * time.Second),
-		identityKey: []byte(DefaultIdentityKey),
+		identityKey: []byte(defaultIdentityKey),
 		sampleMask:  15, // one call in 16
 	}
 	for _, o := range opts {
 		o(l)
 	}
+	if l.store == nil {
+		l.store = memstore.New(memstore.WithClock(l.clock))
+	}
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
 	l.provider = newProvider(l.providerOpts)
-	if ls, ok := st.(store.LocalStore); ok && ls.Local() {
+	if ls, ok := l.store.(store.LocalStore); ok && ls.Local() {
 		l.local = true
 	}
 	return l
@@ -208,6 +153,34 @@ func (l *Limiter) Logger() *slog.Logger { return l.log }
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() store.Store { return l.store }
+
+// ClientIP returns how the limiter's middlewares derive a request's client
+// IP (WithClientIP); a nil limiter's is the zero clientip.Config. The
+// configuration is the limiter's own: read it, never change it.
+func (l *Limiter) ClientIP() *clientip.Config {
+	if l == nil {
+		return new(clientip.Config)
+	}
+	return &l.clientIP
+}
+
+// DecisionContext reports whether the limiter's middlewares put each
+// Decision into its request's context (WithDecisionContext).
+func (l *Limiter) DecisionContext() bool { return l.inContext }
+
+// Limits is what a middleware limits requests by: every adapter's New
+// takes one. A *Config is decided by a Limiter of the middleware's own,
+// NewLimiter(cfg), counting in a memory store; a *Limiter is for
+// everything else (another store, an observer, a failure policy, a
+// configuration reloaded while serving, one limiter shared by several
+// middlewares). *Config and *Limiter are the only Limits.
+type Limits interface {
+	limiter() *Limiter
+}
+
+func (c *Config) limiter() *Limiter { return NewLimiter(c) }
+
+func (l *Limiter) limiter() *Limiter { return l }
 
 // headerStyle is the header style of decisions under cfg.
 func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
@@ -333,10 +306,10 @@ type mac struct {
 	sum [sha256.Size]byte
 }
 
-// DefaultIdentityKey keys the hash of secret identities when no
+// defaultIdentityKey keys the hash of secret identities when no
 // WithIdentityKey is given. It is public: anyone who reads the store's key
 // names can test a guess of a secret against them. Set your own.
-const DefaultIdentityKey = "rlkit default identity key: set your own with core.WithIdentityKey"
+const defaultIdentityKey = "rlkit default identity key: set your own with core.WithIdentityKey"
 
 // logGate spaces log lines: at most one per interval, with the number of
 // events held back since the last line.

@@ -6,13 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"github.com/rlkit/rlkit/core/store"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // takeCall is one call a fakeStore received.
@@ -139,7 +140,7 @@ func TestLimiterDisabled(t *testing.T) {
 	var nilConfig *Config
 	for name, cfg := range map[string]*Config{"enabled: false": disabled, "nil": nilConfig, "zero": {}} {
 		st := newFakeStore()
-		l := NewLimiter(cfg, st, WithLogger(discard))
+		l := NewLimiter(cfg, WithStore(st), WithLogger(discard))
 		for range 3 {
 			d := l.Decide(t.Context(), "GET", "/a", "user", false)
 			if !d.Allowed || d.Rule != nil || d.Err != nil || d.Cost != 0 {
@@ -159,7 +160,7 @@ func TestLimiterDisabled(t *testing.T) {
 
 func TestLimiterCounts(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(loadExample(t), st)
+	l := NewLimiter(loadExample(t), WithStore(st))
 	if l.Config() == nil || l.Store() != st {
 		t.Fatalf("Config(), Store() = %v, %v; want the limiter's", l.Config(), l.Store())
 	}
@@ -202,7 +203,7 @@ func TestLimiterExempt(t *testing.T) {
 		"  default: 1/day",
 		"  exempt_paths: [/health, /static/*]",
 	))
-	l := NewLimiter(cfg, st)
+	l := NewLimiter(cfg, WithStore(st))
 	// Put alice over every limit.
 	l.Decide(t.Context(), "GET", "/x", "alice", false)
 	if d := l.Decide(t.Context(), "GET", "/x", "alice", false); d.Allowed {
@@ -229,7 +230,7 @@ func TestLimiterExempt(t *testing.T) {
 
 func TestLimiterBypass(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(mustParse(t, "rate_limit:\n  enabled: true\n  default: 1/day\n"), st)
+	l := NewLimiter(mustParse(t, "rate_limit:\n  enabled: true\n  default: 1/day\n"), WithStore(st))
 	l.Decide(t.Context(), "GET", "/x", "root", false)
 	before := st.numCalls()
 	for range 5 {
@@ -249,7 +250,7 @@ func TestLimiterBypass(t *testing.T) {
 
 func TestLimiterCost(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(loadExample(t), st)
+	l := NewLimiter(loadExample(t), WithStore(st))
 	tests := []struct {
 		path Path
 		cost int64
@@ -319,7 +320,7 @@ func TestBoundKey(t *testing.T) {
 
 func TestLimiterBoundsKeys(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(loadExample(t), st)
+	l := NewLimiter(loadExample(t), WithStore(st))
 	long := strings.Repeat("u", 4096)
 	l.Decide(t.Context(), "GET", "/api/search", long, false)
 	if got := st.lastCall(t).key; got != store.BoundKey(long) || len(got) > store.MaxKeyLen {
@@ -333,7 +334,7 @@ func TestLimiterBoundsKeys(t *testing.T) {
 
 func TestLimiterFailOpen(t *testing.T) {
 	st := &failStore{}
-	l := NewLimiter(loadExample(t), st, WithLogger(discard))
+	l := NewLimiter(loadExample(t), WithStore(st), WithLogger(discard))
 	d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
 	if !d.Allowed {
 		t.Errorf("fail-open: Allowed = false, want true")
@@ -363,20 +364,20 @@ func TestLimiterFailOpen(t *testing.T) {
 	}
 	// WithFailOpen(true) overrides failure: closed.
 	closed := mustParse(t, "rate_limit:\n  enabled: true\n  failure: closed\n")
-	if d := NewLimiter(closed, st, WithLogger(discard), WithFailOpen(true)).Decide(t.Context(), "GET", "/x", "a", false); !d.Allowed {
+	if d := NewLimiter(closed, WithStore(st), WithLogger(discard), WithFailOpen(true)).Decide(t.Context(), "GET", "/x", "a", false); !d.Allowed {
 		t.Errorf("WithFailOpen(true) over failure: closed: Allowed = false, want true")
 	}
 }
 
 func TestLimiterFailClosed(t *testing.T) {
 	limiters := map[string]*Limiter{
-		"WithFailOpen(false)": NewLimiter(loadExample(t), &failStore{}, WithLogger(discard), WithFailOpen(false)),
+		"WithFailOpen(false)": NewLimiter(loadExample(t), WithStore(&failStore{}), WithLogger(discard), WithFailOpen(false)),
 		"failure: closed": NewLimiter(mustParse(t, yamlLines(
 			"rate_limit:",
 			"  enabled: true",
 			"  failure: closed",
 			"  rules: [{name: search, paths: [/api/search], limit: 10/second}]",
-		)), &failStore{}, WithLogger(discard)),
+		)), WithStore(&failStore{}), WithLogger(discard)),
 	}
 	for name, l := range limiters {
 		for _, style := range []HeaderStyle{HeadersDraft, HeadersLegacy, HeadersNone} {
@@ -423,7 +424,7 @@ func jsonLogger(buf *bytes.Buffer) *slog.Logger {
 func TestLimiterWarnings(t *testing.T) {
 	var buf bytes.Buffer
 	clock := store.NewManualClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	l := NewLimiter(loadExample(t), &failStore{}, WithLogger(jsonLogger(&buf)), WithClock(clock), WithWarnInterval(10*time.Second))
+	l := NewLimiter(loadExample(t), WithStore(&failStore{}), WithLogger(jsonLogger(&buf)), WithClock(clock), WithWarnInterval(10*time.Second))
 	fail := func(n int) {
 		for range n {
 			l.Decide(t.Context(), "GET", "/api/search", "alice", false)
@@ -454,7 +455,7 @@ func TestLimiterWarnings(t *testing.T) {
 
 	// Fail-closed says so in the warning.
 	buf.Reset()
-	closed := NewLimiter(loadExample(t), &failStore{}, WithLogger(jsonLogger(&buf)), WithClock(clock), WithFailOpen(false))
+	closed := NewLimiter(loadExample(t), WithStore(&failStore{}), WithLogger(jsonLogger(&buf)), WithClock(clock), WithFailOpen(false))
 	closed.Decide(t.Context(), "POST", "/mcp", "alice", false)
 	want := `{"level":"WARN","msg":"rlkit: rate-limit store failed","rule":"mcp","error":"store down","failure_policy":"closed: requests get 503","suppressed":0}` + "\n"
 	if got := buf.String(); got != want {
@@ -467,7 +468,7 @@ func TestLimiterWarningsConcurrent(t *testing.T) {
 	// one line; the next interval's line counts all the others.
 	var buf syncBuffer
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	l := NewLimiter(loadExample(t), &failStore{}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithClock(clock))
+	l := NewLimiter(loadExample(t), WithStore(&failStore{}), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithClock(clock))
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -511,7 +512,7 @@ func TestLimiterObserver(t *testing.T) {
 	st.clock, st.latency = clock, 3*time.Millisecond
 	var events []Event
 	obs := func(e Event) { events = append(events, e) }
-	l := NewLimiter(loadExample(t), st, WithObserver(obs), WithClock(clock), WithLatencySampling(1))
+	l := NewLimiter(loadExample(t), WithStore(st), WithObserver(obs), WithClock(clock), WithLatencySampling(1))
 
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
 	l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
@@ -539,7 +540,7 @@ func TestLimiterObserver(t *testing.T) {
 
 	// Failures are observed with their error.
 	events = nil
-	fl := NewLimiter(loadExample(t), &failStore{}, WithObserver(obs), WithClock(clock), WithLogger(discard))
+	fl := NewLimiter(loadExample(t), WithStore(&failStore{}), WithObserver(obs), WithClock(clock), WithLogger(discard))
 	fl.Decide(t.Context(), "GET", "/mcp", "alice", false)
 	if len(events) != 1 {
 		t.Fatalf("%d events, want 1", len(events))
@@ -550,7 +551,7 @@ func TestLimiterObserver(t *testing.T) {
 
 	// A disabled limiter observes nothing.
 	events = nil
-	NewLimiter(nil, st, WithObserver(obs)).Decide(t.Context(), "GET", "/api/search", "alice", false)
+	NewLimiter(nil, WithStore(st), WithObserver(obs)).Decide(t.Context(), "GET", "/api/search", "alice", false)
 	if len(events) != 0 {
 		t.Errorf("disabled: %d events, want 0", len(events))
 	}
@@ -572,7 +573,7 @@ func TestLatencySampling(t *testing.T) {
 		st := newFakeStore()
 		st.clock, st.latency = clock, time.Microsecond
 		timed := 0
-		l := NewLimiter(cfg, st, append(tc.opts, WithClock(clock), WithObserver(func(e Event) {
+		l := NewLimiter(cfg, append(tc.opts, WithStore(st), WithClock(clock), WithObserver(func(e Event) {
 			if e.Latency > 0 {
 				timed++
 			}
@@ -588,7 +589,7 @@ func TestLatencySampling(t *testing.T) {
 
 func TestLimiterReset(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(loadExample(t), st)
+	l := NewLimiter(loadExample(t), WithStore(st))
 	for range 2 {
 		l.Decide(t.Context(), "POST", "/api/kb/k/reindex", "alice", false)
 	}
@@ -622,10 +623,10 @@ func TestLimiterReset(t *testing.T) {
 	if len(st.resets) != 3 {
 		t.Errorf("store.Reset called %d times, want 3", len(st.resets))
 	}
-	if ok, err := NewLimiter(nil, st).Reset(t.Context(), "alice", "default"); ok || !errors.Is(err, ErrUnknownRule) {
+	if ok, err := NewLimiter(nil, WithStore(st)).Reset(t.Context(), "alice", "default"); ok || !errors.Is(err, ErrUnknownRule) {
 		t.Errorf("nil config: Reset = %v, %v; want false, ErrUnknownRule", ok, err)
 	}
-	fl := NewLimiter(loadExample(t), &failStore{})
+	fl := NewLimiter(loadExample(t), WithStore(&failStore{}))
 	if ok, err := fl.Reset(t.Context(), "alice", "search"); ok || !errors.Is(err, errStoreDown) {
 		t.Errorf("failing store: Reset = %v, %v; want false, %v", ok, err, errStoreDown)
 	}
@@ -634,13 +635,13 @@ func TestLimiterReset(t *testing.T) {
 func TestLimiterWithHeaders(t *testing.T) {
 	st := newFakeStore()
 	cfg := mustParse(t, "rate_limit:\n  enabled: true\n  headers: none\n")
-	d := NewLimiter(cfg, st).Decide(t.Context(), "GET", "/x", "a", false)
+	d := NewLimiter(cfg, WithStore(st)).Decide(t.Context(), "GET", "/x", "a", false)
 	h := httptest.NewRecorder().Header()
 	d.SetHeaders(h)
 	if len(h) != 0 {
 		t.Errorf("headers: none: SetHeaders wrote %v", h)
 	}
-	d = NewLimiter(cfg, st, WithHeaders(HeadersLegacy)).Decide(t.Context(), "GET", "/x", "a", false)
+	d = NewLimiter(cfg, WithStore(st), WithHeaders(HeadersLegacy)).Decide(t.Context(), "GET", "/x", "a", false)
 	d.SetHeaders(h)
 	checkHeaders(t, "WithHeaders(legacy)", h, map[string]string{
 		"X-Ratelimit-Limit":     "120",
@@ -651,7 +652,7 @@ func TestLimiterWithHeaders(t *testing.T) {
 
 func TestLimiterConcurrent(t *testing.T) {
 	st := newFakeStore()
-	l := NewLimiter(loadExample(t), st, WithObserver(func(Event) {}))
+	l := NewLimiter(loadExample(t), WithStore(st), WithObserver(func(Event) {}))
 	var wg sync.WaitGroup
 	allowed := make([]int, 8)
 	for g := range allowed {
@@ -698,7 +699,7 @@ func (s ctxStore) Take(ctx context.Context, key string, p *store.Policy, cost in
 func TestLimiterCancelledContext(t *testing.T) {
 	st := ctxStore{newFakeStore()}
 	var logged strings.Builder
-	l := NewLimiter(loadExample(t), st, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	l := NewLimiter(loadExample(t), WithStore(st), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i, want := range []bool{true, true, false, false} {

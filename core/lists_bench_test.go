@@ -48,7 +48,7 @@ func BenchmarkLists(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := &core.Flow[*req]{
-			Limiter:  core.NewLimiter(cfg, memstore.New()),
+			Limiter:  core.NewLimiter(cfg, core.WithStore(memstore.New())),
 			Key:      func(r *req) (string, error) { return r.user, nil },
 			ClientIP: func(r *req) string { var ip clientip.Config; return ip.ClientIP(r.addr, nil) },
 		}

@@ -32,7 +32,7 @@ rate_limit:
 		panic(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))))
 	show := func(identity string) {
 		d := lim.Decide(context.Background(), "POST", "/login", identity, false)
 		w := httptest.NewRecorder()

@@ -52,7 +52,7 @@ func TestDecideListsAllocs(t *testing.T) {
   ban:
     networks: ["192.0.2.0/24"]
 `
-	lim := NewLimiter(parseTiers(t, yaml), nopStore{})
+	lim := NewLimiter(parseTiers(t, yaml), WithStore(nopStore{}))
 	ctx := context.Background()
 	for _, id := range []string{"sub:alice", "", "user:42", "203.0.113.9", "10.1.1.1", "192.0.2.1"} {
 		if n := testing.AllocsPerRun(100, func() { _ = lim.Decide(ctx, "GET", "/api/search", id, false) }); n != 0 {

@@ -110,8 +110,8 @@ rate_limit:
 // bypass X-Role: root, the client IP per cip.
 func listsFlow(t *testing.T, cip clientip.Config) (*core.Flow[*http.Request], *recStore, *events, *[]string) {
 	t.Helper()
-	keyer := core.NewLimiter(nil, nil)
-	cfg, err := core.ParseConfig(fmt.Appendf(nil, listsYAML, keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops"))), "lists.yaml")
+	keyer := core.NewLimiter(nil)
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, listsYAML, keyer.Key(core.SecretIdentity("X-Api-Key", "k-ops"))), "lists.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +120,11 @@ func listsFlow(t *testing.T, cip clientip.Config) (*core.Flow[*http.Request], *r
 	ev := &events{}
 	var steps []string
 	f := &core.Flow[*http.Request]{
-		Limiter: core.NewLimiter(cfg, st, core.WithObserver(ev.observe), core.WithClock(clock)),
+		Limiter: core.NewLimiter(cfg, core.WithStore(st), core.WithObserver(ev.observe), core.WithClock(clock)),
 		Key: func(r *http.Request) (string, error) {
 			steps = append(steps, "key")
 			if k := r.Header.Get("X-Api-Key"); k != "" {
-				return core.HeaderIdentity("X-Api-Key", k), nil
+				return core.SecretIdentity("X-Api-Key", k), nil
 			}
 			return r.Header.Get("X-User"), nil
 		},
@@ -270,7 +270,7 @@ func TestAllowNetworkOverLimit(t *testing.T) {
 }
 
 func TestAllowIdentities(t *testing.T) {
-	keyer := core.NewLimiter(nil, nil)
+	keyer := core.NewLimiter(nil)
 	for _, c := range []struct {
 		name, user, apiKey string
 		counted            string // the store key, "" for allowed
@@ -278,7 +278,7 @@ func TestAllowIdentities(t *testing.T) {
 		{name: "plain", user: "sub:ops-bot"},
 		{name: "IP identity", user: "203.0.113.9"},
 		{name: "secret", apiKey: "k-ops"},
-		{name: "another secret", apiKey: "k-other", counted: keyer.Key(core.HeaderIdentity("X-Api-Key", "k-other"))},
+		{name: "another secret", apiKey: "k-other", counted: keyer.Key(core.SecretIdentity("X-Api-Key", "k-other"))},
 		// Spellings that are not the allowed identity are counted.
 		{name: "case", user: "SUB:ops-bot", counted: "SUB:ops-bot"},
 		{name: "trailing space", user: "sub:ops-bot ", counted: "sub:ops-bot "},
@@ -286,8 +286,8 @@ func TestAllowIdentities(t *testing.T) {
 		{name: "longer", user: "sub:ops-bot2", counted: "sub:ops-bot2"},
 		// A client that writes the allowed key itself as a plain
 		// identity gets its digest, never the key.
-		{name: "the hashed key spelled", user: keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops")),
-			counted: store.BoundKey(keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops")))},
+		{name: "the hashed key spelled", user: keyer.Key(core.SecretIdentity("X-Api-Key", "k-ops")),
+			counted: store.BoundKey(keyer.Key(core.SecretIdentity("X-Api-Key", "k-ops")))},
 		{name: "the secret as a plain identity", user: "X-Api-Key:k-ops", counted: "X-Api-Key:k-ops"},
 		{name: "mapped IP", user: "::ffff:203.0.113.9", counted: "::ffff:203.0.113.9"},
 	} {
@@ -312,12 +312,12 @@ func TestAllowIdentities(t *testing.T) {
 	}
 	// A limiter with another identity key hashes the secret otherwise:
 	// the entry does not match it.
-	cfg, err := core.ParseConfig(fmt.Appendf(nil, listsYAML, keyer.Key(core.HeaderIdentity("X-Api-Key", "k-ops"))), "lists.yaml")
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, listsYAML, keyer.Key(core.SecretIdentity("X-Api-Key", "k-ops"))), "lists.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New(), core.WithIdentityKey([]byte("another key")))
-	if d := l.Decide(context.Background(), "GET", "/api/search", core.HeaderIdentity("X-Api-Key", "k-ops"), false); d.Rule == nil {
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithIdentityKey([]byte("another key")))
+	if d := l.Decide(context.Background(), "GET", "/api/search", core.SecretIdentity("X-Api-Key", "k-ops"), false); d.Rule == nil {
 		t.Fatalf("another identity key: the request was not counted")
 	}
 }
@@ -329,7 +329,7 @@ func TestLimiterDecideLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New())
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	ctx := context.Background()
 	for _, c := range []struct {
 		id, path string
@@ -370,7 +370,7 @@ func TestBannedDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := core.NewLimiter(cfg, memstore.New()).Decide(context.Background(), "GET", "/", "192.0.2.1", false)
+	d := core.NewLimiter(cfg, core.WithStore(memstore.New())).Decide(context.Background(), "GET", "/", "192.0.2.1", false)
 	if d.Allowed || !d.Banned || d.Status() != http.StatusForbidden || string(d.Body()) != `{"detail": "Forbidden"}` || d.Rule != nil || d.Key != "" {
 		t.Fatalf("got %+v, status %d, body %s", d, d.Status(), d.Body())
 	}
@@ -407,7 +407,7 @@ func TestListsLargeAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New())
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	f := &core.Flow[string]{Limiter: l, ClientIP: func(ip string) string { return ip }}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -536,7 +536,7 @@ func TestAllowLongIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := core.NewLimiter(cfg, memstore.New())
+		l := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 		if d := l.Decide(context.Background(), "GET", "/", long, false); d.Rule != nil {
 			t.Errorf("entry %.20q…: the identity was counted", entry)
 		}
@@ -555,7 +555,7 @@ func TestNetworkEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New())
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	for _, c := range []struct {
 		ip   string
 		want string
@@ -584,7 +584,7 @@ func TestNetworkEdges(t *testing.T) {
 // list a secret identity itself (the secret would sit in the
 // configuration): its store key is asked for.
 func TestAllowSecretIdentityInCode(t *testing.T) {
-	_, err := core.NewConfig(core.Spec{Enabled: true, Allow: core.AllowSpec{Identities: []string{core.HeaderIdentity("X-Api-Key", "k")}}})
+	_, err := core.NewConfig(core.Spec{Enabled: true, Allow: core.AllowSpec{Identities: []string{core.SecretIdentity("X-Api-Key", "k")}}})
 	const want = `rate-limit config: field "allow.identities": value "SecretIdentity(\"X-Api-Key\", …)": a secret identity (SecretIdentity): write its store key, Limiter.Key(identity), which never holds the secret`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)

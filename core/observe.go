@@ -31,8 +31,8 @@ const (
 	// (PenaltySpec); the request was refused with 429 without counting.
 	OutcomePenalized
 	// OutcomeOvershoot: a request served under a rule that counts by
-	// outcome (CountMode) whose outcome could not be counted: requests in
-	// flight with it filled the counter first (the overshoot CountMode
+	// outcome (RuleSpec.Count) whose outcome could not be counted: requests in
+	// flight with it filled the counter first (the overshoot RuleSpec.Count
 	// bounds). Event.Allowed is true: it was served.
 	OutcomeOvershoot
 

@@ -24,7 +24,7 @@ func TestLocalStoreNotTimed(t *testing.T) {
 	var events []core.Event
 	store := memstore.New()
 	defer store.Close()
-	l := core.NewLimiter(cfg, store, core.WithClock(clock), core.WithObserver(func(e core.Event) { events = append(events, e) }))
+	l := core.NewLimiter(cfg, core.WithStore(store), core.WithClock(clock), core.WithObserver(func(e core.Event) { events = append(events, e) }))
 	l.Decide(t.Context(), "GET", "/stable", "alice", false)
 	if len(events) != 1 || events[0].Latency != 0 || events[0].Outcome != core.OutcomeAllowed {
 		t.Errorf("events %+v, want one allowed with latency 0", events)

@@ -2,85 +2,55 @@ package core
 
 import (
 	"context"
+
 	"github.com/rlkit/rlkit/core/store"
-	"strconv"
 )
 
-// CountMode says which requests a rule counts, by the status of their
-// response (RuleSpec.Count).
-//
-// A rule that counts by outcome (any mode but CountAll) still refuses a
-// request before the handler runs when its counter has no room for it:
-// the limiter asks the store what a count would answer (Store.Peek),
-// consuming nothing, and lets the request through when it would be
-// admitted, with the rate-limit headers that count would give. Once the
-// handler has answered, the adapter hands the status to
-// Limiter.Complete, which counts the request (Store.Take) when the mode
-// counts that status. A request that fails is therefore counted only after
-// its answer: requests of one identity in flight together all pass the
-// check while the counter has room, and those still in the handler when
-// it fills are served and not counted (their Take is denied, and a
-// denial consumes nothing). Each time the counter fills, at most C − 1
-// such requests pass beyond the limit, C being the most requests of that
-// identity under the rule in flight at once; under a fixed window, which
-// fills at most once per window, at most limit + C − 1 requests whose
-// outcome counts are answered in one window (counting each at its cost:
-// limit + (C − 1) × the largest cost, in units). The counter itself never
-// goes past the limit.
-type CountMode uint8
+// countMode is which requests a rule counts, by the status of their
+// response (RuleSpec.Count, which states what counting by outcome
+// implies).
+type countMode uint8
 
 const (
-	// CountAll counts every request before the handler runs: the default.
-	CountAll CountMode = iota
-	// CountFailures counts only requests answered with a status of 400
-	// or above: a brute-force guard on a login, which honest users, who
-	// mostly succeed, never reach.
-	CountFailures
-	// CountSuccesses counts only requests answered with a status below
-	// 400: a quota of what was done, not of what was tried.
-	CountSuccesses
+	countAll       countMode = iota // every request, before the handler: the default
+	countFailures                   // status 400 and above
+	countSuccesses                  // status below 400
 )
 
 var countModeNames = [...]string{"all", "failures", "successes"}
 
-// String returns the mode as the configuration writes it: all, failures
-// or successes.
-func (m CountMode) String() string {
-	if int(m) < len(countModeNames) {
-		return countModeNames[m]
-	}
-	return "count(" + strconv.Itoa(int(m)) + ")"
-}
+// Count returns which requests the rule counts, as the configuration
+// writes it (RuleSpec.Count): all, failures or successes.
+func (r *Rule) Count() string { return countModeNames[r.count] }
 
-// Counts reports whether a request answered with status counts under m.
-func (m CountMode) Counts(status int) bool {
-	switch m {
-	case CountFailures:
+// Counts reports whether the rule counts a request answered with status:
+// every status under count: all, 400 and above under failures, below 400
+// under successes.
+func (r *Rule) Counts(status int) bool {
+	switch r.count {
+	case countFailures:
 		return status >= 400
-	case CountSuccesses:
+	case countSuccesses:
 		return status < 400
 	}
 	return true
 }
 
-// Count returns which requests the rule counts (see RuleSpec.Count).
-func (r *Rule) Count() CountMode { return r.count }
-
 // byOutcome reports whether r counts by outcome: a Peek before the
 // handler, a Take after it.
-func (r *Rule) byOutcome() bool { return r.count != CountAll }
+func (r *Rule) byOutcome() bool { return r.count != countAll }
 
 // countMode compiles the count field of a rule at key ("" is all).
-func (cc *compiler) countMode(key, rule, mode string) CountMode {
+func (cc *compiler) countMode(key, rule, mode string) countMode {
 	for m, name := range countModeNames {
 		if mode == name {
-			return CountMode(m)
+			return countMode(m)
 		}
 	}
 	if mode != "" {
 		cc.fail(key, rule, "count", mode, "want all, failures or successes")
 	}
-	return CountAll
+	return countAll
 }
 
 // pending is the count of one rule that waits for the response status.
@@ -91,7 +61,7 @@ type pending struct {
 }
 
 // Deferred reports that the request was let through without being
-// counted: a rule that applies counts by outcome (see CountMode), and its
+// counted: a rule that applies counts by outcome (see RuleSpec.Count), and its
 // count waits for the response status. An adapter that gets an allowed,
 // deferred Decision runs the handler, finds the status the client gets,
 // and calls Limiter.Complete with it, once; for every other Decision it
@@ -134,7 +104,7 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 // Complete counts a request whose Decision was deferred (see
 // Decision.Deferred), once the handler has answered it with status: each
 // rule of d that counts by outcome takes the request's cost when its mode
-// counts status (see CountMode.Counts), and takes nothing otherwise. It
+// counts status (see Rule.Counts), and takes nothing otherwise. It
 // does nothing for a Decision that is not deferred, and counts a
 // Decision once: it clears what d deferred.
 //
@@ -142,7 +112,7 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 // was decided): OutcomeAllowed with the cost when counted, with Cost 0
 // when the status does not count; OutcomeOvershoot (Allowed true) when
 // the count found the limit reached by requests in flight meanwhile (the
-// request was served: see CountMode on the bound; it counts as a denial
+// request was served: see RuleSpec.Count on the bound; it counts as a denial
 // toward the rule's penalty); OutcomeStoreError when
 // the store failed (the Take's error, or the Peek's when no Take
 // followed). A store failure is logged as any other, at most once per
@@ -163,7 +133,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		if p.rule == nil {
 			continue
 		}
-		if !p.rule.count.Counts(status) {
+		if !p.rule.Counts(status) {
 			o, cost := OutcomeAllowed, int64(0) // not counted
 			if p.err != nil {
 				o, cost = OutcomeStoreError, p.cost

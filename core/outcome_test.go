@@ -119,8 +119,8 @@ func newOutcomeEnv(t *testing.T, yaml string, opts ...core.Option) *outcomeEnv {
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	e := &outcomeEnv{t: t, store: &callLog{Store: memstore.New(memstore.WithClock(clock))}, evs: &outcomeEvents{}, logs: &bytes.Buffer{}, clock: clock}
-	opts = append([]core.Option{core.WithObserver(e.evs.observe), core.WithClock(clock), core.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil)))}, opts...)
-	e.lim = core.NewLimiter(cfg, e.store, opts...)
+	opts = append([]core.Option{core.WithStore(e.store), core.WithObserver(e.evs.observe), core.WithClock(clock), core.WithLogger(slog.New(slog.NewTextHandler(e.logs, nil)))}, opts...)
+	e.lim = core.NewLimiter(cfg, opts...)
 	return e
 }
 
@@ -172,9 +172,9 @@ func TestCountByOutcomeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rule, want := range map[string]core.CountMode{"login": core.CountFailures, "export": core.CountSuccesses, "search": core.CountAll, "default": core.CountAll} {
+	for rule, want := range map[string]string{"login": "failures", "export": "successes", "search": "all", "default": "all"} {
 		if got := cfg.Rule(rule).Count(); got != want {
-			t.Errorf("rule %s: Count %v, want %v", rule, got, want)
+			t.Errorf("rule %s: Count %q, want %q", rule, got, want)
 		}
 	}
 	_, err = core.ParseConfig([]byte(strings.Replace(outcomeYAML, "count: failures", "count: errors", 1)), "o.yaml")
@@ -193,23 +193,25 @@ func TestCountByOutcomeConfig(t *testing.T) {
 	}
 }
 
-func TestCountModeCounts(t *testing.T) {
+// TestRuleCounts: which statuses each rule of outcomeYAML counts.
+func TestRuleCounts(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(outcomeYAML), "o.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		m      core.CountMode
+		rule   string
 		status int
 		want   bool
 	}{
-		{core.CountAll, 200, true}, {core.CountAll, 500, true},
-		{core.CountFailures, 200, false}, {core.CountFailures, 302, false}, {core.CountFailures, 399, false},
-		{core.CountFailures, 400, true}, {core.CountFailures, 401, true}, {core.CountFailures, 429, true}, {core.CountFailures, 503, true},
-		{core.CountSuccesses, 200, true}, {core.CountSuccesses, 399, true}, {core.CountSuccesses, 400, false}, {core.CountSuccesses, 500, false},
+		{"search", 200, true}, {"search", 500, true},
+		{"login", 200, false}, {"login", 302, false}, {"login", 399, false},
+		{"login", 400, true}, {"login", 401, true}, {"login", 429, true}, {"login", 503, true},
+		{"export", 200, true}, {"export", 399, true}, {"export", 400, false}, {"export", 500, false},
 	} {
-		if got := c.m.Counts(c.status); got != c.want {
-			t.Errorf("%v.Counts(%d) = %v, want %v", c.m, c.status, got, c.want)
+		if got := cfg.Rule(c.rule).Counts(c.status); got != c.want {
+			t.Errorf("rule %s: Counts(%d) = %v, want %v", c.rule, c.status, got, c.want)
 		}
-	}
-	if s := core.CountMode(7).String(); s != "count(7)" {
-		t.Errorf("CountMode(7) = %q", s)
 	}
 }
 
@@ -283,7 +285,7 @@ func TestCompleteCancelled(t *testing.T) {
 		e := newOutcomeEnv(t, outcomeYAML)
 		e.store.refuseCancelled = true
 		if local {
-			e.lim = core.NewLimiter(e.lim.Config(), localLog{e.store}, core.WithObserver(e.evs.observe))
+			e.lim = core.NewLimiter(e.lim.Config(), core.WithStore(localLog{e.store}), core.WithObserver(e.evs.observe))
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		d := e.lim.Decide(ctx, "POST", "/login", "alice", false)
@@ -448,7 +450,7 @@ func TestDeferredDecideAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New())
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()))
 	for _, path := range []core.Path{"/login", "/search"} {
 		if n := testing.AllocsPerRun(100, func() { _ = l.Decide(context.Background(), "POST", path, "alice", false) }); n != 0 {
 			t.Errorf("Decide %s: %v allocs, want 0", path, n)

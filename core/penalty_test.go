@@ -36,7 +36,7 @@ func penaltyLimiter(t *testing.T, failure string) (*core.Limiter, *recStore, *ev
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	st := newRecStore(t, clock)
 	ev := &events{}
-	return core.NewLimiter(cfg, st, core.WithObserver(ev.observe), core.WithClock(clock)), st, ev, clock
+	return core.NewLimiter(cfg, core.WithStore(st), core.WithObserver(ev.observe), core.WithClock(clock)), st, ev, clock
 }
 
 // decision is a Decision as text: status, Penalty, Retry-After and the
@@ -192,7 +192,7 @@ func TestPenaltyShadow(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newRecStore(t, store.NewManualClock(time.Unix(1_700_000_040, 0)))
-	l := core.NewLimiter(cfg, st)
+	l := core.NewLimiter(cfg, core.WithStore(st))
 	for i := range 10 {
 		if d := l.Decide(context.Background(), "POST", "/login", "alice", false); !d.Allowed || d.Penalty {
 			t.Fatalf("request %d: %s", i, decision(&d))

@@ -28,7 +28,7 @@ import (
 //
 // ok false means the caller has no limits of its own under the rule. The
 // limits are counted with the rule's algorithm, and must be valid for it
-// (Policy.Validate; periods of whole seconds, as a configuration's; a
+// (store.Policy.Validate; periods of whole seconds, as a configuration's; a
 // burst only on token_bucket and gcra; a capacity no smaller than the
 // rule's largest weight): an invalid answer is logged
 // and the plan's or rule's limits apply. An error (a database down) is
@@ -37,12 +37,11 @@ import (
 //
 // Answers are cached (see WithLimitCache): Limits is called once per
 // (key, rule) per TTL, concurrent requests for the same pair waiting for
-// one call, and at most MaxLimitProviderCalls calls run at once: a request
-// that finds them all busy waits for one to end, at most
-// LimitProviderTimeout, and past that counts under the answer it had
-// before (expired) or, without one, under its plan's or rule's limits. A
-// call's context is the request's, without its cancellation, ending after
-// a second (LimitProviderTimeout): a request's cancellation changes
+// one call, and at most 64 calls run at once: a request that finds them
+// all busy waits for one to end, at most a second, and past that counts
+// under the answer it had before (expired) or, without one, under its
+// plan's or rule's limits. A call's context is the request's, without its
+// cancellation, ending after a second: a request's cancellation changes
 // nothing of its limits. A call that overruns that deadline (a Limits
 // that ignores its context) is not waited for: the request counts under
 // its expired answer or the plan's or rule's limits, and the call keeps
@@ -66,40 +65,21 @@ func (f LimitProviderFunc) Limits(ctx context.Context, key, rule string) ([]algo
 
 // The defaults and bounds of a LimitProvider's cache.
 const (
-	// DefaultLimitCacheSize is how many (key, rule) answers are cached
+	// defaultLimitCacheSize is how many (key, rule) answers are cached
 	// unless WithLimitCache says otherwise.
-	DefaultLimitCacheSize = 10_000
-	// DefaultLimitCacheTTL is how long an answer is used unless
+	defaultLimitCacheSize = 10_000
+	// defaultLimitCacheTTL is how long an answer is used unless
 	// WithLimitCache says otherwise.
-	DefaultLimitCacheTTL = time.Minute
-	// LimitProviderErrorTTL bounds how long an error is remembered: for
+	defaultLimitCacheTTL = time.Minute
+	// limitProviderErrorTTL bounds how long an error is remembered: for
 	// that long (or the TTL, when shorter) the pair is not asked again.
-	LimitProviderErrorTTL = 5 * time.Second
-	// MaxLimitProviderCalls bounds the provider's calls running at once.
-	MaxLimitProviderCalls = 64
-	// LimitProviderTimeout bounds one call, and the wait for a call to
+	limitProviderErrorTTL = 5 * time.Second
+	// maxLimitProviderCalls bounds the provider's calls running at once.
+	maxLimitProviderCalls = 64
+	// limitProviderTimeout bounds one call, and the wait for a call to
 	// start.
-	LimitProviderTimeout = time.Second
+	limitProviderTimeout = time.Second
 )
-
-// WithLimitProvider sets where per-customer limits come from (see
-// LimitProvider). Default: none (plans and rules only).
-func WithLimitProvider(p LimitProvider) Option {
-	return func(l *Limiter) { l.providerOpts.p = p }
-}
-
-// WithLimitCache sets how many answers of the LimitProvider are cached
-// (size; at least 16; 0 means the default) and for how long each is used
-// (ttl, at least a millisecond; 0 means the default), for positive and
-// negative answers alike (an error is used for at most
-// LimitProviderErrorTTL). The cache is
-// bounded: past size entries, the oldest answer is dropped, so a flood of
-// distinct callers costs at most size entries of memory. Answers cached
-// under a configuration are not used under another (a reload): its rules
-// are new. Default: DefaultLimitCacheSize entries, DefaultLimitCacheTTL.
-func WithLimitCache(size int, ttl time.Duration) Option {
-	return func(l *Limiter) { l.providerOpts.size, l.providerOpts.ttl = size, ttl }
-}
 
 // providerOptions are what WithLimitProvider and WithLimitCache set.
 type providerOptions struct {
@@ -156,18 +136,18 @@ func newProvider(o providerOptions) *provider {
 	}
 	size, ttl := o.size, o.ttl
 	if size <= 0 {
-		size = DefaultLimitCacheSize
+		size = defaultLimitCacheSize
 	}
 	if ttl <= 0 {
-		ttl = DefaultLimitCacheTTL
+		ttl = defaultLimitCacheTTL
 	}
 	size, ttl = max(size, providerShards), max(ttl, time.Millisecond)
 	p := &provider{
 		p:      o.p,
 		ttl:    int64(ttl),
-		errTTL: int64(min(ttl, LimitProviderErrorTTL)),
+		errTTL: int64(min(ttl, limitProviderErrorTTL)),
 		seed:   maphash.MakeSeed(),
-		calls:  make(chan struct{}, MaxLimitProviderCalls),
+		calls:  make(chan struct{}, maxLimitProviderCalls),
 	}
 	per := (size + providerShards - 1) / providerShards
 	for i := range p.shards {
@@ -203,7 +183,7 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	}
 	if e != nil && e.done != nil {
 		// Another request is asking: wait for its answer, which comes
-		// within about twice LimitProviderTimeout (a call slot, then the
+		// within about twice limitProviderTimeout (a call slot, then the
 		// call, which the asker stops waiting for past its deadline).
 		done := e.done
 		sh.mu.Unlock()
@@ -227,7 +207,7 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	e.done = done
 	sh.mu.Unlock()
 
-	// When no call slot frees within LimitProviderTimeout, the stale
+	// When no call slot frees within limitProviderTimeout, the stale
 	// answer (or none: the plan's or rule's limits) serves this request
 	// and the next asks again.
 	r, ttl := stale, int64(0)
@@ -261,7 +241,7 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 		}()
 		a.rule, a.ttl = p.ask(ctx, l, base, key)
 	}()
-	t := time.NewTimer(LimitProviderTimeout + LimitProviderTimeout/10) // ask's own deadline first
+	t := time.NewTimer(limitProviderTimeout + limitProviderTimeout/10) // ask's own deadline first
 	defer t.Stop()
 	select {
 	case a := <-got:
@@ -273,9 +253,9 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	return r
 }
 
-// acquire takes a call slot, waiting for one at most LimitProviderTimeout:
+// acquire takes a call slot, waiting for one at most limitProviderTimeout:
 // a flood of new callers queues for the provider (at most
-// MaxLimitProviderCalls calls run at once) rather than sending their
+// maxLimitProviderCalls calls run at once) rather than sending their
 // callers to other limits than theirs. It reports false when none freed.
 func (p *provider) acquire() bool {
 	select {
@@ -283,7 +263,7 @@ func (p *provider) acquire() bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(LimitProviderTimeout)
+	t := time.NewTimer(limitProviderTimeout)
 	defer t.Stop()
 	select {
 	case p.calls <- struct{}{}:
@@ -308,7 +288,7 @@ func (sh *providerShard) place(k providerKey, e *providerEntry) {
 // ask calls the provider for the caller of key under base, and returns
 // the custom variant (nil: none) and how long the answer holds.
 func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) (*Rule, int64) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LimitProviderTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitProviderTimeout)
 	lims, ok, err := p.p.Limits(cctx, key, base.Name)
 	cancel()
 	switch {

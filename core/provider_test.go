@@ -68,7 +68,7 @@ func TestLimitProviderPrecedence(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7), "sub:carol default": perMinute(1)})
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	var events []Event
-	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(clock), WithLimitProvider(q),
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(clock), WithLimitProvider(q),
 		WithObserver(func(e Event) { events = append(events, e) }))
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -117,7 +117,7 @@ func TestLimitProviderTTL(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	st := newFakeStore()
-	lim := NewLimiter(parseTiers(t, tiersYAML), st, WithClock(clock), WithLimitProvider(q), WithLimitCache(100, 30*time.Second))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(st), WithClock(clock), WithLimitProvider(q), WithLimitCache(100, 30*time.Second))
 	ctx := context.Background()
 	decide := func(id string) Decision { return lim.Decide(ctx, "GET", "/api/search", id, false) }
 	decide("sub:alice")
@@ -153,7 +153,7 @@ func TestLimitProviderErrors(t *testing.T) {
 	q.err = errDB
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
 	var buf bytes.Buffer
-	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(clock), WithLimitProvider(q),
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(clock), WithLimitProvider(q),
 		WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithWarnInterval(10*time.Second))
 	ctx := context.Background()
 	decide := func(id string) Decision { return lim.DecidePlan(ctx, "GET", "/api/search", id, "pro", false) }
@@ -166,7 +166,7 @@ func TestLimitProviderErrors(t *testing.T) {
 		t.Errorf("the error is cached: provider asked %d times, want 1", n)
 	}
 	decide("sub:bob") // a second error within the warn interval: not logged
-	clock.Advance(LimitProviderErrorTTL)
+	clock.Advance(limitProviderErrorTTL)
 	decide("sub:alice") // asked again: a third error, logged with 1 suppressed? not yet: 5s < 10s
 	clock.Advance(10 * time.Second)
 	decide("sub:bob")
@@ -180,7 +180,7 @@ func TestLimitProviderErrors(t *testing.T) {
 	}
 	// Back up: the next call after the error TTL gives alice her limits.
 	q.set("sub:alice search", perMinute(7), nil)
-	clock.Advance(LimitProviderErrorTTL)
+	clock.Advance(limitProviderErrorTTL)
 	if d := decide("sub:alice"); d.Plan != CustomPlan {
 		t.Errorf("provider back: plan %q, want custom", d.Plan)
 	}
@@ -207,7 +207,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 			}
 			q := newQuotas(map[string][]algo.Limit{"sub:alice " + rule: tc.lims})
 			var buf bytes.Buffer
-			lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
+			lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
 				WithLimitProvider(q), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 			for range 2 {
 				if d := lim.Decide(context.Background(), "GET", Path(tc.path), "sub:alice", false); d.Rule != lim.Config().Rule(rule) || d.Plan != "" {
@@ -226,7 +226,7 @@ func TestLimitProviderInvalid(t *testing.T) {
 
 func TestLimitProviderCacheBound(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{})
-	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(nopStore{}), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))),
 		WithLimitProvider(q), WithLimitCache(64, time.Hour))
 	ctx := context.Background()
 	lim.Decide(ctx, "GET", "/api/search", "victim", false)
@@ -247,12 +247,12 @@ func TestLimitProviderCacheBound(t *testing.T) {
 		t.Errorf("provider asked %d times for the victim and %d for the last caller, want 2 and 1", v, f)
 	}
 	// The default size.
-	lim = NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithLimitProvider(q))
-	for i := range 4 * DefaultLimitCacheSize { // enough to fill every shard
+	lim = NewLimiter(parseTiers(t, tiersYAML), WithStore(nopStore{}), WithLimitProvider(q))
+	for i := range 4 * defaultLimitCacheSize { // enough to fill every shard
 		lim.Decide(ctx, "GET", "/api/search", "flood-"+strconv.Itoa(i), false)
 	}
-	if n := lim.provider.len(); n != DefaultLimitCacheSize {
-		t.Errorf("default cache holds %d answers, want %d", n, DefaultLimitCacheSize)
+	if n := lim.provider.len(); n != defaultLimitCacheSize {
+		t.Errorf("default cache holds %d answers, want %d", n, defaultLimitCacheSize)
 	}
 }
 
@@ -262,7 +262,7 @@ func TestLimitProviderCoalesces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(100)})
 		q.block = make(chan struct{})
-		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
+		lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithLimitProvider(q))
 		var wg sync.WaitGroup
 		plans := make([]string, 20)
 		for i := range plans {
@@ -289,16 +289,16 @@ func TestLimitProviderCoalesces(t *testing.T) {
 // TestLimitProviderBusy: with every call slot taken, a new caller waits
 // for one (it does not count under other limits than its own while the
 // provider catches up), and only when none frees within
-// LimitProviderTimeout counts under the rule's limits, without a call.
+// limitProviderTimeout counts under the rule's limits, without a call.
 func TestLimitProviderBusy(t *testing.T) {
 	for _, free := range []bool{true, false} {
 		t.Run(map[bool]string{true: "slot frees", false: "stays busy"}[free], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				q := newQuotas(map[string][]algo.Limit{"new search": perMinute(100)})
 				q.block = make(chan struct{})
-				lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
+				lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithLimitProvider(q))
 				var wg sync.WaitGroup
-				for i := range MaxLimitProviderCalls {
+				for i := range maxLimitProviderCalls {
 					wg.Go(func() { lim.Decide(context.Background(), "GET", "/api/search", "slow-"+strconv.Itoa(i), false) })
 				}
 				synctest.Wait()
@@ -315,22 +315,22 @@ func TestLimitProviderBusy(t *testing.T) {
 					t.Fatalf("every call busy: decided at once (plan %q), want a wait for a call slot", *p)
 				}
 				if free {
-					time.Sleep(LimitProviderTimeout / 2)
+					time.Sleep(limitProviderTimeout / 2)
 					close(q.block)
 					wg.Wait()
 					synctest.Wait()
-					if p, calls := plan.Load(), q.count("new search"); p == nil || *p != CustomPlan || calls != 1 || time.Duration(took.Load()) != LimitProviderTimeout/2 {
-						t.Fatalf("slot freed after %v: plan %v after %v, provider asked %d times; want custom, asked once", LimitProviderTimeout/2, p, time.Duration(took.Load()), calls)
+					if p, calls := plan.Load(), q.count("new search"); p == nil || *p != CustomPlan || calls != 1 || time.Duration(took.Load()) != limitProviderTimeout/2 {
+						t.Fatalf("slot freed after %v: plan %v after %v, provider asked %d times; want custom, asked once", limitProviderTimeout/2, p, time.Duration(took.Load()), calls)
 					}
 					return
 				}
-				time.Sleep(2 * LimitProviderTimeout)
+				time.Sleep(2 * limitProviderTimeout)
 				synctest.Wait()
 				p, calls := plan.Load(), q.count("new search")
 				close(q.block)
 				wg.Wait()
-				if p == nil || *p != "" || calls != 0 || time.Duration(took.Load()) != LimitProviderTimeout {
-					t.Fatalf("every call busy for good: plan %v after %v, provider asked %d times; want the rule's limits after %v, no call", p, time.Duration(took.Load()), calls, LimitProviderTimeout)
+				if p == nil || *p != "" || calls != 0 || time.Duration(took.Load()) != limitProviderTimeout {
+					t.Fatalf("every call busy for good: plan %v after %v, provider asked %d times; want the rule's limits after %v, no call", p, time.Duration(took.Load()), calls, limitProviderTimeout)
 				}
 				if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Plan != CustomPlan {
 					t.Errorf("calls free again: plan %q, want custom (the busy answer is not cached)", d.Plan)
@@ -348,7 +348,7 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(100)})
 		q.block = make(chan struct{})
-		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(q))
+		lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithLimitProvider(q))
 		go lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false)
 		synctest.Wait()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -375,7 +375,7 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 
 func TestLimitProviderReload(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice upload": perMinute(10)})
-	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
 	if d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false); d.Plan != CustomPlan {
 		t.Fatalf("plan %q, want custom", d.Plan)
@@ -392,7 +392,7 @@ func TestLimitProviderReload(t *testing.T) {
 func TestLimitProviderReset(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(7)})
 	st := newFakeStore()
-	lim := NewLimiter(parseTiers(t, tiersYAML), st, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(st), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
 	lim.Decide(ctx, "GET", "/api/search", "sub:alice", false)
 	if cleared, err := lim.Reset(ctx, "sub:alice", "search"); !cleared || err != nil {
@@ -409,7 +409,7 @@ func TestLimitProviderReset(t *testing.T) {
 // TestLimitProviderAllocs: a cached answer costs no allocation.
 func TestLimitProviderAllocs(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice search": perMinute(1_000_000)})
-	lim := NewLimiter(parseTiers(t, tiersYAML), nopStore{}, WithLimitProvider(q))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(nopStore{}), WithLimitProvider(q))
 	f := &Flow[string]{Limiter: lim, Key: func(id string) (string, error) { return id, nil }}
 	ctx := context.Background()
 	for _, id := range []string{"sub:alice", "sub:bob"} { // positive and negative answers
@@ -435,9 +435,9 @@ func (p *stuckProvider) Limits(ctx context.Context, key, rule string) ([]algo.Li
 }
 
 // TestLimitProviderIgnoresContext: LimitProvider's doc promises that a
-// call's context ends after LimitProviderTimeout, and provider.rule's
+// call's context ends after limitProviderTimeout, and provider.rule's
 // comment that a waiter's answer "comes within twice
-// LimitProviderTimeout"; a waiter no longer leaves on its own context's
+// limitProviderTimeout"; a waiter no longer leaves on its own context's
 // cancellation. A provider that does not honour its context must then not
 // hold its callers (nor every later request of the same caller, which
 // waits on the same entry) for good: they count under the rule's limits
@@ -446,7 +446,7 @@ func TestLimitProviderIgnoresContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &stuckProvider{release: make(chan struct{})}
 		defer close(p.release)
-		lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLimitProvider(p))
+		lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithLimitProvider(p))
 		var asker, waiter atomic.Pointer[Decision]
 		go func() {
 			d := lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false)
@@ -461,15 +461,15 @@ func TestLimitProviderIgnoresContext(t *testing.T) {
 		}()
 		synctest.Wait()
 		cancel() // the client of the waiting request goes away
-		time.Sleep(3 * LimitProviderTimeout)
+		time.Sleep(3 * limitProviderTimeout)
 		synctest.Wait()
 		if d := waiter.Load(); d == nil {
-			t.Errorf("a request waiting for another's provider call is still waiting after %v (the call ignores its context)", 3*LimitProviderTimeout)
+			t.Errorf("a request waiting for another's provider call is still waiting after %v (the call ignores its context)", 3*limitProviderTimeout)
 		} else if d.Plan != "" || !d.Allowed {
 			t.Errorf("waiter: plan %q, allowed %v; want the rule's limits, allowed", d.Plan, d.Allowed)
 		}
 		if d := asker.Load(); d == nil {
-			t.Errorf("the request that asked the provider is still waiting after %v, past LimitProviderTimeout (the call ignores its context)", 3*LimitProviderTimeout)
+			t.Errorf("the request that asked the provider is still waiting after %v, past limitProviderTimeout (the call ignores its context)", 3*limitProviderTimeout)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // TestReadConfigFile: a configuration is a regular file of at most
-// MaxConfigBytes; a FIFO (which would block), /dev/zero (which never
+// maxConfigBytes; a FIFO (which would block), /dev/zero (which never
 // ends), a directory or a larger file is refused at once, by name, and a
 // reload of one keeps the running configuration.
 func TestReadConfigFile(t *testing.T) {
@@ -30,19 +30,19 @@ func TestReadConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.yaml")
-	writeFile(t, big, reloadA+strings.Repeat("#\n", core.MaxConfigBytes/2))
+	writeFile(t, big, reloadA+strings.Repeat("#\n", (4<<20)/2))
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, reloadA)
 	cfg, err := core.LoadConfig(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 	for file, want := range map[string]string{
 		fifo: "rate-limit config: " + fifo + " is not a regular file (p---------)",
 		zero: "rate-limit config: " + zero + " is not a regular file (Dc---------)",
 		dir:  "rate-limit config: " + dir + " is not a regular file (d---------)",
-		big:  "rate-limit config: " + big + " is larger than 4194304 bytes (MaxConfigBytes)",
+		big:  "rate-limit config: " + big + " is larger than 4194304 bytes (maxConfigBytes)",
 	} {
 		if _, err := core.ReadConfigFile(file); err == nil || err.Error() != want {
 			t.Errorf("ReadConfigFile(%s): got %v, want %s", filepath.Base(file), err, want)

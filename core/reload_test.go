@@ -84,7 +84,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0)) // no window ends
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
-	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(cfg, core.WithStore(store), core.WithLogger(slog.New(slog.DiscardHandler)))
 	// Half the goroutines decide through a Flow, as adapters do.
 	flow := &core.Flow[string]{Limiter: l, ClientIP: func(string) string { return "alice" }}
 
@@ -194,7 +194,7 @@ func TestReloadBadFile(t *testing.T) {
 	file := filepath.Join(dir, "rl.yaml")
 	writeFile(t, file, reloadA)
 	var logs bytes.Buffer
-	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))),
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))),
 		core.WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestSetConfigOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 	if d := l.Decide(t.Context(), "GET", "/stable", "alice", false); d.Rule == nil {
 		t.Fatal("not counted before SetConfig(nil)")
 	}
@@ -282,7 +282,7 @@ func TestReloadsDoNotOverlap(t *testing.T) {
 		fmt.Fprintf(&big, "    - name: r%d\n      paths: [\"/r/%d\"]\n      limit: \"10/second\"\n", i, i)
 	}
 	writeFile(t, file, big.String())
-	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 	first := make(chan error, 1)
 	go func() { first <- l.ReloadFile(file) }()
 	time.Sleep(time.Millisecond) // let it start reading
@@ -308,7 +308,7 @@ func TestReloadWarnsThroughItsLogger(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, file, strings.Replace(reloadA, "  enabled: true\n", "", 1))
 	var logs bytes.Buffer
-	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestReloadLoosensLoudly(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, file, reloadA)
 	var logs bytes.Buffer
-	l := core.NewLimiter(nil, memstore.New(), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}

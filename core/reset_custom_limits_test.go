@@ -40,7 +40,7 @@ rate_limit:
 		}
 		return nil, false, nil
 	})
-	lim := core.NewLimiter(cfg, store, core.WithClock(clock), core.WithLimitProvider(quota), core.WithLimitCache(0, time.Minute))
+	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithClock(clock), core.WithLimitProvider(quota), core.WithLimitCache(0, time.Minute))
 	ctx := context.Background()
 	for i, want := range []bool{true, true, false} {
 		if d := lim.Decide(ctx, "GET", "/api/search", "sub:acme", false); d.Allowed != want || d.Plan != core.CustomPlan {
@@ -83,7 +83,7 @@ rate_limit:
 	quota := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		return []algo.Limit{{Count: 1, Period: time.Hour}}, true, nil
 	})
-	lim := core.NewLimiter(cfg, store, core.WithClock(clock), core.WithLimitProvider(quota), core.WithLogger(slog.New(slog.DiscardHandler)))
+	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithClock(clock), core.WithLimitProvider(quota), core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx := context.Background()
 	lim.Decide(ctx, "GET", "/api/search", "sub:acme", false)
 	if d := lim.Decide(ctx, "GET", "/api/search", "sub:acme", false); d.Allowed {

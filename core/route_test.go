@@ -190,7 +190,7 @@ func TestFlow(t *testing.T) {
 	type req struct{ user, ip string }
 	var calls []string
 	f := &Flow[req]{
-		Limiter: NewLimiter(cfg, &countingStore{}),
+		Limiter: NewLimiter(cfg, WithStore(&countingStore{})),
 		Key: func(r req) (string, error) {
 			calls = append(calls, "key")
 			if r.user == "bad" {
@@ -236,7 +236,7 @@ func TestFlow(t *testing.T) {
 			t.Errorf("%+v %s (route %q): got %s, want %s", c.r, c.path, c.route, got, c.want)
 		}
 	}
-	off := &Flow[req]{Limiter: NewLimiter(nil, &countingStore{}), Key: f.Key}
+	off := &Flow[req]{Limiter: NewLimiter(nil, WithStore(&countingStore{})), Key: f.Key}
 	if d, err := off.Decide(ctx, req{"bad", ""}, "GET", "/api/search", ""); err != nil || !d.Allowed || d.Rule != nil {
 		t.Errorf("limiting off: %+v, %v", d, err)
 	}
@@ -288,7 +288,7 @@ func TestDotSegments(t *testing.T) {
 		}
 	}
 	// Through the flow, with a route that would otherwise decide.
-	f := &Flow[string]{Limiter: NewLimiter(cfg, &countingStore{}), ClientIP: func(string) string { return "ip" }}
+	f := &Flow[string]{Limiter: NewLimiter(cfg, WithStore(&countingStore{})), ClientIP: func(string) string { return "ip" }}
 	d, err := f.Decide(context.Background(), "", "GET", "/api/users/x/../admin", "/api/users/:id/../admin")
 	if err != nil || d.Rule == nil || d.Rule.Name != "special" {
 		t.Fatalf("dot path with a route: %+v, %v", d.Rule, err)
@@ -306,7 +306,7 @@ func TestRouteMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Flow[string]{Limiter: NewLimiter(cfg, &countingStore{}), ClientIP: func(string) string { return "ip" }}
+	f := &Flow[string]{Limiter: NewLimiter(cfg, WithStore(&countingStore{})), ClientIP: func(string) string { return "ip" }}
 	for i := range 1000 {
 		if _, err := f.Decide(context.Background(), "", fmt.Sprintf("M%d", i), "/api/kb/x/reindex", "/api/kb/:id/reindex"); err != nil {
 			t.Fatal(err)

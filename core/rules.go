@@ -253,7 +253,7 @@ type Rule struct {
 	plan    string   // see Plan
 	index   int      // in Config.rules (the default: len), for a tier's variants
 	penalty *penalty // nil: none (see penalty.go)
-	count   CountMode
+	count   countMode
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string // the start of each limit's item in the RateLimit header

@@ -87,7 +87,7 @@ func TestShadowDecisions(t *testing.T) {
 	var logs syncBuffer
 	var events []Event
 	store := newFakeStore()
-	l := NewLimiter(cfg, store, WithClock(clock), WithObserver(func(e Event) { events = append(events, e) }),
+	l := NewLimiter(cfg, WithStore(store), WithClock(clock), WithObserver(func(e Event) { events = append(events, e) }),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime}))))
 
 	for i := range 5 {
@@ -154,7 +154,7 @@ func TestShadowBeforeEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events []Event
-	l := NewLimiter(cfg, newFakeStore(), WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
+	l := NewLimiter(cfg, WithStore(newFakeStore()), WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
 	var got []string
 	for range 3 {
 		d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
@@ -193,7 +193,7 @@ func TestShadowFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLimiter(cfg, newFakeStore(), WithLogger(discard))
+	l := NewLimiter(cfg, WithStore(newFakeStore()), WithLogger(discard))
 	for i := range 4 {
 		for _, path := range []Path{"/api/search", "/api/upload", "/other"} {
 			d := l.Decide(t.Context(), "GET", path, "alice", false)
@@ -205,7 +205,7 @@ func TestShadowFile(t *testing.T) {
 			}
 		}
 	}
-	l = NewLimiter(cfg, newFakeStore(), WithShadowHeaders(true), WithLogger(discard))
+	l = NewLimiter(cfg, WithStore(newFakeStore()), WithShadowHeaders(true), WithLogger(discard))
 	d := l.Decide(t.Context(), "GET", "/api/search", "alice", false)
 	h := http.Header{}
 	d.SetHeaders(h)
@@ -213,7 +213,7 @@ func TestShadowFile(t *testing.T) {
 		t.Errorf("WithShadowHeaders: RateLimit %q, want %q", got, `"search";r=1;t=60`)
 	}
 	// A store failure denies nothing in shadow mode, even fail-closed.
-	fl := NewLimiter(cfg, &failStore{}, WithLogger(discard))
+	fl := NewLimiter(cfg, WithStore(&failStore{}), WithLogger(discard))
 	if d := fl.Decide(t.Context(), "GET", "/api/search", "alice", false); !d.Allowed || !errors.Is(d.Err, errStoreDown) {
 		t.Errorf("shadow file, store down, fail closed: Allowed %v, Err %v; want true, %v", d.Allowed, d.Err, errStoreDown)
 	}
@@ -236,8 +236,8 @@ func TestShadowLogPerRule(t *testing.T) {
 		}
 	}
 	var a, b syncBuffer
-	count(NewLimiter(cfg, newFakeStore(), WithLogger(slog.New(slog.NewTextHandler(&a, nil)))))
-	count(NewLimiter(cfg, newFakeStore(), WithLogger(slog.New(slog.NewTextHandler(&b, nil)))))
+	count(NewLimiter(cfg, WithStore(newFakeStore()), WithLogger(slog.New(slog.NewTextHandler(&a, nil)))))
+	count(NewLimiter(cfg, WithStore(newFakeStore()), WithLogger(slog.New(slog.NewTextHandler(&b, nil)))))
 	for name, logs := range map[string]string{"first": a.String(), "second": b.String()} {
 		if strings.Count(logs, "shadow rule would deny") != 2 || !strings.Contains(logs, "rule=search key=alice") || !strings.Contains(logs, "rule=upload key=bob") {
 			t.Errorf("%s limiter's log:\n%s\nwant one line for search and one for upload", name, logs)
@@ -251,7 +251,7 @@ func TestShadowStoreFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events []Event
-	l := NewLimiter(cfg, &failStore{}, WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
+	l := NewLimiter(cfg, WithStore(&failStore{}), WithLogger(discard), WithObserver(func(e Event) { events = append(events, e) }))
 	// Fail-closed denies by the enforced rule (default here); the shadow
 	// rule's failure is only reported.
 	if d := l.Decide(t.Context(), "GET", "/api/search", "alice", false); d.Allowed || !errors.Is(d.Err, errStoreDown) || d.ShadowDenied || d.Rule.Name != "default" {
@@ -289,7 +289,7 @@ func TestPenaltyShadowOvershootNoStore(t *testing.T) {
       penalty: {after: 1, within: 1m, ban: 15m}
 `
 	st := newFakeStore()
-	lim := NewLimiter(parseTiers(t, yaml), st, WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
+	lim := NewLimiter(parseTiers(t, yaml), WithStore(st), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))))
 	ctx := context.Background()
 	// Two guesses in flight together: both pass the Peek, both fail.
 	d1 := lim.Decide(ctx, "POST", "/login", "1.2.3.4", false)

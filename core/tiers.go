@@ -70,10 +70,10 @@ type TierRuleSpec struct {
 	Burst int64
 }
 
-// MaxPlanVariants bounds the rule variants the tiers of one configuration
+// maxPlanVariants bounds the rule variants the tiers of one configuration
 // make (plans × (rules + 1)): each is compiled when the file loads and
 // held in memory, a few hundred bytes apiece.
-const MaxPlanVariants = 100_000
+const maxPlanVariants = 100_000
 
 // tier is one compiled plan: its variant of every rule.
 type tier struct {
@@ -166,8 +166,8 @@ func (cc *compiler) tiers(specs []TierSpec, c *Config) {
 	if c.def != nil {
 		c.def.index = len(c.rules)
 	}
-	if n := len(specs) * (len(c.rules) + 1); n > MaxPlanVariants {
-		cc.fail("tiers", "", "tiers", strconv.Itoa(len(specs))+" plans", "%d plans of %d rules and the default make %d rule variants, at most %d (MaxPlanVariants)", len(specs), len(c.rules), n, MaxPlanVariants)
+	if n := len(specs) * (len(c.rules) + 1); n > maxPlanVariants {
+		cc.fail("tiers", "", "tiers", strconv.Itoa(len(specs))+" plans", "%d plans of %d rules and the default make %d rule variants, at most %d (maxPlanVariants)", len(specs), len(c.rules), n, maxPlanVariants)
 		return
 	}
 	c.tiers = make(map[string]*tier, len(specs))

@@ -162,12 +162,12 @@ func TestTiersErrors(t *testing.T) {
 		t.Errorf("a rule listed twice: got %v, want %s", err, want)
 	}
 	// Too many variants: plans × (rules + 1).
-	many := make([]TierSpec, MaxPlanVariants/2+1)
+	many := make([]TierSpec, maxPlanVariants/2+1)
 	for i := range many {
 		many[i].Name = "p" + strconv.Itoa(i)
 	}
 	_, err = NewConfig(Spec{Enabled: true, Rules: rules, Tiers: many})
-	if want := `rate-limit config: field "tiers": value "50001 plans": 50001 plans of 1 rules and the default make 100002 rule variants, at most 100000 (MaxPlanVariants)`; err == nil || err.Error() != want {
+	if want := `rate-limit config: field "tiers": value "50001 plans": 50001 plans of 1 rules and the default make 100002 rule variants, at most 100000 (maxPlanVariants)`; err == nil || err.Error() != want {
 		t.Errorf("too many variants: got %v, want %s", err, want)
 	}
 }
@@ -188,7 +188,7 @@ func decidePlan(t *testing.T, f *Flow[string], plan, path string) (Decision, htt
 func TestTiersDecide(t *testing.T) {
 	store := newFakeStore()
 	var events []Event
-	lim := NewLimiter(parseTiers(t, tiersYAML), store, WithObserver(func(e Event) { events = append(events, e) }))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(store), WithObserver(func(e Event) { events = append(events, e) }))
 	f := &Flow[string]{Limiter: lim, Key: func(string) (string, error) { return "alice", nil }, Plan: func(p string) string { return p }}
 	// free: 2 searches, then 429 under the free plan's limit and header.
 	for i, want := range []string{`"search";r=1;t=60`, `"search";r=0;t=60`} {
@@ -249,7 +249,7 @@ func TestTiersDecide(t *testing.T) {
 func TestTiersResolverCalledOnlyWithTiers(t *testing.T) {
 	calls := 0
 	cfg := parseTiers(t, "rate_limit:\n  enabled: true\n")
-	f := &Flow[string]{Limiter: NewLimiter(cfg, newFakeStore()), Plan: func(string) string { calls++; return "pro" }}
+	f := &Flow[string]{Limiter: NewLimiter(cfg, WithStore(newFakeStore())), Plan: func(string) string { calls++; return "pro" }}
 	if d, _ := decidePlan(t, f, "", "/x"); !d.Allowed || d.Plan != "" || calls != 0 {
 		t.Errorf("without tiers: plan %q, resolver called %d times, want 0", d.Plan, calls)
 	}
@@ -260,7 +260,7 @@ func TestTiersResolverCalledOnlyWithTiers(t *testing.T) {
 
 func TestTiersReset(t *testing.T) {
 	store := newFakeStore()
-	lim := NewLimiter(parseTiers(t, tiersYAML), store)
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(store))
 	ctx := context.Background()
 	lim.DecidePlan(ctx, "GET", "/api/search", "alice", "free", false)
 	lim.DecidePlan(ctx, "GET", "/api/search", "alice", "pro", false)
@@ -282,7 +282,7 @@ func TestTiersReset(t *testing.T) {
 
 func TestTiersReloadLog(t *testing.T) {
 	var buf bytes.Buffer
-	lim := NewLimiter(parseTiers(t, tiersYAML), newFakeStore(), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	next := strings.Replace(tiersYAML, `search: "2/minute"`, `search: "20/minute"`, 1)
 	next = strings.Replace(next, "    pro:\n", "    gold: {}\n    pro:\n", 1)
 	lim.SetConfig(parseTiers(t, next))
@@ -305,7 +305,7 @@ func TestTiersReloadLog(t *testing.T) {
 // the configuration has, none for one it lacks.
 func TestTiersAllocs(t *testing.T) {
 	cfg := parseTiers(t, strings.Replace(tiersYAML, `search: ["10/minute", "4/second"]`, `search: "2000000000/hour"`, 1))
-	lim := NewLimiter(cfg, nopStore{})
+	lim := NewLimiter(cfg, WithStore(nopStore{}))
 	f := &Flow[string]{Limiter: lim, Key: func(string) (string, error) { return "alice", nil }, Plan: func(p string) string { return p }}
 	ctx := context.Background()
 	for _, plan := range []string{"pro", "gold"} {

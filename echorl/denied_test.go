@@ -18,10 +18,10 @@ import (
 
 // designAt returns a memory store whose clock stands at the start of a
 // minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) echorl.Option {
+func designAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
-	return echorl.WithStore(mem)
+	return core.WithStore(mem)
 }
 
 // TestDeniedHandler: the handler gets the Decision with the rate-limit
@@ -37,7 +37,7 @@ func TestDeniedHandler(t *testing.T) {
 		handled = err
 		_ = c.String(http.StatusTooManyRequests, "slow down")
 	}
-	e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+	e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
 		got, seen = d, c.Response().Header().Clone()
 		return errDenied
 	})))
@@ -72,7 +72,7 @@ func TestDecisionOf(t *testing.T) {
 		var got, inReq, inStore *core.Decision
 		var found bool
 		e := echo.New()
-		e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), echorl.WithDecisionContext(on)))
+		e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t))))
 		e.GET("/api/search", func(c echo.Context) error {
 			got, found = echorl.DecisionOf(c)
 			inReq, _ = core.FromContext(c.Request().Context())
@@ -116,15 +116,16 @@ func TestAllocs(t *testing.T) {
 	bare := allocs()
 	for _, tt := range []struct {
 		name string
+		lim  []core.Option
 		opts []echorl.Option
 		want float64
 	}{
-		{"default", nil, 1},
-		{"WithDecisionContext(false)", []echorl.Option{echorl.WithDecisionContext(false)}, 1},
-		{"WithDeniedHandler", []echorl.Option{denied}, 1},
-		{"WithDecisionContext(true)", []echorl.Option{echorl.WithDecisionContext(true)}, 6},
+		{"default", nil, nil, 1},
+		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 1},
+		{"WithDeniedHandler", nil, []echorl.Option{denied}, 1},
+		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
 	} {
-		if n := allocs(echorl.New(adaptertest.BenchConfig(t), tt.opts...)) - bare; n != tt.want {
+		if n := allocs(echorl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Echo's own, want %v", tt.name, n, tt.want)
 		}
 	}

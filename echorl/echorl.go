@@ -2,7 +2,6 @@ package echorl
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"unsafe"
@@ -10,9 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rlkit/rlkit/core"
-	"github.com/rlkit/rlkit/core/clientip"
-	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/core/store"
+	"github.com/rlkit/rlkit/core/adapter"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -20,23 +17,21 @@ import (
 // under its client IP. An error rejects the request (see WithErrorHandler).
 type KeyFunc func(c echo.Context) (string, error)
 
-// Option configures the middleware.
+// Option configures the middleware. What concerns the limiter itself (its
+// store, headers, failure policy, observer, client IP, the Decision in
+// the request's context) is a core.Option of the core.Limiter New is
+// given.
 type Option func(*options)
 
 type options struct {
-	store   store.Store
-	key     KeyFunc
-	bypass  func(echo.Context) bool
-	plan    func(echo.Context) string
-	ip      clientip.Config
+	adapter.Settings[echo.Context]
 	onError func(echo.Context, error) error
-	core    []core.Option
-	limiter *core.Limiter
 	denied  DeniedHandler
-	inCtx   bool
 
-	// run is the flow New decides with, its limiter set.
-	run *core.Flow[echo.Context]
+	// run is the flow New decides with; inCtx, whether it puts the
+	// Decision in the request's context.
+	run   *core.Flow[echo.Context]
+	inCtx bool
 	// wrapped holds the handlers built in front of the nexts Echo passes.
 	wrapped handlerCache
 }
@@ -51,32 +46,18 @@ type options struct {
 // what it returns, and the handler does not run.
 type DeniedHandler func(c echo.Context, d *core.Decision) error
 
-// DecisionKey is the key under which a middleware built
-// WithDecisionContext(true) stores the request's *core.Decision in the
+// DecisionKey is the key under which a middleware whose limiter was built
+// with core.WithDecisionContext(true) stores the request's *core.Decision in the
 // echo.Context (c.Get(DecisionKey); DecisionOf reads it).
 const DecisionKey = "rlkit.decision"
 
-// WithLimiter makes the middleware decide with l, a limiter the
-// application keeps: to swap its configuration while serving
-// (SetConfig, ReloadFile, reload.Watch), to reset what a caller was
-// counted under (Reset, with Identity), or to share one between
-// middlewares. New's configuration must then be nil, and WithStore and
-// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
-// WithLogger, WithLimiterOptions) not given: they belong to
-// core.NewLimiter, and New panics when it gets them with a limiter.
-// Default: a limiter New makes.
-func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
-
-// WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
-
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
-func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.Key = fn } }
 
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
-func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o.bypass = fn } }
+func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o.Bypass = fn } }
 
 // WithPlan sets how a request's plan is found (a claim of its token, a
 // customer record): the configuration's tiers give each plan its own
@@ -88,40 +69,13 @@ func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o
 // record), never from a plain request header. The string is used for the
 // lookup only, never kept.
 // Default: none (every caller counts under the rules' own limits).
-func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o.plan = fn } }
-
-// WithClientIP sets whose forwarding headers are believed when working out
-// the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
-// (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
+func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o.Plan = fn } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware returns what fn returns, and the handler does not run.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(echo.Context, error) error) Option {
 	return func(o *options) { o.onError = fn }
-}
-
-// WithHeaders overrides the configuration's rate-limit header style.
-// Default: the configuration's (the IETF draft headers unless it says otherwise).
-func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
-
-// WithFailOpen overrides the configuration's failure policy: true lets
-// requests through when the store fails, false answers 503. Default: the
-// configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
-
-// WithObserver sets a hook that sees every decision (see core.Observer).
-// Default: none.
-func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
-
-// WithLogger sets where store failures are reported. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
-
-// WithLimiterOptions passes options to the core.Limiter. Default: none.
-func WithLimiterOptions(opts ...core.Option) Option {
-	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -134,19 +88,10 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
-// WithDecisionContext, when on, puts the Decision of every request the
-// middleware passes on into the echo.Context (c.Set(DecisionKey, d)) and
-// into the request's context (core.NewContext, read with
-// core.FromContext(c.Request().Context())), so that a handler can report
-// the remaining quota it read with DecisionOf. It costs each request five
-// allocations: a copy of the Decision on the heap, Echo's store map (two,
-// unless an earlier handler made it), a context and a shallow copy of the
-// *http.Request. Default: false (no Decision in either context, and no
-// allocation for it).
-func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
-
 // DecisionOf returns the Decision the middleware made for c's request,
-// which a middleware built WithDecisionContext(true) stores in c, and ok
+// which a middleware whose limiter was built with
+// core.WithDecisionContext(true) stores in c (and in its request's
+// context, for core.FromContext), and ok
 // false when there is none. A Decision whose Rule is nil counted nothing
 // (an exempt path, a bypassed caller, limiting off).
 func DecisionOf(c echo.Context) (*core.Decision, bool) {
@@ -164,14 +109,17 @@ func defaultOnError(c echo.Context, _ error) error {
 	return nil
 }
 
-// New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched. With WithLimiter, cfg must be nil: the limiter
-// decides with its own configuration.
-func New(cfg *core.Config, opts ...Option) echo.MiddlewareFunc {
+// New returns the middleware that limits requests by limits: a
+// *core.Config, counted in a memory store of the middleware's own, or a
+// *core.Limiter (core.NewLimiter), for any other store, an observer, a
+// failure policy, a configuration reloaded while serving, or one limiter
+// shared by several middlewares. A nil or disabled configuration passes
+// every request untouched.
+func New(limits core.Limits, opts ...Option) echo.MiddlewareFunc {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("echorl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
-	o.run = o.flow()
-	o.run.Limiter = lim
+	lim := adapter.Limiter(limits)
+	o.run = o.flow(lim)
+	o.inCtx = lim.DecisionContext()
 	return func(next echo.HandlerFunc) echo.HandlerFunc { return o.wrapped.get(next, o.handler) }
 }
 
@@ -305,16 +253,11 @@ func status(c echo.Context, err error) int {
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)
-// under the identity core.HeaderIdentity(canonical name, value), which the
-// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
-// see core.WithIdentityKey); requests without it count under their client
-// IP.
-func HeaderKey(name string) KeyFunc {
-	canonical := http.CanonicalHeaderKey(name)
-	return func(c echo.Context) (string, error) {
-		return core.HeaderIdentity(canonical, c.Request().Header.Get(canonical)), nil
-	}
-}
+// under the identity adapter.HeaderIdentity(canonical name, value), which
+// the limiter stores and logs only as a keyed hash
+// ("X-Api-Key:hmac:<hex>"; see core.WithIdentityKey); requests without it
+// count under their client IP.
+func HeaderKey(name string) KeyFunc { return adapter.HeaderKey(name, header) }
 
 // JWTSubject counts requests by the subject of their bearer token, as
 // "sub:<subject>". verify must check the token (signature, expiry, audience)
@@ -322,10 +265,11 @@ func HeaderKey(name string) KeyFunc {
 // bearer token counts under its client IP; one whose token fails
 // verification is rejected (see WithErrorHandler).
 func JWTSubject(verify func(c echo.Context, token string) (subject string, err error)) KeyFunc {
-	return func(c echo.Context) (string, error) {
-		return core.SubjectIdentity(c.Request().Header.Get("Authorization"), func(tok string) (string, error) { return verify(c, tok) })
-	}
+	return adapter.JWTSubject(verify, header)
 }
+
+// header returns the header of the canonical name of c's request.
+func header(c echo.Context, name string) string { return c.Request().Header.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
@@ -336,29 +280,16 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// flow is the flow of o, without its limiter.
-func (o *options) flow() *core.Flow[echo.Context] {
-	flow := &core.Flow[echo.Context]{
-		Key:    o.key,
-		Bypass: o.bypass,
-		Plan:   o.plan,
-		ClientIP: func(c echo.Context) string {
-			r := c.Request()
-			return o.ip.ClientIP(r.RemoteAddr, r.Header.Values)
-		},
-		ClientAddr: func(c echo.Context) string {
-			r := c.Request()
-			return o.ip.ClientAddr(r.RemoteAddr, r.Header.Values)
-		},
-	}
-	return flow
+// flow is the flow of o deciding with lim.
+func (o *options) flow(lim *core.Limiter) *core.Flow[echo.Context] {
+	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), echo.Context.Request))
 }
 
-// Identity returns the identity a middleware that New builds with opts
-// counts a request under (Decision.Key hashes it): its key function's
-// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
-// handler resets the caller's counters with it (core.Limiter.Reset; see
-// WithLimiter). The error is the key function's.
-func Identity(c echo.Context, opts ...Option) (string, error) {
-	return newOptions(opts).flow().Identity(c)
+// Identity returns the identity a middleware that New builds with lim and
+// opts counts a request under (Decision.Key hashes it): its key
+// function's answer, else the client IP, as WithKeyFunc and lim's
+// core.WithClientIP say. A handler resets the caller's counters with it
+// (core.Limiter.Reset). The error is the key function's.
+func Identity(c echo.Context, lim *core.Limiter, opts ...Option) (string, error) {
+	return newOptions(opts).flow(lim).Identity(c)
 }

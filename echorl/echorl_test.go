@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/echorl"
@@ -76,7 +77,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 	adaptertest.Serve(e, "GET", "/", "Authorization", "Basic xyz")
 	adaptertest.Serve(e, "GET", "/", "Authorization", "Bearer bad")
 	adaptertest.Serve(e, "GET", "/")
-	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{adapter.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}
@@ -87,7 +88,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestPre(t *testing.T) {
 	e := echo.New()
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
-	e.Pre(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig), echorl.WithStore(memstore.New(memstore.WithClock(clock)))))
+	e.Pre(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(memstore.New(memstore.WithClock(clock))))))
 	e.GET("/api/kb/:id/reindex", func(c echo.Context) error { return c.JSONBlob(http.StatusOK, okBody) })
 	for i, status := range []int{200, 200, 429} {
 		w := adaptertest.Serve(e, "GET", "/api/kb/kb-01/reindex")

@@ -57,7 +57,7 @@ func TestCountByOutcomeStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var events []core.Event
 			e := echo.New()
-			e.Use(echorl.New(adaptertest.Config(t, loginYAML), echorl.WithObserver(func(ev core.Event) { events = append(events, ev) })))
+			e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, loginYAML), core.WithObserver(func(ev core.Event) { events = append(events, ev) }))))
 			e.POST("/login", c.h)
 			rec := httptest.NewRecorder()
 			e.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", nil))

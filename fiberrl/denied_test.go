@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/fiberrl"
@@ -20,10 +21,10 @@ import (
 
 // designAt returns a memory store whose clock stands at the start of a
 // minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) fiberrl.Option {
+func designAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
-	return fiberrl.WithStore(mem)
+	return core.WithStore(mem)
 }
 
 // TestDeniedHandler: the handler gets the Decision with the rate-limit
@@ -39,7 +40,7 @@ func TestDeniedHandler(t *testing.T) {
 		handled = err
 		return c.Status(http.StatusTooManyRequests).SendString("slow down")
 	}})
-	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
+	app.Use(fiberrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
 		got = d
 		// fasthttp's default Content-Type is text/plain; the default
 		// body's application/json must not be set.
@@ -90,8 +91,10 @@ func TestDecisionOf(t *testing.T) {
 		var got, inCtx, inLocals *core.Decision
 		var found bool
 		app := fiber.New(fiber.Config{DisableStartupMessage: true})
-		app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), fiberrl.WithDecisionContext(on),
-			fiberrl.WithKeyFunc(fiberrl.HeaderKey("X-User"))))
+		app.Use(fiberrl.New(
+			core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t)),
+			fiberrl.WithKeyFunc(fiberrl.HeaderKey("X-User")),
+		))
 		app.Get("/api/search", func(c *fiber.Ctx) error {
 			got, found = fiberrl.DecisionOf(c)
 			inCtx, _ = core.FromContext(c.UserContext())
@@ -103,7 +106,7 @@ func TestDecisionOf(t *testing.T) {
 		if found != on || (got != nil) != on || inCtx != got || inLocals != got {
 			t.Fatalf("WithDecisionContext(%v): DecisionOf = %p, %v; user context %p; locals %p", on, got, found, inCtx, inLocals)
 		}
-		if on && (got.Rule.Name != "search" || got.Result.Remaining != 9 || got.Key != core.NewLimiter(nil, nil).Key(core.HeaderIdentity("X-User", "bob"))) {
+		if on && (got.Rule.Name != "search" || got.Result.Remaining != 9 || got.Key != core.NewLimiter(nil).Key(adapter.HeaderIdentity("X-User", "bob"))) {
 			t.Errorf("DecisionOf = %+v, want bob's under search with 9 remaining", got)
 		}
 	}
@@ -142,15 +145,16 @@ func TestAllocs(t *testing.T) {
 	bare := allocs()
 	for _, tt := range []struct {
 		name string
+		lim  []core.Option
 		opts []fiberrl.Option
 		want float64
 	}{
-		{"default", nil, 0},
-		{"WithDecisionContext(false)", []fiberrl.Option{fiberrl.WithDecisionContext(false)}, 0},
-		{"WithDeniedHandler", []fiberrl.Option{denied}, 0},
-		{"WithDecisionContext(true)", []fiberrl.Option{fiberrl.WithDecisionContext(true)}, 2},
+		{"default", nil, nil, 0},
+		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 0},
+		{"WithDeniedHandler", nil, []fiberrl.Option{denied}, 0},
+		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 2},
 	} {
-		if n := allocs(fiberrl.New(adaptertest.BenchConfig(t), tt.opts...)) - bare; n != tt.want {
+		if n := allocs(fiberrl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Fiber's own, want %v", tt.name, n, tt.want)
 		}
 	}

@@ -3,7 +3,6 @@ package fiberrl
 import (
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,9 +13,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/clientip"
-	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/core/store"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -26,20 +24,16 @@ import (
 // memory (c.Get, c.Params).
 type KeyFunc func(c *fiber.Ctx) (string, error)
 
-// Option configures the middleware.
+// Option configures the middleware. What concerns the limiter itself (its
+// store, headers, failure policy, observer, client IP, the Decision in
+// the request's context) is a core.Option of the core.Limiter New is
+// given.
 type Option func(*options)
 
 type options struct {
-	store   store.Store
-	key     KeyFunc
-	bypass  func(*fiber.Ctx) bool
-	plan    func(*fiber.Ctx) string
-	ip      clientip.Config
+	adapter.Settings[*fiber.Ctx]
 	onError func(*fiber.Ctx, error) error
-	core    []core.Option
-	limiter *core.Limiter
 	denied  DeniedHandler
-	inCtx   bool
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -52,32 +46,18 @@ type options struct {
 // what it returns, and the handler does not run.
 type DeniedHandler func(c *fiber.Ctx, d *core.Decision) error
 
-// DecisionKey is the key under which a middleware built
-// WithDecisionContext(true) stores the request's *core.Decision in the
+// DecisionKey is the key under which a middleware whose limiter was built
+// with core.WithDecisionContext(true) stores the request's *core.Decision in the
 // fiber.Ctx's locals (c.Locals(DecisionKey); DecisionOf reads it).
 const DecisionKey = "rlkit.decision"
 
-// WithLimiter makes the middleware decide with l, a limiter the
-// application keeps: to swap its configuration while serving
-// (SetConfig, ReloadFile, reload.Watch), to reset what a caller was
-// counted under (Reset, with Identity), or to share one between
-// middlewares. New's configuration must then be nil, and WithStore and
-// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
-// WithLogger, WithLimiterOptions) not given: they belong to
-// core.NewLimiter, and New panics when it gets them with a limiter.
-// Default: a limiter New makes.
-func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
-
-// WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
-
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
-func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.Key = fn } }
 
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
-func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.bypass = fn } }
+func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.Bypass = fn } }
 
 // WithPlan sets how a request's plan is found (a claim of its token, a
 // customer record): the configuration's tiers give each plan its own
@@ -89,40 +69,13 @@ func WithBypass(fn func(*fiber.Ctx) bool) Option { return func(o *options) { o.b
 // record), never from a plain request header. The string is used for the
 // lookup only, never kept.
 // Default: none (every caller counts under the rules' own limits).
-func WithPlan(fn func(*fiber.Ctx) string) Option { return func(o *options) { o.plan = fn } }
-
-// WithClientIP sets whose forwarding headers are believed when working out
-// the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
-// (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
+func WithPlan(fn func(*fiber.Ctx) string) Option { return func(o *options) { o.Plan = fn } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware returns what fn returns, and the handler does not run.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(*fiber.Ctx, error) error) Option {
 	return func(o *options) { o.onError = fn }
-}
-
-// WithHeaders overrides the configuration's rate-limit header style.
-// Default: the configuration's (the IETF draft headers unless it says otherwise).
-func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
-
-// WithFailOpen overrides the configuration's failure policy: true lets
-// requests through when the store fails, false answers 503. Default: the
-// configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
-
-// WithObserver sets a hook that sees every decision (see core.Observer).
-// Default: none.
-func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
-
-// WithLogger sets where store failures are reported. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
-
-// WithLimiterOptions passes options to the core.Limiter. Default: none.
-func WithLimiterOptions(opts ...core.Option) Option {
-	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -135,18 +88,10 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
-// WithDecisionContext, when on, puts the Decision of every request the
-// middleware passes on into the fiber.Ctx's locals (c.Locals(DecisionKey,
-// d)) and into its user context (core.NewContext, read with
-// core.FromContext(c.UserContext())), so that a handler can report the
-// remaining quota it read with DecisionOf. It costs each request two
-// allocations: a copy of the Decision on the heap and a context. Default:
-// false (no Decision in either context, and no allocation for it).
-func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
-
 // DecisionOf returns the Decision the middleware made for c's request,
-// which a middleware built WithDecisionContext(true) stores in c's locals,
-// and ok false when there is none. A Decision whose Rule is nil counted
+// which a middleware whose limiter was built with
+// core.WithDecisionContext(true) stores in c's locals (and in its user
+// context, for core.FromContext), and ok false when there is none. A Decision whose Rule is nil counted
 // nothing (an exempt path, a bypassed caller, limiting off). It holds no
 // memory of fasthttp's: it may be kept after the handler returns.
 func DecisionOf(c *fiber.Ctx) (*core.Decision, bool) {
@@ -163,14 +108,17 @@ func defaultOnError(c *fiber.Ctx, _ error) error {
 	return nil
 }
 
-// New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched. With WithLimiter, cfg must be nil: the limiter
-// decides with its own configuration.
-func New(cfg *core.Config, opts ...Option) fiber.Handler {
+// New returns the middleware that limits requests by limits: a
+// *core.Config, counted in a memory store of the middleware's own, or a
+// *core.Limiter (core.NewLimiter), for any other store, an observer, a
+// failure policy, a configuration reloaded while serving, or one limiter
+// shared by several middlewares. A nil or disabled configuration passes
+// every request untouched.
+func New(limits core.Limits, opts ...Option) fiber.Handler {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("fiberrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
-	flow := o.flow()
-	flow.Limiter = lim
+	lim := adapter.Limiter(limits)
+	flow := o.flow(lim)
+	inCtx := lim.DecisionContext()
 	// Fiber matches paths without regard to case unless the app sets
 	// CaseSensitive; then the rules see each spelling in lower case too.
 	folded := *flow
@@ -195,7 +143,7 @@ func New(cfg *core.Config, opts ...Option) fiber.Handler {
 			c.Response().SetBody(d.Body()) // a copy: Body is shared
 			return nil
 		}
-		if o.inCtx {
+		if inCtx {
 			withDecision(c, d)
 		}
 		if !d.Deferred() {
@@ -401,14 +349,11 @@ func method(m string) string {
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)
-// under the identity core.HeaderIdentity(canonical name, value), which the
-// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
-// see core.WithIdentityKey); requests without it count under their client
-// IP.
-func HeaderKey(name string) KeyFunc {
-	canonical := http.CanonicalHeaderKey(name)
-	return func(c *fiber.Ctx) (string, error) { return core.HeaderIdentity(canonical, c.Get(canonical)), nil }
-}
+// under the identity adapter.HeaderIdentity(canonical name, value), which
+// the limiter stores and logs only as a keyed hash
+// ("X-Api-Key:hmac:<hex>"; see core.WithIdentityKey); requests without it
+// count under their client IP.
+func HeaderKey(name string) KeyFunc { return adapter.HeaderKey(name, header) }
 
 // JWTSubject counts requests by the subject of their bearer token, as
 // "sub:<subject>". verify must check the token (signature, expiry, audience)
@@ -417,10 +362,12 @@ func HeaderKey(name string) KeyFunc {
 // counts under its client IP; one whose token fails verification is
 // rejected (see WithErrorHandler).
 func JWTSubject(verify func(c *fiber.Ctx, token string) (subject string, err error)) KeyFunc {
-	return func(c *fiber.Ctx) (string, error) {
-		return core.SubjectIdentity(c.Get(fiber.HeaderAuthorization), func(tok string) (string, error) { return verify(c, strings.Clone(tok)) })
-	}
+	return adapter.JWTSubject(func(c *fiber.Ctx, tok string) (string, error) { return verify(c, strings.Clone(tok)) }, header)
 }
+
+// header returns c's request header of the canonical name, in fasthttp's
+// memory.
+func header(c *fiber.Ctx, name string) string { return c.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
@@ -431,20 +378,20 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// flow is the flow of o, without its limiter.
-func (o *options) flow() *core.Flow[*fiber.Ctx] {
-	flow := &core.Flow[*fiber.Ctx]{
-		Bypass:     o.bypass,
-		Plan:       o.plan,
-		ClientIP:   func(c *fiber.Ctx) string { return o.ip.ClientIP(remoteAddr(c), headerValues(c)) },
-		ClientAddr: func(c *fiber.Ctx) string { return o.ip.ClientAddr(remoteAddr(c), headerValues(c)) },
+// flow is the flow of o deciding with lim.
+func (o *options) flow(lim *core.Limiter) *core.Flow[*fiber.Ctx] {
+	cip := lim.ClientIP()
+	ip := adapter.ClientIP[*fiber.Ctx]{
+		IP:   func(c *fiber.Ctx) string { return cip.ClientIP(remoteAddr(c), headerValues(c)) },
+		Addr: func(c *fiber.Ctx) string { return cip.ClientAddr(remoteAddr(c), headerValues(c)) },
 	}
-	if len(o.ip.TrustedProxies) == 0 {
+	if len(cip.TrustedProxies) == 0 {
 		// No header is believed: the client IP is the TCP peer's.
-		flow.ClientIP = func(c *fiber.Ctx) string { return peerIP(c, &o.ip, false) }
-		flow.ClientAddr = func(c *fiber.Ctx) string { return peerIP(c, &o.ip, true) }
+		ip.IP = func(c *fiber.Ctx) string { return peerIP(c, cip, false) }
+		ip.Addr = func(c *fiber.Ctx) string { return peerIP(c, cip, true) }
 	}
-	if key := o.key; key != nil {
+	flow := o.Flow(lim, ip)
+	if key := o.Key; key != nil {
 		flow.Key = func(c *fiber.Ctx) (string, error) {
 			id, err := key(c)
 			return strings.Clone(id), err // the store may keep it
@@ -453,11 +400,11 @@ func (o *options) flow() *core.Flow[*fiber.Ctx] {
 	return flow
 }
 
-// Identity returns the identity a middleware that New builds with opts
-// counts a request under (Decision.Key hashes it): its key function's
-// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
-// handler resets the caller's counters with it (core.Limiter.Reset; see
-// WithLimiter). The error is the key function's.
-func Identity(c *fiber.Ctx, opts ...Option) (string, error) {
-	return newOptions(opts).flow().Identity(c)
+// Identity returns the identity a middleware that New builds with lim and
+// opts counts a request under (Decision.Key hashes it): its key
+// function's answer, else the client IP, as WithKeyFunc and lim's
+// core.WithClientIP say. A handler resets the caller's counters with it
+// (core.Limiter.Reset). The error is the key function's.
+func Identity(c *fiber.Ctx, lim *core.Limiter, opts ...Option) (string, error) {
+	return newOptions(opts).flow(lim).Identity(c)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
@@ -101,7 +102,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 	test(t, app, "GET", "/", "Authorization", "Basic xyz")
 	test(t, app, "GET", "/", "Authorization", "Bearer bad")
 	test(t, app, "GET", "/")
-	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{adapter.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}
@@ -131,14 +132,15 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 		return tok, nil
 	})
 	app := fiber.New()
-	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig), fiberrl.WithStore(store),
-		fiberrl.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}}),
+	app.Use(fiberrl.New(
+		core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(store), core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}})),
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
 			if c.Get("Authorization") != "" {
 				return jwt(c)
 			}
 			return c.Get("X-User"), nil // fasthttp's memory
-		})))
+		}),
+	))
 	app.Get("/*", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	var wantKeys, wantTokens []string
 	for i := range 30 {

@@ -50,7 +50,7 @@ func TestCountByOutcomeStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var events []core.Event
 			app := fiber.New()
-			app.Use(fiberrl.New(adaptertest.Config(t, loginYAML), fiberrl.WithObserver(func(ev core.Event) { events = append(events, ev) })))
+			app.Use(fiberrl.New(core.NewLimiter(adaptertest.Config(t, loginYAML), core.WithObserver(func(ev core.Event) { events = append(events, ev) }))))
 			app.Post("/login", c.h)
 			resp, err := app.Test(httptest.NewRequest("POST", "/login", nil))
 			if err != nil {

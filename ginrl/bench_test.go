@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/ginrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
@@ -53,16 +54,16 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("rlkit", func(b *testing.B) { run(b, ginrl.New(cfg)) })
 }
 
-// BenchmarkDecisionContext measures what WithDecisionContext(true) costs
+// BenchmarkDecisionContext measures what core.WithDecisionContext(true) costs
 // an admitted request through a Gin engine: "off" is BenchmarkMiddleware's
 // rlkit, "on" the same with the Decision put in the gin.Context and the
 // request's context (its copy on the heap, Gin's Keys map, the context,
 // the request's copy), with a handler that reads it back (DecisionOf).
 func BenchmarkDecisionContext(b *testing.B) {
 	cfg := adaptertest.BenchConfig(b)
-	run := func(b *testing.B, opts ...ginrl.Option) {
+	run := func(b *testing.B, opts ...core.Option) {
 		e := gin.New()
-		e.Use(ginrl.New(cfg, opts...))
+		e.Use(ginrl.New(core.NewLimiter(cfg, opts...)))
 		e.GET("/api/search", func(c *gin.Context) {
 			if d, ok := ginrl.DecisionOf(c); ok && d.Result.Remaining < 0 {
 				b.Fatal("negative remaining")
@@ -79,5 +80,5 @@ func BenchmarkDecisionContext(b *testing.B) {
 		}
 	}
 	b.Run("off", func(b *testing.B) { run(b) })
-	b.Run("on", func(b *testing.B) { run(b, ginrl.WithDecisionContext(true)) })
+	b.Run("on", func(b *testing.B) { run(b, core.WithDecisionContext(true)) })
 }

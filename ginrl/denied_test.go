@@ -17,10 +17,10 @@ import (
 
 // designAt returns a memory store whose clock stands at the start of a
 // minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) ginrl.Option {
+func designAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
-	return ginrl.WithStore(mem)
+	return core.WithStore(mem)
 }
 
 // TestDeniedHandler: the handler gets the Decision with the rate-limit
@@ -29,7 +29,7 @@ func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
 	var seen http.Header
 	r := gin.New()
-	r.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
+	r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
 		got, seen = d, c.Writer.Header().Clone()
 		c.String(http.StatusTooManyRequests, "slow down")
 	})))
@@ -61,7 +61,7 @@ func TestDecisionOf(t *testing.T) {
 		var got, inReq, inKeys *core.Decision
 		var found bool
 		r := gin.New()
-		r.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t), ginrl.WithDecisionContext(on)))
+		r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t))))
 		r.GET("/api/search", func(c *gin.Context) {
 			got, found = ginrl.DecisionOf(c)
 			inReq, _ = core.FromContext(c.Request.Context())
@@ -104,15 +104,16 @@ func TestAllocs(t *testing.T) {
 	bare := allocs()
 	for _, tt := range []struct {
 		name string
+		lim  []core.Option
 		opts []ginrl.Option
 		want float64
 	}{
-		{"default", nil, 1},
-		{"WithDecisionContext(false)", []ginrl.Option{ginrl.WithDecisionContext(false)}, 1},
-		{"WithDeniedHandler", []ginrl.Option{denied}, 1},
-		{"WithDecisionContext(true)", []ginrl.Option{ginrl.WithDecisionContext(true)}, 6},
+		{"default", nil, nil, 1},
+		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 1},
+		{"WithDeniedHandler", nil, []ginrl.Option{denied}, 1},
+		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
 	} {
-		if n := allocs(ginrl.New(adaptertest.BenchConfig(t), tt.opts...)) - bare; n != tt.want {
+		if n := allocs(ginrl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Gin's own, want %v", tt.name, n, tt.want)
 		}
 	}

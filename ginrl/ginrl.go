@@ -2,15 +2,12 @@ package ginrl
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/rlkit/rlkit/core"
-	"github.com/rlkit/rlkit/core/clientip"
-	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/core/store"
+	"github.com/rlkit/rlkit/core/adapter"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -18,20 +15,16 @@ import (
 // under its client IP. An error rejects the request (see WithErrorHandler).
 type KeyFunc func(c *gin.Context) (string, error)
 
-// Option configures the middleware.
+// Option configures the middleware. What concerns the limiter itself (its
+// store, headers, failure policy, observer, client IP, the Decision in
+// the request's context) is a core.Option of the core.Limiter New is
+// given.
 type Option func(*options)
 
 type options struct {
-	store   store.Store
-	key     KeyFunc
-	bypass  func(*gin.Context) bool
-	plan    func(*gin.Context) string
-	ip      clientip.Config
+	adapter.Settings[*gin.Context]
 	onError func(*gin.Context, error)
-	core    []core.Option
-	limiter *core.Limiter
 	denied  DeniedHandler
-	inCtx   bool
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -44,32 +37,18 @@ type options struct {
 // the chain after it.
 type DeniedHandler func(c *gin.Context, d *core.Decision)
 
-// DecisionKey is the key under which a middleware built
-// WithDecisionContext(true) stores the request's *core.Decision in the
+// DecisionKey is the key under which a middleware whose limiter was built
+// with core.WithDecisionContext(true) stores the request's *core.Decision in the
 // gin.Context (c.Get(DecisionKey); DecisionOf reads it).
 const DecisionKey = "rlkit.decision"
 
-// WithLimiter makes the middleware decide with l, a limiter the
-// application keeps: to swap its configuration while serving
-// (SetConfig, ReloadFile, reload.Watch), to reset what a caller was
-// counted under (Reset, with Identity), or to share one between
-// middlewares. New's configuration must then be nil, and WithStore and
-// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
-// WithLogger, WithLimiterOptions) not given: they belong to
-// core.NewLimiter, and New panics when it gets them with a limiter.
-// Default: a limiter New makes.
-func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
-
-// WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
-
 // WithKeyFunc sets how a request's identity is found. Default: none, so
 // every request is counted under its client IP.
-func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.Key = fn } }
 
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
-func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o.bypass = fn } }
+func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o.Bypass = fn } }
 
 // WithPlan sets how a request's plan is found (a claim of its token, a
 // customer record): the configuration's tiers give each plan its own
@@ -81,40 +60,13 @@ func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o
 // record), never from a plain request header. The string is used for the
 // lookup only, never kept.
 // Default: none (every caller counts under the rules' own limits).
-func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o.plan = fn } }
-
-// WithClientIP sets whose forwarding headers are believed when working out
-// the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
-// (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
+func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o.Plan = fn } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware aborts the chain after it. Default: 401 with
 // {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(*gin.Context, error)) Option {
 	return func(o *options) { o.onError = fn }
-}
-
-// WithHeaders overrides the configuration's rate-limit header style.
-// Default: the configuration's (the IETF draft headers unless it says otherwise).
-func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
-
-// WithFailOpen overrides the configuration's failure policy: true lets
-// requests through when the store fails, false answers 503. Default: the
-// configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
-
-// WithObserver sets a hook that sees every decision (see core.Observer).
-// Default: none.
-func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
-
-// WithLogger sets where store failures are reported. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
-
-// WithLimiterOptions passes options to the core.Limiter. Default: none.
-func WithLimiterOptions(opts ...core.Option) Option {
-	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -127,19 +79,10 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
-// WithDecisionContext, when on, puts the Decision of every request the
-// middleware passes on into the gin.Context (c.Set(DecisionKey, d)) and
-// into the request's context (core.NewContext, read with
-// core.FromContext(c.Request.Context())), so that a handler can report the
-// remaining quota it read with DecisionOf. It costs each request five
-// allocations, about 900 bytes: a copy of the Decision on the heap, Gin's
-// Keys map (two, unless an earlier handler made it), a context and a
-// shallow copy of the *http.Request. Default: false (no Decision in either
-// context, and no allocation for it).
-func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
-
 // DecisionOf returns the Decision the middleware made for c's request,
-// which a middleware built WithDecisionContext(true) stores in c, and ok
+// which a middleware whose limiter was built with
+// core.WithDecisionContext(true) stores in c (and in its request's
+// context, for core.FromContext), and ok
 // false when there is none. A Decision whose Rule is nil counted nothing
 // (an exempt path, a bypassed caller, limiting off).
 func DecisionOf(c *gin.Context) (*core.Decision, bool) {
@@ -156,14 +99,17 @@ func defaultOnError(c *gin.Context, _ error) {
 	_, _ = c.Writer.Write(unauthorized)
 }
 
-// New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched. With WithLimiter, cfg must be nil: the limiter
-// decides with its own configuration.
-func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
+// New returns the middleware that limits requests by limits: a
+// *core.Config, counted in a memory store of the middleware's own, or a
+// *core.Limiter (core.NewLimiter), for any other store, an observer, a
+// failure policy, a configuration reloaded while serving, or one limiter
+// shared by several middlewares. A nil or disabled configuration passes
+// every request untouched.
+func New(limits core.Limits, opts ...Option) gin.HandlerFunc {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("ginrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
-	flow := o.flow()
-	flow.Limiter = lim
+	lim := adapter.Limiter(limits)
+	flow := o.flow(lim)
+	inCtx := lim.DecisionContext()
 	return func(c *gin.Context) {
 		r := c.Request
 		var d core.Decision
@@ -181,7 +127,7 @@ func New(cfg *core.Config, opts ...Option) gin.HandlerFunc {
 			c.Abort()
 		default:
 			d.SetHeaders(c.Writer.Header())
-			if o.inCtx {
+			if inCtx {
 				withDecision(c, d)
 			}
 			if d.Deferred() { // counted by outcome: once the handler has answered
@@ -226,16 +172,11 @@ func withDecision(c *gin.Context, d core.Decision) {
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)
-// under the identity core.HeaderIdentity(canonical name, value), which the
-// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
-// see core.WithIdentityKey); requests without it count under their client
-// IP.
-func HeaderKey(name string) KeyFunc {
-	canonical := http.CanonicalHeaderKey(name)
-	return func(c *gin.Context) (string, error) {
-		return core.HeaderIdentity(canonical, c.Request.Header.Get(canonical)), nil
-	}
-}
+// under the identity adapter.HeaderIdentity(canonical name, value), which
+// the limiter stores and logs only as a keyed hash
+// ("X-Api-Key:hmac:<hex>"; see core.WithIdentityKey); requests without it
+// count under their client IP.
+func HeaderKey(name string) KeyFunc { return adapter.HeaderKey(name, header) }
 
 // JWTSubject counts requests by the subject of their bearer token, as
 // "sub:<subject>". verify must check the token (signature, expiry, audience)
@@ -243,10 +184,11 @@ func HeaderKey(name string) KeyFunc {
 // bearer token counts under its client IP; one whose token fails
 // verification is rejected (see WithErrorHandler).
 func JWTSubject(verify func(c *gin.Context, token string) (subject string, err error)) KeyFunc {
-	return func(c *gin.Context) (string, error) {
-		return core.SubjectIdentity(c.Request.Header.Get("Authorization"), func(tok string) (string, error) { return verify(c, tok) })
-	}
+	return adapter.JWTSubject(verify, header)
 }
+
+// header returns the header of the canonical name of c's request.
+func header(c *gin.Context, name string) string { return c.Request.Header.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
@@ -257,23 +199,19 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// flow is the flow of o, without its limiter.
-func (o *options) flow() *core.Flow[*gin.Context] {
-	flow := &core.Flow[*gin.Context]{
-		Key:        o.key,
-		Bypass:     o.bypass,
-		Plan:       o.plan,
-		ClientIP:   func(c *gin.Context) string { return o.ip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
-		ClientAddr: func(c *gin.Context) string { return o.ip.ClientAddr(c.Request.RemoteAddr, c.Request.Header.Values) },
-	}
-	return flow
+// flow is the flow of o deciding with lim.
+func (o *options) flow(lim *core.Limiter) *core.Flow[*gin.Context] {
+	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), request))
 }
 
-// Identity returns the identity a middleware that New builds with opts
-// counts a request under (Decision.Key hashes it): its key function's
-// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
-// handler resets the caller's counters with it (core.Limiter.Reset; see
-// WithLimiter). The error is the key function's.
-func Identity(c *gin.Context, opts ...Option) (string, error) {
-	return newOptions(opts).flow().Identity(c)
+// request is c's *http.Request.
+func request(c *gin.Context) *http.Request { return c.Request }
+
+// Identity returns the identity a middleware that New builds with lim and
+// opts counts a request under (Decision.Key hashes it): its key
+// function's answer, else the client IP, as WithKeyFunc and lim's
+// core.WithClientIP say. A handler resets the caller's counters with it
+// (core.Limiter.Reset). The error is the key function's.
+func Identity(c *gin.Context, lim *core.Limiter, opts ...Option) (string, error) {
+	return newOptions(opts).flow(lim).Identity(c)
 }

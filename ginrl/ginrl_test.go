@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/ginrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
@@ -73,7 +73,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 	adaptertest.Serve(e, "GET", "/", "Authorization", "Basic xyz")
 	adaptertest.Serve(e, "GET", "/", "Authorization", "Bearer bad")
 	adaptertest.Serve(e, "GET", "/")
-	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{adapter.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}

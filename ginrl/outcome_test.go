@@ -43,7 +43,7 @@ func TestCountByOutcomeStatus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var events []core.Event
 			r := gin.New()
-			r.Use(ginrl.New(adaptertest.Config(t, loginYAML), ginrl.WithObserver(func(ev core.Event) { events = append(events, ev) })))
+			r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, loginYAML), core.WithObserver(func(ev core.Event) { events = append(events, ev) }))))
 			r.POST("/login", c.h)
 			rec := httptest.NewRecorder()
 			r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", nil))

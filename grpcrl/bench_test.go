@@ -34,7 +34,7 @@ rate_limit:
 // interceptor costs a call end to end, client and server in one process.
 func BenchmarkUnary(b *testing.B) {
 	run := func(b *testing.B, sopts ...grpc.ServerOption) {
-		conn, _ := serveWith(b, nil, sopts...)
+		conn, _ := serveWith(b, nil, nil, sopts...)
 		ctx := context.Background()
 		in, out := wrapperspb.String("hi"), new(wrapperspb.StringValue)
 		var header metadata.MD

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/outbound"
@@ -99,7 +100,7 @@ func dialPaced(t *testing.T, target string, w outbound.Waiter, opts ...grpcrl.Cl
 // server's metadata said: the remaining count and reset of each allowed
 // call, and for the refused one its wait (retry-after and RetryInfo).
 func TestClientUnarySignals(t *testing.T) {
-	server, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	server, _ := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))))
 	w := newRecWaiter()
 	target := server.Target()
 	conn := dialPaced(t, target, w)
@@ -150,7 +151,7 @@ func TestClientRetryInfo(t *testing.T) {
 // TestClientDelayer: a Waiter that is only a Delayer is held back by the
 // wait a refused call was told, and by nothing else.
 func TestClientDelayer(t *testing.T) {
-	server, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	server, _ := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))))
 	w := &delayWaiter{}
 	conn := dialPaced(t, server.Target(), w)
 	for range 4 {
@@ -207,7 +208,7 @@ func TestClientWaitFails(t *testing.T) {
 // carries; a refused stream reports its wait; a stream whose context ends
 // before anything was read is reported with nothing said.
 func TestClientStream(t *testing.T) {
-	server, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	server, _ := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))))
 	w := newRecWaiter()
 	target := server.Target()
 	conn := dialPaced(t, target, w)
@@ -322,7 +323,7 @@ func TestClientTrailers(t *testing.T) {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-ratelimit-remaining", "0", "x-ratelimit-reset", "30"))
 		return nil, status.Error(codes.Unavailable, "busy")
 	}
-	server, _ := serveWith(t, nil, grpc.UnaryInterceptor(trailing))
+	server, _ := serveWith(t, nil, nil, grpc.UnaryInterceptor(trailing))
 	w := newRecWaiter()
 	conn := dialPaced(t, server.Target(), w)
 	if r := say(t, conn, "hi"); r.code != codes.Unavailable || len(r.header) != 0 || get(t, r.trailer, "x-ratelimit-reset") != "30" {

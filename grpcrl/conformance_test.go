@@ -3,6 +3,7 @@ package grpcrl_test
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/store"
-	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -82,14 +82,17 @@ func conformance(t *testing.T, style core.HeaderStyle) {
 
 	jwt := nethttp.JWTSubject(func(r *http.Request, tok string) (string, error) { return verify(r.Context(), tok) })
 	apiKeyHTTP := nethttp.HeaderKey("X-Api-Key")
-	h := nethttp.New(cfg, nethttp.WithStore(httpStore), nethttp.WithHeaders(style), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
-		if id, err := jwt(r); err != nil || id != "" {
-			return id, err
-		}
-		return apiKeyHTTP(r)
-	}))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	h := nethttp.New(
+		core.NewLimiter(cfg, core.WithStore(httpStore), core.WithHeaders(style)),
+		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+			if id, err := jwt(r); err != nil || id != "" {
+				return id, err
+			}
+			return apiKeyHTTP(r)
+		}),
+	)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
 	base := adaptertest.ServeHTTP(t, h)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(grpcStore), grpcrl.WithHeaders(style), keys)
+	conn, _ := serve(t, cfg, core.WithStore(grpcStore), core.WithHeaders(style), keys)
 
 	callHTTP := func(method string, md []string) outcome {
 		req, err := http.NewRequest("POST", base+method, nil)
@@ -131,7 +134,7 @@ func conformance(t *testing.T, style core.HeaderStyle) {
 		case codes.ResourceExhausted:
 			a.kind = "limited"
 			// RetryInfo is the exact wait; retry-after its seconds rounded up.
-			if got, ra := strconv.FormatInt(core.RetryAfterSeconds(r.retry), 10), get(t, r.header, "retry-after"); got != ra {
+			if got, ra := strconv.FormatInt(int64(math.Ceil(r.retry.Seconds())), 10), get(t, r.header, "retry-after"); got != ra {
 				t.Errorf("%s: RetryInfo %v rounds to %s s, retry-after says %s", method, r.retry, got, ra)
 			}
 		case codes.Unauthenticated:

@@ -39,9 +39,9 @@ rate_limit:
 	// A clock standing at the start of a minute, so the output is exact.
 	store := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	defer store.Close()
-	rl := grpcrl.New(cfg,
-		grpcrl.WithStore(store),
-		grpcrl.WithKeyFunc(grpcrl.MetadataKey("x-api-key")), // else the peer's IP
+	rl := grpcrl.New(
+		core.NewLimiter(cfg, core.WithStore(store)),
+		grpcrl.WithKeyFunc(grpcrl.MetadataKey("x-api-key")),
 	)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(rl.Unary()), grpc.ChainStreamInterceptor(rl.Stream()))
 	healthpb.RegisterHealthServer(srv, health.NewServer())

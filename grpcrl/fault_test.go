@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/redisstore"
-	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
@@ -32,7 +32,7 @@ func TestFaultGRPCRedisKilled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, _ := serve(t, config(t, testConfig), grpcrl.WithStore(store), grpcrl.WithFailOpen(open), grpcrl.WithLogger(discard), keys)
+		conn, _ := serve(t, config(t, testConfig), core.WithStore(store), core.WithFailOpen(open), core.WithLogger(discard), keys)
 		for i := range 3 {
 			if r := say(t, conn, "hi", apiKey("before")...); r.code != codes.OK || get(t, r.header, "ratelimit") == "" {
 				t.Fatalf("open %v, call %d before the kill: %v %v", open, i+1, r.code, r.header)

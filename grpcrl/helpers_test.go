@@ -46,13 +46,14 @@ type echo struct {
 	mu     sync.Mutex
 	seen   []*core.Decision // DecisionOf's answer for each call served
 	ids    []string         // Identity's answer for each call served
+	lim    *core.Limiter    // the limiter the interceptors decide with
 	opts   []grpcrl.Option  // the options the interceptors were built with
 }
 
 func (e *echo) record(ctx context.Context, method string) {
 	e.served.Add(1)
 	d, _ := grpcrl.DecisionOf(ctx)
-	id, err := grpcrl.Identity(ctx, method, e.opts...)
+	id, err := grpcrl.Identity(ctx, method, e.lim, e.opts...)
 	if err != nil {
 		id = "error: " + err.Error()
 	}
@@ -133,24 +134,53 @@ var echoDesc = grpc.ServiceDesc{
 	}},
 }
 
-// serve starts a gRPC server on a 127.0.0.1 port with the interceptors
-// New(cfg, opts...) builds around the echo service, and returns a client
-// connection to it and the service. Both are closed at t.Cleanup.
-func serve(t testing.TB, cfg *core.Config, opts ...grpcrl.Option) (*grpc.ClientConn, *echo) {
+// interceptors returns the interceptors over limits that opts say: each
+// a core.Option of the limiter (which limits must then be a *core.Config,
+// or nil) or a grpcrl.Option; and the limiter and interceptor options.
+func interceptors(t testing.TB, limits core.Limits, opts []any) (*grpcrl.Interceptor, *core.Limiter, []grpcrl.Option) {
 	t.Helper()
-	rl := grpcrl.New(cfg, opts...)
-	return serveWith(t, opts, grpc.ChainUnaryInterceptor(rl.Unary()), grpc.ChainStreamInterceptor(rl.Stream()))
+	var lopts []core.Option
+	var gopts []grpcrl.Option
+	for _, o := range opts {
+		switch o := o.(type) {
+		case core.Option:
+			lopts = append(lopts, o)
+		case grpcrl.Option:
+			gopts = append(gopts, o)
+		default:
+			t.Fatalf("option %T is neither a core.Option nor a grpcrl.Option", o)
+		}
+	}
+	lim, ok := limits.(*core.Limiter)
+	switch {
+	case ok && len(lopts) > 0:
+		t.Fatal("a limiter and options of a limiter")
+	case !ok:
+		cfg, _ := limits.(*core.Config)
+		lim = core.NewLimiter(cfg, lopts...)
+	}
+	return grpcrl.New(lim, gopts...), lim, gopts
 }
 
-// serveWith starts the echo service with the given server options; opts
-// are the interceptors' (for Identity).
-func serveWith(t testing.TB, opts []grpcrl.Option, sopts ...grpc.ServerOption) (*grpc.ClientConn, *echo) {
+// serve starts a gRPC server on a 127.0.0.1 port with the interceptors
+// over limits that opts say (see interceptors) around the echo service,
+// and returns a client connection to it and the service. Both are closed
+// at t.Cleanup.
+func serve(t testing.TB, limits core.Limits, opts ...any) (*grpc.ClientConn, *echo) {
+	t.Helper()
+	rl, lim, gopts := interceptors(t, limits, opts)
+	return serveWith(t, lim, gopts, grpc.ChainUnaryInterceptor(rl.Unary()), grpc.ChainStreamInterceptor(rl.Stream()))
+}
+
+// serveWith starts the echo service with the given server options; lim
+// and opts are the interceptors' (for Identity).
+func serveWith(t testing.TB, lim *core.Limiter, opts []grpcrl.Option, sopts ...grpc.ServerOption) (*grpc.ClientConn, *echo) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &echo{opts: opts}
+	e := &echo{lim: lim, opts: opts}
 	s := grpc.NewServer(sopts...)
 	s.RegisterService(&echoDesc, e)
 	done := make(chan struct{})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/grpcrl"
 	"github.com/rlkit/rlkit/outbound"
@@ -71,16 +72,16 @@ func TestHostileIdentitySpellings(t *testing.T) {
 		{"forwarded from an untrusted peer", func(i int) []string { return []string{"forwarded", fmt.Sprintf("for=203.0.113.%d", i)} }, 2, func(int) string { return "127.0.0.1" }},
 		// Documented: an unchecked key's every new value is a new caller.
 		{"unchecked api key, a new value each call", func(i int) []string { return apiKey(fmt.Sprintf("k%d", i)) }, 6,
-			func(i int) string { return core.HeaderIdentity("X-Api-Key", fmt.Sprintf("k%d", i)) }},
+			func(i int) string { return adapter.HeaderIdentity("X-Api-Key", fmt.Sprintf("k%d", i)) }},
 		{"unchecked api key, padded", func(i int) []string { return apiKey("secret" + strings.Repeat(" ", i)) }, 6, nil},
 		{"unchecked api key, a new first value", func(i int) []string {
 			return []string{"x-api-key", fmt.Sprintf("v%d", i), "x-api-key", "secret"}
-		}, 6, func(i int) string { return core.HeaderIdentity("X-Api-Key", fmt.Sprintf("v%d", i)) }},
+		}, 6, func(i int) string { return adapter.HeaderIdentity("X-Api-Key", fmt.Sprintf("v%d", i)) }},
 		{"unchecked api key, 6,000 bytes", func(i int) []string { return apiKey(strings.Repeat("A", 6000) + fmt.Sprint(i)) }, 6, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), keys)
+			conn, e := serve(t, config(t, hostileYAML), core.WithStore(memAt(t, store.NewManualClock(start))), keys)
 			ok := 0
 			var want []string
 			for i := range 6 {
@@ -123,16 +124,16 @@ func TestHostileIdentitySpellings(t *testing.T) {
 // interceptor New(cfg, opts...) builds, and returns a connection to it,
 // the handler's count of calls served, and the rules the limiter's
 // decisions fell under ("" for an exempt one), in order.
-func proxyServer(t *testing.T, cfg *core.Config, opts ...grpcrl.Option) (*grpc.ClientConn, *atomic.Int64, func() []string) {
+func proxyServer(t *testing.T, cfg *core.Config, opts ...any) (*grpc.ClientConn, *atomic.Int64, func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var rules []string
-	opts = append(opts, grpcrl.WithObserver(func(e core.Event) {
+	opts = append(opts, core.WithObserver(func(e core.Event) {
 		mu.Lock()
 		rules = append(rules, e.Rule)
 		mu.Unlock()
 	}))
-	rl := grpcrl.New(cfg, opts...)
+	rl, _, _ := interceptors(t, cfg, opts)
 	served := new(atomic.Int64)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -195,7 +196,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 		{"/GRPC.HEALTH.V1.HEALTH/CHECK", "default"},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+			conn, served, rules := proxyServer(t, config(t, hostileYAML), core.WithStore(memAt(t, store.NewManualClock(start))))
 			var got []codes.Code
 			for range 3 {
 				got = append(got, invoke(t, conn, tc.method, "x").code)
@@ -212,7 +213,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 		})
 	}
 	// The health check itself, spelled as registered, is exempt.
-	conn, served, rules := proxyServer(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	conn, served, rules := proxyServer(t, config(t, hostileYAML), core.WithStore(memAt(t, store.NewManualClock(start))))
 	for i := range 3 {
 		if r := invoke(t, conn, "/grpc.health.v1.Health/Check", "x"); r.code != codes.OK {
 			t.Errorf("health check %d: %v", i, r.code)
@@ -228,7 +229,7 @@ func TestHostileUnknownServicePaths(t *testing.T) {
 // answers Unimplemented before the interceptors, so it is neither served
 // nor counted, and the method keeps its own 2 calls.
 func TestHostileRegisteredMethodSpellings(t *testing.T) {
-	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	conn, e := serve(t, config(t, hostileYAML), core.WithStore(memAt(t, store.NewManualClock(start))))
 	for _, m := range []string{"/test.Echo/Say/", "//test.Echo/Say", "/test.Echo//Say", "/test.Echo/./Say", "/test.Echo/%53ay", "/TEST.ECHO/Say", "/test.Echo/say", "/test.Echo/Say?x", "test.Echo/Say"} {
 		if r := invoke(t, conn, m, "x"); r.code != codes.Unimplemented {
 			t.Errorf("%q: %v, want Unimplemented", m, r.code)
@@ -250,7 +251,7 @@ func TestHostileRegisteredMethodSpellings(t *testing.T) {
 // streams of 4 messages each, opened one after another against 2 a
 // minute, get exactly 2 served, and the handler runs twice.
 func TestHostileManyStreams(t *testing.T) {
-	conn, e := serve(t, config(t, hostileYAML), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	conn, e := serve(t, config(t, hostileYAML), core.WithStore(memAt(t, store.NewManualClock(start))))
 	ok, exhausted := 0, 0
 	for range 20 {
 		switch r := watch(t, conn, []string{"a", "b", "c", "d"}); r.code {

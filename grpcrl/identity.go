@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 )
 
 // JWTSubject counts calls by the subject of their bearer token (the first
@@ -20,7 +20,7 @@ import (
 // so that a client can never pick its identity with a token it made up.
 func JWTSubject(verify func(ctx context.Context, token string) (subject string, err error)) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
-		return core.SubjectIdentity(first(ctx, "authorization"), func(tok string) (string, error) { return verify(ctx, tok) })
+		return adapter.SubjectIdentity(first(ctx, "authorization"), func(tok string) (string, error) { return verify(ctx, tok) })
 	}
 }
 
@@ -38,7 +38,7 @@ func JWTSubject(verify func(ctx context.Context, token string) (subject string, 
 func MetadataKey(name string) KeyFunc {
 	key, label := strings.ToLower(name), http.CanonicalHeaderKey(name)
 	return func(ctx context.Context, _ string) (string, error) {
-		return core.HeaderIdentity(label, first(ctx, key)), nil
+		return adapter.HeaderIdentity(label, first(ctx, key)), nil
 	}
 }
 

@@ -3,7 +3,6 @@ package grpcrl
 import (
 	"context"
 	"hash/maphash"
-	"log/slog"
 	"net"
 	"sync/atomic"
 
@@ -14,9 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlkit/rlkit/core"
-	"github.com/rlkit/rlkit/core/clientip"
-	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/core/store"
+	"github.com/rlkit/rlkit/core/adapter"
 )
 
 // Method is the HTTP method every call is decided under: gRPC calls are
@@ -39,34 +36,19 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 // default answer. The handler behind the interceptor does not run.
 type DeniedHandler func(ctx context.Context, fullMethod string, d *core.Decision) error
 
-// Option configures the interceptors.
+// Option configures the interceptors. What concerns the limiter itself
+// (its store, metadata style, failure policy, observer, client IP, the
+// Decision in the call's context) is a core.Option of the core.Limiter
+// New is given.
 type Option func(*options)
 
 type options struct {
-	store   store.Store
 	key     KeyFunc
 	bypass  func(ctx context.Context, fullMethod string) bool
 	plan    func(ctx context.Context, fullMethod string) string
-	ip      clientip.Config
 	onError func(ctx context.Context, fullMethod string, err error) error
-	core    []core.Option
-	limiter *core.Limiter
 	denied  DeniedHandler
-	inCtx   bool
 }
-
-// WithLimiter makes the interceptors decide with l, a limiter the
-// application keeps: to swap its configuration while serving (SetConfig,
-// ReloadFile, reload.Watch), to reset what a caller was counted under
-// (Reset, with Identity), or to share one with an HTTP adapter serving the
-// same API. New's configuration must then be nil, and WithStore and the
-// limiter's options (WithHeaders, WithFailOpen, WithObserver, WithLogger,
-// WithLimiterOptions) not given: they belong to core.NewLimiter, and New
-// panics when it gets them with a limiter. Default: a limiter New makes.
-func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
-
-// WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // WithKeyFunc sets how a call's identity is found (JWTSubject,
 // MetadataKey, several of them in order with FirstKey, or the
@@ -93,39 +75,11 @@ func WithPlan(fn func(ctx context.Context, fullMethod string) string) Option {
 	return func(o *options) { o.plan = fn }
 }
 
-// WithClientIP sets whose forwarding metadata is believed when working out
-// the client IP (see core.ClientIPConfig: the peer must be a trusted
-// proxy, and the entries read are x-forwarded-for, forwarded and
-// x-real-ip). Default: the zero config, which trusts no proxy and uses
-// the peer's address, an IPv6 one per /64.
-func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
-
 // WithErrorHandler sets the error a call whose KeyFunc failed ends with
 // (err is the KeyFunc's). Default: status Unauthenticated with the
 // message "Unauthorized".
 func WithErrorHandler(fn func(ctx context.Context, fullMethod string, err error) error) Option {
 	return func(o *options) { o.onError = fn }
-}
-
-// WithHeaders overrides the configuration's rate-limit metadata style.
-// Default: the configuration's (the IETF draft headers unless it says otherwise).
-func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
-
-// WithFailOpen overrides the configuration's failure policy: true lets
-// calls through when the store fails, false refuses them with
-// Unavailable. Default: the configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
-
-// WithObserver sets a hook that sees every decision (see core.Observer).
-// Default: none.
-func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
-
-// WithLogger sets where store failures are reported. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
-
-// WithLimiterOptions passes options to the core.Limiter. Default: none.
-func WithLimiterOptions(opts ...core.Option) Option {
-	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
 // WithDeniedHandler sets the error every call the limiter refuses ends
@@ -134,16 +88,9 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // when the store failed closed, PermissionDenied from a banned network.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
-// WithDecisionContext, when on, puts the Decision of every call the
-// interceptors pass on into the context the handler gets
-// (core.NewContext; DecisionOf reads it), so that the handler can report
-// the remaining quota. It costs each call two allocations: a copy of the
-// Decision on the heap and a context (and for a stream, a wrapper of the
-// ServerStream). Default: false.
-func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
-
 // DecisionOf returns the Decision the interceptors made for the call of
-// ctx, which interceptors built WithDecisionContext(true) put there, and
+// ctx, which interceptors whose limiter was built with
+// core.WithDecisionContext(true) put there, and
 // ok false when there is none. A Decision whose Rule is nil counted
 // nothing (an exempt method, a bypassed caller, limiting off).
 func DecisionOf(ctx context.Context) (*core.Decision, bool) { return core.FromContext(ctx) }
@@ -157,9 +104,10 @@ func defaultOnError(context.Context, string, error) error { return errUnauthoriz
 // and Stream count under the same limiter and options. It is safe for
 // concurrent use.
 type Interceptor struct {
-	o    *options
-	lim  *core.Limiter
-	flow *core.Flow[call]
+	o     *options
+	lim   *core.Limiter
+	flow  *core.Flow[call]
+	inCtx bool
 }
 
 // call is what the flow decides on: the call's context and full method.
@@ -168,15 +116,16 @@ type call struct {
 	method string
 }
 
-// New returns the interceptors for cfg. A nil or disabled cfg passes
-// every call untouched. With WithLimiter, cfg must be nil: the limiter
-// decides with its own configuration.
-func New(cfg *core.Config, opts ...Option) *Interceptor {
+// New returns the interceptors that limit calls by limits: a
+// *core.Config, counted in a memory store of the interceptors' own, or a
+// *core.Limiter (core.NewLimiter), for any other store, an observer, a
+// failure policy, a configuration reloaded while serving, or one limiter
+// shared with an HTTP adapter serving the same API. A nil or disabled
+// configuration passes every call untouched.
+func New(limits core.Limits, opts ...Option) *Interceptor {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("grpcrl", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
-	flow := o.flow()
-	flow.Limiter = lim
-	return &Interceptor{o: o, lim: lim, flow: flow}
+	lim := adapter.Limiter(limits)
+	return &Interceptor{o: o, lim: lim, flow: o.flow(lim), inCtx: lim.DecisionContext()}
 }
 
 // Unary returns the unary server interceptor (grpc.ChainUnaryInterceptor
@@ -193,7 +142,7 @@ func (i *Interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 	if err := i.decide(ctx, info.FullMethod, &d, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }); err != nil {
 		return nil, err
 	}
-	if i.o.inCtx {
+	if i.inCtx {
 		ctx = withDecision(ctx, d)
 	}
 	if !d.Deferred() {
@@ -215,7 +164,7 @@ func (i *Interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 		return err
 	}
 	in := ss
-	if i.o.inCtx {
+	if i.inCtx {
 		in = &decisionStream{ServerStream: ss, ctx: withDecision(ctx, d)}
 	}
 	if !d.Deferred() {
@@ -271,11 +220,13 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// flow is the flow of o, without its limiter.
-func (o *options) flow() *core.Flow[call] {
+// flow is the flow of o deciding with lim.
+func (o *options) flow(lim *core.Limiter) *core.Flow[call] {
+	cip := lim.ClientIP()
 	f := &core.Flow[call]{
-		ClientIP:   func(c call) string { return o.ip.ClientIP(peerAddr(c.ctx), incoming(c.ctx)) },
-		ClientAddr: func(c call) string { return o.ip.ClientAddr(peerAddr(c.ctx), incoming(c.ctx)) },
+		Limiter:    lim,
+		ClientIP:   func(c call) string { return cip.ClientIP(peerAddr(c.ctx), incoming(c.ctx)) },
+		ClientAddr: func(c call) string { return cip.ClientAddr(peerAddr(c.ctx), incoming(c.ctx)) },
 	}
 	if o.key != nil {
 		f.Key = func(c call) (string, error) { return o.key(c.ctx, c.method) }
@@ -325,17 +276,17 @@ type peerEntry struct {
 }
 
 // incoming returns the getter of ctx's incoming metadata that
-// core.ClientIPConfig asks for forwarding headers by their canonical
+// clientip.Config asks for forwarding headers by their canonical
 // names; it calls it only for a trusted peer.
 func incoming(ctx context.Context) func(name string) []string {
 	return func(name string) []string { return metadata.ValueFromIncomingContext(ctx, lowerName(name)) }
 }
 
-// Identity returns the identity interceptors that New builds with opts
-// count the call of ctx under (Decision.Key hashes it): the key function's
-// answer, else the peer's IP, as WithKeyFunc and WithClientIP say. A
-// handler resets the caller's counters with it (core.Limiter.Reset; see
-// WithLimiter). The error is the key function's.
-func Identity(ctx context.Context, fullMethod string, opts ...Option) (string, error) {
-	return newOptions(opts).flow().Identity(call{ctx, fullMethod})
+// Identity returns the identity interceptors that New builds with lim
+// and opts count the call of ctx under (Decision.Key hashes it): the key
+// function's answer, else the peer's IP, as WithKeyFunc and lim's
+// core.WithClientIP say. A handler resets the caller's counters with it
+// (core.Limiter.Reset). The error is the key function's.
+func Identity(ctx context.Context, fullMethod string, lim *core.Limiter, opts ...Option) (string, error) {
+	return newOptions(opts).flow(lim).Identity(call{ctx, fullMethod})
 }

@@ -79,7 +79,7 @@ func checkExhausted(t *testing.T, what string, r result, rule string, retry time
 // Identity gives.
 func TestCountsPerIdentity(t *testing.T) {
 	clock := store.NewManualClock(start)
-	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, clock)), keys)
+	conn, e := serve(t, config(t, testConfig), core.WithStore(memAt(t, clock)), keys)
 	callers := []struct {
 		name string
 		md   []string
@@ -132,7 +132,7 @@ func TestCountsPerIdentity(t *testing.T) {
 // fall back to another. A verified token counts under its subject only.
 func TestForgedToken(t *testing.T) {
 	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
-	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), keys)
+	conn, e := serve(t, config(t, testConfig), core.WithStore(spy), keys)
 	for _, md := range [][]string{
 		bearer("forged"),
 		append(bearer("sub:alice"), apiKey("alice")...),
@@ -173,13 +173,13 @@ func TestErrorHandler(t *testing.T) {
 // from a trusted one, the client it names counts.
 func TestForwardedMetadata(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
-		opts := []grpcrl.Option{grpcrl.WithStore(memAt(t, store.NewManualClock(start)))}
+		opts := []any{core.WithStore(memAt(t, store.NewManualClock(start)))}
 		if trusted {
 			proxies, err := clientip.ParseTrustedProxies("127.0.0.1/32")
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts = append(opts, grpcrl.WithClientIP(clientip.Config{TrustedProxies: proxies}))
+			opts = append(opts, core.WithClientIP(clientip.Config{TrustedProxies: proxies}))
 		}
 		conn, e := serve(t, config(t, testConfig), opts...)
 		allowed := 0
@@ -208,7 +208,7 @@ func TestForwardedMetadata(t *testing.T) {
 // handler runs, with the status and metadata of a refused unary call.
 func TestStreamCountedOnce(t *testing.T) {
 	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
-	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), keys)
+	conn, e := serve(t, config(t, testConfig), core.WithStore(spy), keys)
 	msgs := []string{"a", "b", "c", "d", "e"}
 	checkOK(t, "stream 1", watch(t, conn, msgs, apiKey("alice")...), allowedMD("watch", 2, 60, 1, 60))
 	checkOK(t, "stream 2", watch(t, conn, msgs, apiKey("alice")...), allowedMD("watch", 2, 60, 0, 60))
@@ -239,7 +239,7 @@ rate_limit:
   default: "1/minute"
   exempt_paths: ["/test.Echo/Watch"]
 `)
-	conn, e := serve(t, cfg, grpcrl.WithStore(spy), keys, grpcrl.WithBypass(func(ctx context.Context, m string) bool {
+	conn, e := serve(t, cfg, core.WithStore(spy), keys, grpcrl.WithBypass(func(ctx context.Context, m string) bool {
 		id, _ := grpcrl.FirstKey(grpcrl.JWTSubject(verify))(ctx, m)
 		return id == "sub:root"
 	}))
@@ -266,7 +266,7 @@ func TestStoreFailure(t *testing.T) {
 	for _, open := range []bool{true, false} {
 		spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 		spy.fail.Store(true)
-		conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(spy), grpcrl.WithFailOpen(open), grpcrl.WithLogger(discard))
+		conn, e := serve(t, config(t, testConfig), core.WithStore(spy), core.WithFailOpen(open), core.WithLogger(discard))
 		for i := range 5 {
 			r := say(t, conn, "hi")
 			s := watch(t, conn, []string{"x"})
@@ -299,7 +299,7 @@ func TestStoreFailure(t *testing.T) {
 func TestBanned(t *testing.T) {
 	spy := &spyStore{Store: memAt(t, store.NewManualClock(start))}
 	cfg := config(t, testConfig+"  ban:\n    networks: [\"127.0.0.0/8\"]\n")
-	conn, e := serve(t, cfg, grpcrl.WithStore(spy), keys)
+	conn, e := serve(t, cfg, core.WithStore(spy), keys)
 	for _, r := range []result{say(t, conn, "hi", apiKey("alice")...), watch(t, conn, []string{"x"})} {
 		if r.code != codes.PermissionDenied || r.msg != "Forbidden" || r.retry != -1 || len(limitMD(r.header)) != 0 {
 			t.Errorf("got %v %q retry %v metadata %v, want PermissionDenied alone", r.code, r.msg, r.retry, r.header)
@@ -312,7 +312,7 @@ func TestBanned(t *testing.T) {
 
 // TestLegacyMetadata: WithHeaders(HeadersLegacy) sends x-ratelimit-*.
 func TestLegacyMetadata(t *testing.T) {
-	conn, _ := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), grpcrl.WithHeaders(core.HeadersLegacy))
+	conn, _ := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))), core.WithHeaders(core.HeadersLegacy))
 	for i := range 3 {
 		checkOK(t, "legacy", say(t, conn, "hi"), map[string]string{
 			"x-ratelimit-limit": "3", "x-ratelimit-remaining": strconv.Itoa(2 - i), "x-ratelimit-reset": "60",
@@ -327,7 +327,7 @@ func TestLegacyMetadata(t *testing.T) {
 // already carries the metadata; the handler gets the Decision.
 func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
-	conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))),
+	conn, e := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))),
 		grpcrl.WithDeniedHandler(func(_ context.Context, m string, d *core.Decision) error {
 			got = d
 			return status.Error(codes.Unavailable, "busy: "+m)
@@ -354,7 +354,7 @@ func TestDeniedHandler(t *testing.T) {
 // WithDecisionContext(true), for unary calls and streams.
 func TestDecisionContext(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		conn, e := serve(t, config(t, testConfig), grpcrl.WithStore(memAt(t, store.NewManualClock(start))), grpcrl.WithDecisionContext(on))
+		conn, e := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))), core.WithDecisionContext(on))
 		say(t, conn, "hi")
 		watch(t, conn, []string{"x"})
 		e.mu.Lock()
@@ -388,7 +388,7 @@ rate_limit:
       limit: "2/minute"
       count: failures
 `)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
+	conn, _ := serve(t, cfg, core.WithStore(memAt(t, store.NewManualClock(start))))
 	for range 3 {
 		// Never counted: the metadata shows what a failure would leave.
 		checkOK(t, "success", say(t, conn, "hi"), allowedMD("say", 2, 60, 1, 60))
@@ -403,13 +403,12 @@ rate_limit:
 	checkExhausted(t, "after two failures", say(t, conn, "hi"), "say", time.Minute, deniedMD("say", 2, 60, 60, 60))
 }
 
-// TestWithLimiter: interceptors deciding with a limiter the application
+// TestSharedLimiter: interceptors deciding with a limiter the application
 // keeps; Identity gives what a call counted under, and Reset with it
-// gives the caller its quota back. A configuration or store given with
-// the limiter is a mistake New refuses.
-func TestWithLimiter(t *testing.T) {
-	lim := core.NewLimiter(config(t, testConfig), memAt(t, store.NewManualClock(start)))
-	conn, e := serve(t, nil, grpcrl.WithLimiter(lim), keys)
+// gives the caller its quota back.
+func TestSharedLimiter(t *testing.T) {
+	lim := core.NewLimiter(config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))))
+	conn, e := serve(t, lim, keys)
 	for range 4 {
 		say(t, conn, "hi", apiKey("alice")...)
 	}
@@ -421,12 +420,6 @@ func TestWithLimiter(t *testing.T) {
 		t.Fatalf("Reset: %v %v", cleared, err)
 	}
 	checkOK(t, "after the reset", say(t, conn, "hi", apiKey("alice")...), allowedMD("say", 3, 60, 2, 60))
-	defer func() {
-		if recover() == nil {
-			t.Error("New with a limiter and a store did not panic")
-		}
-	}()
-	grpcrl.New(nil, grpcrl.WithLimiter(lim), grpcrl.WithStore(memAt(t, store.NewManualClock(start))))
 }
 
 // TestPlan: WithPlan picks the caller's limits (a claim of its verified
@@ -438,7 +431,7 @@ func TestPlan(t *testing.T) {
       rules:
         say: ["5/minute", "2/second"]
 `)
-	conn, _ := serve(t, cfg, grpcrl.WithStore(memAt(t, store.NewManualClock(start))), keys,
+	conn, _ := serve(t, cfg, core.WithStore(memAt(t, store.NewManualClock(start))), keys,
 		grpcrl.WithPlan(func(ctx context.Context, m string) string {
 			if id, _ := grpcrl.JWTSubject(verify)(ctx, m); id == "sub:pat" {
 				return "pro"

@@ -121,7 +121,7 @@ func lowerName(name string) string {
 }
 
 // httpStatus is the HTTP status a rule counted by outcome (see
-// core.CountMode) counts a call under: the HTTP form of the status the
+// core.RuleSpec.Count) counts a call under: the HTTP form of the status the
 // handler ended it with (err), as the gRPC-HTTP mapping of google.rpc.Code
 // gives it (OK 200, InvalidArgument 400, NotFound 404, Internal 500...).
 // A handler that did not return (it panicked) counts as 500.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/internal/adaptertest"
 	"github.com/rlkit/rlkit/nethttp"
 )
@@ -79,7 +80,7 @@ func BenchmarkHandlerNoRecorder(b *testing.B) {
 	b.Run("json/rlkit", func(b *testing.B) { run(b, limited(b, jsonHandler)) })
 }
 
-// BenchmarkDecisionContext measures what WithDecisionContext(true) costs
+// BenchmarkDecisionContext measures what core.WithDecisionContext(true) costs
 // an admitted request: "off" is the middleware by default (as
 // BenchmarkHandlerNoRecorder's json/rlkit), "on" the same with the
 // Decision put in the request's context (its copy on the heap, the
@@ -92,8 +93,8 @@ func BenchmarkDecisionContext(b *testing.B) {
 		}
 		jsonHandler(w, r)
 	})
-	run := func(b *testing.B, opts ...nethttp.Option) {
-		h := nethttp.New(adaptertest.BenchConfig(b), opts...)(read)
+	run := func(b *testing.B, opts ...core.Option) {
+		h := nethttp.New(core.NewLimiter(adaptertest.BenchConfig(b), opts...))(read)
 		r := httptest.NewRequest("GET", "/api/search", nil)
 		r.RemoteAddr = "192.0.2.1:1234"
 		w := &discardWriter{h: make(http.Header)}
@@ -104,7 +105,7 @@ func BenchmarkDecisionContext(b *testing.B) {
 		}
 	}
 	b.Run("off", func(b *testing.B) { run(b) })
-	b.Run("on", func(b *testing.B) { run(b, nethttp.WithDecisionContext(true)) })
+	b.Run("on", func(b *testing.B) { run(b, core.WithDecisionContext(true)) })
 }
 
 // outcomeConfig is BenchConfig with its search rule counted by failures:

@@ -15,10 +15,10 @@ import (
 
 // designAt returns the DESIGN configuration and a memory store whose
 // clock stands at the start of a minute (reindex: two requests a minute).
-func designAt(t *testing.T) (*core.Config, nethttp.Option) {
+func designAt(t *testing.T) (*core.Config, core.Option) {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
-	return adaptertest.Config(t, adaptertest.DesignConfig), nethttp.WithStore(mem)
+	return adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(mem)
 }
 
 // TestDeniedHandler: the handler gets the Decision, finds the rate-limit
@@ -27,8 +27,8 @@ func designAt(t *testing.T) (*core.Config, nethttp.Option) {
 func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
 	var seen http.Header
-	cfg, store := designAt(t)
-	mw := nethttp.New(cfg, store, nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
+	cfg, at := designAt(t)
+	mw := nethttp.New(core.NewLimiter(cfg, at), nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 		got, seen = d, w.Header().Clone()
 		w.Header().Del("Retry-After")
 		w.Header().Set("Content-Type", "text/plain")
@@ -64,8 +64,8 @@ func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got *core.Decision
 		var found bool
-		cfg, store := designAt(t)
-		h := nethttp.New(cfg, store, nethttp.WithDecisionContext(on))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cfg, at := designAt(t)
+		h := nethttp.New(core.NewLimiter(cfg, core.WithDecisionContext(on), at))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, found = nethttp.DecisionOf(r)
 		}))
 		adaptertest.Serve(h, "GET", "/api/search")
@@ -91,19 +91,20 @@ func TestAllocs(t *testing.T) {
 	tests := []struct {
 		name string
 		path string
+		lim  []core.Option
 		opts []nethttp.Option
 		want float64
 	}{
-		{"default", "/api/search", nil, 1},
-		{"WithDecisionContext(false)", "/api/search", []nethttp.Option{nethttp.WithDecisionContext(false)}, 1},
-		{"WithDeniedHandler", "/api/search", []nethttp.Option{denied}, 1},
-		{"WithDecisionContext(true)", "/api/search", []nethttp.Option{nethttp.WithDecisionContext(true)}, 4},
-		{"denied", "/api/kb/a/reindex", nil, 2},
-		{"denied WithDeniedHandler", "/api/kb/a/reindex", []nethttp.Option{denied}, 3}, // the Decision's copy
+		{"default", "/api/search", nil, nil, 1},
+		{"WithDecisionContext(false)", "/api/search", []core.Option{core.WithDecisionContext(false)}, nil, 1},
+		{"WithDeniedHandler", "/api/search", nil, []nethttp.Option{denied}, 1},
+		{"WithDecisionContext(true)", "/api/search", []core.Option{core.WithDecisionContext(true)}, nil, 4},
+		{"denied", "/api/kb/a/reindex", nil, nil, 2},
+		{"denied WithDeniedHandler", "/api/kb/a/reindex", nil, []nethttp.Option{denied}, 3}, // the Decision's copy
 	}
 	for _, tt := range tests {
-		_, store := designAt(t) // Retry-After 60, never the shared "1"
-		h := nethttp.New(adaptertest.BenchConfig(t), append(tt.opts, store)...)(emptyHandler)
+		_, at := designAt(t) // Retry-After 60, never the shared "1"
+		h := nethttp.New(core.NewLimiter(adaptertest.BenchConfig(t), append(tt.lim, at)...), tt.opts...)(emptyHandler)
 		r := httptest.NewRequest("GET", tt.path, nil)
 		r.RemoteAddr = "192.0.2.1:1234"
 		w := &discardWriter{h: make(http.Header)}

@@ -63,9 +63,8 @@ rate_limit:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"results": [], "remaining": %d}`, d.Result.Remaining)
 	})
-	handler := nethttp.New(cfg,
-		nethttp.WithStore(memstore.New(memstore.WithClock(clock))),
-		nethttp.WithDecisionContext(true),
+	handler := nethttp.New(
+		core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))), core.WithDecisionContext(true)),
 		nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 			// RateLimit-Policy, RateLimit and Retry-After are set already.
 			w.Header().Set("Content-Type", "application/problem+json")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/adaptertest"
@@ -38,8 +39,8 @@ func (s waitCancelStore) Take(ctx context.Context, key string, p *store.Policy, 
 // and pass uncounted.
 func TestHalfClosedClient(t *testing.T) {
 	cfg := adaptertest.Config(t, adaptertest.DesignConfig) // reindex: 2/minute
-	srv := httptest.NewServer(nethttp.New(cfg,
-		nethttp.WithStore(waitCancelStore{memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))}), // a fixed instant: no window ends between the requests
+	srv := httptest.NewServer(nethttp.New(
+		core.NewLimiter(cfg, core.WithStore(waitCancelStore{memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))})),
 		nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")),
 	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	defer srv.Close()

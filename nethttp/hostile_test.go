@@ -62,7 +62,7 @@ rate_limit:
 	if err != nil {
 		t.Fatalf("the config is refused (good): %v", err)
 	}
-	h := nethttp.New(cfg, nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+	h := nethttp.New(core.NewLimiter(cfg, core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	// 2001:db8:0:1:ffff:ffff:ffff:1 is far outside 2001:db8:0:1::/120.
@@ -93,7 +93,7 @@ rate_limit:
 	if err != nil {
 		t.Fatalf("the config is refused (good): %v", err)
 	}
-	h := nethttp.New(cfg, nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+	h := nethttp.New(core.NewLimiter(cfg, core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	if got := hostileGet(t, base, "/api", "2001:db8:0:2::bad"); got != http.StatusForbidden {
@@ -103,6 +103,10 @@ rate_limit:
 
 // saturate starts 64 requests of fresh identities whose provider lookups
 // hang until release is closed, and returns once all 64 calls run.
+// providerCalls is how many LimitProvider calls a limiter runs at once
+// (see core.LimitProvider).
+const providerCalls = 64
+
 func saturate(t *testing.T, base string, calls *atomic.Int64, release chan struct{}) *sync.WaitGroup {
 	t.Helper()
 	// A client of its own, whose connections go at the test's end before
@@ -113,7 +117,7 @@ func saturate(t *testing.T, base string, calls *atomic.Int64, release chan struc
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
 	var wg sync.WaitGroup
-	for i := range core.MaxLimitProviderCalls {
+	for i := range providerCalls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -125,7 +129,7 @@ func saturate(t *testing.T, base string, calls *atomic.Int64, release chan struc
 		}()
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < int64(core.MaxLimitProviderCalls) {
+	for calls.Load() < int64(providerCalls) {
 		if time.Now().After(deadline) {
 			close(release)
 			t.Fatalf("only %d provider calls running", calls.Load())
@@ -160,10 +164,13 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
-	h := nethttp.New(nil, nethttp.WithLimiter(lim), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
-		return "user:" + r.Header.Get("X-User"), nil
-	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLimitProvider(prov))
+	h := nethttp.New(
+		lim,
+		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+			return "user:" + r.Header.Get("X-User"), nil
+		}),
+	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	return adaptertest.ServeHTTP(t, h), calls, release
 }
 
@@ -317,9 +324,9 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
-	h := nethttp.New(nil, nethttp.WithLimiter(lim),
-		nethttp.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))(
+	lim := core.NewLimiter(cfg, core.WithLimitProvider(prov),
+		core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))
+	h := nethttp.New(lim)(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	junk := strings.Repeat("a", 512<<10)
@@ -377,10 +384,13 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := core.NewLimiter(cfg, memstore.New(), core.WithLimitProvider(prov))
-	h := nethttp.New(nil, nethttp.WithLimiter(lim), nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
-		return "user:" + r.Header.Get("X-User"), nil
-	}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLimitProvider(prov))
+	h := nethttp.New(
+		lim,
+		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
+			return "user:" + r.Header.Get("X-User"), nil
+		}),
+	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	base := adaptertest.ServeHTTP(t, h)
 	addr := strings.TrimPrefix(base, "http://")
 	first := make(chan int, 1)
@@ -444,7 +454,7 @@ rate_limit:
 		arrived int
 		gate    = make(chan struct{})
 	)
-	h := nethttp.New(cfg, nethttp.WithStore(memstore.New(memstore.WithClock(clock))))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := nethttp.New(core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock)))))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		arrived++
 		if arrived == wave {

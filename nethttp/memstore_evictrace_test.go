@@ -43,8 +43,10 @@ rate_limit:
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	store := memstore.New(memstore.WithMaxKeys(1024))
-	h := nethttp.New(cfg, nethttp.WithStore(store),
-		nethttp.WithKeyFunc(nethttp.HeaderKey("X-API-Key")))(ok)
+	h := nethttp.New(
+		core.NewLimiter(cfg, core.WithStore(store)),
+		nethttp.WithKeyFunc(nethttp.HeaderKey("X-API-Key")),
+	)(ok)
 	const ids = 3 * 1024
 	serve := func(id int) {
 		req := httptest.NewRequest("GET", "/api", nil)

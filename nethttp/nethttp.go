@@ -33,13 +33,10 @@ package nethttp
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 
 	"github.com/rlkit/rlkit/core"
-	"github.com/rlkit/rlkit/core/clientip"
-	"github.com/rlkit/rlkit/core/memstore"
-	"github.com/rlkit/rlkit/core/store"
+	"github.com/rlkit/rlkit/core/adapter"
 )
 
 // KeyFunc returns the identity a request is counted under: a user id, an
@@ -47,20 +44,16 @@ import (
 // under its client IP. An error rejects the request (see WithErrorHandler).
 type KeyFunc func(r *http.Request) (string, error)
 
-// Option configures the middleware.
+// Option configures the middleware. What concerns the limiter itself (its
+// store, headers, failure policy, observer, client IP, the Decision in
+// the request's context) is a core.Option of the core.Limiter New is
+// given.
 type Option func(*options)
 
 type options struct {
-	store   store.Store
-	key     KeyFunc
-	bypass  func(*http.Request) bool
-	plan    func(*http.Request) string
-	ip      clientip.Config
+	adapter.Settings[*http.Request]
 	onError func(http.ResponseWriter, *http.Request, error)
-	core    []core.Option
-	limiter *core.Limiter
 	denied  DeniedHandler
-	inCtx   bool
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -73,27 +66,13 @@ type options struct {
 // the middleware does not run.
 type DeniedHandler func(w http.ResponseWriter, r *http.Request, d *core.Decision)
 
-// WithLimiter makes the middleware decide with l, a limiter the
-// application keeps: to swap its configuration while serving
-// (SetConfig, ReloadFile, reload.Watch), to reset what a caller was
-// counted under (Reset, with Identity), or to share one between
-// middlewares. New's configuration must then be nil, and WithStore and
-// the limiter's options (WithHeaders, WithFailOpen, WithObserver,
-// WithLogger, WithLimiterOptions) not given: they belong to
-// core.NewLimiter, and New panics when it gets them with a limiter.
-// Default: a limiter New makes.
-func WithLimiter(l *core.Limiter) Option { return func(o *options) { o.limiter = l } }
-
-// WithStore sets where counters live. Default: a new memstore.Store.
-func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
-
-// WithKeyFunc sets how a request's identity is found. Default: none, so
-// every request is counted under its client IP.
-func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.key = fn } }
+// WithKeyFunc sets how a request's identity is found (see KeyFunc).
+// Default: none, so every request is counted under its client IP.
+func WithKeyFunc(fn KeyFunc) Option { return func(o *options) { o.Key = fn } }
 
 // WithBypass sets a predicate for callers that are never limited (a
 // super-admin); their requests touch no counter. Default: none.
-func WithBypass(fn func(*http.Request) bool) Option { return func(o *options) { o.bypass = fn } }
+func WithBypass(fn func(*http.Request) bool) Option { return func(o *options) { o.Bypass = fn } }
 
 // WithPlan sets how a request's plan is found (a claim of its token, a
 // customer record): the configuration's tiers give each plan its own
@@ -105,39 +84,12 @@ func WithBypass(fn func(*http.Request) bool) Option { return func(o *options) { 
 // record), never from a plain request header. The string is used for the
 // lookup only, never kept.
 // Default: none (every caller counts under the rules' own limits).
-func WithPlan(fn func(*http.Request) string) Option { return func(o *options) { o.plan = fn } }
-
-// WithClientIP sets whose forwarding headers are believed when working out
-// the client IP (see core.ClientIPConfig). Default: the zero config, which
-// trusts no proxy and uses the TCP peer address, an IPv6 one per /64
-// (core.ClientIPConfig.IPv6PrefixLen).
-func WithClientIP(cfg clientip.Config) Option { return func(o *options) { o.ip = cfg } }
+func WithPlan(fn func(*http.Request) string) Option { return func(o *options) { o.Plan = fn } }
 
 // WithErrorHandler sets the response to a request whose KeyFunc failed.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(http.ResponseWriter, *http.Request, error)) Option {
 	return func(o *options) { o.onError = fn }
-}
-
-// WithHeaders overrides the configuration's rate-limit header style.
-// Default: the configuration's (the IETF draft headers unless it says otherwise).
-func WithHeaders(s core.HeaderStyle) Option { return WithLimiterOptions(core.WithHeaders(s)) }
-
-// WithFailOpen overrides the configuration's failure policy: true lets
-// requests through when the store fails, false answers 503. Default: the
-// configuration's (open unless it says closed).
-func WithFailOpen(open bool) Option { return WithLimiterOptions(core.WithFailOpen(open)) }
-
-// WithObserver sets a hook that sees every decision (see core.Observer).
-// Default: none.
-func WithObserver(fn core.Observer) Option { return WithLimiterOptions(core.WithObserver(fn)) }
-
-// WithLogger sets where store failures are reported. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return WithLimiterOptions(core.WithLogger(l)) }
-
-// WithLimiterOptions passes options to the core.Limiter. Default: none.
-func WithLimiterOptions(opts ...core.Option) Option {
-	return func(o *options) { o.core = append(o.core, opts...) }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -150,19 +102,11 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // {"detail": "Forbidden"} from a banned network, as application/json.
 func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
 
-// WithDecisionContext, when on, puts the Decision of every request the
-// middleware passes on into the request's context (core.NewContext), so
-// that the handler can report the remaining quota it read with DecisionOf.
-// It costs each request three allocations, about 590 bytes: a copy of the
-// Decision on the heap, a context and a shallow copy of the *http.Request
-// (r.WithContext). Default: false (no Decision in the context, and no
-// allocation for it).
-func WithDecisionContext(on bool) Option { return func(o *options) { o.inCtx = on } }
-
 // DecisionOf returns the Decision the middleware made for r, which a
-// middleware built WithDecisionContext(true) puts in r's context, and ok
-// false when there is none. A Decision whose Rule is nil counted nothing
-// (an exempt path, a bypassed caller, limiting off).
+// middleware whose limiter was built with core.WithDecisionContext(true)
+// puts in r's context, and ok false when there is none. A Decision whose
+// Rule is nil counted nothing (an exempt path, a bypassed caller,
+// limiting off).
 func DecisionOf(r *http.Request) (*core.Decision, bool) { return core.FromContext(r.Context()) }
 
 var unauthorized = []byte(`{"detail": "Unauthorized"}`)
@@ -173,14 +117,17 @@ func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
 	_, _ = w.Write(unauthorized)
 }
 
-// New returns the middleware for cfg. A nil or disabled cfg passes every
-// request untouched. With WithLimiter, cfg must be nil: the limiter
-// decides with its own configuration.
-func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
+// New returns the middleware that limits requests by limits: a
+// *core.Config, counted in a memory store of the middleware's own, or a
+// *core.Limiter (core.NewLimiter), for any other store, an observer, a
+// failure policy, a configuration reloaded while serving, or one limiter
+// shared by several middlewares. A nil or disabled configuration passes
+// every request untouched.
+func New(limits core.Limits, opts ...Option) func(http.Handler) http.Handler {
 	o := newOptions(opts)
-	lim := core.AdapterLimiter("nethttp", o.limiter, cfg, o.store, func() store.Store { return memstore.New() }, o.core)
-	flow := o.flow()
-	flow.Limiter = lim
+	lim := adapter.Limiter(limits)
+	flow := o.flow(lim)
+	inCtx := lim.DecisionContext()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var d core.Decision
@@ -197,13 +144,13 @@ func New(cfg *core.Config, opts ...Option) func(http.Handler) http.Handler {
 			case d.Deferred(): // counted by outcome: once the handler has answered
 				d.SetHeaders(w.Header())
 				in := r
-				if o.inCtx {
+				if inCtx {
 					in = withDecision(r, d)
 				}
 				serveCounted(lim, next, w, in, r.Context(), &d)
 			default:
 				d.SetHeaders(w.Header())
-				if o.inCtx {
+				if inCtx {
 					r = withDecision(r, d)
 				}
 				next.ServeHTTP(w, r)
@@ -260,16 +207,11 @@ func route(pattern string) string {
 }
 
 // HeaderKey counts requests by the value of a request header (an API key)
-// under the identity core.HeaderIdentity(canonical name, value), which the
-// limiter stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>";
-// see core.WithIdentityKey); requests without it count under their client
-// IP.
-func HeaderKey(name string) KeyFunc {
-	canonical := http.CanonicalHeaderKey(name)
-	return func(r *http.Request) (string, error) {
-		return core.HeaderIdentity(canonical, r.Header.Get(canonical)), nil
-	}
-}
+// under the identity adapter.HeaderIdentity(canonical name, value), which
+// the limiter stores and logs only as a keyed hash
+// ("X-Api-Key:hmac:<hex>"; see core.WithIdentityKey); requests without it
+// count under their client IP.
+func HeaderKey(name string) KeyFunc { return adapter.HeaderKey(name, header) }
 
 // JWTSubject counts requests by the subject of their bearer token, as
 // "sub:<subject>". verify must check the token (signature, expiry, audience)
@@ -277,10 +219,11 @@ func HeaderKey(name string) KeyFunc {
 // bearer token counts under its client IP; one whose token fails
 // verification is rejected (see WithErrorHandler).
 func JWTSubject(verify func(r *http.Request, token string) (subject string, err error)) KeyFunc {
-	return func(r *http.Request) (string, error) {
-		return core.SubjectIdentity(r.Header.Get("Authorization"), func(tok string) (string, error) { return verify(r, tok) })
-	}
+	return adapter.JWTSubject(verify, header)
 }
+
+// header returns r's header of the canonical name.
+func header(r *http.Request, name string) string { return r.Header.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
@@ -291,23 +234,19 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// flow is the flow of o, without its limiter.
-func (o *options) flow() *core.Flow[*http.Request] {
-	flow := &core.Flow[*http.Request]{
-		Key:        o.key,
-		Bypass:     o.bypass,
-		Plan:       o.plan,
-		ClientIP:   func(r *http.Request) string { return o.ip.ClientIP(r.RemoteAddr, r.Header.Values) },
-		ClientAddr: func(r *http.Request) string { return o.ip.ClientAddr(r.RemoteAddr, r.Header.Values) },
-	}
-	return flow
+// flow is the flow of o deciding with lim.
+func (o *options) flow(lim *core.Limiter) *core.Flow[*http.Request] {
+	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), request))
 }
 
-// Identity returns the identity a middleware that New builds with opts
-// counts a request under (Decision.Key hashes it): its key function's
-// answer, else the client IP, as WithKeyFunc and WithClientIP say. A
-// handler resets the caller's counters with it (core.Limiter.Reset; see
-// WithLimiter). The error is the key function's.
-func Identity(r *http.Request, opts ...Option) (string, error) {
-	return newOptions(opts).flow().Identity(r)
+// request is r itself: the *http.Request of a request.
+func request(r *http.Request) *http.Request { return r }
+
+// Identity returns the identity a middleware that New builds with lim and
+// opts counts a request under (Decision.Key hashes it): its key
+// function's answer, else the client IP, as WithKeyFunc and lim's
+// core.WithClientIP say. A handler resets the caller's counters with it
+// (core.Limiter.Reset). The error is the key function's.
+func Identity(r *http.Request, lim *core.Limiter, opts ...Option) (string, error) {
+	return newOptions(opts).flow(lim).Identity(r)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/adaptertest"
@@ -55,7 +56,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 		sub, err := jwt(cur)
 		seen = append(seen, ids{key, sub, err})
 	}
-	want := []ids{{core.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
+	want := []ids{{adapter.HeaderIdentity("X-Api-Key", "k1"), "sub:alice", nil}, {"", "sub:bob", nil}, {"", "", nil}, {"", "", errInvalid}, {"", "", nil}}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("identities: got %v, want %v", seen, want)
 	}
@@ -67,7 +68,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestRoutePattern(t *testing.T) {
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
-	limit := nethttp.New(adaptertest.Config(t, adaptertest.DesignConfig), nethttp.WithStore(store), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
+	limit := nethttp.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(store)), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/kb/{id}/docs/upload/batch", limit(ok)) // weight 10 of 30/minute

@@ -67,11 +67,11 @@ func TestCountByOutcomeStatus(t *testing.T) {
 				mu     sync.Mutex
 				events []core.Event
 			)
-			h := nethttp.New(adaptertest.Config(t, loginYAML), nethttp.WithObserver(func(e core.Event) {
+			h := nethttp.New(core.NewLimiter(adaptertest.Config(t, loginYAML), core.WithObserver(func(e core.Event) {
 				mu.Lock()
 				events = append(events, e)
 				mu.Unlock()
-			}))(c.h)
+			})))(c.h)
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			resp, err := http.Post(srv.URL+"/login", "text/plain", nil)

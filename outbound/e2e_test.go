@@ -45,15 +45,16 @@ rate_limit:
   default: "%s"
 `, tc.headers, tc.limit))
 			var allowed, denied atomic.Int64
-			mw := nethttp.New(cfg,
-				nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "the-client", nil }),
-				nethttp.WithObserver(func(e core.Event) {
+			mw := nethttp.New(
+				core.NewLimiter(cfg, core.WithObserver(func(e core.Event) {
 					if e.Allowed {
 						allowed.Add(1)
 					} else {
 						denied.Add(1)
 					}
-				}))
+				})),
+				nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "the-client", nil }),
+			)
 			srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, "ok")
 			})))
@@ -222,15 +223,16 @@ rate_limit:
   default: "%s"
 `, tc.headers, tc.limit))
 			var allowed, denied atomic.Int64
-			mw := nethttp.New(cfg,
-				nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "the-client", nil }),
-				nethttp.WithObserver(func(e core.Event) {
+			mw := nethttp.New(
+				core.NewLimiter(cfg, core.WithObserver(func(e core.Event) {
 					if e.Allowed {
 						allowed.Add(1)
 					} else {
 						denied.Add(1)
 					}
-				}))
+				})),
+				nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "the-client", nil }),
+			)
 			srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, "ok")
 			})))

@@ -130,7 +130,7 @@ func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	if st == nil {
 		st = memstore.New(memstore.WithClock(cc))
 	}
-	l.core = core.NewLimiter(cfg, st, append([]core.Option{core.WithClock(cc)}, l.coreOpts...)...)
+	l.core = core.NewLimiter(cfg, append([]core.Option{core.WithStore(st), core.WithClock(cc)}, l.coreOpts...)...)
 	ls, local := st.(store.LocalStore)
 	l.remote = !local || !ls.Local()
 	for i := range l.shards {
@@ -145,7 +145,7 @@ func checkConfig(cfg *core.Config) error {
 		return nil
 	}
 	for _, r := range cfg.Rules() {
-		if r.Count() != core.CountAll {
+		if r.Count() != "all" {
 			return fmt.Errorf("outbound: rule %q counts by outcome (count: %v): an outbound request is decided before its response, so only count: all can be used", r.Name, r.Count())
 		}
 	}

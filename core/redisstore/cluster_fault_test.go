@@ -82,7 +82,7 @@ func startOutage(t *testing.T, opts ...redistest.ClusterOption) *outage {
 		t.Fatal(err)
 	}
 	o.store = st
-	o.lim = core.NewLimiter(outageConfig(t, fmt.Sprintf("%d/day", outageLimit)), st,
+	o.lim = core.NewLimiter(outageConfig(t, fmt.Sprintf("%d/day", outageLimit)), core.WithStore(st),
 		core.WithLogger(slog.New(slog.NewTextHandler(o.logs, nil))))
 	nodeIndex := map[string]int{}
 	for i, a := range o.cluster.Addrs() {
@@ -358,7 +358,7 @@ func TestFaultClusterNodeKilled(t *testing.T) {
 	}
 	t.Logf("%d of %d healthy users had no store error and were admitted exactly %d", exactUsers, 2*outageUsers, outageLimit)
 	// And a fresh user on the restarted master gets exactly its limit.
-	exact := core.NewLimiter(outageConfig(t, "7/day"), o.store, core.WithFailOpen(false))
+	exact := core.NewLimiter(outageConfig(t, "7/day"), core.WithStore(o.store), core.WithFailOpen(false))
 	fresh := o.freshUser(t, dead)
 	for i := range 10 {
 		if d := exact.Decide(ctx, "GET", "/api", fresh, false); d.Err != nil || d.Allowed != (i < 7) {

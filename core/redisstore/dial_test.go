@@ -89,7 +89,7 @@ func TestFaultRefusedConnection(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = st.Close() })
 			var logs bytes.Buffer
-			lim := core.NewLimiter(hotLimit(t), st, core.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			lim := core.NewLimiter(hotLimit(t), core.WithStore(st), core.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			start := time.Now()
 			d := lim.Decide(context.Background(), "GET", "/api", "alice", false)
 			took := time.Since(start)

@@ -28,7 +28,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	limiter := core.NewLimiter(cfg, store) // fails open while Redis is down
+	limiter := core.NewLimiter(cfg, core.WithStore(store)) // fails open while Redis is down
 	d := limiter.Decide(context.Background(), "POST", "/login", "user:42", false)
 	_ = d.Allowed
 }

@@ -54,7 +54,7 @@ func TestRedisKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var observed atomic.Int64
-	lim := core.NewLimiter(hotConfig(t, "1000000/hour"), st, core.WithObserver(func(e core.Event) {
+	lim := core.NewLimiter(hotConfig(t, "1000000/hour"), core.WithStore(st), core.WithObserver(func(e core.Event) {
 		if e.Err != nil {
 			observed.Add(1)
 		}
@@ -117,7 +117,7 @@ func TestRedisKilled(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("limiting resumed %v after the restart", time.Since(restarted).Round(time.Millisecond))
-	exact := core.NewLimiter(hotConfig(t, "7/hour"), st, core.WithFailOpen(false))
+	exact := core.NewLimiter(hotConfig(t, "7/hour"), core.WithStore(st), core.WithFailOpen(false))
 	for i := range 10 {
 		if d := exact.Decide(ctx, "GET", "/api", "after", false); d.Err != nil || d.Allowed != (i < 7) {
 			t.Fatalf("request %d after the restart: allowed %v, err %v", i, d.Allowed, d.Err)

@@ -173,7 +173,7 @@ func TestIncrExpireKeysThroughLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := core.NewLimiter(cfg, st)
+	lim := core.NewLimiter(cfg, core.WithStore(st))
 	idx := window(t, rc, time.Minute, 5*time.Second)
 	for range 3 {
 		if d := lim.Decide(context.Background(), "GET", "/api/search", "alice", false); !d.Allowed || d.Err != nil {

@@ -78,9 +78,9 @@ rate_limit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := core.NewLimiter(cfg, newStore(t, client(t, srv.Addr())))
+	a := core.NewLimiter(cfg, core.WithStore(newStore(t, client(t, srv.Addr()))))
 	var outcomes []core.Outcome // b's
-	b := core.NewLimiter(cfg, newStore(t, client(t, srv.Addr())), core.WithObserver(func(e core.Event) { outcomes = append(outcomes, e.Outcome) }))
+	b := core.NewLimiter(cfg, core.WithStore(newStore(t, client(t, srv.Addr()))), core.WithObserver(func(e core.Event) { outcomes = append(outcomes, e.Outcome) }))
 	ctx := context.Background()
 	decide := func(l *core.Limiter, id string) core.Decision {
 		return l.Decide(ctx, "POST", "/login", id, false)

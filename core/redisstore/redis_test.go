@@ -441,7 +441,7 @@ func TestSharedLimiters(t *testing.T) {
 					for i := range limiters {
 						// newStore's timeout is generous: this test is about exact counts,
 						// and 256 goroutines on new connections under -race are slow.
-						limiters[i] = core.NewLimiter(cfg, newStore(t, newClient()), core.WithFailOpen(false))
+						limiters[i] = core.NewLimiter(cfg, core.WithStore(newStore(t, newClient())), core.WithFailOpen(false))
 					}
 					user := fmt.Sprintf("shared-%d", time.Now().UnixNano())
 					var admitted, denied, failed atomic.Int64

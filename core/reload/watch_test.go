@@ -35,7 +35,7 @@ func watched(t *testing.T, file string) *core.Limiter {
 	}
 	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
-	l := core.NewLimiter(cfg, store, core.WithLogger(slog.New(slog.DiscardHandler)))
+	l := core.NewLimiter(cfg, core.WithStore(store), core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done, err := reload.Watch(ctx, l, file)
 	if err != nil {
@@ -141,7 +141,7 @@ func TestWatchSymlinks(t *testing.T) {
 }
 
 func TestWatchErrors(t *testing.T) {
-	l := core.NewLimiter(nil, memstore.New())
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()))
 	if _, err := reload.Watch(t.Context(), l, filepath.Join(t.TempDir(), "no", "such", "rl.yaml")); err == nil ||
 		!strings.HasPrefix(err.Error(), "rate-limit config: watch ") {
 		t.Errorf("a missing directory: got %v, want the watch's error", err)
@@ -218,7 +218,7 @@ func TestWatchStart(t *testing.T) {
 		if changed {
 			writeFile(t, file, reloadB)
 		}
-		l := core.NewLimiter(cfg, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+		l := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 		ctx, cancel := context.WithCancel(t.Context())
 		done, err := reload.Watch(ctx, l, file)
 		if err != nil {

@@ -35,12 +35,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/examples/internal/demo"
@@ -142,10 +144,7 @@ func newApp(secret string, clock store.Clock) (*app, error) {
 	})
 	// No key function: every request counts under its client IP (the TCP
 	// peer; behind a proxy, see nethttp.WithClientIP).
-	a.handler = nethttp.New(perIP,
-		nethttp.WithStore(a.store),
-		nethttp.WithLimiterOptions(core.WithClock(clock)),
-	)(mux)
+	a.handler = nethttp.New(core.NewLimiter(perIP, core.WithStore(a.store), core.WithClock(clock)))(mux)
 	return a, nil
 }
 
@@ -216,7 +215,7 @@ func (a *app) refresh(w http.ResponseWriter, r *http.Request) {
 // me answers with the claims of the bearer's access token. Validation is
 // never rate limited.
 func (a *app) me(w http.ResponseWriter, r *http.Request) {
-	tok, ok := core.BearerToken(r.Header.Get("Authorization"))
+	tok, ok := adapter.BearerToken(r.Header.Get("Authorization"))
 	if !ok {
 		writeDetail(w, http.StatusUnauthorized, "Missing bearer token")
 		return
@@ -230,8 +229,8 @@ func (a *app) me(w http.ResponseWriter, r *http.Request) {
 }
 
 // retryAfter is how long a user over the issuance limit waits, at most,
-// until a login's two tokens have refilled.
-var retryAfter = core.RetryAfterSeconds(tokensPerLogin * issueWindow / issueRate)
+// until a login's two tokens have refilled, in whole seconds rounded up.
+var retryAfter = int64(math.Ceil((tokensPerLogin * issueWindow / issueRate).Seconds()))
 
 // issueError answers a failed issuance; refresh says whether a refresh
 // token was presented (whose failing verification is the caller's fault).

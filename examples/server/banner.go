@@ -42,8 +42,8 @@ func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, se
 			if r == cfg.Default() {
 				paths = "any other path"
 			}
-			if c := r.Count(); c != core.CountAll {
-				paths += " (counts " + c.String() + " only)"
+			if c := r.Count(); c != "all" {
+				paths += " (counts " + c + " only)"
 			}
 			fmt.Fprintf(tw, "  \t%s\t%s\t%s\n", r.Name, limits(r), paths)
 		}

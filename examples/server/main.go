@@ -100,6 +100,7 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/reload"
@@ -266,7 +267,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		store, storeDesc = rs, "redis "+where+" (counters shared by every server using it)"
 		checkRedis(ctx, client, where, cfg, stderr)
 	}
-	limOpts := []core.Option{core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	limOpts := []core.Option{core.WithStore(store), core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
 	var metrics *prom.Metrics
 	reg := prometheus.NewRegistry()
 	if mln != nil {
@@ -277,9 +278,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		limOpts = append(limOpts, core.WithObserver(metrics.Observe))
 	}
-	lim := core.NewLimiter(cfg, store, limOpts...)
-	limit := nethttp.New(nil,
-		nethttp.WithLimiter(lim),
+	lim := core.NewLimiter(cfg, limOpts...)
+	limit := nethttp.New(
+		lim,
 		nethttp.WithKeyFunc(userKey),
 		nethttp.WithBypass(isSuperAdmin),
 		nethttp.WithPlan(planOf),
@@ -507,7 +508,7 @@ func authenticate(lim *core.Limiter, secret []byte, next http.Handler) http.Hand
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	key := func(*jwt.Token) (any, error) { return secret, nil }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := core.BearerToken(r.Header.Get("Authorization"))
+		tok, ok := adapter.BearerToken(r.Header.Get("Authorization"))
 		if !ok || lim.Config().Exempt(core.URLPath(r.URL)) {
 			next.ServeHTTP(w, r)
 			return
@@ -578,7 +579,7 @@ func denied(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 	case d.Rule != nil:
 		p.Detail = "Rate limit exceeded for '" + d.Rule.Name + "' requests"
 		p.Rule, p.Plan = d.Rule.Name, d.Plan
-		p.RetryAfter = core.RetryAfterSeconds(d.Result.RetryAfter)
+		p.RetryAfter = d.RetryAfterSeconds()
 	default:
 		p.Detail = http.StatusText(status)
 	}

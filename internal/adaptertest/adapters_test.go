@@ -54,6 +54,7 @@ func TestSameResponses(t *testing.T) { adaptertest.Same(t, adapters[0], adapters
 func TestFaultPathSpellings(t *testing.T) { adaptertest.RunPathSpellings(t, adapters...) }
 
 func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
+	lim := s.NewLimiter()
 	key := nethttp.HeaderKey(adaptertest.UserHeader)
 	opts := []nethttp.Option{
 		nethttp.WithKeyFunc(func(r *http.Request) (string, error) {
@@ -65,23 +66,10 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		nethttp.WithBypass(func(r *http.Request) bool {
 			return r.Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
-		nethttp.WithClientIP(s.ClientIP),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, nethttp.WithPlan(func(r *http.Request) string { return r.Header.Get(s.PlanHeader) }))
 	}
-	if s.Limiter != nil {
-		opts = append(opts, nethttp.WithLimiter(s.Limiter))
-	} else {
-		opts = append(opts, nethttp.WithStore(s.Store), nethttp.WithObserver(s.Observer), nethttp.WithLogger(s.Logger), nethttp.WithLimiterOptions(s.LimiterOptions...))
-		if s.Headers != nil {
-			opts = append(opts, nethttp.WithHeaders(*s.Headers))
-		}
-		if s.FailOpen != nil {
-			opts = append(opts, nethttp.WithFailOpen(*s.FailOpen))
-		}
-	}
-	opts = append(opts, nethttp.WithDecisionContext(s.DecisionContext))
 	if s.Denied != nil {
 		opts = append(opts, nethttp.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, d *core.Decision) {
 			status, contentType, body := s.Denied(d)
@@ -90,9 +78,9 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 			_, _ = io.WriteString(w, body)
 		}))
 	}
-	mw := nethttp.New(s.Config, opts...)
+	mw := nethttp.New(lim, opts...)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.Served(nethttp.Identity(r, opts...))
+		s.Served(nethttp.Identity(r, lim, opts...))
 		w.Header().Set("Content-Type", "application/json")
 		if v := r.Header.Get(adaptertest.StatusHeader); v != "" {
 			w.WriteHeader(adaptertest.Status(v))
@@ -141,6 +129,7 @@ func bracePattern(route string) string {
 }
 
 func startGin(t *testing.T, s adaptertest.Setup) string {
+	lim := s.NewLimiter()
 	key := ginrl.HeaderKey(adaptertest.UserHeader)
 	opts := []ginrl.Option{
 		ginrl.WithKeyFunc(func(c *gin.Context) (string, error) {
@@ -152,23 +141,10 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		ginrl.WithBypass(func(c *gin.Context) bool {
 			return c.GetHeader(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
-		ginrl.WithClientIP(s.ClientIP),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, ginrl.WithPlan(func(c *gin.Context) string { return c.GetHeader(s.PlanHeader) }))
 	}
-	if s.Limiter != nil {
-		opts = append(opts, ginrl.WithLimiter(s.Limiter))
-	} else {
-		opts = append(opts, ginrl.WithStore(s.Store), ginrl.WithObserver(s.Observer), ginrl.WithLogger(s.Logger), ginrl.WithLimiterOptions(s.LimiterOptions...))
-		if s.Headers != nil {
-			opts = append(opts, ginrl.WithHeaders(*s.Headers))
-		}
-		if s.FailOpen != nil {
-			opts = append(opts, ginrl.WithFailOpen(*s.FailOpen))
-		}
-	}
-	opts = append(opts, ginrl.WithDecisionContext(s.DecisionContext))
 	if s.Denied != nil {
 		opts = append(opts, ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
 			status, contentType, body := s.Denied(d)
@@ -176,9 +152,9 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		}))
 	}
 	r := gin.New()
-	r.Use(ginrl.New(s.Config, opts...))
+	r.Use(ginrl.New(lim, opts...))
 	ok := func(c *gin.Context) {
-		s.Served(ginrl.Identity(c, opts...))
+		s.Served(ginrl.Identity(c, lim, opts...))
 		c.Data(adaptertest.Status(c.GetHeader(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request.Context(), decision(ginrl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
@@ -189,6 +165,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 }
 
 func startEcho(t *testing.T, s adaptertest.Setup) string {
+	lim := s.NewLimiter()
 	key := echorl.HeaderKey(adaptertest.UserHeader)
 	opts := []echorl.Option{
 		echorl.WithKeyFunc(func(c echo.Context) (string, error) {
@@ -200,23 +177,10 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 		echorl.WithBypass(func(c echo.Context) bool {
 			return c.Request().Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
-		echorl.WithClientIP(s.ClientIP),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, echorl.WithPlan(func(c echo.Context) string { return c.Request().Header.Get(s.PlanHeader) }))
 	}
-	if s.Limiter != nil {
-		opts = append(opts, echorl.WithLimiter(s.Limiter))
-	} else {
-		opts = append(opts, echorl.WithStore(s.Store), echorl.WithObserver(s.Observer), echorl.WithLogger(s.Logger), echorl.WithLimiterOptions(s.LimiterOptions...))
-		if s.Headers != nil {
-			opts = append(opts, echorl.WithHeaders(*s.Headers))
-		}
-		if s.FailOpen != nil {
-			opts = append(opts, echorl.WithFailOpen(*s.FailOpen))
-		}
-	}
-	opts = append(opts, echorl.WithDecisionContext(s.DecisionContext))
 	if s.Denied != nil {
 		opts = append(opts, echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
 			status, contentType, body := s.Denied(d)
@@ -225,9 +189,9 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Use(echorl.New(s.Config, opts...))
+	e.Use(echorl.New(lim, opts...))
 	ok := func(c echo.Context) error {
-		s.Served(echorl.Identity(c, opts...))
+		s.Served(echorl.Identity(c, lim, opts...))
 		return c.Blob(adaptertest.Status(c.Request().Header.Get(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
@@ -238,6 +202,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 }
 
 func startFiber(t *testing.T, s adaptertest.Setup) string {
+	lim := s.NewLimiter()
 	key := fiberrl.HeaderKey(adaptertest.UserHeader)
 	opts := []fiberrl.Option{
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
@@ -249,23 +214,10 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		fiberrl.WithBypass(func(c *fiber.Ctx) bool {
 			return c.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
-		fiberrl.WithClientIP(s.ClientIP),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, fiberrl.WithPlan(func(c *fiber.Ctx) string { return c.Get(s.PlanHeader) }))
 	}
-	if s.Limiter != nil {
-		opts = append(opts, fiberrl.WithLimiter(s.Limiter))
-	} else {
-		opts = append(opts, fiberrl.WithStore(s.Store), fiberrl.WithObserver(s.Observer), fiberrl.WithLogger(s.Logger), fiberrl.WithLimiterOptions(s.LimiterOptions...))
-		if s.Headers != nil {
-			opts = append(opts, fiberrl.WithHeaders(*s.Headers))
-		}
-		if s.FailOpen != nil {
-			opts = append(opts, fiberrl.WithFailOpen(*s.FailOpen))
-		}
-	}
-	opts = append(opts, fiberrl.WithDecisionContext(s.DecisionContext))
 	if s.Denied != nil {
 		opts = append(opts, fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
 			status, contentType, body := s.Denied(d)
@@ -273,9 +225,9 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 			return c.Status(status).SendString(body)
 		}))
 	}
-	mw := fiberrl.New(s.Config, opts...)
+	mw := fiberrl.New(lim, opts...)
 	ok := func(c *fiber.Ctx) error {
-		s.Served(fiberrl.Identity(c, opts...))
+		s.Served(fiberrl.Identity(c, lim, opts...))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(adaptertest.Status(c.Get(adaptertest.StatusHeader))).SendString(body(s, c.UserContext(), decision(fiberrl.DecisionOf(c))))
 	}

@@ -74,24 +74,24 @@ type Setup struct {
 	Served func(identity string, err error)
 	// Config is the configuration (nil in one case: nil passes everything).
 	Config *core.Config
-	// Store goes to WithStore.
+	// Store goes to core.WithStore.
 	Store store.Store
-	// FailOpen, when not nil, goes to WithFailOpen.
+	// FailOpen, when not nil, goes to core.WithFailOpen.
 	FailOpen *bool
-	// Headers, when not nil, goes to WithHeaders.
+	// Headers, when not nil, goes to core.WithHeaders.
 	Headers *core.HeaderStyle
-	// ClientIP goes to WithClientIP.
+	// ClientIP goes to core.WithClientIP.
 	ClientIP clientip.Config
-	// Observer goes to WithObserver.
+	// Observer goes to core.WithObserver.
 	Observer core.Observer
-	// Logger goes to WithLogger.
+	// Logger goes to core.WithLogger.
 	Logger *slog.Logger
-	// LimiterOptions go to WithLimiterOptions (the suite's clock).
+	// LimiterOptions are the limiter's other options (the suite's clock).
 	LimiterOptions []core.Option
-	// Limiter, when not nil, goes to WithLimiter, and Config is nil: the
-	// adapter must then decide with it. The wiring then gives none of
-	// Store, FailOpen, Headers, Observer, Logger and LimiterOptions (they
-	// are the limiter's), only the key function, bypass and ClientIP.
+	// Limiter, when not nil, is the limiter the adapter's New is given
+	// (NewLimiter returns it), and Config is nil: the case built it with
+	// the suite's store, observer, logger, clock, ClientIP and
+	// DecisionContext.
 	Limiter *core.Limiter
 	// Routes, when set, are route templates in ":param" form
 	// ("/api/kb/:id/reindex") that the wiring registers on the framework's
@@ -103,7 +103,7 @@ type Setup struct {
 	// answers the status, Content-Type and body Denied returns for the
 	// Decision the handler gets, and writes no other header.
 	Denied func(d *core.Decision) (status int, contentType, body string)
-	// DecisionContext goes to WithDecisionContext.
+	// DecisionContext goes to core.WithDecisionContext.
 	DecisionContext bool
 	// Report, when not nil, makes the handler behind the adapter answer
 	// 200 with Report's answer as its body (Content-Type application/json)
@@ -116,6 +116,26 @@ type Setup struct {
 	// caller's plan: the wiring passes WithPlan a function returning its
 	// value.
 	PlanHeader string
+}
+
+// NewLimiter returns the limiter the adapter decides with: Limiter, when
+// set, else a core.Limiter over Config with the options s gives it (the
+// wiring passes it to the adapter's New, and to its Identity).
+func (s Setup) NewLimiter() *core.Limiter {
+	if s.Limiter != nil {
+		return s.Limiter
+	}
+	opts := append([]core.Option{
+		core.WithStore(s.Store), core.WithObserver(s.Observer), core.WithLogger(s.Logger),
+		core.WithClientIP(s.ClientIP), core.WithDecisionContext(s.DecisionContext),
+	}, s.LimiterOptions...)
+	if s.Headers != nil {
+		opts = append(opts, core.WithHeaders(*s.Headers))
+	}
+	if s.FailOpen != nil {
+		opts = append(opts, core.WithFailOpen(*s.FailOpen))
+	}
+	return core.NewLimiter(s.Config, opts...)
 }
 
 // Start builds the adapter as s says, around a handler that calls
@@ -361,15 +381,15 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		Store:          rec,
 		Observer:       rec.observe,
 		Logger:         slog.New(logs),
-		LimiterOptions: []core.Option{core.WithClock(clock)},
-	}
-	var lim *core.Limiter
-	if c.limiter {
-		lim = core.NewLimiter(cfg, rec, core.WithObserver(rec.observe), core.WithLogger(slog.New(logs)), core.WithClock(clock))
-		s.Config, s.Limiter = nil, lim
+		LimiterOptions: []core.Option{core.WithClock(clock), core.WithIdentityKey([]byte(identityKey))},
 	}
 	if c.setup != nil {
 		c.setup(&s)
+	}
+	var lim *core.Limiter
+	if c.limiter {
+		lim = s.NewLimiter()
+		s.Config, s.Limiter = nil, lim
 	}
 	base := start(t, s)
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
@@ -571,8 +591,13 @@ type recorder struct {
 	events []core.Event
 }
 
+// identityKey keys the hash of secret identities in every limiter of the
+// suite (core.WithIdentityKey), so that the suite works the hashes out
+// itself.
+const identityKey = "adaptertest identity key"
+
 // keyer gives store keys as every limiter of the suite does.
-var keyer = core.NewLimiter(nil, nil)
+var keyer = core.NewLimiter(nil, core.WithIdentityKey([]byte(identityKey)))
 
 // hashed maps the store key of "X-User:<name>" (HeaderKey's identity: a
 // keyed hash, see core.SecretIdentity) back to "X-User:<name>", for the
@@ -582,7 +607,7 @@ var hashed = func() map[string]string {
 	for _, name := range []string{"alice", "Alice", "bob", "böb"} {
 		// Worked out here, not by core: a limiter that stored the
 		// identity in clear must fail.
-		h := hmac.New(sha256.New, []byte(core.DefaultIdentityKey))
+		h := hmac.New(sha256.New, []byte(identityKey))
 		h.Write([]byte(name))
 		m["X-User:hmac:"+hex.EncodeToString(h.Sum(nil)[:16])] = "X-User:" + name
 	}

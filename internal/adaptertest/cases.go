@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/clientip"
 )
 
@@ -358,7 +359,7 @@ rate_limit:
 				hit(get("/api/search", UserHeader, "  bob  "), ok(draft("search", 10, 1, 6, 1)...), "X-User:bob search 1"),
 				hit(get("/api/search", UserHeader, "böb"), ok(draft("search", 10, 1, 9, 1)...), "X-User:böb search 1"),
 				// A header identity is stored as its keyed hash, however long.
-				hit(get("/api/search", UserHeader, strings.Repeat("x", 200)), ok(draft("search", 10, 1, 9, 1)...), core.NewLimiter(nil, nil).Key(core.HeaderIdentity("X-User", strings.Repeat("x", 200)))+" search 1"),
+				hit(get("/api/search", UserHeader, strings.Repeat("x", 200)), ok(draft("search", 10, 1, 9, 1)...), keyer.Key(adapter.HeaderIdentity("X-User", strings.Repeat("x", 200)))+" search 1"),
 			),
 		},
 		{

@@ -46,7 +46,7 @@ func answered(status int, rl ...string) want {
 // the handler runs before a failure (or success) is counted, the
 // headers say what the count will leave, a request is refused before the
 // handler once the counter is full, and the requests in flight when it
-// fills overshoot it by the bound core.CountMode states.
+// fills overshoot it by the bound core.RuleSpec.Count states.
 func outcomeCases() []testCase {
 	const (
 		peekLogin  = "peek X-User:alice login 1"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/algo"
 )
 
@@ -43,7 +44,7 @@ func planCases() []testCase {
 	planHeader := func(s *Setup) { s.PlanHeader = PlanHeader }
 	// alice has a quota of her own for search, 3/minute, kept under her
 	// store key (her X-User identity's keyed hash).
-	aliceKey := keyer.Key(core.HeaderIdentity(UserHeader, "alice"))
+	aliceKey := keyer.Key(adapter.HeaderIdentity(UserHeader, "alice"))
 	quotas := core.LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
 		if key == aliceKey && rule == "search" {
 			return []algo.Limit{{Count: 3, Period: time.Minute}}, true, nil

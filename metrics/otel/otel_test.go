@@ -342,7 +342,7 @@ rate_limit:
 		t.Fatal(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe), core.WithClock(clock),
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))), core.WithObserver(m.Observe), core.WithClock(clock),
 		core.WithLogger(slog.New(slog.DiscardHandler)))
 	m.Watch(lim)
 	ctx := context.Background()

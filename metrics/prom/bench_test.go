@@ -36,7 +36,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			m, _ := newMetrics(b)
 			if bc.watch {
-				m.Watch(core.NewLimiter(cfg, memstore.New()))
+				m.Watch(core.NewLimiter(cfg, core.WithStore(memstore.New())))
 			}
 			ev := core.Event{Rule: bc.rule, Outcome: core.OutcomeAllowed, Allowed: true, Cost: 1, Latency: bc.latency}
 			m.Observe(ev)

@@ -33,7 +33,7 @@ rate_limit:
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = store.Close() })
-	lim := core.NewLimiter(cfg, store, core.WithObserver(m.Observe), core.WithClock(clock))
+	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithObserver(m.Observe), core.WithClock(clock))
 	ctx := context.Background()
 	// Two requests in flight together: both pass the check, both fail.
 	a := lim.Decide(ctx, "POST", "/login", "alice", false)

@@ -35,7 +35,7 @@ rate_limit:
 		panic(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe))
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))), core.WithObserver(m.Observe))
 	m.Watch(lim)
 	for range 3 {
 		lim.Decide(context.Background(), "GET", "/api/search", "alice", false)

@@ -379,7 +379,7 @@ rlkit_config_last_reload_success_timestamp_seconds 1.7000000005e+09
 func TestWatchLimiter(t *testing.T) {
 	m, reg := newMetrics(t)
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(nil, memstore.New(), core.WithClock(clock), core.WithLogger(slog.New(slog.DiscardHandler)))
+	lim := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithClock(clock), core.WithLogger(slog.New(slog.DiscardHandler)))
 	m.Watch(lim)
 	names := []string{"rlkit_config_reloads_total", "rlkit_config_last_reload_success", "rlkit_config_last_reload_success_timestamp_seconds"}
 	compare(t, reg, `
@@ -540,7 +540,7 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := newMetrics(t)
-	m.Watch(core.NewLimiter(cfg, memstore.New()))
+	m.Watch(core.NewLimiter(cfg, core.WithStore(memstore.New())))
 	search := cfg.Rules()[0].Name
 	evs := []core.Event{
 		{Rule: search, Outcome: core.OutcomeAllowed, Allowed: true, Cost: 1, Latency: 80 * time.Nanosecond},
@@ -580,7 +580,7 @@ rate_limit:
 		t.Fatal(err)
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-	lim := core.NewLimiter(cfg, memstore.New(memstore.WithClock(clock)), core.WithObserver(m.Observe), core.WithClock(clock),
+	lim := core.NewLimiter(cfg, core.WithStore(memstore.New(memstore.WithClock(clock))), core.WithObserver(m.Observe), core.WithClock(clock),
 		core.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx := context.Background()
 	for range 5 {

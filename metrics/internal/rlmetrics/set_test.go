@@ -103,7 +103,7 @@ func TestWatchedRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Watch(core.NewLimiter(cfg, memstore.New()))
+	w.Watch(core.NewLimiter(cfg, core.WithStore(memstore.New())))
 	if w.Config() != cfg {
 		t.Errorf("Config() = %p, want the limiter's %p", w.Config(), cfg)
 	}
@@ -166,7 +166,7 @@ func TestRules(t *testing.T) {
 	var w Watched
 	r := NewRules(&w, func(v string) *string { return &v })
 	c1 := cfg("search", "upload")
-	lim := core.NewLimiter(c1, memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	lim := core.NewLimiter(c1, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 	search := c1.Rules()[0].Name
 	if *r.Get(search) != "search" {
 		t.Fatal("Get(search)")
@@ -218,7 +218,7 @@ func TestRulesConcurrent(t *testing.T) {
 		}
 		cfgs[i] = c
 	}
-	lim := core.NewLimiter(cfgs[0], memstore.New(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	lim := core.NewLimiter(cfgs[0], core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.DiscardHandler)))
 	w.Watch(lim)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -1,0 +1,120 @@
+package core
+
+import (
+	"log/slog"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/rlkit/rlkit/core/clientip"
+	"github.com/rlkit/rlkit/core/store"
+)
+
+// Option configures a Limiter (NewLimiter). Each option's comment ends
+// with its default.
+type Option func(*Limiter)
+
+// WithStore sets where the limiter counts: a memstore.Store in this
+// process, a redisstore.Store for the replicas of a service, or any
+// store.Store that passes package storetest. Default: a new
+// memstore.Store on the limiter's clock (see WithClock).
+func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
+
+// WithClientIP sets whose forwarding headers the limiter's middlewares
+// believe when they work out a request's client IP: the identity of a
+// request with no other, and the address the configuration's allow and
+// ban networks are matched against (see clientip.Config). Default: the
+// zero clientip.Config, which trusts no proxy and takes the TCP peer's
+// address, an IPv6 one per /64.
+func WithClientIP(cfg clientip.Config) Option {
+	return func(l *Limiter) {
+		l.clientIP = cfg
+		l.clientIP.TrustedProxies = slices.Clone(cfg.TrustedProxies)
+	}
+}
+
+// WithDecisionContext, when on, makes the limiter's middlewares put the
+// Decision of every request they pass on into its context (NewContext),
+// where the handler reads it with FromContext or the adapter's
+// DecisionOf: the rule, the remaining quota (d.Result.Remaining), the
+// store key. It costs each request a few allocations (a copy of the
+// Decision on the heap, a context, the framework's own request or
+// context copy). Default: false (no Decision in the context, and no
+// allocation for it).
+func WithDecisionContext(on bool) Option { return func(l *Limiter) { l.inContext = on } }
+
+// WithHeaders overrides the configuration's header style, also across
+// reloads. Default: the configuration's (draft unless it says otherwise).
+func WithHeaders(s HeaderStyle) Option {
+	return func(l *Limiter) { l.style, l.styleSet = s, true }
+}
+
+// WithFailOpen overrides the configuration's failure policy, also across
+// reloads: true lets requests pass when the store fails, false denies them
+// with 503. Default: the configuration's (open unless it says closed).
+func WithFailOpen(open bool) Option {
+	return func(l *Limiter) { l.failOpen, l.failOpenSet = open, true }
+}
+
+// WithShadowHeaders makes requests under a rule in shadow mode carry the
+// rate-limit headers the rule would write if it were enforced. Default:
+// false (a shadow rule writes no header: clients see no change).
+func WithShadowHeaders(on bool) Option { return func(l *Limiter) { l.shadowHeaders = on } }
+
+// WithIdentityKey sets the key of the HMAC under which secret identities
+// (SecretIdentity; every adapter's HeaderKey) are stored and logged. Every
+// limiter sharing a store (the servers of one Redis) must use the same key,
+// or each counts a caller apart. Keep it secret, as a signing key: with it,
+// a reader of the store's key names can test guesses of a secret. Default:
+// defaultIdentityKey, which is public.
+func WithIdentityKey(key []byte) Option {
+	return func(l *Limiter) { l.identityKey = slices.Clone(key) }
+}
+
+// WithObserver sets a hook that sees every decision (see Observer).
+// Default: none.
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
+
+// WithLatencySampling sets how many store calls there are for each one
+// timed for the Observer (Event.Latency), at random: timing a call reads
+// the clock twice, which costs tens of nanoseconds on some machines, while
+// a latency distribution needs only a sample. n is rounded up to a power
+// of two (at most 2^20); 1 times every call. The calls of an in-process
+// store (a LocalStore) are never timed. Default: 16.
+func WithLatencySampling(n int) Option {
+	return func(l *Limiter) {
+		l.sampleMask = uint32(1)<<bits.Len(uint(min(max(n, 1), 1<<20)-1)) - 1
+	}
+}
+
+// WithLogger sets where store failures, shadow denials and reloads are
+// reported. Default: slog.Default().
+func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }
+
+// WithClock sets the clock used for latencies and for spacing warnings,
+// and by the memory store NewLimiter makes when no WithStore is given (a
+// store given has its own). Default: store.SystemClock.
+func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
+
+// WithWarnInterval sets the least time between two log lines about store
+// failures, and between two about one shadow rule's denials; the ones in
+// between are counted and the count goes in the next line. Default: 10s.
+func WithWarnInterval(d time.Duration) Option { return func(l *Limiter) { l.warnEvery = int64(d) } }
+
+// WithLimitProvider sets where per-customer limits come from (see
+// LimitProvider). Default: none (plans and rules only).
+func WithLimitProvider(p LimitProvider) Option {
+	return func(l *Limiter) { l.providerOpts.p = p }
+}
+
+// WithLimitCache sets how many answers of the LimitProvider are cached
+// (size; at least 16; 0 means the default) and for how long each is used
+// (ttl, at least a millisecond; 0 means the default), for positive and
+// negative answers alike (an error is used for at most 5 seconds). The
+// cache is bounded: past size entries, the oldest answer is dropped, so a
+// flood of distinct callers costs at most size entries of memory. Answers
+// cached under a configuration are not used under another (a reload): its
+// rules are new. Default: 10,000 entries, a minute.
+func WithLimitCache(size int, ttl time.Duration) Option {
+	return func(l *Limiter) { l.providerOpts.size, l.providerOpts.ttl = size, ttl }
+}
