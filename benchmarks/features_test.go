@@ -222,7 +222,7 @@ func (s *featureServer) check(tb testing.TB) {
 //     then a Take once it has answered.
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
-//   - decision-context: nethttp.WithDecisionContext(true), the handler
+//   - decision-context: core.WithDecisionContext(true), the handler
 //     reading the Decision back (nethttp.DecisionOf).
 //   - baseline-again: the baseline's middleware built a second time, the
 //     same in every way: what it "adds" is what the method cannot tell

@@ -22,9 +22,9 @@ import (
 //   - decide-none: no observer, the baseline.
 //   - decide-noop: an observer that does nothing: what core itself adds
 //     when an observer is set (it builds and passes the event; it does not
-//     time the memory store's calls, a core.LocalStore).
+//     time the memory store's calls, a store.LocalStore).
 //   - decide-none-timed, decide-noop-timed, decide-prom-timed: the same on
-//     the memory store behind a wrapper that is not a core.LocalStore, so
+//     the memory store behind a wrapper that is not a store.LocalStore, so
 //     that core times its calls (two clock reads, one call in 16 by
 //     default), as it does a Redis store's.
 //   - decide-prom: metrics/prom's Observe (a Prometheus registry of its
@@ -33,7 +33,7 @@ import (
 //     OpenTelemetry SDK (a ManualReader that nothing reads).
 //   - observe-prom, observe-otel: Observe alone, on the event such a
 //     decision makes (rule "search", allowed, no latency: the memory
-//     store's calls are not timed, see core.LocalStore).
+//     store's calls are not timed, see store.LocalStore).
 //
 // The metrics watch a limiter of the configuration (Watch(lim), as a
 // program does), so they find its rules by identity.
@@ -67,7 +67,7 @@ func BenchmarkMetrics(b *testing.B) {
 	variants := []struct {
 		name     string
 		observer core.Observer
-		timed    bool // the store is not a core.LocalStore: core times its calls
+		timed    bool // the store is not a store.LocalStore: core times its calls
 	}{
 		{"none", nil, false},
 		{"noop", func(core.Event) {}, false},
@@ -153,6 +153,6 @@ func BenchmarkMetrics(b *testing.B) {
 	}
 }
 
-// remoteLike is a store that is not a core.LocalStore, so that the
+// remoteLike is a store that is not a store.LocalStore, so that the
 // limiter times its calls as it does a Redis store's.
 type remoteLike struct{ store.Store }

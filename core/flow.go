@@ -39,10 +39,10 @@ type Flow[R any] struct {
 	Key func(R) (string, error)
 	// Bypass reports callers never limited; nil means none.
 	Bypass func(R) bool
-	// ClientIP returns the request's client IP (see ClientIPConfig).
+	// ClientIP returns the request's client IP (see clientip.Config).
 	ClientIP func(R) string
 	// ClientAddr returns the request's client IP without the grouping
-	// of IPv6 clients (ClientIPConfig.ClientAddr): the address the allow
+	// of IPv6 clients (clientip.Config.ClientAddr): the address the allow
 	// and ban networks are matched against. nil means ClientIP.
 	ClientAddr func(R) string
 	// Plan returns the caller's plan (see TierSpec), asked only when the

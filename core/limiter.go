@@ -244,7 +244,7 @@ var ErrUnknownRule = errors.New("no such rule")
 // key function's answer (HeaderIdentity(name, value) for an adapter's
 // HeaderKey, "sub:<subject>" for JWTSubject, what the application's own
 // returns), else the client IP (for IPv6, its network's
-// first address under ClientIPConfig.IPv6PrefixLen, e.g.
+// first address under clientip.Config.IPv6PrefixLen, e.g.
 // "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). An unknown rule
 // is ErrUnknownRule.
 func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared bool, err error) {

@@ -21,7 +21,7 @@ type AllowSpec struct {
 	// for a plain one ("sub:ops-bot", "user:42", an IPv4 client IP), and
 	// for a secret identity (an API key through an adapter's HeaderKey)
 	// its keyed hash, "X-Api-Key:hmac:<32 hex digits>", so that no key is
-	// written in clear in the file. Limiter.Key(core.HeaderIdentity(name,
+	// written in clear in the file. Limiter.Key(adapter.HeaderIdentity(name,
 	// key)) gives that form, as does Decision.Key and the Observer's
 	// Event.Key of a request the caller made. An entry that starts with
 	// "sha256:" is a digest key (BoundKey): "sha256:" and 64 lower-case
@@ -29,12 +29,12 @@ type AllowSpec struct {
 	// a key. An IPv4 client IP entry must be written as ClientIP gives
 	// it (canonical, IPv4-mapped addresses as IPv4); an IPv6 one is an
 	// error (such a client counts under its group's first address, per
-	// ClientIPConfig.IPv6PrefixLen): list client IPs in Networks.
+	// clientip.Config.IPv6PrefixLen): list client IPs in Networks.
 	Identities []string
 	// Networks are CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") or single
 	// addresses (a /32 or /128) whose client IPs are never limited nor
 	// counted, whatever identity the request names. They are matched
-	// against the client's whole address (ClientIPConfig.ClientAddr),
+	// against the client's whole address (clientip.Config.ClientAddr),
 	// an IPv6 one too, whatever IPv6PrefixLen groups it under. A prefix with host
 	// bits set ("10.0.0.1/8") and an IPv6 zone are errors; an
 	// IPv4-mapped prefix is taken as IPv4. A network inside a banned one
@@ -347,7 +347,7 @@ func allowKey(id string) (key, msg string) {
 	if a, err := netip.ParseAddr(id); err == nil {
 		if a.Unmap().Is6() {
 			// An IPv6 client counts under its group's first address
-			// (ClientIPConfig.IPv6PrefixLen), which the file cannot know.
+			// (clientip.Config.IPv6PrefixLen), which the file cannot know.
 			return "", "an IPv6 client counts under its group's address (its /64 by default): list it in allow.networks"
 		}
 		if c := a.Unmap().WithZone("").String(); c != id {

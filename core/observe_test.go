@@ -14,7 +14,7 @@ type steppingClock struct{ now int64 }
 func (c *steppingClock) Now() int64 { c.now += int64(time.Millisecond); return c.now }
 
 // TestLocalStoreNotTimed: the memory store's calls are not timed (Latency
-// 0), as core.LocalStore says; the clock is never read for them.
+// 0), as store.LocalStore says; the clock is never read for them.
 func TestLocalStoreNotTimed(t *testing.T) {
 	cfg, err := core.ParseConfig([]byte(reloadA), "a.yaml")
 	if err != nil {

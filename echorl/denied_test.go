@@ -66,7 +66,7 @@ func TestDeniedHandler(t *testing.T) {
 
 // TestDecisionOf: the handler finds its request's Decision, the same in
 // c (DecisionOf, c.Get(DecisionKey)) and in the request's context, only
-// WithDecisionContext(true).
+// core.WithDecisionContext(true).
 func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got, inReq, inStore *core.Decision
@@ -93,7 +93,7 @@ func TestDecisionOf(t *testing.T) {
 // request: by default (and with a denied handler, which an allowed
 // request never reaches) one, the RateLimit value (Echo wraps the chain
 // for every request, but the handler in front of the route's is built
-// once); WithDecisionContext(true) five more (the Decision, Echo's store
+// once); core.WithDecisionContext(true) five more (the Decision, Echo's store
 // map, the context, the request's copy).
 func TestAllocs(t *testing.T) {
 	if adaptertest.Race {
@@ -123,7 +123,7 @@ func TestAllocs(t *testing.T) {
 		{"default", nil, nil, 1},
 		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 1},
 		{"WithDeniedHandler", nil, []echorl.Option{denied}, 1},
-		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
+		{"core.WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
 	} {
 		if n := allocs(echorl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Echo's own, want %v", tt.name, n, tt.want)

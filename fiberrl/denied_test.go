@@ -85,7 +85,7 @@ func TestDeniedHandler(t *testing.T) {
 
 // TestDecisionOf: the handler finds its request's Decision, the same in
 // c's locals (DecisionOf, c.Locals(DecisionKey)) and in its user context,
-// only WithDecisionContext(true); it outlives the request.
+// only core.WithDecisionContext(true); it outlives the request.
 func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got, inCtx, inLocals *core.Decision
@@ -115,7 +115,7 @@ func TestDecisionOf(t *testing.T) {
 // TestAllocs pins what the middleware adds to Fiber's own allocations per
 // request: by default (and with a denied handler, which an allowed
 // request never reaches) none, as before these options;
-// WithDecisionContext(true) two (the Decision and the user context).
+// core.WithDecisionContext(true) two (the Decision and the user context).
 func TestAllocs(t *testing.T) {
 	if adaptertest.Race {
 		t.Skip("the race detector makes Fiber's context pool drop contexts")
@@ -152,7 +152,7 @@ func TestAllocs(t *testing.T) {
 		{"default", nil, nil, 0},
 		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 0},
 		{"WithDeniedHandler", nil, []fiberrl.Option{denied}, 0},
-		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 2},
+		{"core.WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 2},
 	} {
 		if n := allocs(fiberrl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Fiber's own, want %v", tt.name, n, tt.want)

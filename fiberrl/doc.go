@@ -34,14 +34,14 @@
 // WithDeniedHandler gives the application's own (an RFC 9457
 // application/problem+json, say), written after the middleware has set
 // the rate-limit headers and Retry-After (none on a 403); the
-// middleware returns its error. WithDecisionContext(true) puts the
+// middleware returns its error. core.WithDecisionContext(true) puts the
 // Decision of every request passed on into the fiber.Ctx's locals
 // (DecisionOf, c.Locals(DecisionKey)) and its user context
 // (core.FromContext(c.UserContext())), so that the handler can report the
 // remaining quota; it is off by default, since it costs two allocations a
 // request.
 //
-// The client IP is worked out by core.ClientIPConfig (see WithClientIP)
+// The client IP is worked out by clientip.Config (see core.WithClientIP)
 // from the TCP peer and the request headers, not by fiber.Ctx.IP, which
 // believes the configured proxy header from any peer unless Fiber's
 // trusted-proxy check is enabled.

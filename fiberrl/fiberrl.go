@@ -248,7 +248,7 @@ func nameBytes(name string) []byte { return unsafe.Slice(unsafe.StringData(name)
 
 // peerIP is the client IP when cfg trusts no proxy: the TCP peer's
 // address, as cfg.ClientIP renders it (an IPv6 one grouped per
-// cfg.IPv6PrefixLen; with whole, not grouped: see core.ClientIPConfig.ClientAddr).
+// cfg.IPv6PrefixLen; with whole, not grouped: see clientip.Config.ClientAddr).
 // IPv4 peers come from ipv4Strings, so a returning
 // client costs no allocation.
 func peerIP(c *fiber.Ctx, cfg *clientip.Config, whole bool) string {
@@ -298,7 +298,7 @@ func remoteAddr(c *fiber.Ctx) string {
 	return addr.String()
 }
 
-// headerValues returns the values function of core.ClientIPConfig.ClientIP
+// headerValues returns the values function of clientip.Config.ClientIP
 // for c's request headers: all lines of one header, copied.
 func headerValues(c *fiber.Ctx) func(string) []string {
 	return func(name string) []string {

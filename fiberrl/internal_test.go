@@ -119,7 +119,7 @@ func TestRouteAndMethod(t *testing.T) {
 }
 
 // TestPeerIPAsClientIP: with no trusted proxy, the client IP is the one
-// core.ClientIPConfig gives for the peer's "ip:port", for IPv4, IPv4-mapped
+// clientip.Config gives for the peer's "ip:port", for IPv4, IPv4-mapped
 // and IPv6 peers, IPv6 ones grouped per the configured IPv6PrefixLen (/64
 // by default), and the IPv4 cache answers each address with its own text
 // even when addresses share a slot.
@@ -146,7 +146,7 @@ func TestPeerIPAsClientIP(t *testing.T) {
 		got, viaCore := peerIP(c, &cfg, false), cfg.ClientIP(remoteAddr(c), nil)
 		app.ReleaseCtx(c)
 		if got != tt.want || viaCore != tt.want {
-			t.Errorf("IPv6PrefixLen %d, peer %v: peerIP = %q, core.ClientIPConfig.ClientIP = %q; want %q", tt.prefixLen, tt.addr, got, viaCore, tt.want)
+			t.Errorf("IPv6PrefixLen %d, peer %v: peerIP = %q, clientip.Config.ClientIP = %q; want %q", tt.prefixLen, tt.addr, got, viaCore, tt.want)
 		}
 	}
 	for i := uint32(0); i < 1<<16; i++ {

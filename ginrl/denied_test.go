@@ -55,7 +55,7 @@ func TestDeniedHandler(t *testing.T) {
 
 // TestDecisionOf: the handler finds its request's Decision, the same in
 // c (DecisionOf, c.Get(DecisionKey)) and in the request's context, only
-// WithDecisionContext(true).
+// core.WithDecisionContext(true).
 func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got, inReq, inKeys *core.Decision
@@ -81,7 +81,7 @@ func TestDecisionOf(t *testing.T) {
 // TestAllocs pins what the middleware adds to Gin's own allocations per
 // request: by default (and with a denied handler, which an allowed request
 // never reaches) one, the RateLimit value, as before these options;
-// WithDecisionContext(true) five more (the Decision, Gin's Keys map, the
+// core.WithDecisionContext(true) five more (the Decision, Gin's Keys map, the
 // context, the request's copy).
 func TestAllocs(t *testing.T) {
 	if adaptertest.Race {
@@ -111,7 +111,7 @@ func TestAllocs(t *testing.T) {
 		{"default", nil, nil, 1},
 		{"WithDecisionContext(false)", []core.Option{core.WithDecisionContext(false)}, nil, 1},
 		{"WithDeniedHandler", nil, []ginrl.Option{denied}, 1},
-		{"WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
+		{"core.WithDecisionContext(true)", []core.Option{core.WithDecisionContext(true)}, nil, 6},
 	} {
 		if n := allocs(ginrl.New(core.NewLimiter(adaptertest.BenchConfig(t), tt.lim...), tt.opts...)) - bare; n != tt.want {
 			t.Errorf("%s: %v allocations more than Gin's own, want %v", tt.name, n, tt.want)

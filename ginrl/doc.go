@@ -24,13 +24,13 @@
 // WithDeniedHandler gives the application's own (an RFC 9457
 // application/problem+json, say), written after the middleware has set
 // the rate-limit headers and Retry-After (none on a 403); the chain is
-// aborted after it. WithDecisionContext(true) puts the Decision of every
+// aborted after it. core.WithDecisionContext(true) puts the Decision of every
 // request passed on into the gin.Context (DecisionOf, c.Get(DecisionKey))
 // and the request's context (core.FromContext), so that the handler can
 // report the remaining quota; it is off by default, since it costs five
 // allocations a request.
 //
-// The client IP is worked out by core.ClientIPConfig (see WithClientIP),
+// The client IP is worked out by clientip.Config (see core.WithClientIP),
 // not by gin.Context.ClientIP, which believes forwarding headers from any
 // peer unless the engine's trusted proxies are set.
 package ginrl

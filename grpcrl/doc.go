@@ -45,7 +45,7 @@
 //   - FirstKey: the first of several that names the caller.
 //
 // The peer's IP is its TCP address; forwarding metadata (x-forwarded-for,
-// forwarded, x-real-ip) is believed only from proxies WithClientIP trusts.
+// forwarded, x-real-ip) is believed only from proxies core.WithClientIP trusts.
 // The identities are those the HTTP adapters give for the same token, the
 // same API key in the same-named header, or the same client IP, so a service
 // that serves one API over both, on one store, counts a caller once.
@@ -61,7 +61,7 @@
 // is fail-closed, PermissionDenied from a banned network; WithDeniedHandler
 // gives the application's own. A rule counted by outcome (RuleSpec.Count)
 // counts a call with the HTTP form of the status its handler returned
-// (OK 200, NotFound 404, Internal 500...). WithDecisionContext(true) puts
+// (OK 200, NotFound 404, Internal 500...). core.WithDecisionContext(true) puts
 // each call's Decision into the handler's context (DecisionOf), so that the
 // handler can report the remaining quota.
 //

@@ -26,7 +26,7 @@ func JWTSubject(verify func(ctx context.Context, token string) (subject string, 
 
 // MetadataKey counts calls by the value of a metadata entry (an API key;
 // name in any case, "x-api-key") under the identity
-// core.HeaderIdentity(canonical header name, value), which the limiter
+// adapter.HeaderIdentity(canonical header name, value), which the limiter
 // stores and logs only as a keyed hash ("X-Api-Key:hmac:<hex>"; see
 // core.WithIdentityKey): the identity the HTTP adapters' HeaderKey gives
 // the same key in the same-named header, so a caller shares one count

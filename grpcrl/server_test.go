@@ -310,7 +310,7 @@ func TestBanned(t *testing.T) {
 	}
 }
 
-// TestLegacyMetadata: WithHeaders(HeadersLegacy) sends x-ratelimit-*.
+// TestLegacyMetadata: core.WithHeaders(core.HeadersLegacy) sends x-ratelimit-*.
 func TestLegacyMetadata(t *testing.T) {
 	conn, _ := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))), core.WithHeaders(core.HeadersLegacy))
 	for i := range 3 {
@@ -351,7 +351,7 @@ func TestDeniedHandler(t *testing.T) {
 }
 
 // TestDecisionContext: the handler finds its call's Decision only
-// WithDecisionContext(true), for unary calls and streams.
+// core.WithDecisionContext(true), for unary calls and streams.
 func TestDecisionContext(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		conn, e := serve(t, config(t, testConfig), core.WithStore(memAt(t, store.NewManualClock(start))), core.WithDecisionContext(on))

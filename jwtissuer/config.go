@@ -103,7 +103,7 @@ type Config struct {
 	FailureLimitWindow time.Duration
 
 	// Clock tells the time of "iat", "exp", their checks and the built-in
-	// RateLimiter: for tests (core.ManualClock). Default: core.SystemClock.
+	// RateLimiter: for tests (store.ManualClock). Default: store.SystemClock.
 	Clock store.Clock
 }
 

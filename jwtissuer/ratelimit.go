@@ -100,12 +100,12 @@ const maxBuckets = 10_000
 // every bucket by itself.
 //
 // Keys longer than 128 bytes are kept as their SHA-256 digest
-// (core.BoundKey), so no key makes the limiter hold more than a few dozen
+// (store.BoundKey), so no key makes the limiter hold more than a few dozen
 // bytes per bucket.
 //
 // # Time
 //
-// The limiter reads the time once per call, from core.SystemClock (the
+// The limiter reads the time once per call, from store.SystemClock (the
 // wall clock, which a system clock step moves back or forth). A reading
 // earlier than a bucket's last refill refills nothing and takes back
 // nothing: tokens granted, and the fraction of a token accrued, stay, and

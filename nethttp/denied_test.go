@@ -59,7 +59,7 @@ func TestDeniedHandler(t *testing.T) {
 }
 
 // TestDecisionOf: the handler finds its request's Decision only
-// WithDecisionContext(true).
+// core.WithDecisionContext(true).
 func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got *core.Decision
@@ -84,7 +84,7 @@ func TestDecisionOf(t *testing.T) {
 // TestAllocs pins what the middleware allocates per request: the default
 // (and a denied handler, which an allowed request never reaches) as much
 // as before these options (the RateLimit value; a denial adds
-// Retry-After), WithDecisionContext(true) three more (the Decision, the
+// Retry-After), core.WithDecisionContext(true) three more (the Decision, the
 // context, the request's copy).
 func TestAllocs(t *testing.T) {
 	denied := nethttp.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, _ *core.Decision) { w.WriteHeader(429) })
@@ -98,7 +98,7 @@ func TestAllocs(t *testing.T) {
 		{"default", "/api/search", nil, nil, 1},
 		{"WithDecisionContext(false)", "/api/search", []core.Option{core.WithDecisionContext(false)}, nil, 1},
 		{"WithDeniedHandler", "/api/search", nil, []nethttp.Option{denied}, 1},
-		{"WithDecisionContext(true)", "/api/search", []core.Option{core.WithDecisionContext(true)}, nil, 4},
+		{"core.WithDecisionContext(true)", "/api/search", []core.Option{core.WithDecisionContext(true)}, nil, 4},
 		{"denied", "/api/kb/a/reindex", nil, nil, 2},
 		{"denied WithDeniedHandler", "/api/kb/a/reindex", nil, []nethttp.Option{denied}, 3}, // the Decision's copy
 	}

@@ -59,7 +59,7 @@ rate_limit:
 	}
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := nethttp.DecisionOf(r) // WithDecisionContext(true)
+		d, _ := nethttp.DecisionOf(r) // core.WithDecisionContext(true)
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"results": [], "remaining": %d}`, d.Result.Remaining)
 	})

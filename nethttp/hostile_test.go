@@ -370,7 +370,7 @@ func TestHostileHalfCloseWaitsForProvider(t *testing.T) {
 		case asked <- struct{}{}:
 		default:
 		}
-		time.Sleep(time.Second) // a slow lookup (at most LimitProviderTimeout)
+		time.Sleep(time.Second) // a slow lookup (at most the second a LimitProvider call is given)
 		return []algo.Limit{{Count: 1, Period: time.Minute}}, true, nil
 	})
 	cfg, err := core.ParseConfig([]byte(`

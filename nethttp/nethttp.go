@@ -25,7 +25,7 @@
 //		fmt.Fprintf(w, `{"title": %q, "status": %d}`, http.StatusText(d.Status()), d.Status())
 //	})
 //
-// WithDecisionContext(true) puts the Decision of every request passed on
+// core.WithDecisionContext(true) puts the Decision of every request passed on
 // into its context, where the handler finds it with DecisionOf (the rule,
 // the remaining quota d.Result.Remaining); it is off by default, since it
 // costs three allocations a request.

@@ -29,7 +29,7 @@ func (systemClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	return t.C, t.Stop
 }
 
-// CoreClock returns c as a core.Clock (Unix nanoseconds), for a store
+// CoreClock returns c as a store.Clock (Unix nanoseconds), for a store
 // (memstore.WithClock) or a core limiter that must read the same time as a
 // Limiter's waits.
 func CoreClock(c Clock) store.Clock { return coreClock{c} }

@@ -78,7 +78,7 @@
 // # Several processes
 //
 // Counters are shared by giving every process's Limiter the same
-// core.Store: package core/redisstore (with the same core.WithIdentityKey
+// store.Store: package core/redisstore (with the same core.WithIdentityKey
 // in WithCoreOptions when keys are secrets). Holds are shared through a
 // HoldStore (WithHoldStore; package outbound/redishold keeps them in
 // Redis). The budget derived from a remaining count stays in each process.

@@ -66,7 +66,7 @@ func WithCoreOptions(opts ...core.Option) Option {
 
 // Limiter waits (it never fails for being over a limit) until a request
 // may start, under the same rules and policies as the inbound side
-// (core.Config, from YAML or Rate), on any core.Store (memstore in one
+// (core.Config, from YAML or Rate), on any store.Store (memstore in one
 // process; redisstore shared by replicas). It implements Waiter, Delayer
 // and Observer, and is safe for concurrent use.
 //
@@ -99,7 +99,7 @@ func WithCoreOptions(opts ...core.Option) Option {
 // later requests once what the upstream gave has ended).
 type Limiter struct {
 	core     *core.Limiter
-	remote   bool // the store is not a core.LocalStore: its calls may block
+	remote   bool // the store is not a store.LocalStore: its calls may block
 	clock    Clock
 	holds    HoldStore
 	coreOpts []core.Option
@@ -177,7 +177,7 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixNano() }
 // ctx is done (also when it is done on entry), taking no slot, even while
 // a store in another process (Redis) is deciding the request: that call
 // then ends on its own goroutine, within the store's timeout, and should
-// it admit the request, the admission stays counted (a core.Store cannot
+// it admit the request, the admission stays counted (a store.Store cannot
 // give one back), so the key may start one request fewer in its window
 // than the limit allows. It returns an error
 // wrapping the store's when the store fails and the configuration fails
@@ -301,7 +301,7 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 	case !ok || (l.remote && ctx.Err() != nil):
 		// Done while a store in another process decided: the request is
 		// not sent, though an admission the store made stays counted (a
-		// core.Store cannot give it back).
+		// store.Store cannot give it back).
 		return 0, ctx.Err()
 	case d.Allowed:
 		return 0, nil

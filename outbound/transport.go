@@ -17,7 +17,7 @@ type TransportOption func(*Transport)
 
 // WithKey sets how a request's rate-limit key is made: the host
 // (KeyHost), a token, worksclient's "METHOD normalized-path", anything.
-// Keys are bounded by the core limiter (core.BoundKey) before they reach a
+// Keys are bounded by the core limiter (store.BoundKey) before they reach a
 // store; a key function fed by secrets should return
 // core.SecretIdentity(label, secret) so that only a keyed hash is kept.
 // Default: KeyHost.

@@ -128,7 +128,7 @@ type pacerStore struct{ p *Pacer }
 
 var _ store.Store = pacerStore{}
 
-// Take implements core.Store.
+// Take implements store.Store.
 func (s pacerStore) Take(_ context.Context, key string, pol *store.Policy, cost int64) (r store.Result, _ error) {
 	p := s.p
 	now := p.clock.Now()
@@ -142,17 +142,17 @@ func (s pacerStore) Take(_ context.Context, key string, pol *store.Policy, cost 
 	return r, nil
 }
 
-// Peek implements core.Store.
+// Peek implements store.Store.
 func (s pacerStore) Peek(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
 	return s.p.store.Peek(ctx, key, pol, cost)
 }
 
-// Reset implements core.Store.
+// Reset implements store.Store.
 func (s pacerStore) Reset(ctx context.Context, key string, pol *store.Policy) (bool, error) {
 	return s.p.store.Reset(ctx, key, pol)
 }
 
-// Local implements core.LocalStore: the counters are in this process.
+// Local implements store.LocalStore: the counters are in this process.
 func (pacerStore) Local() bool { return true }
 
 // sweep drops the expired counters when the store has doubled since the

@@ -64,7 +64,7 @@ func BenchmarkPeek(b *testing.B) {
 }
 
 // BenchmarkTakeOneKey is BenchmarkTakeAtOneKey with the clock read included
-// (core.SystemClock), as a request sees it.
+// (store.SystemClock), as a request sees it.
 func BenchmarkTakeOneKey(b *testing.B) {
 	s := memstore.New()
 	p := policy(algo.FixedWindow)

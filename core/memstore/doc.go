@@ -68,14 +68,14 @@
 // # Reset and Stats
 //
 // Reset removes a key's counters under a policy and reports whether any
-// had not expired. Stats (core.StatsStore) reports the counters held
+// had not expired. Stats (store.StatsStore) reports the counters held
 // (expired ones not yet dropped included), the bound, and how many live
 // counters eviction has dropped; it locks each shard in turn, so its cost
 // grows with the shards, not the keys. Neither adds work to a decision.
 //
 // # Time
 //
-// Take and Peek read the store's clock (core.SystemClock unless WithClock
+// Take and Peek read the store's clock (store.SystemClock unless WithClock
 // says otherwise) once per decision; TakeAt and PeekAt take the instant
 // from the caller.
 package memstore

@@ -7,5 +7,5 @@ import (
 var _ store.LocalStore = (*Store)(nil)
 
 // Local reports true: the store keeps its counters in this process, so the
-// limiter does not time its calls (see core.LocalStore).
+// limiter does not time its calls (see store.LocalStore).
 func (*Store) Local() bool { return true }

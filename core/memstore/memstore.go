@@ -29,7 +29,7 @@ const (
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock sets the clock Take reads. Default: core.SystemClock.
+// WithClock sets the clock Take reads. Default: store.SystemClock.
 func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithMaxKeys bounds the number of counters (one per key, rule and limit).
@@ -50,7 +50,7 @@ func WithShards(n int) Option { return func(s *Store) { s.nshards = max(n, 1) } 
 // way).
 func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweepEvery = d } }
 
-// Store is an in-memory core.Store. It is safe for concurrent use.
+// Store is an in-memory store.Store. It is safe for concurrent use.
 type Store struct {
 	seed       maphash.Seed
 	seed64     uintptr // a random seed for memhash, on 64-bit platforms
@@ -277,8 +277,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Take implements core.Store. It fails only for a policy with no limits
-// or more than core.MaxLimits (core.ErrBadPolicy).
+// Take implements store.Store. It fails only for a policy with no limits
+// or more than store.MaxLimits (store.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
 	if len(p.Limits) == 1 {
 		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
@@ -291,7 +291,7 @@ func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64)
 	return r, nil
 }
 
-// Peek implements core.Store: the Result Take would return now, with
+// Peek implements store.Store: the Result Take would return now, with
 // nothing consumed and no counter created. It fails as Take does.
 func (s *Store) Peek(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
 	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
@@ -301,7 +301,7 @@ func (s *Store) Peek(_ context.Context, key string, p *store.Policy, cost int64)
 	return r, nil
 }
 
-// Reset implements core.Store: it removes the counters of key under p and
+// Reset implements store.Store: it removes the counters of key under p and
 // reports whether any of them had not expired at the store's clock's now
 // (an expired one is removed too, and reported as not cleared). It never
 // fails.
@@ -335,7 +335,7 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Stats implements core.StatsStore. Keys is Len: the counters held,
+// Stats implements store.StatsStore. Keys is Len: the counters held,
 // counting expired ones that no eviction pass or sweep has dropped yet;
 // MaxKeys is the bound the shards enforce together (WithMaxKeys rounded
 // down to a multiple of the number of shards); Evictions counts the
@@ -358,7 +358,7 @@ func (s *Store) Stats() store.Stats {
 
 // TakeAt is Take at the instant now (Unix nanoseconds), for callers that
 // already read the clock; it fills r in place. It allocates nothing for an
-// existing key. A policy with no limits or more than core.MaxLimits is
+// existing key. A policy with no limits or more than store.MaxLimits is
 // denied.
 func (s *Store) TakeAt(r *store.Result, key string, p *store.Policy, cost, now int64) {
 	s.decide(r, key, p, cost, now, true)

@@ -105,7 +105,7 @@ func differential(t *testing.T, m *miniredis.Miniredis, st *Store, rng *rand.Ran
 }
 
 // TestDifferentialSeveralLimits checks the all-or-nothing combination of
-// several limits against core.Evaluate.
+// several limits against store.Evaluate.
 func TestDifferentialSeveralLimits(t *testing.T) {
 	t.Parallel()
 	m := miniredis.RunT(t)

@@ -1,4 +1,4 @@
-// Package redisstore is a core.Store in Redis, for services with several
+// Package redisstore is a store.Store in Redis, for services with several
 // replicas: every replica counts in the same place, and each decision is
 // one atomic round trip.
 //
@@ -62,7 +62,7 @@
 // that keeps (2×capacity + count + 1) × period below 2^52 (1 µs up to about
 // 17,000 per day, 417,000 per hour or 25 million per minute; a million per
 // day counts in units of 100 µs). Periods must be whole microseconds; a
-// limit that cannot be counted exactly is refused with core.ErrBadPolicy.
+// limit that cannot be counted exactly is refused with store.ErrBadPolicy.
 //
 // The scripts need Redis 6.0 or newer (scripts replicated by their effects,
 // SET KEEPTTL); batches, Redis 7.0 (on older servers the store does not
@@ -129,7 +129,7 @@
 //	redisstore: node 10.0.0.7:6379: context deadline exceeded: last dial error: dial tcp 10.0.0.7:6379: connect: connection refused
 //
 // NodeError, ErrClosed and ErrCircuitOpen classify themselves for metrics
-// (core.StoreErrorKind): circuit_open, closed, timeout, pool_timeout,
+// (store.ErrorKind): circuit_open, closed, timeout, pool_timeout,
 // canceled, connection_refused, connection, redis (an error reply) or
 // other. Nodes come from
 // the client's view of the servers, never from keys: a flood of keys adds
@@ -164,7 +164,7 @@
 // whether any was live at the server's time (a fixed window's counter of
 // the current window; for the other algorithms, a state not yet back to
 // its initial one: their keys outlive that by up to a period, and such a
-// key is deleted without being reported). Stats (core.StatsStore) reports
+// key is deleted without being reported). Stats (store.StatsStore) reports
 // the deny cache's hits and each node's breaker (closed, open,
 // half-open); Keys is -1, as counting keys would cost Redis a scan.
 //

@@ -70,7 +70,7 @@ func (e *NodeError) Unwrap() []error {
 }
 
 // StoreErrorKind classifies the failure for a metric label (see
-// core.StoreErrorKind): "circuit_open" (ErrCircuitOpen); with LastDial,
+// store.ErrorKind): "circuit_open" (ErrCircuitOpen); with LastDial,
 // "connection_refused" when the dial was refused, else "connection";
 // otherwise "closed" (ErrClosed), "pool_timeout" (redis.ErrPoolTimeout,
 // redis.ErrPoolExhausted: go-redis waited PoolTimeout for a connection; a

@@ -77,7 +77,7 @@ func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } 
 
 // WithClock sets the local clock of the deny cache, the breakers and the
 // record of failed dials (the counters themselves always use the Redis
-// server's clock). Default: core.SystemClock.
+// server's clock). Default: store.SystemClock.
 func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithIncrExpireKeys, when on, makes every policy of one fixed-window
@@ -102,7 +102,7 @@ func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 // described in the package documentation).
 func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire = on } }
 
-// Store is a core.Store in Redis. Every decision is one Lua script (one
+// Store is a store.Store in Redis. Every decision is one Lua script (one
 // round trip, EVALSHA with an EVAL fallback) that reads the server's clock
 // (TIME), evaluates every limit of the policy, and writes only when all
 // admit, with a TTL on every key it writes; under load, the decisions that
@@ -215,7 +215,7 @@ func (s *Store) Close() error {
 // "closed".
 var ErrClosed error = &kindError{"redisstore: store closed", "closed"}
 
-// kindError is a sentinel error with a kind, for core.StoreErrorKind.
+// kindError is a sentinel error with a kind, for store.ErrorKind.
 type kindError struct{ msg, kind string }
 
 func (e *kindError) Error() string          { return e.msg }
@@ -227,8 +227,8 @@ var (
 	oneKey     any = int64(1)
 )
 
-// Take implements core.Store. It returns an error when the policy cannot be
-// counted exactly in Redis (core.ErrBadPolicy: a period that is not a whole
+// Take implements store.Store. It returns an error when the policy cannot be
+// counted exactly in Redis (store.ErrBadPolicy: a period that is not a whole
 // number of microseconds, or an extreme count), when the circuit of the
 // key's node is open (a *NodeError wrapping ErrCircuitOpen), or when Redis
 // fails or does not answer in time (a *NodeError naming the node).
@@ -236,7 +236,7 @@ func (s *Store) Take(ctx context.Context, key string, p *store.Policy, cost int6
 	return s.decide(ctx, key, p, cost, false)
 }
 
-// Peek implements core.Store: one script call, the decision script of
+// Peek implements store.Store: one script call, the decision script of
 // Take in a dry run (a negative cost in its ARGV[1] asks it to evaluate
 // that cost and write nothing), on the server's clock. A key the deny
 // cache holds is answered from it without a round trip, and a denial is
@@ -280,7 +280,7 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 	return r, nil
 }
 
-// Reset implements core.Store: one script deletes key's counters under p
+// Reset implements store.Store: one script deletes key's counters under p
 // (for a fixed window, those of the window holding the server's time and
 // of its two neighbours) and reports whether any was live at the server's
 // time: for a fixed window, a counter of the current window (or of the
@@ -315,7 +315,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 	return live > 0, nil
 }
 
-// Stats implements core.StatsStore: Store "redis", Keys -1 (counting keys
+// Stats implements store.StatsStore: Store "redis", Keys -1 (counting keys
 // would cost Redis a scan), the deny cache's hits, and one entry per node
 // the store knows, with its breaker's state: the server of a Client; a
 // ClusterClient's masters and a Ring's shards once a call has gone to

@@ -1,9 +1,9 @@
-// Package storetest is the conformance suite every core.Store must pass:
+// Package storetest is the conformance suite every store.Store must pass:
 // the in-memory store, the Redis store, and third-party stores alike.
 //
 //	func TestConformance(t *testing.T) {
-//		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-//		storetest.Run(t, func() core.Store {
+//		clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+//		storetest.Run(t, func() store.Store {
 //			return memstore.New(memstore.WithClock(clock))
 //		}, storetest.WithClock(clock))
 //	}

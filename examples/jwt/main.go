@@ -143,7 +143,7 @@ func newApp(secret string, clock store.Clock) (*app, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	// No key function: every request counts under its client IP (the TCP
-	// peer; behind a proxy, see nethttp.WithClientIP).
+	// peer; behind a proxy, see core.WithClientIP).
 	a.handler = nethttp.New(core.NewLimiter(perIP, core.WithStore(a.store), core.WithClock(clock)))(mux)
 	return a, nil
 }

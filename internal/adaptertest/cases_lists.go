@@ -108,7 +108,7 @@ rate_limit:
 		{
 			// An IPv6 entry longer than the /64 a client counts under
 			// means the addresses it is written for: it is matched against
-			// the client's whole address (ClientIPConfig.ClientAddr), not
+			// the client's whole address (clientip.Config.ClientAddr), not
 			// its group's; an address beside it in the same /64 is neither
 			// banned nor allowed, and counts under the group.
 			name:   "ListsIPv6Host",

@@ -48,6 +48,6 @@
 // compares their answers as Same does: the fault suite's
 // TestFaultPathSpellings.
 //
-// The stores read a core.ManualClock, so every Reset and Retry-After value
+// The stores read a store.ManualClock, so every Reset and Retry-After value
 // is exact; the suite moves the clock and never sleeps.
 package adaptertest

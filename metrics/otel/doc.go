@@ -19,8 +19,8 @@
 // semantic conventions' own; the others are namespaced rlkit.*):
 //
 //	rlkit.decisions                 Int64Counter {request}           rlkit.rule, rlkit.outcome
-//	rlkit.store.duration            Float64Histogram s               rlkit.rule; when the store call was timed (one in 16 by default; never a core.LocalStore's)
-//	rlkit.store.errors              Int64Counter {error}             error.type (core.StoreErrorKind)
+//	rlkit.store.duration            Float64Histogram s               rlkit.rule; when the store call was timed (one in 16 by default; never a store.LocalStore's)
+//	rlkit.store.errors              Int64Counter {error}             error.type (store.ErrorKind)
 //	rlkit.store.key.count           Int64ObservableUpDownCounter {key}       rlkit.store; not reported by Redis
 //	rlkit.store.key.limit           Int64ObservableGauge {key}       rlkit.store; not reported when unbounded
 //	rlkit.store.evictions           Int64ObservableCounter {key}     rlkit.store

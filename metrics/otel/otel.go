@@ -102,7 +102,7 @@ type ruleOptions struct {
 
 // A Source is what Watch reads when the MeterProvider collects;
 // *core.Limiter is one. Its store's figures are reported when the store is
-// a core.StatsStore, and its reload counts when it has a method
+// a store.StatsStore, and its reload counts when it has a method
 // ReloadStats() core.ReloadStats.
 type Source = rlmetrics.Source
 

@@ -12,7 +12,7 @@ import (
 )
 
 // A Source is what Watch reads at scrape time; *core.Limiter is one. Its
-// store's figures are reported when the store is a core.StatsStore, and
+// store's figures are reported when the store is a store.StatsStore, and
 // its reload counts when it has a method ReloadStats() core.ReloadStats.
 type Source = rlmetrics.Source
 

@@ -15,8 +15,8 @@
 // With the default namespace "rlkit":
 //
 //	rlkit_decisions_total{rule,outcome}           counter: every request the limiter saw
-//	rlkit_store_duration_seconds{rule}            histogram: one store call, when timed (one in 16 at random, by default; never a core.LocalStore's)
-//	rlkit_store_errors_total{kind}                counter: store failures by core.StoreErrorKind
+//	rlkit_store_duration_seconds{rule}            histogram: one store call, when timed (one in 16 at random, by default; never a store.LocalStore's)
+//	rlkit_store_errors_total{kind}                counter: store failures by store.ErrorKind
 //	rlkit_store_keys{store}                       gauge: keys the store holds (not reported by Redis)
 //	rlkit_store_max_keys{store}                   gauge: the most it holds (not reported when unbounded)
 //	rlkit_store_evictions_total{store}            counter: keys dropped to make room before they expired

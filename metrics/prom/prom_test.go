@@ -531,7 +531,7 @@ func TestObserveConcurrent(t *testing.T) {
 // TestObserveAllocs pins the hot path: once a rule has been seen, Observe
 // allocates nothing, whether the rule is the watched limiter's (found by
 // identity) or not (by hashing). (A store error costs one more allocation,
-// in core.StoreErrorKind's errors.As; a failed store call allocates more.)
+// in store.ErrorKind's errors.As; a failed store call allocates more.)
 func TestObserveAllocs(t *testing.T) {
 	cfg, err := core.NewConfig(core.Spec{Enabled: true, Rules: []core.RuleSpec{
 		{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"10/second"}},

@@ -34,7 +34,7 @@ const promBarNs = 50
 // then the Prometheus observer against the bar.
 func renderMetrics(b *strings.Builder, r *results) {
 	b.WriteString("## Metrics overhead\n\n")
-	b.WriteString("What the metrics packages add to a decision: `core.Limiter.Decide` on one existing key, rule `search`, a quota no run reaches, the memory store with the system clock, one goroutine; then the observers' `Observe` alone on the event such a decision makes (allowed, no latency: the memory store's calls are not timed, see `core.LocalStore`). " +
+	b.WriteString("What the metrics packages add to a decision: `core.Limiter.Decide` on one existing key, rule `search`, a quota no run reaches, the memory store with the system clock, one goroutine; then the observers' `Observe` alone on the event such a decision makes (allowed, no latency: the memory store's calls are not timed, see `store.LocalStore`). " +
 		"\"Added\" comes from a run of the seven decision limiters interleaved in blocks of 256 decisions, in an order shuffled every round (`interleaved`): each observer's time per decision minus the no-observer limiter's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
 		"The observer that does nothing shows what core adds as soon as any observer is set (it builds and passes the event; with a store that is not in the process, such as Redis, it also reads the clock before and after the store call, tens of nanoseconds against a round trip of tens of microseconds).\n\n")
 	interleaved := r.samples[metricsPrefix+"interleaved"]

@@ -9,7 +9,7 @@ import (
 
 // A Source is what a metrics package's Watch reads when metrics are
 // collected; *core.Limiter is one. Its store's figures are reported when
-// the store is a core.StatsStore, and its reload counts when it has a
+// the store is a store.StatsStore, and its reload counts when it has a
 // method ReloadStats() core.ReloadStats.
 type Source interface {
 	Store() store.Store
@@ -54,7 +54,7 @@ func (w *Watched) Config() *core.Config {
 // Snapshot is what a Source says at one moment.
 type Snapshot struct {
 	Store     store.Stats
-	HasStore  bool // the store is a core.StatsStore
+	HasStore  bool // the store is a store.StatsStore
 	Reload    core.ReloadStats
 	HasReload bool // the source counts reloads
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/rlkit/rlkit/core/store"
 )
 
-// StatsStore is a core.StatsStore whose Stats a test sets.
+// StatsStore is a store.StatsStore whose Stats a test sets.
 type StatsStore struct {
 	store.Store
 	mu    sync.Mutex
