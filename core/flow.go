@@ -177,7 +177,8 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		o, lat := l.take(ctx, key, m.rule, m.cost, m.rule.byOutcome(), &d.Result, &d.Err)
+		a := ask{key: key, rule: m.rule, cost: m.cost}
+		o, lat := l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
 		switch o {
 		case OutcomeStoreError:
@@ -187,7 +188,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			l.penalize(ctx, cfg, m.rule, key, d)
 		}
 		if !d.wait(m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
-			l.report(m.rule, key, o, d.Allowed, m.cost, d.Err, lat)
+			l.report(a, o, d.Allowed, d.Err, lat)
 		}
 	}
 	if m.shadow == nil {
@@ -209,7 +210,8 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			d.style = HeadersNone
 		}
 	}
-	o, lat := l.take(ctx, key, m.shadow, m.shadowCost, m.shadow.byOutcome(), into, errp)
+	a := ask{key: key, rule: m.shadow, cost: m.shadowCost}
+	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
 		*into = store.Result{}
@@ -218,21 +220,29 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 		o, d.ShadowDenied = OutcomeShadowDenied, true
 		l.shadowDenied(m.shadow, key, m.shadowCost, into)
 	}
-	cost := m.shadowCost
 	switch {
-	case d.wait(m.shadow, cost, o, *errp):
+	case d.wait(m.shadow, a.cost, o, *errp):
 		return // counted by outcome: reported by Complete
 	case o == OutcomeAllowed && m.shadow.byOutcome():
-		cost = 0 // the enforced rule refused the request: no status to count
+		a.cost = 0 // the enforced rule refused the request: no status to count
 	}
-	l.report(m.shadow, key, o, true, cost, *errp, lat)
+	l.report(a, o, true, *errp, lat)
 }
 
-// report passes the event of one rule's count to the observer, if any.
-// (It inlines to one test when there is none.)
-func (l *Limiter) report(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
+// ask is one rule's count of a request: key's, under rule, at cost; what
+// the limiter asks the store (take) and reports (report).
+type ask struct {
+	key  string
+	rule *Rule
+	cost int64
+}
+
+// report passes the event of one rule's count a to the observer, if any,
+// with its outcome, whether the request was allowed, the store's error
+// and the call's latency. (It inlines to one test when there is none.)
+func (l *Limiter) report(a ask, o Outcome, allowed bool, err error, latency time.Duration) {
 	if l.observer != nil {
-		l.emit(rule, key, o, allowed, cost, err, latency)
+		l.emit(a, o, allowed, err, latency)
 	}
 }
 
@@ -240,8 +250,8 @@ func (l *Limiter) report(rule *Rule, key string, o Outcome, allowed bool, cost i
 // inlines.
 //
 //go:noinline
-func (l *Limiter) emit(rule *Rule, key string, o Outcome, allowed bool, cost int64, err error, latency time.Duration) {
-	l.observer(Event{Rule: rule.Name, Plan: rule.plan, Key: key, Outcome: o, Allowed: allowed, Cost: cost, Err: err, Latency: latency})
+func (l *Limiter) emit(a ask, o Outcome, allowed bool, err error, latency time.Duration) {
+	l.observer(Event{Rule: a.rule.Name, Plan: a.rule.plan, Key: a.key, Outcome: o, Allowed: allowed, Cost: a.cost, Err: err, Latency: latency})
 }
 
 // bypassed reports a bypassed request, under each rule it would count
@@ -258,11 +268,10 @@ func (l *Limiter) bypassed(m *match) {
 	}
 }
 
-// take asks the store about one request of key under rule at cost, into
-// *res and *err, and tells the outcome: allowed, denied or store error.
-// With peek it asks what a count would answer (Store.Peek), counting
-// nothing.
-func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, peek bool, res *store.Result, err *error) (o Outcome, latency time.Duration) {
+// take asks the store about a, into *res and *err, and tells the
+// outcome: allowed, denied or store error. With peek it asks what a count
+// would answer (store.Store.Peek), counting nothing.
+func (l *Limiter) take(ctx context.Context, a ask, peek bool, res *store.Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
 	timed := l.observer != nil && !l.local && cheaprand()&l.sampleMask == 0
 	if timed {
@@ -271,9 +280,9 @@ func (l *Limiter) take(ctx context.Context, key string, rule *Rule, cost int64, 
 	var cancel context.CancelFunc
 	for c := ctx; ; {
 		if peek {
-			*res, *err = l.store.Peek(c, key, rule.Policy, cost)
+			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.cost)
 		} else {
-			*res, *err = l.store.Take(c, key, rule.Policy, cost)
+			*res, *err = l.store.Take(c, a.key, a.rule.Policy, a.cost)
 		}
 		if *err == nil || cancel != nil || !errors.Is(ctx.Err(), context.Canceled) {
 			break

@@ -138,7 +138,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			if p.err != nil {
 				o, cost = OutcomeStoreError, p.cost
 			}
-			l.report(p.rule, d.Key, o, true, cost, p.err, 0)
+			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.err, 0)
 			continue
 		}
 		if cancel == nil {
@@ -149,7 +149,8 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			res store.Result
 			err error
 		)
-		o, lat := l.take(ctx, d.Key, p.rule, p.cost, false, &res, &err)
+		a := ask{key: d.Key, rule: p.rule, cost: p.cost}
+		o, lat := l.take(ctx, a, false, &res, &err)
 		switch o {
 		case OutcomeStoreError:
 			l.warnAs(p.rule, "served: its outcome is not counted", err)
@@ -163,7 +164,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 				l.penalize(ctx, l.cfg.Load(), p.rule, d.Key, &Decision{})
 			}
 		}
-		l.report(p.rule, d.Key, o, true, p.cost, err, lat)
+		l.report(a, o, true, err, lat)
 	}
 	d.waits, d.shadow = false, pending{}
 }

@@ -117,7 +117,7 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 		res store.Result
 		err error
 	)
-	o, lat := l.take(ctx, key, p.ban, 0, false, &res, &err)
+	o, lat := l.take(ctx, ask{key: key, rule: p.ban}, false, &res, &err)
 	switch {
 	case o == OutcomeStoreError:
 		open := l.failsOpen(cfg)
@@ -126,14 +126,14 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 			return false
 		}
 		d.Rule, d.Cost, d.Err, d.Allowed = rule, cost, err, false
-		l.report(rule, key, OutcomeStoreError, false, cost, err, lat)
+		l.report(ask{key: key, rule: rule, cost: cost}, OutcomeStoreError, false, err, lat)
 		return true
 	case res.Allowed && res.Remaining > 0:
 		return false // not banned
 	}
 	d.Rule, d.Cost = rule, cost
 	d.setPenalty(rule, max(res.ResetAfter, res.RetryAfter))
-	l.report(rule, key, OutcomePenalized, false, 0, nil, lat)
+	l.report(ask{key: key, rule: rule}, OutcomePenalized, false, nil, lat)
 	return true
 }
 
@@ -151,14 +151,14 @@ func (l *Limiter) penalize(ctx context.Context, cfg *Config, rule *Rule, key str
 		res store.Result
 		err error
 	)
-	if o, _ := l.take(ctx, key, p.denials, 1, false, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, ask{key: key, rule: p.denials, cost: 1}, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.denials, l.failsOpen(cfg), err)
 		return
 	}
 	if res.Allowed && res.Remaining > 0 {
 		return
 	}
-	if o, _ := l.take(ctx, key, p.ban, 1, false, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, ask{key: key, rule: p.ban, cost: 1}, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.ban, l.failsOpen(cfg), err)
 		return
 	}

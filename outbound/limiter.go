@@ -218,17 +218,28 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 		now = l.now()
 		r = sh.reserve(ks, now)
 	}
-	now, err := l.head(ctx, method, p, key, skey, counted, sh, ks, r, now)
+	now, err := l.head(ctx, request{method, p, key, skey, counted}, sh, ks, r, now)
 	sh.leave(skey, ks, rule, nil, now)
 	return err
 }
 
-// head is the wait of the request at the head of its queue, whose first
-// reservation r was made at now: until the key's holds and budget let it
-// start and the store admits it. It returns the instant of its last
-// reservation (a recent enough "now" for the queue's clean-up, without
-// reading the clock again).
-func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, skey string, counted bool, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
+// request is one request Wait decides: method on path under the identity
+// key, whose store key is skey; counted says that the core limiter decides
+// it (limiting is on).
+type request struct {
+	method  string
+	path    core.Path
+	key     string
+	skey    string
+	counted bool
+}
+
+// head is the wait of request q, at the head of its queue (ks in shard
+// sh), whose first reservation r was made at now: until the key's holds
+// and budget let it start and the store admits it. It returns the instant
+// of its last reservation (a recent enough "now" for the queue's
+// clean-up, without reading the clock again).
+func (l *Limiter) head(ctx context.Context, q request, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
 			if err := sleepOr(ctx, l.clock, r.wait, r.probed); err != nil {
@@ -242,7 +253,7 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, ske
 			sh.unreserve(ks, r)
 			return now, err
 		}
-		retry, err := l.ask(ctx, method, p, key, skey, counted)
+		retry, err := l.ask(ctx, q)
 		if err == nil && retry == 0 {
 			return now, nil // started: the reservation stands
 		}
@@ -258,18 +269,18 @@ func (l *Limiter) head(ctx context.Context, method string, p core.Path, key, ske
 	}
 }
 
-// ask asks the hold store (when there is one, under the store key skey)
-// and then the core limiter (with the identity key) whether the request may
-// start now: 0 and nil when it may; how long to wait before asking again;
-// or the error Wait returns.
-func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey string, counted bool) (time.Duration, error) {
+// ask asks the hold store (when there is one, under the store key) and
+// then the core limiter (with the identity key) whether q may start now:
+// 0 and nil when it may; how long to wait before asking again; or the
+// error Wait returns.
+func (l *Limiter) ask(ctx context.Context, q request) (time.Duration, error) {
 	if l.holds != nil {
 		type held struct {
 			left time.Duration
 			err  error
 		}
 		h, ok := detach(ctx, func() held {
-			left, err := l.holds.Held(ctx, skey)
+			left, err := l.holds.Held(ctx, q.skey)
 			return held{left, err}
 		})
 		if !ok {
@@ -283,19 +294,19 @@ func (l *Limiter) ask(ctx context.Context, method string, p core.Path, key, skey
 			return 0, fmt.Errorf("outbound: hold store: %w", err)
 		case err == nil && left > 0:
 			left = min(left, MaxHold)
-			l.holdLocal(skey, left)
+			l.holdLocal(q.skey, left)
 			return left, nil
 		}
 	}
-	if !counted {
+	if !q.counted {
 		return 0, nil
 	}
 	var d core.Decision
 	ok := true
 	if l.remote {
-		d, ok = detach(ctx, func() core.Decision { return l.core.Decide(ctx, method, p, key, false) })
+		d, ok = detach(ctx, func() core.Decision { return l.core.Decide(ctx, q.method, q.path, q.key, false) })
 	} else {
-		d = l.core.Decide(ctx, method, p, key, false) // in this process: no goroutine, no allocation
+		d = l.core.Decide(ctx, q.method, q.path, q.key, false) // in this process: no goroutine, no allocation
 	}
 	switch {
 	case !ok || (l.remote && ctx.Err() != nil):

@@ -131,13 +131,14 @@ func (q *queue) take(batch []*waiter, max int) []*waiter {
 func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	n, now, probe, located, err := s.admit(ctx, key)
+	a, err := s.admit(ctx, key)
 	if err != nil {
 		return nil, err
 	}
+	n, now := a.n, a.now
 	sc := decision[pl.algorithm]
-	if located != nil || probe || s.batch <= 1 || s.noBatch.Load() || n == s.nodes.unmapped {
-		return s.callNode(ctx, n, located, probe, now, sc, singleArgs(key, pl, arg))
+	if a.located != nil || a.probe || s.batch <= 1 || s.noBatch.Load() || n == s.nodes.unmapped {
+		return s.callNode(ctx, a, sc, singleArgs(key, pl, arg))
 	}
 	q := &n.q
 	q.mu.Lock()
@@ -147,7 +148,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 			q.inflight++
 		}
 		q.mu.Unlock()
-		v, err := s.callNode(ctx, n, nil, false, now, sc, singleArgs(key, pl, arg))
+		v, err := s.callNode(ctx, a, sc, singleArgs(key, pl, arg))
 		if lane {
 			s.next(n)
 		}
@@ -189,7 +190,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 	*w = waiter{done: w.done}
 	waiters.Put(w)
 	if alone {
-		return s.callNode(ctx, n, nil, false, s.clock.Now(), sc, singleArgs(key, pl, arg))
+		return s.callNode(ctx, admission{n: n, now: s.clock.Now()}, sc, singleArgs(key, pl, arg))
 	}
 	return reply, err
 }

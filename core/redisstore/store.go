@@ -407,41 +407,51 @@ func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 func (s *Store) call(ctx context.Context, key string, sc *script, args []any) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	n, now, probe, located, err := s.admit(ctx, key)
+	a, err := s.admit(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return s.callNode(ctx, n, located, probe, now, sc, args)
+	return s.callNode(ctx, a, sc, args)
+}
+
+// admission is a call the breaker of node n let through at now: as its
+// probe, when probe is set; located is the error of finding n, which
+// fails the call as the call's own would.
+type admission struct {
+	n       *node
+	now     int64
+	probe   bool
+	located error
 }
 
 // admit is the start of every call on key, under s.mu's read lock: it
 // fails when the store is closed, ctx has ended or the breaker of key's
-// node is open, and otherwise returns the node, the instant, whether the
-// call is the breaker's probe, and the error of locating the node (for
-// callNode, which counts it).
-func (s *Store) admit(ctx context.Context, key string) (n *node, now int64, probe bool, located, err error) {
+// node is open, and otherwise returns the call's admission (with the
+// error of locating the node, for callNode, which counts it).
+func (s *Store) admit(ctx context.Context, key string) (admission, error) {
 	if s.closed.Load() {
-		return nil, 0, false, nil, ErrClosed
+		return admission{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, false, nil, err
+		return admission{}, err
 	}
-	now = s.clock.Now()
-	n, located = s.nodes.locate(ctx, key, now, s.timeout)
-	ok, probe := n.br.allow(now)
+	a := admission{now: s.clock.Now()}
+	a.n, a.located = s.nodes.locate(ctx, key, a.now, s.timeout)
+	ok, probe := a.n.br.allow(a.now)
 	if !ok {
-		return nil, 0, false, nil, n.openErr
+		return admission{}, a.n.openErr
 	}
-	return n, now, probe, located, nil
+	a.probe = probe
+	return a, nil
 }
 
-// callNode runs one script on node n, which the breaker let through at
-// now (as its probe, when probe is set); locErr is the error of finding n,
-// which fails the call as the call's own would. The caller holds s.mu.
-func (s *Store) callNode(ctx context.Context, n *node, locErr error, probe bool, now int64, sc *script, args []any) (any, error) {
+// callNode runs one script on the node a admitted the call to. The
+// caller holds s.mu.
+func (s *Store) callNode(ctx context.Context, a admission, sc *script, args []any) (any, error) {
+	n, probe := a.n, a.probe
 	answered := n.answered.Load()
 	var v any
-	err := locErr
+	err := a.located
 	if err == nil {
 		cctx := s.callContext(ctx)
 		v, err = s.do(cctx, args)
@@ -459,7 +469,7 @@ func (s *Store) callNode(ctx context.Context, n *node, locErr error, probe bool,
 		} else if probe {
 			n.br.probing.Store(false) // let another call probe
 		}
-		return nil, s.nodeError(n, err, now)
+		return nil, s.nodeError(n, err, a.now)
 	}
 	n.answered.Add(1)
 	n.br.success(probe)

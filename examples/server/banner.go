@@ -14,10 +14,21 @@ import (
 	"github.com/rlkit/rlkit/core"
 )
 
-// printBanner prints where the server listens, what it limits, where it
-// counts (store), tokens for a demo user and a super-admin, and curl commands
-// to try, in one Write.
-func printBanner(out io.Writer, addr, source, store string, cfg *core.Config, secret, metricsURL string) error {
+// banner is what the server prints when it starts: where it listens
+// (addr), the configuration and where it came from (source), where it
+// counts (store), the secret it signs demo tokens with, and where its
+// metrics are ("" when off).
+type banner struct {
+	addr, source, store string
+	cfg                 *core.Config
+	secret, metricsURL  string
+}
+
+// print prints where the server listens, what it limits, where it counts,
+// tokens for a demo user and a super-admin, and curl commands to try, in
+// one Write.
+func (bn banner) print(out io.Writer) error {
+	addr, source, store, cfg, secret, metricsURL := bn.addr, bn.source, bn.store, bn.cfg, bn.secret, bn.metricsURL
 	now := time.Now()
 	user, err := sign(secret, claims{RegisteredClaims: registered("demo-user", now)})
 	if err != nil {

@@ -296,7 +296,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if mln != nil {
 		metricsURL = "http://" + clientAddr(mln.Addr().String()) + "/metrics"
 	}
-	if err := printBanner(stdout, ln.Addr().String(), source, storeDesc, cfg, *secret, metricsURL); err != nil {
+	if err := (banner{ln.Addr().String(), source, storeDesc, cfg, *secret, metricsURL}).print(stdout); err != nil {
 		ln.Close()
 		if mln != nil {
 			mln.Close()
