@@ -1,0 +1,276 @@
+package core
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
+)
+
+// NewConfig checks and compiles a Spec built in code.
+func NewConfig(spec Spec) (*Config, error) { return compile(spec, "", nil) }
+
+var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+var methodRE = regexp.MustCompile(`^[A-Z]{1,16}$`)
+
+// lines maps a field path ("rules.2.limit", "default") to its line.
+type lines map[string]int
+
+// compiler collects the problems of one configuration, each with its line.
+type compiler struct {
+	file string
+	ln   lines // nil for a Spec built in code
+	errs []error
+
+	// What the rules are compiled against.
+	defAlgo algo.Algorithm // the file's algorithm
+	shadow  bool           // the file's mode is shadow
+	exempt  []pathClaim    // exempt_paths, compiled
+	seen    map[string]int // the rule names so far, with their index
+	taken   [2][]pathClaim // the paths of the rules so far, enforced [0] and shadow [1]
+}
+
+// line is the line of the field at key; a missing field ("rules.0.limit")
+// has none, so its parent's is used. 0 when unknown.
+func (cc *compiler) line(key string) int {
+	line := cc.ln[key]
+	for k := key; line == 0 && strings.Contains(k, "."); {
+		k = k[:strings.LastIndexByte(k, '.')]
+		line = cc.ln[k]
+	}
+	return line
+}
+
+// fail records a problem with the field at key.
+func (cc *compiler) fail(key, rule, field, value, format string, args ...any) {
+	cc.errs = append(cc.errs, &ConfigError{File: cc.file, Line: cc.line(key), Rule: rule, Field: field, Value: value, Msg: fmt.Sprintf(format, args...)})
+}
+
+// lineOf is "line N" for the field at key, or "" when lines are unknown:
+// for messages that name another field than the one at fault.
+func (cc *compiler) lineOf(key string) string {
+	if l := cc.line(key); l > 0 {
+		return "line " + strconv.Itoa(l)
+	}
+	return ""
+}
+
+// paren is " (s)", or "" for an empty s.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func compile(spec Spec, file string, ln lines) (*Config, error) {
+	cc := &compiler{file: file, ln: ln}
+	c := &Config{enabled: spec.Enabled}
+	switch spec.Headers {
+	case "", "draft":
+	case "legacy":
+		c.headers = HeadersLegacy
+	case "none":
+		c.headers = HeadersNone
+	default:
+		cc.fail("headers", "", "headers", spec.Headers, "want draft, legacy or none")
+	}
+	switch spec.Failure {
+	case "", "open":
+	case "closed":
+		c.failClosed = true
+	default:
+		cc.fail("failure", "", "failure", spec.Failure, "want open or closed")
+	}
+	c.shadow = cc.mode("mode", "", spec.Mode, false)
+	defAlgo := algo.FixedWindow
+	if spec.Algorithm != "" {
+		a, err := algo.ParseAlgorithm(spec.Algorithm)
+		if err != nil {
+			cc.fail("algorithm", "", "algorithm", spec.Algorithm, "%v", err)
+		}
+		defAlgo = a
+	}
+
+	// Exempt paths are compiled first, for the rules' paths to be checked
+	// against them; their problems are reported with the others, in line
+	// order.
+	ex := &compiler{file: file, ln: ln}
+	exempt := ex.exemptPaths(spec.ExemptPaths)
+	c.exempt = make([]pattern, len(exempt))
+	for i := range exempt {
+		c.exempt[i] = exempt[i].pat
+	}
+
+	cc.defAlgo, cc.shadow, cc.exempt = defAlgo, c.shadow, exempt
+	cc.seen = map[string]int{DefaultRuleName: -1}
+	for i, rs := range spec.Rules {
+		if r := cc.rule(i, rs); r != nil {
+			c.rules = append(c.rules, r)
+			if r.shadow {
+				c.shadows = append(c.shadows, r)
+			} else {
+				c.enforced = append(c.enforced, r)
+			}
+			c.upper = c.upper || r.hasUpper()
+		}
+	}
+
+	def := spec.Default
+	if len(def) == 0 {
+		def = []string{defaultLimit}
+	}
+	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
+		c.def.prepare()
+		if c.shadow {
+			c.shadowDef = c.def
+		} else {
+			c.enfDef = c.def
+		}
+	}
+	cc.tiers(spec.Tiers, c)
+	c.lists = cc.lists(spec.Allow, spec.Ban)
+	c.extras = c.lists != nil || c.tiers != nil
+	cc.errs = append(cc.errs, ex.errs...)
+	if len(cc.errs) > 0 {
+		return nil, joinErrors(cc.errs)
+	}
+	return c, nil
+}
+
+// rule compiles rules[i]; nil when it has a problem. Its name goes to
+// cc.seen, its paths to cc.taken.
+func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
+	key := "rules." + strconv.Itoa(i)
+	name := rs.Name
+	label := name
+	if label == "" {
+		label = "rules[" + strconv.Itoa(i) + "]"
+	}
+	n := len(cc.errs)
+	switch prev, dup := cc.seen[name]; {
+	case name == "":
+		cc.fail(key, label, "name", "", "a rule needs a name")
+	case !ruleNameRE.MatchString(name):
+		cc.fail(key+".name", label, "name", name, "names are 1 to 64 letters, digits, '_', '.' or '-'")
+	case dup && prev < 0:
+		cc.fail(key+".name", label, "name", name, "%q is the name of the default limit", DefaultRuleName)
+	case dup:
+		cc.fail(key+".name", label, "name", name, "duplicate rule name (also rules[%d])", prev)
+	}
+	cc.seen[name] = i
+	a := cc.defAlgo
+	if rs.Algorithm != "" {
+		var err error
+		if a, err = algo.ParseAlgorithm(rs.Algorithm); err != nil {
+			cc.fail(key+".algorithm", label, "algorithm", rs.Algorithm, "%v", err)
+		}
+	}
+	if rs.Burst != 0 && !burstAlgorithm(a) {
+		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
+	}
+	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow), count: cc.countMode(key+".count", label, rs.Count)}
+	set := &cc.taken[0] // a rule's paths are taken from the earlier rules of its mode
+	if r.shadow {
+		set = &cc.taken[1]
+	}
+	r.paths = cc.paths(key, label, rs, set, cc.exempt)
+	for j, m := range rs.Methods {
+		if !methodRE.MatchString(m) {
+			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")
+		}
+		r.methods = append(r.methods, m)
+	}
+	r.methods = withHead(r.methods)
+	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
+	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims}
+	r.weights = cc.weights(key, label, rs, r)
+	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
+	if len(cc.errs) > n || lims == nil {
+		return nil
+	}
+	r.prepare()
+	return r
+}
+
+// weights compiles the weights of the rule r at key, whose paths and
+// policy are compiled (its limits nil when bad).
+func (cc *compiler) weights(key, label string, rs RuleSpec, r *Rule) []weight {
+	var out []weight
+	for _, w := range rs.Weights {
+		wkey := key + ".weights." + w.Path
+		pat, err := compilePattern(w.Path)
+		if err != nil {
+			cc.fail(wkey, label, "weights", w.Path, "%v", err)
+			continue
+		}
+		overlaps := false
+		for k := range r.paths {
+			overlaps = overlaps || r.paths[k].overlaps(&pat)
+		}
+		switch {
+		case !overlaps && len(r.paths) > 0:
+			cc.fail(wkey, label, "weights", w.Path, "the pattern matches none of the rule's paths, so the weight could never apply")
+		case w.Cost < 1:
+			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q must be at least 1", w.Path)
+		case r.Policy.Limits != nil && w.Cost > r.Policy.Capacity():
+			cc.fail(wkey, label, "weights", strconv.FormatInt(w.Cost, 10), "weight of %q exceeds the rule's capacity %d (%s): such a request could never pass", w.Path, r.Policy.Capacity(), strings.Join(rs.Limit, ", "))
+		}
+		out = append(out, weight{pat: pat, cost: w.Cost})
+	}
+	return out
+}
+
+// mode compiles a mode field at key ("" gives def): whether it is shadow.
+func (cc *compiler) mode(key, rule, mode string, def bool) bool {
+	switch mode {
+	case "":
+		return def
+	case "enforce":
+		return false
+	case "shadow":
+		return true
+	}
+	cc.fail(key, rule, "mode", mode, "want enforce or shadow")
+	return def
+}
+
+// limits compiles a list of limits with burst; nil when one is bad.
+func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64) []algo.Limit {
+	if len(vals) == 0 {
+		cc.fail(key, rule, "limit", "", "no limit given")
+		return nil
+	}
+	if len(vals) > store.MaxLimits {
+		cc.fail(key, rule, "limit", strings.Join(vals, ", "), "%d limits, at most %d", len(vals), store.MaxLimits)
+		return nil
+	}
+	var out []algo.Limit
+	for i, v := range vals {
+		l, err := algo.ParseLimit(v)
+		if err != nil {
+			cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "%v", err)
+			continue
+		}
+		l.Burst = burst
+		if err := l.Validate(); err != nil {
+			cc.fail(burstKey, rule, "burst", strconv.FormatInt(burst, 10), "%v", err)
+			continue
+		}
+		for _, m := range out {
+			if m.Period == l.Period {
+				cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "a second limit per %v (first: %s)", l.Period, m)
+			}
+		}
+		out = append(out, l)
+	}
+	if len(out) != len(vals) {
+		return nil
+	}
+	return out
+}

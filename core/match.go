@@ -1,0 +1,135 @@
+package core
+
+import (
+	"slices"
+)
+
+// Exempt reports whether a request for p is exempt: it never touches a
+// counter and, in a program that follows the limiter, needs no
+// credentials. It is exempt only when every spelling of p (see Path) is
+// exempt, trailing slash included: with the default list "/health" is
+// exempt, "/health/", "/health%2F", "/%68ealth" and "/x/../health" are
+// not. It is the answer the limiter takes (Flow.Decide, Limiter.Decide),
+// whether or not limiting is enabled.
+func (c *Config) Exempt(p Path) bool {
+	if c == nil {
+		return false
+	}
+	var buf [maxSpellings]string
+	return c.exemptAll(spellings(p, &buf))
+}
+
+// exemptAll reports whether every spelling in sp, with and without its
+// trailing slash, is exempt.
+func (c *Config) exemptAll(sp []string) bool {
+	for _, s := range sp {
+		if !c.exemptOne(s) {
+			return false
+		}
+		if t := trimSlash(s); len(t) != len(s) && !c.exemptOne(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// exemptOne reports whether one spelling matches an exempt pattern, its
+// trailing slash counting: "/health" matches "/health" only, "/health/"
+// matches "/health/" only. So a router that serves "/health/" by another
+// handler than "/health"'s does not serve it exempt.
+func (c *Config) exemptOne(path string) bool {
+	t := trimSlash(path)
+	slash := len(t) != len(path)
+	for i := range c.exempt {
+		if q := &c.exempt[i]; q.slash == slash && q.match(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match returns the rule a request for p counts under, and its cost: the
+// first rule, in order, whose methods include method and whose paths match
+// a spelling of p (see Path), at the highest cost a matching spelling has
+// under that rule; when the first rules of p's spellings differ, the
+// strictest of those (see Path); else the default rule at cost 1. A trailing slash is
+// ignored. It does not look at exempt paths (see Exempt). Only enforced
+// rules are matched: rules in shadow mode count beside them (see
+// Spec.Mode), and when the default limit is in shadow mode, a request no
+// enforced rule matches gives nil.
+func (c *Config) Match(method string, p Path) (*Rule, int64) {
+	if c == nil {
+		return nil, 1
+	}
+	var buf [maxSpellings]string
+	return c.matchAll(method, spellings(p, &buf), false)
+}
+
+// MatchFoldCase is Match for a router that matches paths without regard
+// to ASCII case (Fiber's default; see Flow.FoldCase): rules and weights
+// match every spelling without regard to ASCII case. Exempt needs no such
+// variant: exempt paths match exactly either way.
+func (c *Config) MatchFoldCase(method string, p Path) (*Rule, int64) {
+	if c == nil {
+		return nil, 1
+	}
+	var buf [maxSpellings]string
+	return c.matchAll(method, spellings(p, &buf), true)
+}
+
+// matchAll is Match for the spellings in sp, with fold without regard to
+// ASCII case: each spelling's first rule (at the highest cost a spelling
+// has under it), and when they differ, the strictest of those, the
+// earliest of equals; the default rule when no spelling matches a rule.
+func (c *Config) matchAll(method string, sp []string, fold bool) (*Rule, int64) {
+	return matchIn(c.enforced, c.enfDef, method, sp, fold)
+}
+
+// matchIn is matchAll over rules, with def for what none matches.
+func matchIn(rules []*Rule, def *Rule, method string, sp []string, fold bool) (*Rule, int64) {
+	var (
+		firsts [maxSpellings]int // index in rules of each spelling's first rule
+		costs  [maxSpellings]int64
+		n      int
+	)
+	for _, s := range sp {
+		s = trimSlash(s)
+		for i, r := range rules {
+			if !r.allows(method) || !r.covers(s, fold) {
+				continue
+			}
+			if len(sp) == 1 {
+				return r, r.cost(s, fold) // one spelling: its first rule
+			}
+			cost, k := r.cost(s, fold), 0
+			for k < n && firsts[k] != i {
+				k++
+			}
+			if k == n {
+				firsts[n], n = i, n+1
+			}
+			costs[k] = max(costs[k], cost)
+			break
+		}
+	}
+	if n == 0 {
+		return def, 1
+	}
+	best := 0
+	for k := 1; k < n; k++ {
+		r, b := rules[firsts[k]], rules[firsts[best]]
+		if r.stricter(costs[k], b, costs[best]) || !b.stricter(costs[best], r, costs[k]) && firsts[k] < firsts[best] {
+			best = k
+		}
+	}
+	return rules[firsts[best]], costs[best]
+}
+
+// withHead returns methods with HEAD added when it holds GET and not HEAD:
+// routers serve HEAD with the GET handler, so a rule for GET counts HEAD.
+func withHead(methods []string) []string {
+	if slices.Contains(methods, "GET") && !slices.Contains(methods, "HEAD") {
+		return append(slices.Clip(methods), "HEAD")
+	}
+	return methods
+}
