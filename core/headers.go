@@ -293,13 +293,17 @@ func readOnly(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s
 // failed (fail-closed), or d is a zero Decision. Such a denial is a 503.
 func (d *Decision) unavailable() bool { return d.Err != nil || d.Rule == nil }
 
-// RetryAfterSeconds is the Retry-After value of a denied d's response
+// RetryAfterSeconds is the Retry-After value of a refused d's response
 // (SetLimitHeaders writes it): whole seconds of Result.RetryAfter, rounded
 // up, at least 1, so a client that waits that long is never early; 1 when
-// the store failed. A denied handler that writes the wait into its body
-// takes it from here.
+// the store failed. It is 0 for an allowed d and for a banned one
+// (Banned), whose 403 has no Retry-After: waiting lifts no ban. A denied
+// handler that writes the wait into its body takes it from here.
 func (d *Decision) RetryAfterSeconds() int64 {
-	if d.unavailable() {
+	switch {
+	case d.Allowed || d.Banned:
+		return 0
+	case d.unavailable():
 		return 1
 	}
 	return retryAfterSeconds(d.Result.RetryAfter)

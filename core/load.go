@@ -24,7 +24,7 @@ type ConfigError struct {
 	Line   int    // 0 when unknown
 	Column int    // in characters, from 1; 0 when unknown (only a bad character in the file has one)
 	Rule   string // the rule's name, or "rules[i]" when it has none; "" for top-level fields
-	Field  string // e.g. "limit", "weights", "paths[2]"
+	Field  string // e.g. "limit", "paths", "penalty.ban", "allow.networks"
 	Value  string // the offending value, as written
 	Msg    string
 }

@@ -24,9 +24,7 @@ type KeyFunc func(c echo.Context) (string, error)
 type Option func(*options)
 
 type options struct {
-	adapter.Settings[echo.Context]
-	onError func(echo.Context, error) error
-	denied  DeniedHandler
+	adapter.Options[echo.Context, func(echo.Context, error) error, DeniedHandler]
 
 	// run is the flow New decides with; inCtx, whether it puts the
 	// Decision in the request's context.
@@ -75,7 +73,7 @@ func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o
 // the middleware returns what fn returns, and the handler does not run.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(echo.Context, error) error) Option {
-	return func(o *options) { o.onError = fn }
+	return func(o *options) { o.OnError = fn }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -86,7 +84,7 @@ func WithErrorHandler(fn func(echo.Context, error) error) Option {
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503 with
 // {"detail": "Rate limiter unavailable"}, or 403 with
 // {"detail": "Forbidden"} from a banned network, as application/json.
-func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.Denied = fn } }
 
 // DecisionOf returns the Decision the middleware made for c's request,
 // which a middleware whose limiter was built with
@@ -131,9 +129,9 @@ func (o *options) handler(next echo.HandlerFunc) echo.HandlerFunc {
 		err := o.run.DecideTo(r.Context(), &d, c, r.Method, core.URLPath(r.URL), c.Path())
 		switch {
 		case err != nil:
-			return o.onError(c, err)
+			return o.OnError(c, err)
 		case !d.Allowed:
-			if o.denied != nil {
+			if o.Denied != nil {
 				return o.deny(c, d)
 			}
 			d.WriteDenied(c.Response())
@@ -197,7 +195,7 @@ func funcAddr(fn echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(un
 // copy, here and in withDecision, so that the caller's stays on its stack.
 func (o *options) deny(c echo.Context, d core.Decision) error {
 	d.SetLimitHeaders(c.Response().Header())
-	return o.denied(c, &d)
+	return o.Denied(c, &d)
 }
 
 // withDecision puts d in c and in its request's context.
@@ -273,7 +271,8 @@ func header(c echo.Context, name string) string { return c.Request().Header.Get(
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
-	o := &options{onError: defaultOnError}
+	o := new(options)
+	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
 	}

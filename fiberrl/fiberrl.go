@@ -31,9 +31,7 @@ type KeyFunc func(c *fiber.Ctx) (string, error)
 type Option func(*options)
 
 type options struct {
-	adapter.Settings[*fiber.Ctx]
-	onError func(*fiber.Ctx, error) error
-	denied  DeniedHandler
+	adapter.Options[*fiber.Ctx, func(*fiber.Ctx, error) error, DeniedHandler]
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -75,7 +73,7 @@ func WithPlan(fn func(*fiber.Ctx) string) Option { return func(o *options) { o.P
 // the middleware returns what fn returns, and the handler does not run.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(*fiber.Ctx, error) error) Option {
-	return func(o *options) { o.onError = fn }
+	return func(o *options) { o.OnError = fn }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -86,7 +84,7 @@ func WithErrorHandler(fn func(*fiber.Ctx, error) error) Option {
 // with {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503
 // with {"detail": "Rate limiter unavailable"}, or 403 with
 // {"detail": "Forbidden"} from a banned network, as application/json.
-func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.Denied = fn } }
 
 // DecisionOf returns the Decision the middleware made for c's request,
 // which a middleware whose limiter was built with
@@ -132,9 +130,9 @@ func New(limits core.Limits, opts ...Option) fiber.Handler {
 		var d core.Decision
 		err := f.DecideTo(c.UserContext(), &d, c, method(c.Method()), requestPath(c.Request().URI().PathOriginal()), route(c.Route()))
 		if err != nil {
-			return o.onError(c, err)
+			return o.OnError(c, err)
 		}
-		if !d.Allowed && o.denied != nil {
+		if !d.Allowed && o.Denied != nil {
 			return o.deny(c, d)
 		}
 		setHeaders(c, &d, false)
@@ -180,7 +178,7 @@ func setHeaders(c *fiber.Ctx, d *core.Decision, limitOnly bool) {
 // copy, here and in withDecision, so that the caller's stays on its stack.
 func (o *options) deny(c *fiber.Ctx, d core.Decision) error {
 	setHeaders(c, &d, true)
-	return o.denied(c, &d)
+	return o.Denied(c, &d)
 }
 
 // withDecision puts d in c's locals and in its user context.
@@ -371,7 +369,8 @@ func header(c *fiber.Ctx, name string) string { return c.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
-	o := &options{onError: defaultOnError}
+	o := new(options)
+	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
 	}

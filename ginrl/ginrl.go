@@ -22,9 +22,7 @@ type KeyFunc func(c *gin.Context) (string, error)
 type Option func(*options)
 
 type options struct {
-	adapter.Settings[*gin.Context]
-	onError func(*gin.Context, error)
-	denied  DeniedHandler
+	adapter.Options[*gin.Context, func(*gin.Context, error), DeniedHandler]
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -66,7 +64,7 @@ func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o
 // the middleware aborts the chain after it. Default: 401 with
 // {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(*gin.Context, error)) Option {
-	return func(o *options) { o.onError = fn }
+	return func(o *options) { o.OnError = fn }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -77,7 +75,7 @@ func WithErrorHandler(fn func(*gin.Context, error)) Option {
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503 with
 // {"detail": "Rate limiter unavailable"}, or 403 with
 // {"detail": "Forbidden"} from a banned network, as application/json.
-func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.Denied = fn } }
 
 // DecisionOf returns the Decision the middleware made for c's request,
 // which a middleware whose limiter was built with
@@ -116,10 +114,10 @@ func New(limits core.Limits, opts ...Option) gin.HandlerFunc {
 		err := flow.DecideTo(r.Context(), &d, c, r.Method, core.URLPath(r.URL), c.FullPath())
 		switch {
 		case err != nil:
-			o.onError(c, err)
+			o.OnError(c, err)
 			c.Abort()
 		case !d.Allowed:
-			if o.denied != nil {
+			if o.Denied != nil {
 				o.deny(c, d)
 			} else {
 				d.WriteDenied(c.Writer)
@@ -162,7 +160,7 @@ func nextCounted(lim *core.Limiter, c *gin.Context, ctx context.Context, d *core
 // copy, here and in withDecision, so that the caller's stays on its stack.
 func (o *options) deny(c *gin.Context, d core.Decision) {
 	d.SetLimitHeaders(c.Writer.Header())
-	o.denied(c, &d)
+	o.Denied(c, &d)
 }
 
 // withDecision puts d in c and in its request's context.
@@ -192,7 +190,8 @@ func header(c *gin.Context, name string) string { return c.Request.Header.Get(na
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
-	o := &options{onError: defaultOnError}
+	o := new(options)
+	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
 	}

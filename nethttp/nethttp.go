@@ -1,34 +1,3 @@
-// Package nethttp is rlkit's middleware for net/http: func(http.Handler)
-// http.Handler, so it fits http.ServeMux, chi and anything else that takes
-// standard middleware.
-//
-//	cfg, err := core.LoadConfig("ratelimit.yaml")
-//	if err != nil { ... }
-//	handler := nethttp.New(cfg,
-//		nethttp.WithKeyFunc(myUserID),        // else the client IP
-//		nethttp.WithBypass(isSuperAdmin),
-//	)(mux)
-//
-// The middleware only translates: request → (method, path, identity,
-// bypass) → core decision → response. Rules, algorithms, headers and the
-// 429 body come from package core, so every rlkit adapter answers the same.
-//
-// A refused request (429 over a limit, 503 when the store fails closed,
-// 403 from a banned network) gets core's JSON body unless
-// WithDeniedHandler gives the application's own (an RFC 9457
-// application/problem+json, say), written after the middleware has set
-// the rate-limit headers and Retry-After (none on a 403):
-//
-//	nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
-//		w.Header().Set("Content-Type", "application/problem+json")
-//		w.WriteHeader(d.Status())
-//		fmt.Fprintf(w, `{"title": %q, "status": %d}`, http.StatusText(d.Status()), d.Status())
-//	})
-//
-// core.WithDecisionContext(true) puts the Decision of every request passed on
-// into its context, where the handler finds it with DecisionOf (the rule,
-// the remaining quota d.Result.Remaining); it is off by default, since it
-// costs three allocations a request.
 package nethttp
 
 import (
@@ -51,9 +20,7 @@ type KeyFunc func(r *http.Request) (string, error)
 type Option func(*options)
 
 type options struct {
-	adapter.Settings[*http.Request]
-	onError func(http.ResponseWriter, *http.Request, error)
-	denied  DeniedHandler
+	adapter.Options[*http.Request, func(http.ResponseWriter, *http.Request, error), DeniedHandler]
 }
 
 // DeniedHandler writes the response to a request the limiter refuses: d
@@ -89,7 +56,7 @@ func WithPlan(fn func(*http.Request) string) Option { return func(o *options) { 
 // WithErrorHandler sets the response to a request whose KeyFunc failed.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(http.ResponseWriter, *http.Request, error)) Option {
-	return func(o *options) { o.onError = fn }
+	return func(o *options) { o.OnError = fn }
 }
 
 // WithDeniedHandler sets the response to every request the limiter
@@ -100,7 +67,7 @@ func WithErrorHandler(fn func(http.ResponseWriter, *http.Request, error)) Option
 // {"detail": "Rate limit exceeded for '<rule>' requests"}, or 503 with
 // {"detail": "Rate limiter unavailable"}, or 403 with
 // {"detail": "Forbidden"} from a banned network, as application/json.
-func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.denied = fn } }
+func WithDeniedHandler(fn DeniedHandler) Option { return func(o *options) { o.Denied = fn } }
 
 // DecisionOf returns the Decision the middleware made for r, which a
 // middleware whose limiter was built with core.WithDecisionContext(true)
@@ -134,9 +101,9 @@ func New(limits core.Limits, opts ...Option) func(http.Handler) http.Handler {
 			err := flow.DecideTo(r.Context(), &d, r, r.Method, core.URLPath(r.URL), route(r.Pattern))
 			switch {
 			case err != nil:
-				o.onError(w, r, err)
+				o.OnError(w, r, err)
 			case !d.Allowed:
-				if o.denied != nil {
+				if o.Denied != nil {
 					o.deny(w, r, d)
 				} else {
 					d.WriteDenied(w)
@@ -185,7 +152,7 @@ func serveCounted(lim *core.Limiter, next http.Handler, w http.ResponseWriter, r
 // copy, here and in withDecision, so that the caller's stays on its stack.
 func (o *options) deny(w http.ResponseWriter, r *http.Request, d core.Decision) {
 	d.SetLimitHeaders(w.Header())
-	o.denied(w, r, &d)
+	o.Denied(w, r, &d)
 }
 
 // withDecision returns r with d in its context.
@@ -227,7 +194,8 @@ func header(r *http.Request, name string) string { return r.Header.Get(name) }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
-	o := &options{onError: defaultOnError}
+	o := new(options)
+	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
 	}

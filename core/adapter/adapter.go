@@ -48,6 +48,17 @@ type ClientIP[R any] struct {
 	IP, Addr func(R) string
 }
 
+// Options are what an adapter's own options set, over its framework's
+// request type R: the Settings every adapter has, and the framework's
+// handlers of a request whose key function failed (OnError, of type E)
+// and of a refused request (Denied, of type D; nil: the default
+// response). An adapter's Option is a func(*Options[...]) of its types.
+type Options[R, E, D any] struct {
+	Settings[R]
+	OnError E
+	Denied  D
+}
+
 // Flow returns the request flow of a middleware that decides with lim
 // under s, finding a request's client with ip.
 func (s Settings[R]) Flow(lim *core.Limiter, ip ClientIP[R]) *core.Flow[R] {

@@ -181,21 +181,3 @@ func (p *Pacer) wrap(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("worksclient: redis pacer: %w", err)
 }
-
-// The names the Redis pacer had in package worksclient, before it moved
-// here, so that code written against them needs only its import changed.
-type (
-	RedisPacer       = Pacer
-	RedisPacerOption = PacerOption
-)
-
-// NewRedisPacer is NewPacer, its name in package worksclient.
-func NewRedisPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
-	return NewPacer(client, interval, opts...)
-}
-
-// WithRedisTimeout is WithTimeout, its name in package worksclient.
-func WithRedisTimeout(d time.Duration) PacerOption { return WithTimeout(d) }
-
-// DefaultRedisTimeout is DefaultTimeout, its name in package worksclient.
-const DefaultRedisTimeout = DefaultTimeout

@@ -291,12 +291,3 @@ func TestRedisPacerInterval(t *testing.T) {
 		}
 	}
 }
-
-// TestRedisPacerOldNames: the names the pacer had in package worksclient
-// still build one (only the import changes).
-func TestRedisPacerOldNames(t *testing.T) {
-	var p *RedisPacer = NewRedisPacer(nil, time.Second, WithRedisTimeout(time.Millisecond), RedisPacerOption(WithKeyPrefix("x:")))
-	if p.Interval() != time.Second || p.timeout != time.Millisecond || p.prefix != "x:" || DefaultRedisTimeout != time.Second {
-		t.Fatalf("NewRedisPacer: interval %v, timeout %v, prefix %q", p.Interval(), p.timeout, p.prefix)
-	}
-}
