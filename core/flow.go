@@ -11,7 +11,10 @@ import (
 )
 
 // Flow is the request flow every adapter shares, over the framework's own
-// request type R (*http.Request, *gin.Context, echo.Context, *fiber.Ctx):
+// request type R (*http.Request, *gin.Context, echo.Context, *fiber.Ctx).
+// It is for adapter authors, who build it with package adapter
+// (adapter.Settings.Flow); applications use an adapter, or
+// Limiter.Decide. The flow:
 //
 //  0. with limiting off every request passes untouched; a client IP in a
 //     banned network (BanSpec) is refused with 403;
@@ -39,7 +42,8 @@ type Flow[R any] struct {
 	Key func(R) (string, error)
 	// Bypass reports callers never limited; nil means none.
 	Bypass func(R) bool
-	// ClientIP returns the request's client IP (see clientip.Config).
+	// ClientIP returns the request's client IP, as the limiter's
+	// clientip.Config derives it (Limiter.ClientIP).
 	ClientIP func(R) string
 	// ClientAddr returns the request's client IP without the grouping
 	// of IPv6 clients (clientip.Config.ClientAddr): the address the allow

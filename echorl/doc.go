@@ -14,7 +14,11 @@
 // algorithms, headers and the 429 body come from package core, so it
 // answers byte for byte like every other rlkit adapter. A denial is
 // written by the middleware itself, not returned as an *echo.HTTPError,
-// so Echo's error handler never rewrites it.
+// so Echo's error handler never rewrites it. New takes a core.Limits: the
+// *core.Config, counted in a memory store of the middleware's own, or a
+// *core.Limiter, whose core.Options say everything about the limiter
+// itself (its store, headers, failure policy, observer, client IP, the
+// Decision in the request's context).
 //
 // With e.Use the rule is found from Echo's route template (c.Path) once
 // per route; with e.Pre, which runs before routing, it is found from the

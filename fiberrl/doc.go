@@ -13,7 +13,10 @@
 // bypass) → core decision → response, through core.Flow. Rules,
 // algorithms, headers and the 429 body come from package core, so it
 // answers like every other rlkit adapter: the same status, headers and
-// body.
+// body. New takes a core.Limits: the *core.Config, counted in a memory
+// store of the middleware's own, or a *core.Limiter, whose core.Options
+// say everything about the limiter itself (its store, headers, failure
+// policy, observer, client IP, the Decision in the request's context).
 //
 // The middleware hands core the path Fiber routes on, fasthttp's raw path
 // as sent, and core matches rules and exempt paths against every spelling

@@ -11,7 +11,11 @@
 // The middleware only translates: request → (method, path, identity,
 // bypass) → core decision → response, through core.Flow. Rules,
 // algorithms, headers and the 429 body come from package core, so it
-// answers byte for byte like every other rlkit adapter.
+// answers byte for byte like every other rlkit adapter. New takes a
+// core.Limits: the *core.Config, counted in a memory store of the
+// middleware's own, or a *core.Limiter, whose core.Options say everything
+// about the limiter itself (its store, headers, failure policy, observer,
+// client IP, the Decision in the request's context).
 //
 // The rule is found from Gin's route template (c.FullPath) once per route;
 // for a request no route matched it is found from the path. Rules and

@@ -25,7 +25,12 @@
 // A stream is counted once, when it opens. The interceptors only translate:
 // call → (method, path, identity, bypass) → core decision → status and
 // metadata, through core.Flow, so for the same rules they give the same
-// counts, rate-limit values and waits as the HTTP adapters.
+// counts, rate-limit values and waits as the HTTP adapters. New takes a
+// core.Limits: the *core.Config, counted in a memory store of the
+// interceptors' own, or a *core.Limiter, whose core.Options say everything
+// about the limiter itself (its store, metadata style, failure policy,
+// observer, client IP, the Decision in the call's context), and which may
+// be shared with an HTTP adapter serving the same API.
 //
 // # Identity
 //

@@ -1,7 +1,3 @@
-// Package reload keeps a core.Limiter's configuration in step with its
-// file: Watch reloads the file whenever its content changes. It is a
-// package of its own so that only programs that watch a file compile its
-// file-notification dependency (github.com/fsnotify/fsnotify).
 package reload
 
 import (
@@ -50,7 +46,7 @@ const (
 // A file that disappears is reported the same way when it is read.
 // Reloads, from the watch, ReloadFile or SetConfig, never overlap. Events
 // that are not about the file itself (a log written beside it) cost one
-// read of the file, at most once a second.
+// read of the file per burst (one a second in a directory never quiet).
 func Watch(ctx context.Context, l *core.Limiter, file string) (done <-chan struct{}, err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {

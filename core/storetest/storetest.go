@@ -1,35 +1,3 @@
-// Package storetest is the conformance suite every store.Store must pass:
-// the in-memory store, the Redis store, and third-party stores alike.
-//
-//	func TestConformance(t *testing.T) {
-//		clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
-//		storetest.Run(t, func() store.Store {
-//			return memstore.New(memstore.WithClock(clock))
-//		}, storetest.WithClock(clock))
-//	}
-//
-// With WithClock the suite moves that clock and never sleeps, and checks
-// every duration exactly. Without it (a store that reads a server's clock)
-// the suite waits in real time at the few points where time must pass and
-// checks durations within bounds; counts are exact in both modes.
-//
-// What it requires of a store, besides exact counts for every algorithm
-// and one or several limits: a denied request consumes nothing; keys and
-// policies never share counters; concurrent Takes on one key admit
-// exactly the limit; and Reset reports true exactly when a counter of
-// the key under the policy was live, holding the cost of an admitted
-// request that time had not yet given back: false for a key never
-// counted, one asked only at cost 0 or only denied, one already reset,
-// and one whose ResetAfter (as its last admitted Take reported it) has
-// passed; after a Reset the key counts afresh under every limit, and the
-// same key's counters under other policies are untouched. A Take at cost
-// 0 consumes nothing and reports the state as it stands, which a rule's
-// penalty uses to check a ban (a GCRA policy of 1 per ban, burst 1:
-// Remaining 0 and ResetAfter the rest of the ban while it lasts). Peek
-// answers what the Take that follows it answers (admitted or denied, the
-// same counts, the same RetryAfter), for one limit and several, and
-// changes nothing: a second Peek answers the same, and a key only peeked
-// at holds nothing to Reset.
 package storetest
 
 import (

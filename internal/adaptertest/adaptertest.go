@@ -318,7 +318,7 @@ type testCase struct {
 	// logs are the lines logged, in order, but the store warnings.
 	logs []string
 	// limiter makes the case build the limiter itself, from config, and
-	// give it to the adapter with WithLimiter and a nil Config: an
+	// give it to the adapter's New instead of the configuration: an
 	// adapter that ignored it would count nothing.
 	limiter bool
 }

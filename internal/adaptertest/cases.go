@@ -300,7 +300,7 @@ rate_limit:
 			),
 		},
 		{
-			// The application keeps the limiter (WithLimiter) and swaps
+			// The application keeps the limiter it gave New and swaps
 			// configurations while serving: a rule whose policy is the
 			// same keeps counting across swaps; a rule whose limit
 			// changed starts from zero. A rule in shadow mode counts

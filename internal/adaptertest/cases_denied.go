@@ -212,8 +212,8 @@ func deniedCases() []testCase {
 			steps: seq(hit(get("/api/search", alice...), reported(found("", 0, 0, false)), "")),
 		},
 		{
-			// Both options with the application's limiter (WithLimiter).
-			name:    "DeniedHandlerWithLimiter",
+			// Both options with the application's own limiter, given to New.
+			name:    "DeniedHandlerSharedLimiter",
 			config:  DesignConfig,
 			limiter: true,
 			setup: func(s *Setup) {

@@ -110,7 +110,7 @@ func planCases() []testCase {
 			),
 		},
 		{
-			// The application's limiter (WithLimiter) swaps in a file whose
+			// The application's own limiter, given to New, swaps in a file whose
 			// pro plan changed: pro's search starts from zero; free's, the
 			// same, keeps counting.
 			name:    "PlansReload",

@@ -13,9 +13,10 @@
 //
 //	func startGin(t *testing.T, s adaptertest.Setup) (baseURL string) {
 //		r := gin.New()
-//		r.Use(ginrl.New(s.Config, ginrl.WithStore(s.Store), ...))
+//		lim := s.NewLimiter()
+//		r.Use(ginrl.New(lim, ginrl.WithKeyFunc(...), ...))
 //		r.NoRoute(func(c *gin.Context) {
-//			s.Served()
+//			s.Served(ginrl.Identity(c, lim))
 //			c.Data(200, "application/json", []byte(adaptertest.OKBody))
 //		})
 //		return adaptertest.ServeHTTP(t, r)
@@ -34,8 +35,9 @@
 //
 // The application's own denied response and the Decision in the handler's
 // contexts have cases of their own (cases_denied.go): the wiring passes
-// Setup.Denied to the adapter's WithDeniedHandler, Setup.DecisionContext
-// to WithDecisionContext, and with Setup.Report answers with what its
+// Setup.Denied to the adapter's WithDeniedHandler (Setup.NewLimiter gives
+// Setup.DecisionContext to core.WithDecisionContext), and with
+// Setup.Report answers with what its
 // handler found through core.FromContext and the adapter's DecisionOf.
 //
 // Same runs the table through several adapters and fails unless their

@@ -10,7 +10,7 @@
 //
 //	m, err := rlotel.New(otel.GetMeterProvider())
 //	if err != nil { ... }
-//	lim := core.NewLimiter(cfg, store, core.WithObserver(m.Observe))
+//	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithObserver(m.Observe))
 //	m.Watch(lim) // store and reload figures, read at each collection
 //
 // # Instruments

@@ -6,7 +6,7 @@
 //
 //	m, err := prom.New() // registers with prometheus.DefaultRegisterer
 //	if err != nil { ... }
-//	lim := core.NewLimiter(cfg, store, core.WithObserver(m.Observe))
+//	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithObserver(m.Observe))
 //	m.Watch(lim) // store and reload figures, read at each scrape
 //	http.Handle("/metrics", promhttp.Handler())
 //

@@ -67,7 +67,20 @@ func collectMachine(dir string) machine {
 	return m
 }
 
-func writeHeader(b *strings.Builder, o options, args []string, m machine, redis string, started time.Time, raw string) {
+// reportRun is what the header says of a run of the report: its options
+// and arguments, the machine, the redis-server it used, when it started
+// and where its raw output is.
+type reportRun struct {
+	o       options
+	args    []string
+	m       machine
+	redis   string
+	started time.Time
+	raw     string
+}
+
+func writeHeader(b *strings.Builder, run reportRun) {
+	o, args, m, redis, started, raw := run.o, run.args, run.m, run.redis, run.started, run.raw
 	cmdline := "go run ./cmd/report"
 	if len(args) > 0 {
 		cmdline += " " + strings.Join(args, " ")

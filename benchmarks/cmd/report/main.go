@@ -189,7 +189,7 @@ func run(o options, args []string) error {
 		}
 	}
 	var b strings.Builder
-	writeHeader(&b, o, args, info, redisNote, started, relTo(dir, abs(o.raw)))
+	writeHeader(&b, reportRun{o, args, info, redisNote, started, relTo(dir, abs(o.raw))})
 	writeNotes(&b, notes, res)
 	renderSummary(&b, res, versions)
 	fmt.Fprintf(&b, "## Algorithms under a steady 3× overload\n\n![requests admitted per 100 ms by each rlkit algorithm](%s)\n\n%s\n\n%s\n",

@@ -23,15 +23,15 @@ var metricsRows = []struct{ name, label string }{
 	{"observe-otel", "`metrics/otel` `Observe` alone (OpenTelemetry SDK)"},
 }
 
-// promBarNs is issue 13's bar: the Prometheus observer adds at most this
+// promBudgetNs is the Prometheus observer's budget: it adds at most this
 // much to a decision, and no allocation.
-const promBarNs = 50
+const promBudgetNs = 50
 
 // renderMetrics writes the metrics overhead table: per row, the median
 // time, its min–max and the median allocs; for a decision with an
 // observer, what the observer adds to a decision, from the interleaved
 // row (its <variant>-added-ns metrics: median and min–max over the runs);
-// then the Prometheus observer against the bar.
+// then the Prometheus observer against its budget.
 func renderMetrics(b *strings.Builder, r *results) {
 	b.WriteString("## Metrics overhead\n\n")
 	b.WriteString("What the metrics packages add to a decision: `core.Limiter.Decide` on one existing key, rule `search`, a quota no run reaches, the memory store with the system clock, one goroutine; then the observers' `Observe` alone on the event such a decision makes (allowed, no latency: the memory store's calls are not timed, see `store.LocalStore`). " +
@@ -73,10 +73,10 @@ func renderMetrics(b *strings.Builder, r *results) {
 	allocs := summarize(r.samples[metricsPrefix+"decide-prom"], "allocs/op")
 	allocs.max = max(allocs.max, summarize(interleaved, "allocs/op").max)
 	verdict := "within"
-	if prom.median > promBarNs || allocs.max > 0 {
+	if prom.median > promBudgetNs || allocs.max > 0 {
 		verdict = "**over**"
 	}
-	fmt.Fprintf(b, "The bar (issue 13): the Prometheus observer adds at most %d ns and 0 allocations per decision. Here it adds %s (median over the runs) and %s allocs/op (the most of any run): %s the bar.", promBarNs, signedNs(prom.median), fmtCount(allocs.max), verdict)
+	fmt.Fprintf(b, "The budget: the Prometheus observer adds at most %d ns and 0 allocations per decision. Here it adds %s (median over the runs) and %s allocs/op (the most of any run): %s budget.", promBudgetNs, signedNs(prom.median), fmtCount(allocs.max), verdict)
 	if noop := summarize(interleaved, "noop-added-ns"); noop.n > 0 {
 		// prom's own part, run by run.
 		var own []sample
@@ -91,10 +91,10 @@ func renderMetrics(b *strings.Builder, r *results) {
 	}
 	if timed := summarize(interleaved, "prom-timed-added-ns"); timed.n > 0 {
 		verdict := "within"
-		if timed.median > promBarNs {
+		if timed.median > promBudgetNs {
 			verdict = "**over**"
 		}
-		fmt.Fprintf(b, " On a store whose calls core times (Redis; one call in 16 by default, `core.WithLatencySampling`; the memory store's are not timed), it adds %s: %s the bar", signedNs(timed.median), verdict)
+		fmt.Fprintf(b, " On a store whose calls core times (Redis; one call in 16 by default, `core.WithLatencySampling`; the memory store's are not timed), it adds %s: %s budget", signedNs(timed.median), verdict)
 		if noop := summarize(interleaved, "noop-timed-added-ns"); noop.n > 0 {
 			fmt.Fprintf(b, "; of that, %s is core's timing of the sampled calls (two clock reads each), paid with any observer", signedNs(noop.median))
 		}

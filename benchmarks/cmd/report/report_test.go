@@ -186,20 +186,20 @@ func TestRenderMetrics(t *testing.T) {
 		"| `metrics/prom` `Observe` alone | 21 ns | 20–22 ns | 0 |  |  |",
 		"3 samples per row",
 		// prom's own part per run: 40, 60, 40.
-		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** the bar. Of that, core's part (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
+		"Here it adds +125 ns (median over the runs) and 0 allocs/op (the most of any run): **over** budget. Of that, core's part (the observer that does nothing) is +85 ns, `metrics/prom` itself +40 ns.",
 	)
 	if strings.Contains(out, "`metrics/otel` `Observe` alone") {
 		t.Errorf("a row that did not run is in the table\n%s", out)
 	}
 
-	// Within the bar; over it by an allocation whatever the time.
+	// Within budget; over it by an allocation whatever the time.
 	for _, tc := range []struct{ in, want string }{
 		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 0 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op 50 prom-added-ns 0 allocs/op\n",
-			"Here it adds +50 ns (median over the runs) and 0 allocs/op (the most of any run): within the bar."},
+			"Here it adds +50 ns (median over the runs) and 0 allocs/op (the most of any run): within budget."},
 		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 1 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op 10 prom-added-ns 0 allocs/op\n",
-			"Here it adds +10 ns (median over the runs) and 1 allocs/op (the most of any run): **over** the bar."},
+			"Here it adds +10 ns (median over the runs) and 1 allocs/op (the most of any run): **over** budget."},
 		{"BenchmarkMetrics/decide-prom-2 1 200 ns/op 0 allocs/op\nBenchmarkMetrics/interleaved-2 1 900 ns/op -5 prom-added-ns 2 allocs/op\n",
-			"Here it adds −5 ns (median over the runs) and 2 allocs/op (the most of any run): **over** the bar."},
+			"Here it adds −5 ns (median over the runs) and 2 allocs/op (the most of any run): **over** budget."},
 	} {
 		r = newResults()
 		if err := r.parse(strings.NewReader(tc.in)); err != nil {
@@ -248,14 +248,14 @@ func TestRenderFeatures(t *testing.T) {
 	renderFeatures(&b, r)
 	out := b.String()
 	wantIn(t, "features table", out,
-		"## Customer features (issue 14)",
+		"## Customer features",
 		"| `nethttp`, the DESIGN configuration (baseline) | 900 ns | 880 ns–1 µs | 64 | 2 | — |  |  |",
 		"| + a plan: `tiers`, `WithPlan` resolving a known plan | 950 ns | 900 ns–1.02 µs | 64 | 2 | +20 ns | −5 ns to +30 ns | 0 B, 0 |",
 		// No interleaved figure for it: the time is left blank, the
 		// memory still compared.
-		"| + `WithDecisionContext(true)`, the handler reading it | 2.4 µs | 2.3–2.5 µs | 656 | 5 |  |  | +592 B, +3 |",
+		"| + `core.WithDecisionContext(true)`, the handler reading it | 2.4 µs | 2.3–2.5 µs | 656 | 5 |  |  | +592 B, +3 |",
 		// Against Gin's own baseline.
-		"| + `WithDecisionContext(true)`, the handler reading it | 4 µs | 4 µs | 1320 | 11 | +2.2 µs | +2.1 µs to +2.3 µs | +928 B, +5 |",
+		"| + `core.WithDecisionContext(true)`, the handler reading it | 4 µs | 4 µs | 1320 | 11 | +2.2 µs | +2.1 µs to +2.3 µs | +928 B, +5 |",
 		"3 samples per row",
 	)
 	if strings.Contains(out, "penalty") {

@@ -1,5 +1,3 @@
-// Package clip shortens the values that error messages quote, so that the
-// message about a megabyte-long value is not megabytes long.
 package clip
 
 import "unicode/utf8"

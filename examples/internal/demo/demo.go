@@ -1,7 +1,3 @@
-// Package demo holds what rlkit's example services share: the
-// example configuration, its routes, the banner with curl lines that
-// reach a limit, and the limits every example server puts on its clients'
-// connections (ServerLimits, Listener).
 package demo
 
 import (

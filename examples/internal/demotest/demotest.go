@@ -1,6 +1,3 @@
-// Package demotest checks an example service the same way for every
-// framework: started by its run function on a free loopback port, it must
-// answer the example rules exactly.
 package demotest
 
 import (

@@ -1,6 +1,3 @@
-// Package rlmetrics holds what rlkit's metrics packages (prom, otel)
-// share: the bounded sets of label values they derive from events, the
-// default histogram buckets, and the reading of a watched Limiter.
 package rlmetrics
 
 import (

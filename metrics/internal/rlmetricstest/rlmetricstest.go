@@ -1,6 +1,3 @@
-// Package rlmetricstest holds the fakes the tests of the metrics packages
-// share: a store whose figures a test sets, and watched sources with and
-// without reload counts.
 package rlmetricstest
 
 import (

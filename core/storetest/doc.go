@@ -1,0 +1,68 @@
+// Package storetest is the conformance suite every store.Store must pass:
+// the in-memory store, the Redis store, and third-party stores alike. A
+// store's own test calls Run with a function that makes a store:
+//
+//	func TestConformance(t *testing.T) {
+//		clock := store.NewManualClock(time.Unix(1_700_000_000, 0))
+//		storetest.Run(t, func() store.Store {
+//			return memstore.New(memstore.WithClock(clock))
+//		}, storetest.WithClock(clock))
+//	}
+//
+// # Time
+//
+// With WithClock the suite moves that clock and never sleeps, and checks
+// every duration exactly. Without it (a store that reads a server's
+// clock) the suite waits in real time at the few points where time must
+// pass (periods of 200 ms and one second, and the start of an hour when
+// one is less than 10 seconds away), checks durations within bounds, and
+// skips the part of one check that would wait minutes; counts are exact
+// in both modes.
+//
+// # Stores
+//
+// Each subtest calls the function once for a store of its own, and closes
+// it at the end when it has a method Close() error. Keys and policy names
+// are unique per run, so a store that persists (a Redis server) may be
+// the same one each time.
+//
+// # What it checks
+//
+// Each check is a subtest named after it, once per algorithm
+// ("Peek/gcra", "Reset/fixed_window"), so that a failure names what the
+// store got wrong:
+//
+//   - ExactCount: 5 per hour admits exactly 5, with Remaining 4 down to 0
+//     and Result.Limit the policy's limit; the denials that follow have
+//     Remaining 0 and the exact RetryAfter (an admitted request has
+//     RetryAfter 0, a denied one more).
+//   - Cost: costs add up; a cost that does not fit is denied and consumes
+//     nothing; a cost above the capacity is never admitted.
+//   - Rollover: waiting RetryAfter is enough to be admitted again, and two
+//     whole periods give back the whole quota.
+//   - SeveralLimits: every limit's state is in Result.Limits; a denial by
+//     one limit consumes from none; the deciding limit is the denying one,
+//     or when admitted the one with the fewest units left.
+//   - Reset: it reports true exactly when a counter of the key under the
+//     policy was live, holding the cost of an admitted request that time
+//     had not yet given back; false for a key never counted, one asked
+//     only at cost 0 or only denied, and one already reset. After a Reset
+//     the key counts afresh under every limit, and the same key's
+//     counters under other policies are untouched.
+//   - ResetExpired: once the ResetAfter of a key's last admitted Take has
+//     passed, Reset reports false; just before, true.
+//   - Peek: Peek answers what the Take right after it answers (admitted or
+//     denied, the same counts, the same RetryAfter), for one limit and
+//     two, and changes nothing: a second Peek answers the same, and a key
+//     only peeked at holds nothing to Reset.
+//   - Isolation: keys of any bytes and length ("", "a:b", "{a}", a NUL,
+//     UTF-8, 10,000 bytes) and policies never share counters.
+//   - Concurrency and ConcurrencyTwoLimits: GOMAXPROCS×8 goroutines send
+//     at least three times the limit at one key; exactly the limit (100) is
+//     admitted, and no call fails.
+//
+// And once, PenaltyBan, what a rule's penalty relies on. Under a GCRA
+// policy of 1 per hour, burst 1, a Take at cost 0 consumes nothing and
+// reports the state as it stands: Remaining 1 while the unit is free,
+// Remaining 0 with ResetAfter the rest of the hour while it is taken.
+package storetest
