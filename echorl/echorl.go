@@ -281,7 +281,17 @@ func newOptions(opts []Option) *options {
 
 // flow is the flow of o deciding with lim.
 func (o *options) flow(lim *core.Limiter) *core.Flow[echo.Context] {
-	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), echo.Context.Request))
+	cip := lim.ClientIP()
+	return o.Flow(lim, adapter.ClientIP[echo.Context]{
+		IP: func(c echo.Context) string {
+			r := c.Request()
+			return cip.ClientIP(r.RemoteAddr, r.Header.Values)
+		},
+		Addr: func(c echo.Context) string {
+			r := c.Request()
+			return cip.ClientAddr(r.RemoteAddr, r.Header.Values)
+		},
+	})
 }
 
 // Identity returns the identity a middleware that New builds with lim and

@@ -200,11 +200,12 @@ func newOptions(opts []Option) *options {
 
 // flow is the flow of o deciding with lim.
 func (o *options) flow(lim *core.Limiter) *core.Flow[*gin.Context] {
-	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), request))
+	cip := lim.ClientIP()
+	return o.Flow(lim, adapter.ClientIP[*gin.Context]{
+		IP:   func(c *gin.Context) string { return cip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
+		Addr: func(c *gin.Context) string { return cip.ClientAddr(c.Request.RemoteAddr, c.Request.Header.Values) },
+	})
 }
-
-// request is c's *http.Request.
-func request(c *gin.Context) *http.Request { return c.Request }
 
 // Identity returns the identity a middleware that New builds with lim and
 // opts counts a request under (Decision.Key hashes it): its key

@@ -204,11 +204,12 @@ func newOptions(opts []Option) *options {
 
 // flow is the flow of o deciding with lim.
 func (o *options) flow(lim *core.Limiter) *core.Flow[*http.Request] {
-	return o.Flow(lim, adapter.HTTPClientIP(lim.ClientIP(), request))
+	cip := lim.ClientIP()
+	return o.Flow(lim, adapter.ClientIP[*http.Request]{
+		IP:   func(r *http.Request) string { return cip.ClientIP(r.RemoteAddr, r.Header.Values) },
+		Addr: func(r *http.Request) string { return cip.ClientAddr(r.RemoteAddr, r.Header.Values) },
+	})
 }
-
-// request is r itself: the *http.Request of a request.
-func request(r *http.Request) *http.Request { return r }
 
 // Identity returns the identity a middleware that New builds with lim and
 // opts counts a request under (Decision.Key hashes it): its key

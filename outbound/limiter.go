@@ -218,7 +218,8 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 		now = l.now()
 		r = sh.reserve(ks, now)
 	}
-	now, err := l.head(ctx, request{method, p, key, skey, counted}, sh, ks, r, now)
+	q := request{method, p, key, skey, counted}
+	now, err := l.head(ctx, &q, sh, ks, r, now)
 	sh.leave(skey, ks, rule, nil, now)
 	return err
 }
@@ -239,7 +240,7 @@ type request struct {
 // and budget let it start and the store admits it. It returns the instant
 // of its last reservation (a recent enough "now" for the queue's
 // clean-up, without reading the clock again).
-func (l *Limiter) head(ctx context.Context, q request, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
+func (l *Limiter) head(ctx context.Context, q *request, sh *shard, ks *keyState, r reservation, now int64) (int64, error) {
 	for {
 		if r.wait > 0 {
 			if err := sleepOr(ctx, l.clock, r.wait, r.probed); err != nil {
@@ -273,14 +274,15 @@ func (l *Limiter) head(ctx context.Context, q request, sh *shard, ks *keyState, 
 // then the core limiter (with the identity key) whether q may start now:
 // 0 and nil when it may; how long to wait before asking again; or the
 // error Wait returns.
-func (l *Limiter) ask(ctx context.Context, q request) (time.Duration, error) {
+func (l *Limiter) ask(ctx context.Context, q *request) (time.Duration, error) {
 	if l.holds != nil {
+		skey := q.skey // q stays on the caller's stack
 		type held struct {
 			left time.Duration
 			err  error
 		}
 		h, ok := detach(ctx, func() held {
-			left, err := l.holds.Held(ctx, q.skey)
+			left, err := l.holds.Held(ctx, skey)
 			return held{left, err}
 		})
 		if !ok {
@@ -304,7 +306,8 @@ func (l *Limiter) ask(ctx context.Context, q request) (time.Duration, error) {
 	var d core.Decision
 	ok := true
 	if l.remote {
-		d, ok = detach(ctx, func() core.Decision { return l.core.Decide(ctx, q.method, q.path, q.key, false) })
+		method, path, key := q.method, q.path, q.key // q stays on the caller's stack
+		d, ok = detach(ctx, func() core.Decision { return l.core.Decide(ctx, method, path, key, false) })
 	} else {
 		d = l.core.Decide(ctx, q.method, q.path, q.key, false) // in this process: no goroutine, no allocation
 	}

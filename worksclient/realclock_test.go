@@ -107,7 +107,7 @@ func warm(t testing.TB, c *http.Client, url string, n int) {
 	wg.Wait()
 }
 
-// TestRealClockSequential is the bar of the issue on the real clock: 20
+// TestRealClockSequential is the pacing on the real clock: 20
 // requests in a row on one key start at least 250 ms apart, never two at
 // once, and take between 19 × 250 ms and that plus 100 ms from first to
 // last.
@@ -162,7 +162,7 @@ func TestRealClockSequential(t *testing.T) {
 			return
 		}
 	}
-	t.Fatal("three runs missed the bar")
+	t.Fatal("three runs missed the bound")
 }
 
 // timerLoop waits n-1 intervals, each from when the previous wait actually
@@ -199,17 +199,18 @@ func TestRealClockConcurrentKeys(t *testing.T) {
 			return
 		}
 	}
-	t.Fatal("three runs missed the bar")
+	t.Fatal("three runs missed the bound")
 }
 
-// BenchmarkBars measures the bars once per iteration and reports the
-// worst of each over the iterations: seq-ms is the time from the first to
-// the last start of 20 sequential requests on one key (bar: 4750 to 4850),
-// keys-ms the time of 20 keys × 1 request at once (bar: < 100),
-// start-gap-ms, sent-gap-ms and api-gap-ms the smallest spacing of one
-// key's requests as the pacer started them, as they were sent and as they
-// reached the API (bar: ≥ 250 at the start).
-func BenchmarkBars(b *testing.B) {
+// BenchmarkPacing measures the pacing on the real clock once per
+// iteration and reports the worst of each figure over the iterations:
+// seq-ms is the time from the first to the last start of 20 sequential
+// requests on one key (bound: 4750 to 4850), keys-ms the time of 20 keys ×
+// 1 request at once (bound: < 100), start-gap-ms, sent-gap-ms and
+// api-gap-ms the smallest spacing of one key's requests as the pacer
+// started them, as they were sent and as they reached the API (bound:
+// ≥ 250 at the start).
+func BenchmarkPacing(b *testing.B) {
 	var seq, keys time.Duration
 	startGap, sentGap, apiGap := time.Duration(1<<62), time.Duration(1<<62), time.Duration(1<<62)
 	for b.Loop() {

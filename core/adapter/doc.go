@@ -3,7 +3,7 @@
 // (Limiter), the settings every adapter has over its framework's request
 // type (Settings: the key function, the bypass predicate, the plan; and
 // Options, which adds its error and denied handlers), how it finds a
-// request's client (ClientIP, HTTPClientIP), and the key
+// request's client (ClientIP), and the key
 // functions every adapter offers (HeaderKey, JWTSubject) with the
 // identities they give (HeaderIdentity, SubjectIdentity, BearerToken).
 //

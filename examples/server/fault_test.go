@@ -60,7 +60,7 @@ type faultReply struct {
 // The load: faultWorkers users on /api/items, and a canary on /health,
 // each sending one request at a time, at most one per faultInterval (900
 // requests per second in all), so that the machine keeps some CPU for the
-// server: the bar is about what Redis faults cost a request, not about a
+// server: the check is about what Redis faults cost a request, not about a
 // saturated machine.
 const (
 	faultWorkers     = 8
@@ -249,7 +249,7 @@ var warnLineRE = regexp.MustCompile(`(?m)^.*level=WARN.*$`)
 // with Redis: with Redis healthy, with the circuit open (no call to Redis
 // at all), every client at once, for 100 to 400ms; a request for /health
 // (exempt, never counted, never sent to Redis) running at the same time
-// is then slow too. So the bar is checked on every request that ran while
+// is then slow too. So the bound is checked on every request that ran while
 // no /health request took more than 50ms; the others, which ran while the
 // machine itself stalled, must still be answered 200 within 1s (no wait
 // on go-redis's own timeouts), and are counted in the log.
