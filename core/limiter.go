@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,9 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 		sampleMask:  15, // one call in 16
 	}
 	for _, o := range opts {
-		o(l)
+		if o != nil {
+			o(l)
+		}
 	}
 	if l.store == nil {
 		l.store = memstore.New(memstore.WithClock(l.clock))
@@ -154,14 +157,16 @@ func (l *Limiter) Logger() *slog.Logger { return l.log }
 // Store returns the limiter's store.
 func (l *Limiter) Store() store.Store { return l.store }
 
-// ClientIP returns how the limiter's middlewares derive a request's client
-// IP (WithClientIP); a nil limiter's is the zero clientip.Config. The
-// configuration is the limiter's own: read it, never change it.
-func (l *Limiter) ClientIP() *clientip.Config {
+// ClientIP returns a copy of how the limiter's middlewares derive a
+// request's client IP (WithClientIP); a nil limiter's is the zero
+// clientip.Config. Changing the copy changes nothing of the limiter's.
+func (l *Limiter) ClientIP() clientip.Config {
 	if l == nil {
-		return new(clientip.Config)
+		return clientip.Config{}
 	}
-	return &l.clientIP
+	c := l.clientIP
+	c.TrustedProxies = slices.Clone(c.TrustedProxies)
+	return c
 }
 
 // DecisionContext reports whether the limiter's middlewares put each

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -713,5 +715,44 @@ func TestLimiterCancelledContext(t *testing.T) {
 	}
 	if logged.Len() != 0 {
 		t.Errorf("logged %q, want nothing", logged.String())
+	}
+}
+
+// TestWithStoreNil: WithStore(nil) panics at once, naming the mistake: a
+// store variable left unset must not make each replica count apart, in
+// memory, without a word.
+func TestWithStoreNil(t *testing.T) {
+	defer func() {
+		if r, _ := recover().(string); !strings.Contains(r, "core.WithStore: nil store") {
+			t.Errorf("WithStore(nil): recovered %q, want a panic naming core.WithStore", r)
+		}
+	}()
+	WithStore(nil)
+}
+
+// TestNilOptionSkipped: a nil Option configures nothing.
+func TestNilOptionSkipped(t *testing.T) {
+	st := newFakeStore()
+	l := NewLimiter(loadExample(t), nil, WithStore(st), nil)
+	if l.Store() != st {
+		t.Errorf("Store() = %v, want the store given", l.Store())
+	}
+}
+
+// TestClientIPCopies: the limiter keeps its own copy of the client-IP
+// configuration: changing the caller's after WithClientIP, or the copy
+// ClientIP returns, changes nothing of the limiter's.
+func TestClientIPCopies(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	opt := WithClientIP(clientip.Config{TrustedProxies: proxies})
+	proxies[0] = netip.MustParsePrefix("0.0.0.0/0")
+	l := NewLimiter(nil, opt)
+	got := l.ClientIP()
+	if len(got.TrustedProxies) != 1 || got.TrustedProxies[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Fatalf("ClientIP().TrustedProxies = %v, want [10.0.0.0/8]: the option kept the caller's slice", got.TrustedProxies)
+	}
+	got.TrustedProxies[0] = netip.MustParsePrefix("0.0.0.0/0")
+	if again := l.ClientIP(); again.TrustedProxies[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("ClientIP().TrustedProxies = %v after the copy was changed, want [10.0.0.0/8]", again.TrustedProxies)
 	}
 }

@@ -16,21 +16,30 @@ type Option func(*Limiter)
 
 // WithStore sets where the limiter counts: a memstore.Store in this
 // process, a redisstore.Store for the replicas of a service, or any
-// store.Store that passes package storetest. Default: a new
-// memstore.Store on the limiter's clock (see WithClock).
-func WithStore(s store.Store) Option { return func(l *Limiter) { l.store = s } }
+// store.Store that passes package storetest. A nil s panics (a store
+// variable left unset would otherwise count each replica apart, in
+// memory, without a word): leave the option out for the default.
+// Default: a new memstore.Store on the limiter's clock (see WithClock).
+func WithStore(s store.Store) Option {
+	if s == nil {
+		panic("core.WithStore: nil store (leave the option out for a memory store)")
+	}
+	return func(l *Limiter) { l.store = s }
+}
 
 // WithClientIP sets whose forwarding headers the limiter's middlewares
 // believe when they work out a request's client IP: the identity of a
 // request with no other, and the address the configuration's allow and
 // ban networks are matched against (see clientip.Config). Default: the
 // zero clientip.Config, which trusts no proxy and takes the TCP peer's
-// address, an IPv6 one per /64.
+// address, an IPv6 one per /64. The option keeps a copy of cfg, so
+// changing cfg (or its TrustedProxies) afterwards changes nothing. Every
+// middleware of the limiter derives client IPs so: an adapter reached by
+// other proxies (a gRPC port behind none, say) needs a limiter of its own
+// (over the same store, to share the counters).
 func WithClientIP(cfg clientip.Config) Option {
-	return func(l *Limiter) {
-		l.clientIP = cfg
-		l.clientIP.TrustedProxies = slices.Clone(cfg.TrustedProxies)
-	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
+	return func(l *Limiter) { l.clientIP = cfg }
 }
 
 // WithDecisionContext, when on, makes the limiter's middlewares put the

@@ -272,9 +272,11 @@ func header(c echo.Context, name string) string { return c.Request().Header.Get(
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
 	o := new(options)
-	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
+	}
+	if o.OnError == nil {
+		o.OnError = defaultOnError
 	}
 	return o
 }

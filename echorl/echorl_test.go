@@ -112,3 +112,16 @@ func TestRouteTemplateUsed(t *testing.T) {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
 	}
 }
+
+// TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
+// function gets 401 {"detail": "Unauthorized"}, never a nil call.
+func TestErrorHandlerNil(t *testing.T) {
+	e := echo.New()
+	e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+		echorl.WithKeyFunc(func(echo.Context) (string, error) { return "", errors.New("no session") }),
+		echorl.WithErrorHandler(nil)))
+	e.GET("/api/search", func(echo.Context) error { return nil })
+	if w := adaptertest.Serve(e, "GET", "/api/search"); w.Code != http.StatusUnauthorized || w.Body.String() != `{"detail": "Unauthorized"}` {
+		t.Fatalf("got %d %q, want 401 {\"detail\": \"Unauthorized\"}", w.Code, w.Body)
+	}
+}

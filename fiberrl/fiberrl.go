@@ -370,9 +370,11 @@ func header(c *fiber.Ctx, name string) string { return c.Get(name) }
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
 	o := new(options)
-	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
+	}
+	if o.OnError == nil {
+		o.OnError = defaultOnError
 	}
 	return o
 }
@@ -386,8 +388,8 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[*fiber.Ctx] {
 	}
 	if len(cip.TrustedProxies) == 0 {
 		// No header is believed: the client IP is the TCP peer's.
-		ip.IP = func(c *fiber.Ctx) string { return peerIP(c, cip, false) }
-		ip.Addr = func(c *fiber.Ctx) string { return peerIP(c, cip, true) }
+		ip.IP = func(c *fiber.Ctx) string { return peerIP(c, &cip, false) }
+		ip.Addr = func(c *fiber.Ctx) string { return peerIP(c, &cip, true) }
 	}
 	flow := o.Flow(lim, ip)
 	if key := o.Key; key != nil {

@@ -225,3 +225,23 @@ func TestCaseFolding(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
+// function gets 401 {"detail": "Unauthorized"}, never a nil call (which
+// would take the whole process down: fasthttp recovers no panic).
+func TestErrorHandlerNil(t *testing.T) {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+		fiberrl.WithKeyFunc(func(*fiber.Ctx) (string, error) { return "", errors.New("no session") }),
+		fiberrl.WithErrorHandler(nil)))
+	app.Get("/api/search", func(*fiber.Ctx) error { return nil })
+	resp := test(t, app, "GET", "/api/search")
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || string(body) != `{"detail": "Unauthorized"}` {
+		t.Fatalf("got %d %q, want 401 {\"detail\": \"Unauthorized\"}", resp.StatusCode, body)
+	}
+}

@@ -191,9 +191,11 @@ func header(c *gin.Context, name string) string { return c.Request.Header.Get(na
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
 	o := new(options)
-	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
+	}
+	if o.OnError == nil {
+		o.OnError = defaultOnError
 	}
 	return o
 }

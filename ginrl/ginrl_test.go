@@ -131,3 +131,16 @@ func TestRouteTemplateUsed(t *testing.T) {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
 	}
 }
+
+// TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
+// function gets 401 {"detail": "Unauthorized"}, never a nil call.
+func TestErrorHandlerNil(t *testing.T) {
+	e := gin.New()
+	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+		ginrl.WithKeyFunc(func(*gin.Context) (string, error) { return "", errors.New("no session") }),
+		ginrl.WithErrorHandler(nil)))
+	e.GET("/api/search", func(*gin.Context) {})
+	if w := adaptertest.Serve(e, "GET", "/api/search"); w.Code != http.StatusUnauthorized || w.Body.String() != `{"detail": "Unauthorized"}` {
+		t.Fatalf("got %d %q, want 401 {\"detail\": \"Unauthorized\"}", w.Code, w.Body)
+	}
+}

@@ -213,9 +213,12 @@ func (s *decisionStream) Context() context.Context { return s.ctx }
 
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
-	o := &options{onError: defaultOnError}
+	o := new(options)
 	for _, fn := range opts {
 		fn(o)
+	}
+	if o.onError == nil {
+		o.onError = defaultOnError
 	}
 	return o
 }

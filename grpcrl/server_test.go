@@ -168,6 +168,15 @@ func TestErrorHandler(t *testing.T) {
 	}
 }
 
+// TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failed key
+// function ends the call with Unauthenticated, never a nil call.
+func TestErrorHandlerNil(t *testing.T) {
+	conn, _ := serve(t, config(t, testConfig), keys, grpcrl.WithErrorHandler(nil))
+	if r := say(t, conn, "hi", bearer("forged")...); r.code != codes.Unauthenticated || r.msg != "Unauthorized" {
+		t.Errorf("got %v %q, want Unauthenticated \"Unauthorized\"", r.code, r.msg)
+	}
+}
+
 // TestForwardedMetadata: forwarding metadata from a peer that is not a
 // trusted proxy changes nothing (every call counts under the peer's IP);
 // from a trusted one, the client it names counts.

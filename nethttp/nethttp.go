@@ -195,9 +195,11 @@ func header(r *http.Request, name string) string { return r.Header.Get(name) }
 // newOptions applies opts to the defaults.
 func newOptions(opts []Option) *options {
 	o := new(options)
-	o.OnError = defaultOnError
 	for _, fn := range opts {
 		fn(o)
+	}
+	if o.OnError == nil {
+		o.OnError = defaultOnError
 	}
 	return o
 }

@@ -111,3 +111,14 @@ func TestRouteTemplateUsed(t *testing.T) {
 		t.Fatalf("%d cached routes after three requests to one route, want 1", n)
 	}
 }
+
+// TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
+// function gets 401 {"detail": "Unauthorized"}, never a nil call.
+func TestErrorHandlerNil(t *testing.T) {
+	h := nethttp.New(adaptertest.Config(t, adaptertest.DesignConfig),
+		nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "", errors.New("no session") }),
+		nethttp.WithErrorHandler(nil))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	if w := adaptertest.Serve(h, "GET", "/api/search"); w.Code != http.StatusUnauthorized || w.Body.String() != `{"detail": "Unauthorized"}` {
+		t.Fatalf("got %d %q, want 401 {\"detail\": \"Unauthorized\"}", w.Code, w.Body)
+	}
+}

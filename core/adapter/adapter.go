@@ -11,13 +11,16 @@ import (
 // given limits: limits itself when it is a *core.Limiter, a limiter
 // core.NewLimiter makes (counting in a memory store of the middleware's
 // own) when it is a *core.Config, and a limiter that passes every request
-// when it is nil or a nil pointer.
+// when it is nil or a nil *core.Config (limiting off, as a disabled
+// configuration). A nil *core.Limiter panics: it is a limiter the program
+// meant to build and did not, and passing every request would hide it.
 func Limiter(limits core.Limits) *core.Limiter {
 	switch l := limits.(type) {
 	case *core.Limiter:
-		if l != nil {
-			return l
+		if l == nil {
+			panic("adapter.Limiter: a nil *core.Limiter (pass nil or a *core.Config for limiting off)")
 		}
+		return l
 	case *core.Config:
 		return core.NewLimiter(l)
 	}
