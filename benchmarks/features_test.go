@@ -16,12 +16,12 @@ import (
 	"github.com/rlkit/rlkit/nethttp"
 )
 
-// featuresConfig is the DESIGN configuration (adaptertest.DesignConfig)
+// featuresConfig is the example configuration (adaptertest.ExampleConfig)
 // with a search limit no run reaches (2,000,000,000 per hour), the search
 // rule's lines followed by rule and the file by top, YAML at their
 // indentation ("" for none).
 func featuresConfig(tb testing.TB, rule, top string) *core.Config {
-	yaml := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`+rule, 1)
+	yaml := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`+rule, 1)
 	return adaptertest.Config(tb, yaml+top)
 }
 
@@ -200,7 +200,7 @@ func (s *featureServer) check(tb testing.TB) {
 
 // BenchmarkFeatures measures what the customer features cost an admitted
 // request through nethttp: GET /api/search from one client IP
-// (192.0.2.1), the DESIGN configuration with a search limit no run
+// (192.0.2.1), the example configuration with a search limit no run
 // reaches (2,000,000,000 per hour), the default memory store, a writer
 // that keeps nothing (its header map cleared each time), a handler
 // writing a small JSON body.

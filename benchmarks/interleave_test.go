@@ -55,7 +55,7 @@ func shuffle(rng *rand.Rand, order []int) {
 // 10,000 keys of the parallel scenarios, bring a row's memory back into
 // the caches after the other rows, as it is when the row runs on its own;
 // the timed ones are enough that starting and stopping the goroutines
-// (about 0.1 ms on this machine) adds under 2 ns to a call.
+// (about 0.1 ms) adds under 2 ns to a call.
 const (
 	parallelWarm  = 8192
 	parallelBlock = 32768

@@ -120,7 +120,7 @@ func (t loadTarget) config() string {
 // its rounds alternate between them, so that every target takes the same
 // mean place in the start order: with one process per target, an
 // identical server started later served 0.90-1.005x the req/s of one
-// started earlier on this machine (eight runs, either order). The targets
+// started earlier (eight runs, either order). The targets
 // are measured interleaved: every server is started and warmed up
 // (loadWarmUp untimed blocks each), then each round sends every target one
 // block of loadBlock requests, in an order shuffled every round (so that

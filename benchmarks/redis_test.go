@@ -41,7 +41,7 @@ const (
 
 	// redisTimeout bounds each rlkit call as go-redis's default read and
 	// write timeouts (5 s) bound the floor's and the peers' calls. The
-	// store's own default (100 ms) is for production; on a loaded 2-core
+	// store's own default (100 ms) is for production; on a loaded
 	// machine a par64 burst now and then stalls one call (any client's,
 	// the floor's too) past 100 ms, which would fail the row.
 	redisTimeout = 5 * time.Second

@@ -29,7 +29,7 @@ func mustParse(t testing.TB, doc string) *Config {
 	return c
 }
 
-// loadExample loads the DESIGN.md example configuration.
+// loadExample loads the example configuration (testdata/ratelimit.yaml).
 func loadExample(t testing.TB) *Config {
 	t.Helper()
 	c, err := LoadConfig(filepath.Join("testdata", "ratelimit.yaml"))
@@ -1299,7 +1299,7 @@ func TestConfigShadowedPaths(t *testing.T) {
 		want []string
 	}{
 		{
-			"a literal path after a '*' pattern (the issue's case)",
+			"a literal path after a '*' pattern",
 			yamlLines(
 				"rate_limit:",
 				"  rules:",

@@ -78,9 +78,9 @@
 //
 // # Time
 //
-// One place reads the real clock: store.SystemClock. Everything else takes
-// the instant as an argument or asks a store.Clock, so a
-// store.ManualClock (WithClock) controls every decision in tests.
+// Every decision reads the time once, from a store.Clock
+// (store.SystemClock unless WithClock gives another), and passes the
+// instant down, so a store.ManualClock controls every decision in tests.
 //
 // # Other audiences
 //

@@ -428,7 +428,7 @@ func TestSetHeadersSharedValues(t *testing.T) {
 }
 
 func TestDeniedThroughLimiter(t *testing.T) {
-	// End to end: the example config, the fake store, the DESIGN response.
+	// End to end: the example config, the fake store, the documented response.
 	store := newFakeStore()
 	l := NewLimiter(loadExample(t), WithStore(store))
 	var d Decision

@@ -104,7 +104,7 @@ type Limiter struct {
 	identityKey   []byte
 	clientIP      clientip.Config // how middlewares derive client IPs (WithClientIP)
 	inContext     bool            // middlewares put Decisions in contexts (WithDecisionContext)
-	local         bool            // the store is a LocalStore: its calls are not timed
+	local         bool            // the store is a store.LocalStore: its calls are not timed
 	sampleMask    uint32          // a store call is timed when a random number & sampleMask is 0
 	hmacs         sync.Pool       // of *mac: HMAC-SHA256 under identityKey
 
@@ -180,12 +180,11 @@ func (l *Limiter) DecisionContext() bool { return l.inContext }
 // configuration reloaded while serving, one limiter shared by several
 // middlewares). *Config and *Limiter are the only Limits.
 type Limits interface {
-	limiter() *Limiter
+	limits() // sealed: *Config and *Limiter only
 }
 
-func (c *Config) limiter() *Limiter { return NewLimiter(c) }
-
-func (l *Limiter) limiter() *Limiter { return l }
+func (*Config) limits()  {}
+func (*Limiter) limits() {}
 
 // headerStyle is the header style of decisions under cfg.
 func (l *Limiter) headerStyle(cfg *Config) HeaderStyle {
@@ -274,7 +273,7 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 // Key returns the store key a request of identity counts under: for a
 // SecretIdentity, "<label>:hmac:<hex>", the first 128 bits of
 // HMAC-SHA256(identity key, secret) in hex (see WithIdentityKey); for any
-// other, identity bounded by BoundKey. It is the key stores hold, the
+// other, identity bounded by store.BoundKey. It is the key stores hold, the
 // Observer sees and log lines name.
 func (l *Limiter) Key(identity string) string {
 	label, secret, ok := secretParts(identity)

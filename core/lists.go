@@ -24,8 +24,8 @@ type AllowSpec struct {
 	// written in clear in the file. Limiter.Key(adapter.HeaderIdentity(name,
 	// key)) gives that form, as does Decision.Key and the Observer's
 	// Event.Key of a request the caller made. An entry that starts with
-	// "sha256:" is a digest key (BoundKey): "sha256:" and 64 lower-case
-	// hex digits. An entry longer than MaxKeyLen is the identity of such
+	// "sha256:" is a digest key (store.BoundKey): "sha256:" and 64 lower-case
+	// hex digits. An entry longer than store.MaxKeyLen is the identity of such
 	// a key. An IPv4 client IP entry must be written as ClientIP gives
 	// it (canonical, IPv4-mapped addresses as IPv4); an IPv6 one is an
 	// error (such a client counts under its group's first address, per

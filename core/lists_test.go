@@ -526,7 +526,7 @@ func TestListsConfigErrors(t *testing.T) {
 	}
 }
 
-// TestAllowLongIdentity checks an identity longer than MaxKeyLen, which
+// TestAllowLongIdentity checks an identity longer than store.MaxKeyLen, which
 // the store knows by its digest: listed as itself or as the digest.
 func TestAllowLongIdentity(t *testing.T) {
 	long := "user:" + strings.Repeat("x", store.MaxKeyLen)

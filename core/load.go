@@ -74,7 +74,7 @@ func LoadConfig(file string) (*Config, error) {
 const maxConfigBytes = 4 << 20
 
 // ReadConfigFile reads a configuration file: a regular file (a symbolic
-// link to one is followed) of at most maxConfigBytes. Anything else (a
+// link to one is followed) of at most 4 MiB. Anything else (a
 // directory, a FIFO or a device such as /dev/zero, which could block or
 // never end; a larger file) is an error that says so, read no further.
 func ReadConfigFile(file string) ([]byte, error) {
@@ -102,7 +102,7 @@ func ReadConfigFile(file string) ([]byte, error) {
 		return fail(err)
 	}
 	if len(data) > maxConfigBytes {
-		return fail(fmt.Errorf("%s is larger than %d bytes (maxConfigBytes)", file, maxConfigBytes))
+		return fail(fmt.Errorf("%s is larger than %d bytes, the most a configuration file may hold", file, maxConfigBytes))
 	}
 	return data, nil
 }

@@ -67,7 +67,7 @@ type Event struct {
 	// by the configuration, so it suits a metric label.
 	Plan string
 	// Key is the store key of a counted request (the identity, bounded by
-	// BoundKey; a secret identity as its keyed hash: see
+	// store.BoundKey; a secret identity as its keyed hash: see
 	// SecretIdentity); "" when nothing was counted. Never use it as a
 	// metric label: clients choose it.
 	Key     string
@@ -81,7 +81,7 @@ type Event struct {
 	// Latency is the time the store took, for one call in 16 taken at
 	// random (WithLatencySampling); 0 for the others, when the store was
 	// not asked, or when it keeps its counters in this process (see
-	// LocalStore).
+	// store.LocalStore).
 	Latency time.Duration
 }
 

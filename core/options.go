@@ -75,7 +75,7 @@ func WithShadowHeaders(on bool) Option { return func(l *Limiter) { l.shadowHeade
 // limiter sharing a store (the servers of one Redis) must use the same key,
 // or each counts a caller apart. Keep it secret, as a signing key: with it,
 // a reader of the store's key names can test guesses of a secret. Default:
-// defaultIdentityKey, which is public.
+// a key built into rlkit, which is public.
 func WithIdentityKey(key []byte) Option {
 	return func(l *Limiter) { l.identityKey = slices.Clone(key) }
 }
@@ -89,7 +89,7 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // the clock twice, which costs tens of nanoseconds on some machines, while
 // a latency distribution needs only a sample. n is rounded up to a power
 // of two (at most 2^20); 1 times every call. The calls of an in-process
-// store (a LocalStore) are never timed. Default: 16.
+// store (a store.LocalStore) are never timed. Default: 16.
 func WithLatencySampling(n int) Option {
 	return func(l *Limiter) {
 		l.sampleMask = uint32(1)<<bits.Len(uint(min(max(n, 1), 1<<20)-1)) - 1

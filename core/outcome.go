@@ -92,7 +92,7 @@ func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
 
 // detach returns a context for the count of a request answered under
 // ctx: not cancelled with ctx, and ended after retryTimeout, unless the
-// store is in this process (a LocalStore), whose calls take nanoseconds
+// store is in this process (a store.LocalStore), whose calls take nanoseconds
 // and need no deadline (a timer costs four allocations).
 func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.local {

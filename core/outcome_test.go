@@ -279,7 +279,7 @@ func TestCompleteOnce(t *testing.T) {
 // went away) by the time the handler answers: the failure is counted all
 // the same, under a context that is not cancelled.
 // The store is remote (its calls are bounded by a deadline) or in this
-// process (a LocalStore: no deadline).
+// process (a store.LocalStore: no deadline).
 func TestCompleteCancelled(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		e := newOutcomeEnv(t, outcomeYAML)

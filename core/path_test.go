@@ -66,7 +66,7 @@ func TestSpellings(t *testing.T) {
 	}
 }
 
-// spellingsConfig is the DESIGN example with a few more exempt paths, so
+// spellingsConfig is the example configuration with a few more exempt paths, so
 // that exemption by every spelling can be seen.
 const spellingsConfig = `
 rate_limit:

@@ -16,7 +16,7 @@ import (
 )
 
 // TestReadConfigFile: a configuration is a regular file of at most
-// maxConfigBytes; a FIFO (which would block), /dev/zero (which never
+// 4 MiB; a FIFO (which would block), /dev/zero (which never
 // ends), a directory or a larger file is refused at once, by name, and a
 // reload of one keeps the running configuration.
 func TestReadConfigFile(t *testing.T) {
@@ -42,7 +42,7 @@ func TestReadConfigFile(t *testing.T) {
 		fifo: "rate-limit config: " + fifo + " is not a regular file (p---------)",
 		zero: "rate-limit config: " + zero + " is not a regular file (Dc---------)",
 		dir:  "rate-limit config: " + dir + " is not a regular file (d---------)",
-		big:  "rate-limit config: " + big + " is larger than 4194304 bytes (maxConfigBytes)",
+		big:  "rate-limit config: " + big + " is larger than 4194304 bytes, the most a configuration file may hold",
 	} {
 		if _, err := core.ReadConfigFile(file); err == nil || err.Error() != want {
 			t.Errorf("ReadConfigFile(%s): got %v, want %s", filepath.Base(file), err, want)

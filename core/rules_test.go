@@ -286,7 +286,7 @@ func TestMatchAllocs(t *testing.T) {
 }
 
 func BenchmarkMatch(b *testing.B) {
-	// Measures rule matching alone over the DESIGN example, for a path that
+	// Measures rule matching alone over the example configuration, for a path that
 	// falls through every rule to the default.
 	c := loadExample(b)
 	b.ReportAllocs()

@@ -12,7 +12,7 @@ type Spec struct {
 	// Rules are tried in order; the first whose paths match applies.
 	Rules []RuleSpec
 	// Default is the limit (or limits) of requests no rule matches;
-	// empty means defaultLimit.
+	// empty means "120/minute".
 	Default []string
 	// ExemptPaths never touch a counter. nil means DefaultExemptPaths; an
 	// empty non-nil slice exempts nothing.

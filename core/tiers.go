@@ -167,7 +167,7 @@ func (cc *compiler) tiers(specs []TierSpec, c *Config) {
 		c.def.index = len(c.rules)
 	}
 	if n := len(specs) * (len(c.rules) + 1); n > maxPlanVariants {
-		cc.fail("tiers", "", "tiers", strconv.Itoa(len(specs))+" plans", "%d plans of %d rules and the default make %d rule variants, at most %d (maxPlanVariants)", len(specs), len(c.rules), n, maxPlanVariants)
+		cc.fail("tiers", "", "tiers", strconv.Itoa(len(specs))+" plans", "%d plans of %d rules and the default make %d rule variants, at most %d", len(specs), len(c.rules), n, maxPlanVariants)
 		return
 	}
 	c.tiers = make(map[string]*tier, len(specs))

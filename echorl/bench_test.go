@@ -25,7 +25,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // BenchmarkMiddleware compares an Echo instance serving a JSON handler
 // (c.JSONBlob: Content-Type and a small body) with no middleware ("bare")
-// and the same instance with New in front of it ("rlkit": DESIGN config,
+// and the same instance with New in front of it ("rlkit": the example configuration,
 // default in-memory store, client-IP key, the route's rule found from its
 // template, admitted, RateLimit-Policy and RateLimit written). Requests go
 // through e.ServeHTTP with a writer whose header map is cleared and

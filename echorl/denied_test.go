@@ -16,9 +16,9 @@ import (
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
-// designAt returns a memory store whose clock stands at the start of a
-// minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) core.Option {
+// exampleAt returns a memory store whose clock stands at the start of a
+// minute, for the example configuration (reindex: two requests a minute).
+func exampleAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
 	return core.WithStore(mem)
@@ -37,7 +37,7 @@ func TestDeniedHandler(t *testing.T) {
 		handled = err
 		_ = c.String(http.StatusTooManyRequests, "slow down")
 	}
-	e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+	e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), exampleAt(t)), echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
 		got, seen = d, c.Response().Header().Clone()
 		return errDenied
 	})))
@@ -72,7 +72,7 @@ func TestDecisionOf(t *testing.T) {
 		var got, inReq, inStore *core.Decision
 		var found bool
 		e := echo.New()
-		e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t))))
+		e.Use(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithDecisionContext(on), exampleAt(t))))
 		e.GET("/api/search", func(c echo.Context) error {
 			got, found = echorl.DecisionOf(c)
 			inReq, _ = core.FromContext(c.Request().Context())

@@ -28,7 +28,7 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	e := echo.New()
-	e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	e.Use(echorl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		echorl.WithKeyFunc(func(echo.Context) (string, error) { return "", errNoSession }),
 		echorl.WithErrorHandler(func(c echo.Context, err error) error {
 			got = err
@@ -88,7 +88,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestPre(t *testing.T) {
 	e := echo.New()
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
-	e.Pre(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(memstore.New(memstore.WithClock(clock))))))
+	e.Pre(echorl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithStore(memstore.New(memstore.WithClock(clock))))))
 	e.GET("/api/kb/:id/reindex", func(c echo.Context) error { return c.JSONBlob(http.StatusOK, okBody) })
 	for i, status := range []int{200, 200, 429} {
 		w := adaptertest.Serve(e, "GET", "/api/kb/kb-01/reindex")
@@ -101,7 +101,7 @@ func TestPre(t *testing.T) {
 // TestRouteTemplateUsed: echorl passes c.Path(), so a parameterized route
 // is answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+	cfg := adaptertest.Config(t, adaptertest.ExampleConfig)
 	e := echo.New()
 	e.Use(echorl.New(cfg))
 	e.POST("/api/kb/:kb/reindex", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
@@ -117,7 +117,7 @@ func TestRouteTemplateUsed(t *testing.T) {
 // function gets 401 {"detail": "Unauthorized"}, never a nil call.
 func TestErrorHandlerNil(t *testing.T) {
 	e := echo.New()
-	e.Use(echorl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	e.Use(echorl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		echorl.WithKeyFunc(func(echo.Context) (string, error) { return "", errors.New("no session") }),
 		echorl.WithErrorHandler(nil)))
 	e.GET("/api/search", func(echo.Context) error { return nil })

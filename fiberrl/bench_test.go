@@ -16,7 +16,7 @@ var okBody = []byte(adaptertest.OKBody)
 
 // BenchmarkMiddleware compares a Fiber app serving a JSON handler
 // (Content-Type and a small body) with no middleware ("bare") and the same
-// app with New mounted by app.Use ("rlkit": DESIGN config, default
+// app with New mounted by app.Use ("rlkit": the example configuration, default
 // in-memory store, client-IP key, rule found by path, admitted,
 // RateLimit-Policy and RateLimit written). Requests go through
 // app.Handler() with one reused fasthttp.RequestCtx whose response is

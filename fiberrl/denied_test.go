@@ -19,9 +19,9 @@ import (
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
-// designAt returns a memory store whose clock stands at the start of a
-// minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) core.Option {
+// exampleAt returns a memory store whose clock stands at the start of a
+// minute, for the example configuration (reindex: two requests a minute).
+func exampleAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
 	return core.WithStore(mem)
@@ -40,7 +40,7 @@ func TestDeniedHandler(t *testing.T) {
 		handled = err
 		return c.Status(http.StatusTooManyRequests).SendString("slow down")
 	}})
-	app.Use(fiberrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
+	app.Use(fiberrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), exampleAt(t)), fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {
 		got = d
 		// fasthttp's default Content-Type is text/plain; the default
 		// body's application/json must not be set.
@@ -92,7 +92,7 @@ func TestDecisionOf(t *testing.T) {
 		var found bool
 		app := fiber.New(fiber.Config{DisableStartupMessage: true})
 		app.Use(fiberrl.New(
-			core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t)),
+			core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithDecisionContext(on), exampleAt(t)),
 			fiberrl.WithKeyFunc(fiberrl.HeaderKey("X-User")),
 		))
 		app.Get("/api/search", func(c *fiber.Ctx) error {

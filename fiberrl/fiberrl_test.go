@@ -48,7 +48,7 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		fiberrl.WithKeyFunc(func(*fiber.Ctx) (string, error) { return "", errNoSession }),
 		fiberrl.WithErrorHandler(func(c *fiber.Ctx, err error) error {
 			got = err
@@ -133,7 +133,7 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 	})
 	app := fiber.New()
 	app.Use(fiberrl.New(
-		core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(store), core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}})),
+		core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithStore(store), core.WithClientIP(clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}})),
 		fiberrl.WithKeyFunc(func(c *fiber.Ctx) (string, error) {
 			if c.Get("Authorization") != "" {
 				return jwt(c)
@@ -169,7 +169,7 @@ func TestNothingKeptFromFasthttp(t *testing.T) {
 // route the middleware is mounted on is answered once; under app.Use it
 // sees only the mount prefix and matches by path.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+	cfg := adaptertest.Config(t, adaptertest.ExampleConfig)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Post("/api/kb/:kb/reindex", fiberrl.New(cfg), func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	for _, kb := range []string{"a", "b", "c"} {
@@ -187,7 +187,7 @@ func TestRouteTemplateUsed(t *testing.T) {
 // adapters.
 func TestCaseFolding(t *testing.T) {
 	for _, sensitive := range []bool{false, true} {
-		cfg := adaptertest.Config(t, strings.Replace(adaptertest.DesignConfig, "  default:", `    - name: users
+		cfg := adaptertest.Config(t, strings.Replace(adaptertest.ExampleConfig, "  default:", `    - name: users
       paths: ["/api/Users"]
       limit: "3/second"
   default:`, 1))
@@ -231,7 +231,7 @@ func TestCaseFolding(t *testing.T) {
 // would take the whole process down: fasthttp recovers no panic).
 func TestErrorHandlerNil(t *testing.T) {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	app.Use(fiberrl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		fiberrl.WithKeyFunc(func(*fiber.Ctx) (string, error) { return "", errors.New("no session") }),
 		fiberrl.WithErrorHandler(nil)))
 	app.Get("/api/search", func(*fiber.Ctx) error { return nil })

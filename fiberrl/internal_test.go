@@ -21,7 +21,7 @@ import (
 // nethttp's (core.URLPath of net/http's URL) get the same decision: the
 // same exemption and the same rule and cost.
 func TestRequestPathAsNetHTTP(t *testing.T) {
-	cfg := adaptertest.Config(t, strings.Replace(adaptertest.DesignConfig,
+	cfg := adaptertest.Config(t, strings.Replace(adaptertest.ExampleConfig,
 		`exempt_paths: ["/health", "/ready", "/docs", "/redoc", "/openapi.json"]`,
 		`exempt_paths: ["/health", "/ready", "/ready/", "/static/*", "/a b"]`, 1))
 	for _, raw := range []string{

@@ -26,7 +26,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // BenchmarkMiddleware compares a Gin engine serving a JSON handler
 // (c.Data: Content-Type and a small body) with no middleware ("bare") and
-// the same engine with New in front of it ("rlkit": DESIGN config, default
+// the same engine with New in front of it ("rlkit": the example configuration, default
 // in-memory store, client-IP key, the route's rule found from its
 // template, admitted, RateLimit-Policy and RateLimit written). Requests go
 // through engine.ServeHTTP with a writer whose header map is cleared and

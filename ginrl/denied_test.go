@@ -15,9 +15,9 @@ import (
 	"github.com/rlkit/rlkit/internal/adaptertest"
 )
 
-// designAt returns a memory store whose clock stands at the start of a
-// minute, for the DESIGN configuration (reindex: two requests a minute).
-func designAt(t *testing.T) core.Option {
+// exampleAt returns a memory store whose clock stands at the start of a
+// minute, for the example configuration (reindex: two requests a minute).
+func exampleAt(t *testing.T) core.Option {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
 	return core.WithStore(mem)
@@ -29,7 +29,7 @@ func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
 	var seen http.Header
 	r := gin.New()
-	r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), designAt(t)), ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
+	r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), exampleAt(t)), ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
 		got, seen = d, c.Writer.Header().Clone()
 		c.String(http.StatusTooManyRequests, "slow down")
 	})))
@@ -61,7 +61,7 @@ func TestDecisionOf(t *testing.T) {
 		var got, inReq, inKeys *core.Decision
 		var found bool
 		r := gin.New()
-		r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithDecisionContext(on), designAt(t))))
+		r.Use(ginrl.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithDecisionContext(on), exampleAt(t))))
 		r.GET("/api/search", func(c *gin.Context) {
 			got, found = ginrl.DecisionOf(c)
 			inReq, _ = core.FromContext(c.Request.Context())

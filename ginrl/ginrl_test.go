@@ -25,7 +25,7 @@ func TestErrorHandler(t *testing.T) {
 	var got error
 	served := false
 	e := gin.New()
-	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		ginrl.WithKeyFunc(func(*gin.Context) (string, error) { return "", errNoSession }),
 		ginrl.WithErrorHandler(func(c *gin.Context, err error) {
 			got = err
@@ -120,7 +120,7 @@ rate_limit:
 // TestRouteTemplateUsed: ginrl passes c.FullPath(), so a parameterized
 // route is answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+	cfg := adaptertest.Config(t, adaptertest.ExampleConfig)
 	r := gin.New()
 	r.Use(ginrl.New(cfg))
 	r.POST("/api/kb/:kb/reindex", func(c *gin.Context) { c.Status(http.StatusOK) })
@@ -136,7 +136,7 @@ func TestRouteTemplateUsed(t *testing.T) {
 // function gets 401 {"detail": "Unauthorized"}, never a nil call.
 func TestErrorHandlerNil(t *testing.T) {
 	e := gin.New()
-	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	e.Use(ginrl.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		ginrl.WithKeyFunc(func(*gin.Context) (string, error) { return "", errors.New("no session") }),
 		ginrl.WithErrorHandler(nil)))
 	e.GET("/api/search", func(*gin.Context) {})

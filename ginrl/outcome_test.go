@@ -70,7 +70,7 @@ func TestCountByOutcomeAllocs(t *testing.T) {
 	if adaptertest.Race {
 		t.Skip("allocations are not exact under the race detector")
 	}
-	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	bench := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
 	failures := strings.Replace(bench, `limit: "2000000000/hour"`, `limit: "2000000000/hour"
       count: failures`, 1)
 	allocs := func(status int, mw ...gin.HandlerFunc) float64 {

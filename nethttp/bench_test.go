@@ -39,7 +39,7 @@ func limited(b *testing.B, h http.Handler) http.Handler {
 }
 
 // BenchmarkHandler compares a handler alone ("bare") with the same handler
-// behind the middleware ("rlkit": DESIGN config, default in-memory store,
+// behind the middleware ("rlkit": the example configuration, default in-memory store,
 // client-IP key, matched rule, admitted, RateLimit-Policy and RateLimit
 // written), through an httptest.ResponseRecorder. The difference is the
 // middleware's cost. "json" is a handler that sets Content-Type and writes
@@ -111,7 +111,7 @@ func BenchmarkDecisionContext(b *testing.B) {
 // outcomeConfig is BenchConfig with its search rule counted by failures:
 // every request is checked (a Peek) and, answered 200, never counted.
 func outcomeConfig() string {
-	return strings.Replace(strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1),
+	return strings.Replace(strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1),
 		`limit: "2000000000/hour"`, `limit: "2000000000/hour"
       count: failures`, 1)
 }
@@ -137,7 +137,7 @@ func BenchmarkHandlerOutcome(b *testing.B) {
 			h.ServeHTTP(w, r)
 		}
 	}
-	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	bench := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
 	b.Run("take", func(b *testing.B) { run(b, bench, 200) })
 	b.Run("peek", func(b *testing.B) { run(b, outcomeConfig(), 200) })
 	b.Run("peek+take", func(b *testing.B) { run(b, outcomeConfig(), 401) })

@@ -13,12 +13,12 @@ import (
 	"github.com/rlkit/rlkit/nethttp"
 )
 
-// designAt returns the DESIGN configuration and a memory store whose
+// exampleAt returns the example configuration and a memory store whose
 // clock stands at the start of a minute (reindex: two requests a minute).
-func designAt(t *testing.T) (*core.Config, core.Option) {
+func exampleAt(t *testing.T) (*core.Config, core.Option) {
 	mem := memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))
 	t.Cleanup(func() { _ = mem.Close() })
-	return adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(mem)
+	return adaptertest.Config(t, adaptertest.ExampleConfig), core.WithStore(mem)
 }
 
 // TestDeniedHandler: the handler gets the Decision, finds the rate-limit
@@ -27,7 +27,7 @@ func designAt(t *testing.T) (*core.Config, core.Option) {
 func TestDeniedHandler(t *testing.T) {
 	var got *core.Decision
 	var seen http.Header
-	cfg, at := designAt(t)
+	cfg, at := exampleAt(t)
 	mw := nethttp.New(core.NewLimiter(cfg, at), nethttp.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 		got, seen = d, w.Header().Clone()
 		w.Header().Del("Retry-After")
@@ -64,7 +64,7 @@ func TestDecisionOf(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		var got *core.Decision
 		var found bool
-		cfg, at := designAt(t)
+		cfg, at := exampleAt(t)
 		h := nethttp.New(core.NewLimiter(cfg, core.WithDecisionContext(on), at))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got, found = nethttp.DecisionOf(r)
 		}))
@@ -103,7 +103,7 @@ func TestAllocs(t *testing.T) {
 		{"denied WithDeniedHandler", "/api/kb/a/reindex", nil, []nethttp.Option{denied}, 3}, // the Decision's copy
 	}
 	for _, tt := range tests {
-		_, at := designAt(t) // Retry-After 60, never the shared "1"
+		_, at := exampleAt(t) // Retry-After 60, never the shared "1"
 		h := nethttp.New(core.NewLimiter(adaptertest.BenchConfig(t), append(tt.lim, at)...), tt.opts...)(emptyHandler)
 		r := httptest.NewRequest("GET", tt.path, nil)
 		r.RemoteAddr = "192.0.2.1:1234"

@@ -38,7 +38,7 @@ func (s waitCancelStore) Take(ctx context.Context, key string, p *store.Policy, 
 // Such a request is counted like any other: it cannot make the store fail
 // and pass uncounted.
 func TestHalfClosedClient(t *testing.T) {
-	cfg := adaptertest.Config(t, adaptertest.DesignConfig) // reindex: 2/minute
+	cfg := adaptertest.Config(t, adaptertest.ExampleConfig) // reindex: 2/minute
 	srv := httptest.NewServer(nethttp.New(
 		core.NewLimiter(cfg, core.WithStore(waitCancelStore{memstore.New(memstore.WithClock(store.NewManualClock(time.Unix(1_700_000_040, 0))))})),
 		nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")),

@@ -26,7 +26,8 @@ import (
 	"github.com/rlkit/rlkit/nethttp"
 )
 
-// get sends GET base+path with X-Forwarded-For xff and returns the status.
+// hostileGet sends GET base+path with X-Forwarded-For xff and returns the
+// status.
 func hostileGet(t *testing.T, base, path, xff string) int {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+path, nil)

@@ -68,7 +68,7 @@ func TestKeyFuncIdentities(t *testing.T) {
 func TestRoutePattern(t *testing.T) {
 	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
 	store := memstore.New(memstore.WithClock(clock))
-	limit := nethttp.New(core.NewLimiter(adaptertest.Config(t, adaptertest.DesignConfig), core.WithStore(store)), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
+	limit := nethttp.New(core.NewLimiter(adaptertest.Config(t, adaptertest.ExampleConfig), core.WithStore(store)), nethttp.WithKeyFunc(nethttp.HeaderKey("X-User")))
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/kb/{id}/docs/upload/batch", limit(ok)) // weight 10 of 30/minute
@@ -101,7 +101,7 @@ func TestRoutePattern(t *testing.T) {
 // TestRouteTemplateUsed: inside a ServeMux handler, r.Pattern's path is
 // the route, answered once.
 func TestRouteTemplateUsed(t *testing.T) {
-	cfg := adaptertest.Config(t, adaptertest.DesignConfig)
+	cfg := adaptertest.Config(t, adaptertest.ExampleConfig)
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/kb/{kb}/reindex", nethttp.New(cfg)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	for _, kb := range []string{"a", "b", "c"} {
@@ -115,7 +115,7 @@ func TestRouteTemplateUsed(t *testing.T) {
 // TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
 // function gets 401 {"detail": "Unauthorized"}, never a nil call.
 func TestErrorHandlerNil(t *testing.T) {
-	h := nethttp.New(adaptertest.Config(t, adaptertest.DesignConfig),
+	h := nethttp.New(adaptertest.Config(t, adaptertest.ExampleConfig),
 		nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "", errors.New("no session") }),
 		nethttp.WithErrorHandler(nil))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	if w := adaptertest.Serve(h, "GET", "/api/search"); w.Code != http.StatusUnauthorized || w.Body.String() != `{"detail": "Unauthorized"}` {

@@ -121,7 +121,7 @@ func TestCountByOutcomeAllocs(t *testing.T) {
 		w.WriteHeader(adaptertest.Status(r.Header.Get("X-Status")))
 		_, _ = w.Write(jsonBody)
 	})
-	bench := strings.Replace(adaptertest.DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+	bench := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
 	bare := allocs(handler, "200")
 	for _, c := range []struct {
 		name, yaml, status string

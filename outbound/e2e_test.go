@@ -202,8 +202,8 @@ func (s *sendLog) RoundTrip(r *http.Request) (*http.Response, error) {
 // none it sent after: once a window's budget ends, one request (a probe)
 // starts and the others wait for its answer, instead of all starting at
 // the reset. Without the probe, the draft server refused 35 and 36 of 60
-// in two runs (24 and 25 of them sent after the first answer; the issue
-// reported 40), the legacy one 12 and 20 (6 and 14 after it). Real time:
+// in two runs (24 and 25 of them sent after the first answer), the legacy
+// one 12 and 20 (6 and 14 after it). Real time:
 // about 9 s each, run in parallel.
 func TestEndToEndHerd(t *testing.T) {
 	for _, tc := range []struct {

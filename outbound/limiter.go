@@ -58,8 +58,10 @@ func WithHoldStore(h HoldStore) Option { return func(l *Limiter) { l.holds = h }
 
 // WithCoreOptions passes options to the core limiter that decides each
 // request (core.NewLimiter): the identity key of secret keys, fail-open or
-// closed, an Observer for metrics, a logger, a LimitProvider. Default:
-// none (core's defaults).
+// closed, an Observer for metrics, a logger, a LimitProvider. They are
+// applied after New's store and WithClock's clock: a core.WithStore or
+// core.WithClock among them takes their place. Default: none (core's
+// defaults).
 func WithCoreOptions(opts ...core.Option) Option {
 	return func(l *Limiter) { l.coreOpts = append(l.coreOpts, opts...) }
 }
@@ -131,7 +133,7 @@ func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 		st = memstore.New(memstore.WithClock(cc))
 	}
 	l.core = core.NewLimiter(cfg, append([]core.Option{core.WithStore(st), core.WithClock(cc)}, l.coreOpts...)...)
-	ls, local := st.(store.LocalStore)
+	ls, local := l.core.Store().(store.LocalStore) // the store it counts in, WithCoreOptions' or st
 	l.remote = !local || !ls.Local()
 	for i := range l.shards {
 		l.shards[i].init()
@@ -218,7 +220,7 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 		now = l.now()
 		r = sh.reserve(ks, now)
 	}
-	q := request{method, p, key, skey, counted}
+	q := request{method: method, path: p, key: key, skey: skey, counted: counted}
 	now, err := l.head(ctx, &q, sh, ks, r, now)
 	sh.leave(skey, ks, rule, nil, now)
 	return err

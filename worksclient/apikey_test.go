@@ -12,7 +12,7 @@ func TestAPIKey(t *testing.T) {
 	tests := []struct {
 		method, path, want string
 	}{
-		// The examples of DESIGN S3 and the issue.
+		// The examples of the Works API documentation.
 		{"POST", "/v1.0/users", "POST /v1.0/users"},
 		{"PATCH", "/v1.0/users/a1b2c3@example.com?x=1", "PATCH /v1.0/users/{id}"},
 		{"POST", "/v1.0/users/kim@example.com/alias-emails/kim.alias@example.com", "POST /v1.0/users/{id}/alias-emails/{id}"},

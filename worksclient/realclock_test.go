@@ -152,8 +152,8 @@ func TestRealClockSequential(t *testing.T) {
 			t.Fatalf("%d starts, %d requests sent, %d arrived; want %d", len(ps), len(st), len(at), n)
 		}
 		gap, total := minGap(ps), ps[n-1].Sub(ps[0])
-		t.Logf("run %d: %d sequential requests on one key: first to last start %v (bar [%v, %v]; bare timers %v, %+v); "+
-			"smallest gap between starts %v (bar %v), as sent %v, as received %v",
+		t.Logf("run %d: %d sequential requests on one key: first to last start %v (bound [%v, %v]; bare timers %v, %+v); "+
+			"smallest gap between starts %v (bound %v), as sent %v, as received %v",
 			attempt, n, total, lower, upper, baseline, total-baseline, gap, iv, minGap(st), minGap(at))
 		if gap < iv || total < lower {
 			t.Fatalf("starts %v apart, %v from first to last: the pacer broke its spacing", gap, total)
@@ -194,7 +194,7 @@ func TestRealClockConcurrentKeys(t *testing.T) {
 		}
 		wg.Wait()
 		total := time.Since(t0)
-		t.Logf("run %d: %d keys × 1 request concurrently: %v (bar < 100ms)", attempt, n, total)
+		t.Logf("run %d: %d keys × 1 request concurrently: %v (bound < 100ms)", attempt, n, total)
 		if total < 100*time.Millisecond {
 			return
 		}

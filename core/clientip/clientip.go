@@ -210,7 +210,7 @@ func (c *Config) ClientIP(remoteAddr string, values func(name string) []string) 
 
 // ClientAddr is ClientIP without the grouping of IPv6 clients: an IPv6
 // client's whole address, whatever IPv6PrefixLen says. A configuration's
-// allow and ban networks (AllowSpec, BanSpec) are matched against it, so
+// allow and ban networks (core.AllowSpec, core.BanSpec) are matched against it, so
 // that an IPv6 entry means the addresses it is written for, longer than
 // the group or not.
 func (c *Config) ClientAddr(remoteAddr string, values func(name string) []string) string {

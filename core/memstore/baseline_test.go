@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// BenchmarkBaselineMapAtomic is the floor the issue measures peers against:
+// BenchmarkBaselineMapAtomic is the floor stores are measured against:
 // a Go map[string] lookup plus an atomic add, one key.
 func BenchmarkBaselineMapAtomic(b *testing.B) {
 	m := map[string]*atomic.Int64{"user-42": new(atomic.Int64)}

@@ -298,7 +298,7 @@ func TestFaultClusterNodeKilled(t *testing.T) {
 	}
 	// Fail-open: the dead master's users pass, each within the timeout
 	// and a margin. How far past the timeout a decision ends is up to the
-	// scheduler of a loaded 2-core machine under -race; the bound rules
+	// scheduler of a loaded machine under -race; the bound rules
 	// out waiting on go-redis's own retries and dial timeouts (seconds).
 	const margin = 400 * time.Millisecond
 	if dDown.failed == 0 || dDown.denied != 0 || dDown.worst > redisstore.DefaultTimeout+margin {

@@ -45,7 +45,7 @@ func TestRedisKilled(t *testing.T) {
 	check := leaks(t)
 	const timeout = 100 * time.Millisecond
 	// A decision must not hang on a dead Redis; how far past the timeout it
-	// ends is the scheduler's business on a loaded 2-core machine under
+	// ends is the scheduler's business on a loaded machine under
 	// -race (280ms was seen there), so the bound only rules out hanging.
 	const margin = 900 * time.Millisecond
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})

@@ -15,8 +15,8 @@ type Clock interface {
 // SystemClock is the wall clock, read through the runtime's monotonic clock:
 // about half the cost of time.Now (one vDSO call instead of two). Its
 // wall-clock offset is re-read at most once per second, so a stepped system
-// clock is followed within a second. It is the only place in rlkit that
-// reads the real time.
+// clock is followed within a second. It is the clock of every decision
+// and every counter, unless a store or limiter is given another.
 var SystemClock Clock = &systemClock{}
 
 type systemClock struct{}

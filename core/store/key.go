@@ -13,7 +13,7 @@ const MaxKeyLen = 128
 
 // BoundKey returns key, or "sha256:<hex digest>" when key is longer than
 // MaxKeyLen, starts with "sha256:" or ends as a secret identity's key does
-// (":hmac:" and 32 more bytes, see Limiter.Key). Distinct keys stay
+// (":hmac:" and 32 more bytes, see core.Limiter.Key). Distinct keys stay
 // distinct, and no key a caller can choose spells one of those.
 func BoundKey(key string) string {
 	n := len(key)

@@ -89,7 +89,7 @@ type StatsStore interface {
 // LocalStore is a Store that keeps its counters in this process (package
 // memstore): a call takes tens of nanoseconds, less than reading the clock
 // twice to time it would, so the limiter does not time its calls:
-// Event.Latency is 0 for them.
+// core.Event.Latency is 0 for them.
 type LocalStore interface {
 	Store
 	// Local reports whether the store is in this process.

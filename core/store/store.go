@@ -131,7 +131,7 @@ type Store interface {
 	// Peek answers what Take would for the same call at this instant,
 	// consuming nothing and creating no key: the limiter asks it before
 	// the handler runs for a rule that counts by outcome (see
-	// RuleSpec.Count), and takes only once the response status is known.
+	// core.RuleSpec.Count), and takes only once the response status is known.
 	// A denial it answers has the RetryAfter Take's would have. Its
 	// errors and contexts are Take's.
 	Peek(ctx context.Context, key string, p *Policy, cost int64) (Result, error)

@@ -1,6 +1,6 @@
 // Command server is rlkit's config-driven demo: a net/http server whose every
 // path is rate limited by the rules of a YAML file (by default the bundled
-// ratelimit.yaml, the example of the design document).
+// ratelimit.yaml, the example rule file).
 //
 //	go run ./examples/server
 //

@@ -32,7 +32,7 @@ const faultConfig = `rate_limit:
       limit: "1000000/day"
 `
 
-// The issue's bars: every request answered within the store's timeout and
+// The bounds: every request answered within the store's timeout and
 // 50ms; counting back within 2s of Redis's restart or SIGCONT; a handful
 // of log lines. hangBound is far below go-redis's own timeouts (3s to read,
 // 4s for a pooled connection, 5s to dial), which a request would wait out
@@ -244,7 +244,7 @@ var warnLineRE = regexp.MustCompile(`(?m)^.*level=WARN.*$`)
 // restart and of the SIGCONT, exactly (a fresh user then gets exactly its
 // limit).
 //
-// On a loaded 2-core machine, under -race, requests now and then take
+// On a loaded machine, under -race, requests now and then take
 // longer than the timeout and 50ms for reasons that have nothing to do
 // with Redis: with Redis healthy, with the circuit open (no call to Redis
 // at all), every client at once, for 100 to 400ms; a request for /health

@@ -224,7 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if mln != nil {
 		metricsURL = "http://" + clientAddr(mln.Addr().String()) + "/metrics"
 	}
-	if err := (banner{ln.Addr().String(), source, storeDesc, cfg, *secret, metricsURL}).print(stdout); err != nil {
+	if err := (banner{addr: ln.Addr().String(), source: source, store: storeDesc, cfg: cfg, secret: *secret, metricsURL: metricsURL}).print(stdout); err != nil {
 		ln.Close()
 		if mln != nil {
 			mln.Close()

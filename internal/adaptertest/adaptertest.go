@@ -152,10 +152,10 @@ type Adapter struct {
 	Start Start
 }
 
-// DesignConfig is the DESIGN example configuration
+// ExampleConfig is the example configuration
 // (examples/internal/demo/ratelimit.yaml), which most cases and the
 // adapters' own tests use.
-const DesignConfig = `
+const ExampleConfig = `
 rate_limit:
   enabled: true
   rules:
@@ -187,11 +187,11 @@ func Config(tb testing.TB, yaml string) *core.Config {
 	return cfg
 }
 
-// BenchConfig is DesignConfig with a search limit no benchmark reaches
+// BenchConfig is ExampleConfig with a search limit no benchmark reaches
 // (2,000,000,000 per hour), so every request is admitted and writes its
 // rate-limit headers.
 func BenchConfig(tb testing.TB) *core.Config {
-	return Config(tb, strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
+	return Config(tb, strings.Replace(ExampleConfig, `limit: "10/second"`, `limit: "2000000000/hour"`, 1))
 }
 
 // Serve sends h one request from 192.0.2.1 with the given header lines

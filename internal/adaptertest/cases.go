@@ -174,7 +174,7 @@ rate_limit:
 		},
 		{
 			name:   "Wildcards",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				hit(get("/api/kb/kb-01/reindex", alice...), ok(draft("reindex", 2, 60, 1, 60)...), "X-User:alice reindex 1"),
 				hit(get("/api/kb/kb-01/docs/d-9/reindex", alice...), ok(draft("reindex", 2, 60, 0, 60)...), "X-User:alice reindex 1"),
@@ -201,7 +201,7 @@ rate_limit:
 		},
 		{
 			name:   "Weights",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				hit(do("POST", "/api/kb/kb-01/docs/upload", alice...), ok(draft("upload", 30, 60, 29, 60)...), "X-User:alice upload 1"),
 				hit(do("POST", "/api/kb/kb-01/docs/upload/batch", alice...), ok(draft("upload", 30, 60, 19, 60)...), "X-User:alice upload 10"),
@@ -252,7 +252,7 @@ rate_limit:
 		},
 		{
 			name:   "ExemptPaths",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				// Exempt paths touch no counter and never ask for the
 				// identity: even a failing key function passes.
@@ -287,7 +287,7 @@ rate_limit:
 		},
 		{
 			name:   "SuperAdminBypass",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				times(20, func(int) step { return hit(get("/api/search", with(alice, superAdmin)...), ok(), "") }),
 				// The bypass comes before the key function.
@@ -307,7 +307,7 @@ rate_limit:
 			// beside the enforced rule (the default when none other
 			// matches), writes no header and denies nothing.
 			name:    "ApplicationLimiterReloads",
-			config:  DesignConfig,
+			config:  ExampleConfig,
 			limiter: true,
 			logs: []string{
 				swapped, "WARN rlkit: rate-limit config swapped in with enforced rules now in shadow mode: they deny nothing",
@@ -316,14 +316,14 @@ rate_limit:
 			},
 			steps: seq(
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
-				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "10/second"
+				swap(strings.Replace(ExampleConfig, `limit: "10/second"`, `limit: "10/second"
       mode: shadow`, 1)),
 				hit(get("/api/search", alice...), ok(draft("default", 120, 60, 119, 60)...), "X-User:alice default 1; "+searchAlice),
-				swap(DesignConfig),
+				swap(ExampleConfig),
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 7, 1)...), searchAlice),
-				swap(strings.Replace(DesignConfig, `limit: "10/second"`, `limit: "3/second"`, 1)),
+				swap(strings.Replace(ExampleConfig, `limit: "10/second"`, `limit: "3/second"`, 1)),
 				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 2, 1)...), searchAlice),
-				swap(strings.Replace(DesignConfig, `    - name: search
+				swap(strings.Replace(ExampleConfig, `    - name: search
       paths: ["/api/search"]
       limit: "10/second"`, `    - name: strict
       paths: ["/api/search"]
@@ -339,7 +339,7 @@ rate_limit:
 		},
 		{
 			name:   "PerUserIsolation",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9-i, 1)...), searchAlice)
@@ -364,7 +364,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxy",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = clientip.Config{TrustedProxies: []netip.Prefix{
 					netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8"),
@@ -386,7 +386,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxyForwarded",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = clientip.Config{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
@@ -402,7 +402,7 @@ rate_limit:
 		},
 		{
 			name:   "TrustedProxyXRealIP",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup: func(s *Setup) {
 				s.ClientIP = clientip.Config{
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
@@ -434,7 +434,7 @@ rate_limit:
 		},
 		{
 			name:   "Exact429",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9-i, 1)...), searchAlice)
@@ -457,7 +457,7 @@ rate_limit:
 		},
 		{
 			name:   "LegacyHeaders",
-			config: DesignConfig + "  headers: legacy\n",
+			config: ExampleConfig + "  headers: legacy\n",
 			steps: seq(
 				times(10, func(i int) step {
 					return hit(get("/api/search", alice...), ok(legacy(10, 9-i, 1)...), searchAlice)
@@ -521,7 +521,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersLegacy",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersLegacy) },
 			steps: seq(
 				hit(get("/api/search", alice...), ok(legacy(10, 9, 1)...), searchAlice),
@@ -529,7 +529,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersNone",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersNone) },
 			steps: seq(
 				times(2, func(int) step { return hit(get("/api/kb/k/reindex", alice...), ok(), "X-User:alice reindex 1") }),
@@ -539,7 +539,7 @@ rate_limit:
 		},
 		{
 			name:   "WithHeadersDraftOverConfigNone",
-			config: DesignConfig + "  headers: none\n",
+			config: ExampleConfig + "  headers: none\n",
 			setup:  func(s *Setup) { s.Headers = ptr(core.HeadersDraft) },
 			steps: seq(
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
@@ -547,14 +547,14 @@ rate_limit:
 		},
 		{
 			name:   "ConfigHeadersNone",
-			config: DesignConfig + "  headers: none\n",
+			config: ExampleConfig + "  headers: none\n",
 			steps: seq(
 				hit(get("/api/search", alice...), ok(), searchAlice),
 			),
 		},
 		{
 			name:   "KeyFuncError",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				hit(get("/api/search", bad...), unauthorized(), ""),
 				hit(do("POST", "/api/kb/k/docs/upload/batch", bad...), unauthorized(), ""),
@@ -564,7 +564,7 @@ rate_limit:
 		},
 		{
 			name:     "FailOpen",
-			config:   DesignConfig,
+			config:   ExampleConfig,
 			failing:  true,
 			warnings: 1, // the second failure falls within the warn interval
 			steps: seq(
@@ -575,7 +575,7 @@ rate_limit:
 		},
 		{
 			name:     "FailClosed",
-			config:   DesignConfig + "  failure: closed\n",
+			config:   ExampleConfig + "  failure: closed\n",
 			failing:  true,
 			warnings: 1,
 			steps: seq(
@@ -589,7 +589,7 @@ rate_limit:
 		},
 		{
 			name:     "WithFailOpenFalse",
-			config:   DesignConfig,
+			config:   ExampleConfig,
 			setup:    func(s *Setup) { s.FailOpen = ptr(false) },
 			failing:  true,
 			warnings: 1,
@@ -597,7 +597,7 @@ rate_limit:
 		},
 		{
 			name:     "WithFailOpenTrue",
-			config:   DesignConfig + "  failure: closed\n",
+			config:   ExampleConfig + "  failure: closed\n",
 			setup:    func(s *Setup) { s.FailOpen = ptr(true) },
 			failing:  true,
 			warnings: 2,
@@ -700,7 +700,7 @@ rate_limit:
 		},
 		{
 			name:   "Head",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				times(2, func(i int) step {
 					return hit(do("HEAD", "/api/kb/k/reindex", alice...), headOK(draft("reindex", 2, 60, 1-i, 60)...), "X-User:alice reindex 1")

@@ -109,7 +109,7 @@ func deniedCases() []testCase {
 			// The application's handler writes status, type and body; the
 			// rate-limit headers and Retry-After are the default's.
 			name:   "DeniedHandlerProblem",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  withProblem,
 			steps: seq(
 				hit(get("/api/kb/a/reindex", alice...), ok(draft("reindex", 2, 60, 1, 60)...), reindexAlice),
@@ -134,7 +134,7 @@ func deniedCases() []testCase {
 		},
 		{
 			name:   "DeniedHandlerLegacyHeaders",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup: func(s *Setup) {
 				withProblem(s)
 				s.Headers = ptr(core.HeadersLegacy)
@@ -148,7 +148,7 @@ func deniedCases() []testCase {
 		},
 		{
 			name:     "DeniedHandlerFailClosed",
-			config:   DesignConfig + "  failure: closed\n",
+			config:   ExampleConfig + "  failure: closed\n",
 			setup:    withProblem,
 			failing:  true,
 			warnings: 1,
@@ -163,7 +163,7 @@ func deniedCases() []testCase {
 		{
 			// Failing open denies nothing: the handler is not called.
 			name:     "DeniedHandlerFailOpen",
-			config:   DesignConfig,
+			config:   ExampleConfig,
 			setup:    withProblem,
 			failing:  true,
 			warnings: 1,
@@ -171,7 +171,7 @@ func deniedCases() []testCase {
 		},
 		{
 			name:   "DecisionContext",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  withReport,
 			steps: seq(
 				hit(get("/api/search", alice...), reported(found("search", 10, 9, false), draft("search", 10, 1, 9, 1)...), searchAlice),
@@ -190,7 +190,7 @@ func deniedCases() []testCase {
 		},
 		{
 			name:     "DecisionContextFailOpen",
-			config:   DesignConfig,
+			config:   ExampleConfig,
 			setup:    withReport,
 			failing:  true,
 			warnings: 1,
@@ -199,7 +199,7 @@ func deniedCases() []testCase {
 		{
 			// Off by default: neither context holds a Decision.
 			name:   "DecisionContextOff",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  func(s *Setup) { s.Report = report },
 			steps: seq(
 				hit(get("/api/search", alice...), reported(notFound, draft("search", 10, 1, 9, 1)...), searchAlice),
@@ -214,7 +214,7 @@ func deniedCases() []testCase {
 		{
 			// Both options with the application's own limiter, given to New.
 			name:    "DeniedHandlerSharedLimiter",
-			config:  DesignConfig,
+			config:  ExampleConfig,
 			limiter: true,
 			setup: func(s *Setup) {
 				withProblem(s)

@@ -40,7 +40,7 @@ rate_limit:
 	return []testCase{
 		{
 			name:   "InterplayBannedDeniedHandler",
-			config: strings.Replace(DesignConfig, "  default:", "  ban:\n    networks: [\"127.0.0.0/8\"]\n  default:", 1),
+			config: strings.Replace(ExampleConfig, "  default:", "  ban:\n    networks: [\"127.0.0.0/8\"]\n  default:", 1),
 			setup:  withProblem,
 			steps: seq(
 				func() step { s := banned(get("/api/search", alice...)); s.want = forbiddenProblem(); return s }(),

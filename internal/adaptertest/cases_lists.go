@@ -57,7 +57,7 @@ func listCases() []testCase {
 		s.ClientIP = clientip.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	}
 	lists := func(extra string) string {
-		return strings.Replace(DesignConfig, "  default:", extra+"  default:", 1)
+		return strings.Replace(ExampleConfig, "  default:", extra+"  default:", 1)
 	}
 	// alice's store key, as the limiter's: a keyed hash (see hashed).
 	var aliceKey string

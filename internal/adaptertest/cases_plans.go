@@ -14,9 +14,9 @@ import (
 // (Setup.PlanHeader).
 const PlanHeader = "X-Plan"
 
-// plansConfig is DesignConfig with two plans: free lowers search and the
+// plansConfig is ExampleConfig with two plans: free lowers search and the
 // default limit, pro gives search two limits and keeps the default's.
-const plansConfig = DesignConfig + `  tiers:
+const plansConfig = ExampleConfig + `  tiers:
     free:
       default: "5/minute"
       rules:

@@ -30,7 +30,7 @@ func ipv6Cases() []testCase {
 	return []testCase{
 		{
 			name:   "IPv6PerSlash64",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  proxy(0),
 			steps: seq(
 				hit(get("/api/search", xff, "2001:db8:1:2::5"), ok(draft("search", 10, 1, 9, 1)...), "2001:db8:1:2:: search 1"),
@@ -48,7 +48,7 @@ func ipv6Cases() []testCase {
 		},
 		{
 			name:   "IPv6WholeAddress",
-			config: DesignConfig,
+			config: ExampleConfig,
 			setup:  proxy(128),
 			steps: seq(
 				hit(get("/api/search", xff, "2001:db8:1:2::5"), ok(draft("search", 10, 1, 9, 1)...), "2001:db8:1:2::5 search 1"),

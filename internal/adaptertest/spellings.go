@@ -31,7 +31,7 @@ func pathSpellingCases() []testCase {
 	return []testCase{
 		{
 			name:   "SpellingsCountUnderTheirRule",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 9, 1)...), searchAlice),
 				// The handler reads "/api/search" (r.URL.Path): so do the rules.
@@ -56,7 +56,7 @@ func pathSpellingCases() []testCase {
 		},
 		{
 			name:   "SpellingsOfStarRules",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				// "%2F" inside a '*' segment: one segment as sent (a router
 				// matching "/api/kb/:id/reindex" takes id "a/b"), two
@@ -78,7 +78,7 @@ func pathSpellingCases() []testCase {
 		},
 		{
 			name:   "SpellingsOfExemptPaths",
-			config: DesignConfig,
+			config: ExampleConfig,
 			steps: seq(
 				hit(get("/health", bad...), ok(), ""),
 				// Not exempt: counted, so the identity is asked for, and a

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,11 +32,11 @@ var root = sync.OnceValue(func() string {
 
 // documents returns the Markdown documents the project publishes: the
 // README and the other files at the root, docs/, and the benchmarks'
-// pages, as paths relative to the root.
+// pages and their history, as paths relative to the root.
 func documents(t *testing.T) []string {
 	t.Helper()
 	var docs []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "benchmarks/*.md", "deploy/*.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "benchmarks/*.md", "benchmarks/results/*.md", "benchmarks/results/*/*.md", "deploy/*.md"} {
 		m, err := filepath.Glob(filepath.Join(root(), pattern))
 		if err != nil {
 			t.Fatal(err)
@@ -102,15 +103,32 @@ func blocks(t *testing.T, doc string) []block {
 	return out
 }
 
+// yamlMarks are the marks a ```yaml block may carry: part of a rule file,
+// a rule file that must not load (an example of an error), YAML that is
+// not a rule file.
+var yamlMarks = map[string]bool{"fragment": true, "invalid": true, "prometheus": true}
+
 // TestYAMLBlocksLoad: every ```yaml block of the documents is a whole rule
 // file that core.ParseConfig loads, unless its info string marks it as
-// something else (```yaml fragment: part of a rule file; ```yaml
-// prometheus: not a rule file).
+// something else: ```yaml fragment (part of a rule file), ```yaml invalid
+// (a rule file shown for its error: it must not load), ```yaml prometheus
+// (not a rule file).
 func TestYAMLBlocksLoad(t *testing.T) {
 	n := 0
 	for _, doc := range documents(t) {
 		for _, b := range blocks(t, doc) {
-			if b.lang != "yaml" || b.mark != "" {
+			switch {
+			case b.lang != "yaml":
+				continue
+			case b.mark != "" && !yamlMarks[b.mark]:
+				t.Errorf("%v: unknown mark %q (want fragment, invalid or prometheus)", b, b.mark)
+				continue
+			case b.mark == "invalid":
+				if _, err := core.ParseConfig([]byte(b.text), b.doc); err == nil {
+					t.Errorf("%v: marked invalid, but the rule file loads", b)
+				}
+				continue
+			case b.mark != "":
 				continue
 			}
 			n++
@@ -136,17 +154,11 @@ func TestGoBlocksBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds programs")
 	}
-	// Inside the module, so that the programs import its packages; under
-	// testdata, so that ./... never matches them.
-	parent := filepath.Join(root(), "internal", "docs", "testdata")
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(parent, "blocks-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// The programs are built in a module of their own, in a temporary
+	// directory, that a workspace joins to this one: they import its
+	// packages and its requirements, and nothing is written into the
+	// source tree.
+	tmp := t.TempDir()
 	var pkgs []string
 	where := map[string]block{}
 	for _, doc := range documents(t) {
@@ -163,32 +175,39 @@ func TestGoBlocksBuild(t *testing.T) {
 			if b.mark != "" {
 				t.Errorf("%v: a whole file marked %q: whole files are built, unmarked", b, b.mark)
 			}
-			pkg := filepath.Join(dir, fmt.Sprintf("b%03d", len(pkgs)))
-			if err := os.Mkdir(pkg, 0o755); err != nil {
+			dir := fmt.Sprintf("b%03d", len(pkgs))
+			if err := os.Mkdir(filepath.Join(tmp, dir), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(pkg, "main.go"), []byte(b.text), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(tmp, dir, "main.go"), []byte(b.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			rel, _ := filepath.Rel(root(), pkg)
-			rel = "./" + filepath.ToSlash(rel)
-			pkgs = append(pkgs, rel)
-			where[rel] = b
+			pkgs = append(pkgs, "./"+dir)
+			where[dir] = b
 		}
 	}
 	if len(pkgs) == 0 {
 		t.Fatal("no ```go program in the documents")
 	}
+	for name, text := range map[string]string{
+		"go.mod":  "module docsblocks\n\ngo 1.26.0\n",
+		"go.work": "go 1.26.0\n\nuse (\n\t.\n\t" + strconv.Quote(root()) + "\n)\n",
+	} {
+		if err := os.WriteFile(filepath.Join(tmp, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command("go", append([]string{"vet"}, pkgs...)...)
-	cmd.Dir = root()
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(tmp, "go.work"), "GOFLAGS=-buildvcs=false")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return
 	}
 	// Name the documents' lines instead of the temporary files.
 	msg := string(out)
-	for rel, b := range where {
-		msg = strings.ReplaceAll(msg, strings.TrimPrefix(rel, "./")+"/main.go", b.String())
+	for dir, b := range where {
+		msg = strings.ReplaceAll(msg, dir+"/main.go", b.String())
 	}
 	t.Errorf("the documents' programs do not build (go vet): %v\n%s", err, msg)
 }
@@ -332,7 +351,7 @@ func pages(t *testing.T) []string {
 }
 
 // processRE finds what speaks of how the software was built rather than
-// of what it does: issue numbers, sessions, unmet bars, commits, test
+// of what it does: ticket numbers, sessions, unmet targets, commits, test
 // names.
 var processRE = regexp.MustCompile(`(?i:\bissues? #?\d+\b|\b(?:this|previous|next|last) session\b|\bnot met\b)|\b(?:at|commit) [0-9a-f]{7,40}\b|\bTest[A-Z][A-Za-z0-9_]+`)
 

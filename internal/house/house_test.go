@@ -192,8 +192,8 @@ func returnedAs(f *ast.File, ft *ast.FuncType) string {
 	return name
 }
 
-// TestFilesNamedForBehaviour: no file is named after how it came to be (a
-// review, an attack, an issue).
+// TestFilesNamedForBehaviour: no file is named after how it came to be
+// (the reading or the ticket that found what it checks).
 func TestFilesNamedForBehaviour(t *testing.T) {
 	bad := regexp.MustCompile(`(?i)(^|_)((review|attack|session)(\d+[a-z]?)?|issue\d+)(_|\.)`)
 	for _, p := range packages(t) {
@@ -256,5 +256,27 @@ func TestCoreIsTheApplicationsAPI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "core", "store")); err != nil {
 		t.Errorf("no core/store: the store contract has no package of its own")
+	}
+}
+
+// processWords finds, in a comment, what speaks of how the software was
+// built rather than of what it does: the tickets and the readings it came
+// from, the targets it had to meet, the machine it was built on.
+var processWords = regexp.MustCompile(`(?i:\bissues? #?\d+|\bthe issue\b|\bissue's\b|\bnot met\b|\bthis machine\b|\breview(?:er|ed|s)?\b|\b(?:this|previous|next|last) session\b|\bbars?\b)|\bDESIGN\b`)
+
+// TestCommentsSpeakOfTheSoftware: package docs and comments, tests' among
+// them, say what the code does, never how the project came to write it.
+func TestCommentsSpeakOfTheSoftware(t *testing.T) {
+	for _, p := range packages(t) {
+		for _, f := range append(append([]*ast.File(nil), p.files...), p.tests...) {
+			name := p.dir + "/" + filepath.Base(p.fset.Position(f.Pos()).Filename)
+			for _, cg := range f.Comments {
+				for _, c := range cg.List {
+					if m := processWords.FindString(c.Text); m != "" {
+						t.Errorf("%s:%d: %q: say what the code does", name, p.fset.Position(c.Pos()).Line, m)
+					}
+				}
+			}
+		}
 	}
 }

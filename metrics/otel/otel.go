@@ -104,7 +104,9 @@ type ruleOptions struct {
 // *core.Limiter is one. Its store's figures are reported when the store is
 // a store.StatsStore, and its reload counts when it has a method
 // ReloadStats() core.ReloadStats.
-type Source = rlmetrics.Source
+type Source interface {
+	Store() store.Store
+}
 
 // New returns Metrics recording with instruments of mp's Meter named
 // ScopeName; it registers a callback for the figures Watch reads. It

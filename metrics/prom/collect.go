@@ -8,13 +8,14 @@ import (
 
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/store"
-	"github.com/rlkit/rlkit/metrics/internal/rlmetrics"
 )
 
 // A Source is what Watch reads at scrape time; *core.Limiter is one. Its
 // store's figures are reported when the store is a store.StatsStore, and
 // its reload counts when it has a method ReloadStats() core.ReloadStats.
-type Source = rlmetrics.Source
+type Source interface {
+	Store() store.Store
+}
 
 // Watch makes every scrape report src's store figures (keys, max keys,
 // evictions, deny-cache hits, breaker states) and its configuration

@@ -11,11 +11,11 @@ import (
 	"github.com/rlkit/rlkit/internal/redistest"
 )
 
-// BenchmarkRedisPacerWait measures Wait on keys that are free (a new key
+// BenchmarkPacerWait measures Wait on keys that are free (a new key
 // each time, so that none waits) against a local redis-server, next to
 // the floor: one EVALSHA of a trivial script through the same client. A
 // free key costs two round trips (the hold's PTTL, the decision).
-func BenchmarkRedisPacerWait(b *testing.B) {
+func BenchmarkPacerWait(b *testing.B) {
 	s := redistest.StartServer(b)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	b.Cleanup(func() { _ = c.Close() })

@@ -52,11 +52,11 @@ func newPacer(t *testing.T, c redis.UniversalClient, interval time.Duration, opt
 	return p
 }
 
-// TestRedisPacerShared: two pacers on two connections to one Redis, as two
+// TestPacerShared: two pacers on two connections to one Redis, as two
 // processes would be, four goroutines each on one key: every start is an
 // interval after the one before (less the seenJitter of seeing it here), and
 // the starts take (n-1) intervals.
-func TestRedisPacerShared(t *testing.T) {
+func TestPacerShared(t *testing.T) {
 	cs, kind := redisClients(t, 2)
 	t.Logf("on %s", kind)
 	const interval = 50 * time.Millisecond
@@ -95,9 +95,9 @@ func TestRedisPacerShared(t *testing.T) {
 	}
 }
 
-// TestRedisPacerRoundTrips: a free key costs two commands (is it held,
+// TestPacerRoundTrips: a free key costs two commands (is it held,
 // may it start); a request that waits once, four.
-func TestRedisPacerRoundTrips(t *testing.T) {
+func TestPacerRoundTrips(t *testing.T) {
 	cs, _ := redisClients(t, 1)
 	h := &countHook{}
 	cs[0].AddHook(h)
@@ -130,10 +130,10 @@ func TestRedisPacerRoundTrips(t *testing.T) {
 	}
 }
 
-// TestRedisPacerCancel: a waiter whose context ends returns ctx.Err() at
+// TestPacerCancel: a waiter whose context ends returns ctx.Err() at
 // once and takes no slot: the next request starts an interval after the
 // first, not two.
-func TestRedisPacerCancel(t *testing.T) {
+func TestPacerCancel(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 300 * time.Millisecond
 	var st starts
@@ -166,10 +166,10 @@ func TestRedisPacerCancel(t *testing.T) {
 	}
 }
 
-// TestRedisPacerDelay: a hold on the server's clock moves the next start of
+// TestPacerDelay: a hold on the server's clock moves the next start of
 // the key, including that of a request already waiting in another
 // process; another key is not held.
-func TestRedisPacerDelay(t *testing.T) {
+func TestPacerDelay(t *testing.T) {
 	cs, _ := redisClients(t, 2)
 	const interval = 100 * time.Millisecond
 	var st starts
@@ -202,12 +202,12 @@ func TestRedisPacerDelay(t *testing.T) {
 	}
 }
 
-// TestRedisPacerKeys: what a pacer leaves in Redis lives at most two
+// TestPacerKeys: what a pacer leaves in Redis lives at most two
 // intervals past the last start (core/redisstore sets a TTL one period
 // past the need, so that most writes keep it) and a hold until it ends, no
 // longer; every key has the prefix, and a held key is written only as its
 // hash.
-func TestRedisPacerKeys(t *testing.T) {
+func TestPacerKeys(t *testing.T) {
 	cs, _ := redisClients(t, 1)
 	c := cs[0]
 	// Braces in the prefix (once recommended, for one Cluster slot) are
@@ -253,9 +253,9 @@ func testPacerKeys(t *testing.T, c *redis.Client, p *Pacer) {
 	}
 }
 
-// TestRedisPacerDown: when Redis does not answer, Wait fails, quickly, with
+// TestPacerDown: when Redis does not answer, Wait fails, quickly, with
 // Redis's error and not a context's; a nil client fails every call.
-func TestRedisPacerDown(t *testing.T) {
+func TestPacerDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	p := newPacer(t, c, time.Second, WithTimeout(500*time.Millisecond))
@@ -280,7 +280,7 @@ func TestRedisPacerDown(t *testing.T) {
 	}
 }
 
-func TestRedisPacerInterval(t *testing.T) {
+func TestPacerInterval(t *testing.T) {
 	for _, tc := range []struct{ in, want time.Duration }{
 		{0, worksclient.DefaultInterval}, {-time.Second, worksclient.DefaultInterval},
 		{1500 * time.Nanosecond, time.Microsecond}, {time.Nanosecond, time.Microsecond}, {time.Second, time.Second},

@@ -12,7 +12,7 @@ const featuresPrefix = "BenchmarkFeatures/"
 // featuresRows label the rows of the features table, in its order, each
 // with the row it is compared with ("" for a baseline).
 var featuresRows = []struct{ name, base, label string }{
-	{"baseline", "", "`nethttp`, the DESIGN configuration (baseline)"},
+	{"baseline", "", "`nethttp`, the example configuration (baseline)"},
 	{"plan", "baseline", "+ a plan: `tiers`, `WithPlan` resolving a known plan"},
 	{"lists", "baseline", "+ allow and ban lists: 10,000 banned IPv4 /24s, 10,000 allowed IPv6 /48s, the client in none"},
 	{"baseline-ipv6", "", "`nethttp`, the same, an IPv6 client (baseline of the next row)"},
@@ -34,7 +34,7 @@ var featuresRows = []struct{ name, base, label string }{
 // allocations as the difference of the rows' medians.
 func renderFeatures(b *strings.Builder, r *results) {
 	b.WriteString("## Customer features\n\n")
-	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the DESIGN configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
+	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
 		"Each row is its own benchmark (time, B/op, allocs/op). \"Added time\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus its baseline's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
 		"Added bytes and allocations are the difference of the rows' medians. " +
 		"The rows are served in an order shuffled every round, so that no row always pays for the traces of the same predecessor in the caches; the baseline built a second time (\"the baseline again\") shows what such a difference can be when there is none.\n\n")

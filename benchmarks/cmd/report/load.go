@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -53,7 +54,7 @@ func renderLoad(b *strings.Builder, r *results, versions map[string]string) {
 		"Two server processes per row, from the same YAML with `enabled: false` (bare) and `enabled: true`, the second ones started in the reverse order of the first (with one process per row, an identical server started later served 0.90–1.005× the req/s of one started earlier in eight runs), each row's rounds alternating between its two; \"bare again\" is the bare server again, measured as any other row: what the method cannot tell from nothing. " +
 		"The rows are measured interleaved: each server is warmed up with 1,000 untimed requests, then every run sends 160 rounds, each round a block of 250 requests to every server in an order shuffled every round, each block timed on its own (40,000 requests per server per run, spread over the whole run), so that the machine's changing load weighs on every row alike. " +
 		"req/s is a row's requests over the wall time of its blocks; p50/p99 the latency of one request; CPU/req the CPU time (user and system) the server process and the client (the benchmark process) used per request during the row's blocks; × bare the row's req/s over bare's in the same run (median and min–max over the runs). " +
-		"Client and server share the machine's two cores, so read req/s against bare; the CPU per request says where a difference comes from.\n\n")
+		fmt.Sprintf("Client and server share the machine's %d CPUs, so read req/s against bare; the CPU per request says where a difference comes from.\n\n", runtime.NumCPU()))
 	samples := r.samples[loadBench]
 	targets := loadTargets(samples)
 	if len(targets) == 0 {

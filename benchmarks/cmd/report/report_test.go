@@ -249,7 +249,7 @@ func TestRenderFeatures(t *testing.T) {
 	out := b.String()
 	wantIn(t, "features table", out,
 		"## Customer features",
-		"| `nethttp`, the DESIGN configuration (baseline) | 900 ns | 880 ns–1 µs | 64 | 2 | — |  |  |",
+		"| `nethttp`, the example configuration (baseline) | 900 ns | 880 ns–1 µs | 64 | 2 | — |  |  |",
 		"| + a plan: `tiers`, `WithPlan` resolving a known plan | 950 ns | 900 ns–1.02 µs | 64 | 2 | +20 ns | −5 ns to +30 ns | 0 B, 0 |",
 		// No interleaved figure for it: the time is left blank, the
 		// memory still compared.

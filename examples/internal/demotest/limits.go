@@ -32,7 +32,7 @@ const (
 	idleTimeout   = 2 * time.Second
 	readTimeout   = 4 * time.Second
 	// margin is how late a server may close a connection, on a loaded
-	// 2-core machine.
+	// machine.
 	margin = 1500 * time.Millisecond
 )
 
