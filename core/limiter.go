@@ -102,11 +102,9 @@ type Limiter struct {
 	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
-	clientIP      clientip.Config // how middlewares derive client IPs (WithClientIP)
-	inContext     bool            // middlewares put Decisions in contexts (WithDecisionContext)
-	local         bool            // the store is a store.LocalStore: its calls are not timed
-	sampleMask    uint32          // a store call is timed when a random number & sampleMask is 0
-	hmacs         sync.Pool       // of *mac: HMAC-SHA256 under identityKey
+	local         bool      // the store is a store.LocalStore: its calls are not timed
+	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
+	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
 	provider     *provider     // nil: no LimitProvider
@@ -118,6 +116,10 @@ type Limiter struct {
 	loadMu   sync.Mutex // held by each reload, from reading to swapping
 	reloadMu sync.Mutex // guards reload
 	reload   ReloadStats
+
+	// What the limiter's middlewares read once, when they are built.
+	clientIP  clientip.Config // how they derive client IPs (WithClientIP)
+	inContext bool            // they put Decisions in contexts (WithDecisionContext)
 }
 
 // NewLimiter returns a Limiter for cfg, configured by opts (counting in a
