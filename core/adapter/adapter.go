@@ -54,7 +54,7 @@ type ClientIP[R any] struct {
 // request type R: the Settings every adapter has, and the framework's
 // handlers of a request whose key function failed (OnError, of type E)
 // and of a refused request (Denied, of type D; nil: the default
-// response). An adapter's Option is a func(*Options[...]) of its types.
+// response). An adapter embeds it in the options its Option funcs set.
 type Options[R, E, D any] struct {
 	Settings[R]
 	OnError E
