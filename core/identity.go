@@ -1,8 +1,6 @@
 package core
 
-import (
-	"strings"
-)
+import "strings"
 
 // SecretIdentity is the identity of a caller named by a secret (an API
 // key, a session token): the limiter counts it under the key

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/rlkit/rlkit/core/internal/addrhash"
 )
 
 // A route is a router's template for the paths of one handler: segments
@@ -244,14 +246,6 @@ type routeEntry struct {
 	answer        *routeAnswer
 }
 
-// addrSlot is the slot, among 2^bits, of the memory at p: Fibonacci
-// hashing of its address (without the alignment bits every such address
-// shares). The table of recent routes recognises a route by the address
-// of its bytes.
-func addrSlot(p unsafe.Pointer, bits uint) uint64 {
-	return uint64(uintptr(p)) >> 3 * 0x9E3779B97F4A7C15 >> (64 - bits)
-}
-
 // maxRoutes bounds the cache; past it, routes are matched by path.
 const maxRoutes = 10_000
 
@@ -259,7 +253,7 @@ const maxRoutes = 10_000
 // standardMethod's.
 func (c *Config) route(method, route string) *routeAnswer {
 	addr := unsafe.StringData(route)
-	slot := &c.routes.recent[addrSlot(unsafe.Pointer(addr), 6)]
+	slot := &c.routes.recent[addrhash.Slot(unsafe.Pointer(addr), 6)]
 	if e := slot.Load(); e != nil && unsafe.StringData(e.route) == addr && len(e.route) == len(route) && e.method == method {
 		return e.answer
 	}

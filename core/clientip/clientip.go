@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/rlkit/rlkit/core/internal/addrhash"
 )
 
 // Header names the header a trusted proxy uses to pass on the client address.
@@ -418,7 +420,7 @@ type cipPeer struct {
 // cipPeerIPv4 is cipPlainIPv4 through cipPeers.
 func cipPeerIPv4(hostport string) (string, bool) {
 	p := unsafe.StringData(hostport)
-	i := addrSlot(unsafe.Pointer(p), 12)
+	i := addrhash.Slot(unsafe.Pointer(p), 12)
 	if e := cipPeers[i].Load(); e != nil && int(e.n) == len(hostport) && string(e.addr[:e.n]) == hostport {
 		return hostport[:e.host], true
 	}
@@ -467,12 +469,4 @@ func cipPlainIPv4(hostport string) (string, bool) {
 		return "", false // as cipParseHost: a port must be a number
 	}
 	return s[:i-1], true
-}
-
-// addrSlot is the slot, among 2^bits, of the memory at p: Fibonacci
-// hashing of its address (without the alignment bits every such address
-// shares). It serves the table that recognises a peer's string by its
-// address (cipPeers); package core's table of recent routes has its own.
-func addrSlot(p unsafe.Pointer, bits uint) uint64 {
-	return uint64(uintptr(p)) >> 3 * 0x9E3779B97F4A7C15 >> (64 - bits)
 }

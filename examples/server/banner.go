@@ -28,29 +28,28 @@ type banner struct {
 // tokens for a demo user and a super-admin, and curl commands to try, in
 // one Write.
 func (bn banner) print(out io.Writer) error {
-	addr, source, store, cfg, secret, metricsURL := bn.addr, bn.source, bn.store, bn.cfg, bn.secret, bn.metricsURL
 	now := time.Now()
-	user, err := sign(secret, claims{RegisteredClaims: registered("demo-user", now)})
+	user, err := sign(bn.secret, claims{RegisteredClaims: registered("demo-user", now)})
 	if err != nil {
 		return err
 	}
-	admin, err := sign(secret, claims{Role: superAdmin, RegisteredClaims: registered("admin", now)})
+	admin, err := sign(bn.secret, claims{Role: superAdmin, RegisteredClaims: registered("admin", now)})
 	if err != nil {
 		return err
 	}
-	pro, err := sign(secret, claims{Plan: "pro", RegisteredClaims: registered("pro-user", now)})
+	pro, err := sign(bn.secret, claims{Plan: "pro", RegisteredClaims: registered("pro-user", now)})
 	if err != nil {
 		return err
 	}
-	base := "http://" + clientAddr(addr)
+	base := "http://" + clientAddr(bn.addr)
 	w := new(bytes.Buffer)
 
-	fmt.Fprintf(w, "rlkit demo server\nlistening on http://%s\nconfig:   %s\n", addr, source)
-	if cfg.Enabled() {
+	fmt.Fprintf(w, "rlkit demo server\nlistening on http://%s\nconfig:   %s\n", bn.addr, bn.source)
+	if bn.cfg.Enabled() {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, r := range append(cfg.Rules(), cfg.Default()) {
+		for _, r := range append(bn.cfg.Rules(), bn.cfg.Default()) {
 			paths := strings.Join(r.Paths(), ", ")
-			if r == cfg.Default() {
+			if r == bn.cfg.Default() {
 				paths = "any other path"
 			}
 			if c := r.Count(); c != "all" {
@@ -59,10 +58,10 @@ func (bn banner) print(out io.Writer) error {
 			fmt.Fprintf(tw, "  \t%s\t%s\t%s\n", r.Name, limits(r), paths)
 		}
 		tw.Flush()
-		for _, plan := range cfg.Plans() {
+		for _, plan := range bn.cfg.Plans() {
 			var own []string // the limits the plan changes
-			for _, r := range append(cfg.Rules(), cfg.Default()) {
-				if v := cfg.PlanRule(plan, r.Name); v != nil && limits(v) != limits(r) {
+			for _, r := range append(bn.cfg.Rules(), bn.cfg.Default()) {
+				if v := bn.cfg.PlanRule(plan, r.Name); v != nil && limits(v) != limits(r) {
 					own = append(own, r.Name+" "+limits(v))
 				}
 			}
@@ -71,9 +70,9 @@ func (bn banner) print(out io.Writer) error {
 	} else {
 		fmt.Fprintln(w, "          rate limiting is OFF (enabled: false): every request passes")
 	}
-	fmt.Fprintf(w, "store:    %s\n", store)
-	if metricsURL != "" {
-		fmt.Fprintf(w, "metrics:  %s (Prometheus text)\n", metricsURL)
+	fmt.Fprintf(w, "store:    %s\n", bn.store)
+	if bn.metricsURL != "" {
+		fmt.Fprintf(w, "metrics:  %s (Prometheus text)\n", bn.metricsURL)
 	}
 	fmt.Fprintf(w, `identity: "Authorization: Bearer <HS256 JWT>" counts as user:<sub>; role %q is never limited;
           the token's "plan" claim picks the plan's limits (tiers); no token counts by client IP;

@@ -80,30 +80,29 @@ type reportRun struct {
 }
 
 func writeHeader(b *strings.Builder, run reportRun) {
-	o, args, m, redis, started, raw := run.o, run.args, run.m, run.redis, run.started, run.raw
 	cmdline := "go run ./cmd/report"
-	if len(args) > 0 {
-		cmdline += " " + strings.Join(args, " ")
+	if len(run.args) > 0 {
+		cmdline += " " + strings.Join(run.args, " ")
 	}
-	benchtime := o.benchtime
+	benchtime := run.o.benchtime
 	if benchtime == "" {
 		benchtime = "1s (go test's default)"
 	}
 	fmt.Fprintf(b, "# rlkit benchmarks: results\n\n")
 	fmt.Fprintf(b, "Written by `%s` (in `benchmarks/`); regenerate it with the same command rather than editing it.\n\n", cmdline)
 	b.WriteString("| | |\n|---|---|\n")
-	fmt.Fprintf(b, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 MST"))
-	mach := fmt.Sprintf("%s, %d cores, %s", m.cpu, m.cores, m.memory)
+	fmt.Fprintf(b, "| date | %s |\n", run.started.UTC().Format("2006-01-02 15:04 MST"))
+	mach := fmt.Sprintf("%s, %d cores, %s", run.m.cpu, run.m.cores, run.m.memory)
 	fmt.Fprintf(b, "| machine | %s |\n", mach)
-	fmt.Fprintf(b, "| system | %s, %s |\n", m.os, m.kernel)
-	fmt.Fprintf(b, "| Go | %s, GOMAXPROCS %d |\n", m.goVer, runtime.GOMAXPROCS(0))
-	if m.commit != "" {
-		fmt.Fprintf(b, "| rlkit | commit %s |\n", m.commit)
+	fmt.Fprintf(b, "| system | %s, %s |\n", run.m.os, run.m.kernel)
+	fmt.Fprintf(b, "| Go | %s, GOMAXPROCS %d |\n", run.m.goVer, runtime.GOMAXPROCS(0))
+	if run.m.commit != "" {
+		fmt.Fprintf(b, "| rlkit | commit %s |\n", run.m.commit)
 	}
-	fmt.Fprintf(b, "| redis-server | %s |\n", redis)
-	fmt.Fprintf(b, "| runs | %s of the test binary, one after another; each runs every benchmark once (`-test.count 1`), -benchtime %s, -bench `%s` |\n", plural(o.count, "run"), benchtime, o.bench)
-	fmt.Fprintf(b, "| took | %s |\n", time.Since(started).Round(time.Second))
-	fmt.Fprintf(b, "| raw output | [`%s`](%s) |\n\n", raw, raw)
+	fmt.Fprintf(b, "| redis-server | %s |\n", run.redis)
+	fmt.Fprintf(b, "| runs | %s of the test binary, one after another; each runs every benchmark once (`-test.count 1`), -benchtime %s, -bench `%s` |\n", plural(run.o.count, "run"), benchtime, run.o.bench)
+	fmt.Fprintf(b, "| took | %s |\n", time.Since(run.started).Round(time.Second))
+	fmt.Fprintf(b, "| raw output | [`%s`](%s) |\n\n", run.raw, run.raw)
 	b.WriteString("How to read the tables: each row is one participant; its median is over the runs, and min–max shows the spread between runs. " +
 		"The last column divides a row's median by the baseline's median **of the same run** (a bare handler, a plain map, or the cheapest Redis round trip): " +
 		"that ratio carries over to other machines far better than any absolute figure, and on a shared machine it is the number to quote. " +
