@@ -71,9 +71,13 @@
 // than MaxHold. A Limiter with a nil configuration paces by these headers
 // alone.
 //
-// With WithRetry, a 429 or 503 with Retry-After is retried, once the hold
-// has passed, when the request is idempotent and its body can be sent
-// again, within a number of attempts and a time budget.
+// With WithRetry, a rate-limit answer is retried, once the hold has
+// passed, when the request is idempotent and its body can be sent again,
+// within a number of attempts and a time budget. A rate-limit answer is a
+// 429, 403 or 503 with Retry-After, or a 429 or 403 with a remaining count
+// of 0 and a reset ahead (GitHub's X-RateLimit-Remaining: 0 with
+// X-RateLimit-Reset); a 403 without those headers is an ordinary 403,
+// returned as it is.
 //
 // # Several processes
 //

@@ -29,23 +29,34 @@ func WithKey(f func(*http.Request) string) TransportOption {
 	}
 }
 
-// WithRetry makes the Transport retry a request that got 429 or 503 with a
-// valid Retry-After, up to maxAttempts attempts in all (the first
-// included) and only while the next attempt can start within budget of
-// the first attempt's start. A request is retried when its body can be
-// sent again (no body, or Request.GetBody set, as http.NewRequest sets it
-// for in-memory bodies) and it is idempotent: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE, or any method with an Idempotency-Key or X-Idempotency-Key
-// header, as net/http decides. This holds after a 429 as after a 503: a
-// POST or PATCH without such a key is returned as it is (its Retry-After
-// still holds the key back).
+// WithRetry makes the Transport retry a request that got a rate-limit
+// answer, up to maxAttempts attempts in all (the first included) and only
+// while the next attempt can start within budget of the first attempt's
+// start.
 //
-// The retry waits until Retry-After has passed (through the Waiter, which
-// the response held back, or on its own when the Waiter is nil or not a
-// Delayer) and for its turn in the Waiter; when that
-// wait would end past the budget, or the request's context is done, the
-// Transport returns the last response as it is, unread. maxAttempts ≤ 1
-// turns retries off. Default: off.
+// A rate-limit answer is a 429, 403 or 503 with a valid Retry-After, or a
+// 429 or 403 with X-RateLimit-Remaining: 0 (or a remaining count of 0 in
+// any family ReadSignal reads) and a reset still ahead: GitHub answers so
+// over its limits (its primary one: 403 or 429, X-RateLimit-Remaining: 0
+// and X-RateLimit-Reset as a Unix time; its secondary ones: Retry-After).
+// It asks for the later of Retry-After and the reset. A 403 with neither, or with a
+// remaining count above 0 and no Retry-After, is an ordinary 403: returned
+// as it is, never retried.
+//
+// A request is retried when its body can be sent again (no body, or
+// Request.GetBody set, as http.NewRequest sets it for in-memory bodies)
+// and it is idempotent: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
+// method with an Idempotency-Key or X-Idempotency-Key header, as net/http
+// decides. This holds after every rate-limit answer: a POST or PATCH
+// without such a key is returned as it is (its wait still holds the key
+// back).
+//
+// The retry waits until the answer's wait has passed (through the Waiter,
+// which the response held back, or on its own when the Waiter is nil or
+// not a Delayer) and for its turn in the Waiter; when that wait would end
+// past the budget, or the request's context is done, the Transport returns
+// the last response as it is, unread. maxAttempts ≤ 1 turns retries off.
+// Default: off.
 func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
 	return func(t *Transport) { t.maxAttempts, t.budget = maxAttempts, max(budget, 0) }
 }
@@ -53,8 +64,9 @@ func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
 // WithAdaptive says whether the Transport tells the Waiter what each
 // response said of the upstream's limit (ReadSignal, then Observe, or
 // Delay with its Retry-After when the Waiter is only a Delayer). Off, only
-// a 429 or 503 with Retry-After holds the key back (worksclient's
-// behaviour). Default: on.
+// a rate-limit answer (see WithRetry: a 429, 403 or 503 with Retry-After,
+// a 429 or 403 with a remaining count of 0) holds the key back, for the wait it
+// asks for (worksclient's behaviour). Default: on.
 func WithAdaptive(on bool) TransportOption { return func(t *Transport) { t.adaptive = on } }
 
 // WithTransportClock sets the time of the Transport: the start of a retry
@@ -82,7 +94,13 @@ func WithTransportClock(c Clock) TransportOption {
 // before the upstream refuses it (see Limiter.Observe); when the Waiter is
 // only a Delayer, a Retry-After on any status holds the key back through
 // Delay. A request that got no response is observed with a zero Signal.
-// With WithRetry a 429 or 503 with Retry-After is then retried.
+// A rate-limit answer (see WithRetry: a 429, 403 or 503 with Retry-After,
+// a 429 or 403 with X-RateLimit-Remaining: 0 and a reset ahead) holds the key
+// for the wait it asks for, the later of Retry-After and the reset: its
+// Signal's RetryAfter is raised to that wait, so that a Waiter that is
+// only a Delayer holds the key as long as Observe would. With WithRetry it
+// is then retried; any other response, an ordinary 403 among them, is
+// returned as it is.
 //
 // A Transport never modifies the request (a retry sends a clone), returns
 // an error only when it has no response, and is safe for concurrent use.
@@ -161,13 +179,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	deadline := t.clock.Now().Add(t.budget)
-	resp, err := t.send(ctx, req, key)
+	resp, d, limited, err := t.send(ctx, req, key)
 	for attempt := 1; ; attempt++ {
 		if err != nil {
 			return nil, err
 		}
-		d, ok := throttled(resp, t.clock.Now())
-		if !ok {
+		if !limited {
 			return resp, nil
 		}
 		wait := t.held(d)
@@ -183,7 +200,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		drain(resp)
-		resp, err = t.send(ctx, retry, key)
+		resp, d, limited, err = t.send(ctx, retry, key)
 	}
 }
 
@@ -195,22 +212,33 @@ func (t *Transport) wait(ctx context.Context, method, path, key string) error {
 	return t.waiter.Wait(ctx, method, path, key)
 }
 
-// send sends req and tells the Waiter what the response said.
-func (t *Transport) send(ctx context.Context, req *http.Request, key string) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
+// send sends req, tells the Waiter what the response said, and returns
+// with the response whether it is a rate-limit answer and the wait it asks
+// for (throttled).
+func (t *Transport) send(ctx context.Context, req *http.Request, key string) (resp *http.Response, wait time.Duration, limited bool, err error) {
+	resp, err = t.base.RoundTrip(req)
+	if err != nil {
+		if t.waiter != nil {
+			Report(ctx, t.waiter, key, Signal{})
+		}
+		return resp, 0, false, err
+	}
+	now := t.clock.Now()
+	wait, limited = throttled(resp, now)
 	if t.waiter == nil {
-		return resp, err
+		return resp, wait, limited, nil
 	}
 	var s Signal
-	if err == nil {
-		if t.adaptive {
-			s = ReadSignal(resp.Header.Get, t.clock.Now())
-		} else if d, ok := throttled(resp, t.clock.Now()); ok {
-			s.RetryAfter = d
-		}
+	if t.adaptive {
+		s = ReadSignal(resp.Header.Get, now)
+	}
+	if limited {
+		// What the answer asks for, also when it is a reset (a Delayer
+		// reads only RetryAfter; Observe derives the same hold).
+		s.RetryAfter = max(s.RetryAfter, wait)
 	}
 	Report(ctx, t.waiter, key, s)
-	return resp, err
+	return resp, wait, limited, nil
 }
 
 // Report tells w what an upstream said of a request that started under
@@ -259,19 +287,36 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// throttled returns the Retry-After of a 429 or 503 response, at most
-// MaxHold, and false for any other response or one without a valid
-// Retry-After.
+// throttled reports whether resp is a rate-limit answer, and the wait it
+// asks for, at most MaxHold:
+//
+//   - a 429 or 403 with a valid Retry-After, or with a remaining count of
+//     0 and a reset still ahead (as ReadSignal reads them, in any family:
+//     X-RateLimit-Remaining: 0 with X-RateLimit-Reset as delta seconds or
+//     a Unix time, RateLimit, RateLimit-Remaining): the later of the two;
+//   - a 503 with a valid Retry-After: that.
+//
+// Any other response is not one: a 403 with neither (or with a remaining
+// count above 0 and no Retry-After) is an ordinary 403. Only a 429 or 403
+// costs more than a comparison.
 func throttled(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusForbidden:
+	case http.StatusServiceUnavailable:
+		return retryAfter(resp.Header.Get, now)
+	default:
 		return 0, false
 	}
-	return retryAfter(resp.Header.Get, now)
+	d, ok := retryAfter(resp.Header.Get, now)
+	if s := ReadSignal(resp.Header.Get, now); s.HasRemaining && s.Remaining == 0 && s.Reset > 0 {
+		return max(d, s.Reset), true
+	}
+	return d, ok
 }
 
-// replayable reports whether req may be sent again after a 429 or 503: when
-// it is idempotent (by its method, or an idempotency key) and its body can
-// be sent again.
+// replayable reports whether req may be sent again after a rate-limit
+// answer: when it is idempotent (by its method, or an idempotency key) and
+// its body can be sent again.
 func replayable(req *http.Request) bool {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false

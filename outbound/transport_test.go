@@ -357,3 +357,194 @@ func TestKeyHost(t *testing.T) {
 		t.Fatalf("Key = %q", got)
 	}
 }
+
+// TestTransportForbiddenRateLimit: a 403 that reports a spent limit
+// (GitHub's primary limit: X-RateLimit-Remaining: 0 with X-RateLimit-Reset
+// a Unix time; its secondary limits: Retry-After) is a rate-limit answer as
+// a 429 is: the key is held until the reset it gives, and WithRetry sends
+// the request again then, once. A 429 with only a remaining count of 0 is
+// one too.
+func TestTransportForbiddenRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header func(now time.Time) map[string]string
+		want   time.Duration
+	}{
+		{"403 x-ratelimit unix reset", 403, func(now time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Used": "5000",
+				"X-RateLimit-Reset": strconv.FormatInt(now.Add(30*time.Second).Unix(), 10), "Date": now.Format(http.TimeFormat)}
+		}, 30 * time.Second},
+		{"403 x-ratelimit delta reset", 403, func(time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "12"}
+		}, 12 * time.Second},
+		{"403 ietf structured", 403, func(time.Time) map[string]string {
+			return map[string]string{"RateLimit": `"default";r=0;t=4`}
+		}, 4 * time.Second},
+		{"403 retry-after", 403, func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "5", "X-RateLimit-Remaining": "4000", "X-RateLimit-Reset": "600"}
+		}, 5 * time.Second},
+		{"403 retry-after before the reset", 403, func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9"}
+		}, 9 * time.Second},
+		{"429 x-ratelimit unix reset", 429, func(now time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset": strconv.FormatInt(now.Add(20*time.Second).Unix(), 10), "Date": now.Format(http.TimeFormat)}
+		}, 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			var hits atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) == 1 {
+					for k, v := range tc.header(clk.Now()) {
+						w.Header().Set(k, v)
+					}
+					w.WriteHeader(tc.status)
+					io.WriteString(w, "API rate limit exceeded")
+					return
+				}
+				io.WriteString(w, "ok")
+			}))
+			defer srv.Close()
+			c, l := adaptiveClient(t, clk, WithRetry(3, time.Hour))
+			done := make(chan *http.Response, 1)
+			go func() {
+				resp, err := c.Get(srv.URL + "/repos")
+				if err != nil {
+					t.Error(err)
+				}
+				done <- resp
+			}()
+			if d := clk.waitTimers(t, 1); d != tc.want {
+				t.Fatalf("retry held %v, want %v", d, tc.want)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("the upstream saw %d requests during the hold, want 1", n)
+			}
+			clk.Advance(tc.want - time.Nanosecond)
+			if n, _ := clk.pending(); n != 1 || hits.Load() != 1 {
+				t.Fatalf("before the reset: %d timers, %d requests; want 1 and 1", n, hits.Load())
+			}
+			clk.Advance(time.Nanosecond)
+			resp := <-done
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("got %d %q, want the retry's 200 ok", resp.StatusCode, b)
+			}
+			if n := hits.Load(); n != 2 {
+				t.Fatalf("the upstream saw %d requests, want 2", n)
+			}
+			if !tryWait(t, l, clk, KeyHost(resp.Request)) {
+				t.Fatal("the key is still held after the reset")
+			}
+		})
+	}
+}
+
+// TestTransportForbiddenHoldsWithoutRetry: without WithRetry, a 403 that
+// reports a spent limit is returned as it is, and the next request under
+// its key waits for the reset; in non-adaptive mode too, and with a Waiter
+// that is only a Delayer, which is told the reset.
+func TestTransportForbiddenHoldsWithoutRetry(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 { // before any clock has moved from t0
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(t0.Add(45*time.Second).Unix(), 10))
+			w.Header().Set("Date", t0.Format(http.TimeFormat))
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer srv.Close()
+	for _, adaptive := range []bool{true, false} {
+		hits.Store(0)
+		clk := newFakeClock()
+		c, _ := adaptiveClient(t, clk, WithAdaptive(adaptive))
+		if got := get(t, c, srv.URL); got != 403 {
+			t.Fatalf("adaptive %v: status %d, want the 403", adaptive, got)
+		}
+		done := make(chan int, 1)
+		go func() { done <- get(t, c, srv.URL+"/next") }()
+		if d := clk.waitTimers(t, 1); d != 45*time.Second {
+			t.Fatalf("adaptive %v: next request held %v, want 45s", adaptive, d)
+		}
+		if n := hits.Load(); n != 1 {
+			t.Fatalf("adaptive %v: the upstream saw %d requests during the hold, want 1", adaptive, n)
+		}
+		clk.Advance(45 * time.Second)
+		if got := <-done; got != 200 || hits.Load() != 2 {
+			t.Fatalf("adaptive %v: after the hold %d, %d requests; want 200, 2", adaptive, got, hits.Load())
+		}
+	}
+
+	for _, adaptive := range []bool{true, false} {
+		hits.Store(0)
+		d := &delayer{}
+		tr := NewTransport(nil, d, WithAdaptive(adaptive), WithTransportClock(newFakeClock()), WithKey(func(*http.Request) string { return "api" }))
+		defer tr.CloseIdleConnections()
+		get(t, &http.Client{Transport: tr}, srv.URL)
+		if len(d.delays) != 1 || d.delays[0] != "api 45s" {
+			t.Fatalf("adaptive %v: delays %q, want [\"api 45s\"]", adaptive, d.delays)
+		}
+	}
+}
+
+// TestTransportOrdinaryForbidden: a 403 that reports no spent limit (no
+// header, a positive remaining count, a count of 0 with no reset or one
+// already past) is returned to the caller as it is, headers and body,
+// sent once, and holds nothing back.
+func TestTransportOrdinaryForbidden(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header func(now time.Time) map[string]string
+	}{
+		{"no header", func(time.Time) map[string]string { return nil }},
+		{"remaining above 0", func(now time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "4999",
+				"X-RateLimit-Reset": strconv.FormatInt(now.Add(time.Hour).Unix(), 10), "Date": now.Format(http.TimeFormat)}
+		}},
+		{"remaining 0, no reset", func(time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "0"}
+		}},
+		{"remaining 0, reset past", func(now time.Time) map[string]string {
+			return map[string]string{"X-RateLimit-Remaining": "0",
+				"X-RateLimit-Reset": strconv.FormatInt(now.Add(-time.Minute).Unix(), 10), "Date": now.Format(http.TimeFormat)}
+		}},
+		{"invalid retry-after", func(time.Time) map[string]string {
+			return map[string]string{"Retry-After": "soon"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			var hits atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				for k, v := range tc.header(clk.Now()) {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("X-Reason", "scope")
+				w.WriteHeader(http.StatusForbidden)
+				io.WriteString(w, `{"message":"Resource not accessible by integration"}`)
+			}))
+			defer srv.Close()
+			c, l := adaptiveClient(t, clk, WithRetry(3, time.Hour))
+			resp, err := c.Get(srv.URL + "/repos")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 403 || resp.Header.Get("X-Reason") != "scope" || string(b) != `{"message":"Resource not accessible by integration"}` {
+				t.Fatalf("got %d %v %q, want the 403 as it was sent", resp.StatusCode, resp.Header, b)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("the upstream saw %d requests, want 1 (no retry)", n)
+			}
+			if !tryWait(t, l, clk, KeyHost(resp.Request)) {
+				t.Fatal("an ordinary 403 held the key")
+			}
+		})
+	}
+}

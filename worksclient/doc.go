@@ -35,14 +35,15 @@
 //     server's clock (core/redisstore, and outbound/redishold for holds).
 //
 // Transport is the http.RoundTripper that waits on the limiter before each
-// request: an outbound.Transport keyed by Key. A 429 or 503 with
-// Retry-After holds its key back until then (through the optional Delayer
-// interface both pacers implement) and, with WithRetry, is retried, when
-// it is idempotent (by its method or an idempotency key) and its body can
-// be sent again, within a number of attempts and a time budget. Other
-// rate-limit headers (RateLimit, X-RateLimit-*) are not read: for an API
-// that sends them, use an outbound.Transport over an outbound.Limiter,
-// which slows down before a 429.
+// request: an outbound.Transport keyed by Key. A rate-limit answer (a 429,
+// 403 or 503 with Retry-After, or a 429 or 403 with X-RateLimit-Remaining: 0
+// and a reset ahead, see outbound.WithRetry) holds its key back until then
+// (through the optional Delayer interface both pacers implement) and, with
+// WithRetry, is retried, when it is idempotent (by its method or an
+// idempotency key) and its body can be sent again, within a number of
+// attempts and a time budget. The rate-limit headers of other responses
+// are not read: for an API that sends them, use an outbound.Transport over
+// an outbound.Limiter, which slows down before a 429.
 //
 // # Client
 //

@@ -22,23 +22,26 @@ const maxDrain = 4 << 10
 // TransportOption configures a Transport.
 type TransportOption func(*Transport)
 
-// WithRetry makes the Transport retry a request that got 429 or 503 with a
-// valid Retry-After (it is outbound.WithRetry), up to maxAttempts attempts
-// in all (the first included) and only while the next attempt can start
-// within budget of the first attempt's start. A request is retried when
-// its body can be sent again (no body, or Request.GetBody set, as
-// http.NewRequest sets it for in-memory bodies) and it is idempotent: GET,
-// HEAD, OPTIONS, TRACE, PUT, DELETE, or any method with an Idempotency-Key
-// or X-Idempotency-Key header, as net/http decides. This holds after a 429 as after a 503: a
-// POST or PATCH without such a key is returned as it is (its Retry-After
-// still holds the key back).
+// WithRetry makes the Transport retry a request that got a rate-limit
+// answer (it is outbound.WithRetry): a 429, 403 or 503 with a valid
+// Retry-After, or a 429 or 403 with X-RateLimit-Remaining: 0 and a reset
+// ahead (a 403 without these headers is returned as it is). It retries up
+// to maxAttempts attempts in all (the first included) and only while the
+// next attempt can start within budget of the first attempt's start. A
+// request is retried when its body can be sent again (no body, or
+// Request.GetBody set, as http.NewRequest sets it for in-memory bodies)
+// and it is idempotent: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or any
+// method with an Idempotency-Key or X-Idempotency-Key header, as net/http
+// decides. This holds after every rate-limit answer: a POST or PATCH
+// without such a key is returned as it is (its wait still holds the key
+// back).
 //
-// The retry waits until Retry-After has passed (through the limiter, which
-// the response pushed back, or on its own when the limiter is nil or no
-// Delayer) and for its turn in the limiter; when that wait would end past
-// the budget, or the request's context is done, the Transport returns the
-// last response as it is, unread. maxAttempts ≤ 1 turns retries off.
-// Default: off.
+// The retry waits until the answer's wait has passed (through the
+// limiter, which the response pushed back, or on its own when the limiter
+// is nil or no Delayer) and for its turn in the limiter; when that wait
+// would end past the budget, or the request's context is done, the
+// Transport returns the last response as it is, unread. maxAttempts ≤ 1
+// turns retries off. Default: off.
 func WithRetry(maxAttempts int, budget time.Duration) TransportOption {
 	return func(t *Transport) { t.maxAttempts, t.budget = maxAttempts, max(budget, 0) }
 }
@@ -71,17 +74,19 @@ func WithTemplates(templates ...string) TransportOption {
 // Transport is an http.RoundTripper that paces requests through a
 // RateLimiter, per rate-limit key (by default APIKey of the method and
 // path), and honours Retry-After. It is an outbound.Transport keyed by
-// Key, whose upstream signals are only a 429 or 503's Retry-After
+// Key, whose upstream signals are only its rate-limit answers: a 429, 403
+// or 503's Retry-After, a 429 or 403's X-RateLimit-Remaining: 0 and reset
 // (outbound.WithAdaptive(false)).
 //
 // For each request it waits on the limiter, then sends the request through
 // the base transport. When the limiter fails (the request's context done,
 // or Redis down under a worksredis.Pacer), RoundTrip closes the request
-// body and returns the error, without sending. A response 429 or 503 with
-// a valid Retry-After, in seconds or as an HTTP-date (measured from the
-// response's Date header when it has one, so a skewed local clock does not
-// matter) and capped at MaxRetryAfter, holds the key back until then when
-// the limiter is a Delayer: no request under that key starts earlier, from
+// body and returns the error, without sending. A response 429, 403 or 503
+// with a valid Retry-After, in seconds or as an HTTP-date (measured from
+// the response's Date header when it has one, so a skewed local clock does
+// not matter), or a 429 or 403 with X-RateLimit-Remaining: 0 and its
+// reset, capped at MaxRetryAfter, holds the key back until then when the
+// limiter is a Delayer: no request under that key starts earlier, from
 // this process or (with a worksredis.Pacer) any other. With WithRetry the
 // request is then retried.
 //

@@ -197,6 +197,81 @@ func TestTransportRetryAfter(t *testing.T) {
 	}
 }
 
+// TestTransportForbiddenRateLimit: a 403 that reports a spent limit
+// (X-RateLimit-Remaining: 0 with X-RateLimit-Reset, or Retry-After) holds
+// the key back until the reset, as a 429 does, and with WithRetry is sent
+// again then; an ordinary 403 is returned at once, sent once, and holds
+// nothing.
+func TestTransportForbiddenRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header func(now time.Time) http.Header
+		want   time.Duration // when the second request reaches the API; 0: an ordinary 403
+	}{
+		{"x-ratelimit unix reset", func(now time.Time) http.Header {
+			return http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(now.Add(3 * time.Second).Unix())},
+				"Date": {now.UTC().Format(http.TimeFormat)}}
+		}, 3 * time.Second},
+		{"retry-after", func(time.Time) http.Header { return http.Header{"Retry-After": {"2"}} }, 2 * time.Second},
+		{"no header", func(time.Time) http.Header { return nil }, 0},
+		{"remaining above 0", func(time.Time) http.Header {
+			return http.Header{"X-Ratelimit-Remaining": {"12"}, "X-Ratelimit-Reset": {"30"}}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, retry := range []bool{false, true} {
+				synctest.Test(t, func(t *testing.T) {
+					// The bubble starts in 2000, whose Unix times are
+					// below 10^9, which reads as delta seconds: move on.
+					time.Sleep(time.Until(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))
+					f := &fakeAPI{respond: func(n int, req *http.Request) *http.Response {
+						if n == 0 {
+							return response(req, http.StatusForbidden, tc.header(time.Now()), "forbidden")
+						}
+						return response(req, http.StatusOK, nil, "ok")
+					}}
+					var opts []worksclient.TransportOption
+					if retry {
+						opts = append(opts, worksclient.WithRetry(3, 10*time.Second))
+					}
+					tr := worksclient.NewTransport(f, worksclient.NewPacer(iv), opts...)
+					t0 := time.Now()
+					resp, err := send(t, tr, "GET", api+"/v1.0/users", "")
+					if err != nil {
+						t.Fatal(err)
+					}
+					limited := tc.want > 0
+					if want := map[bool]int{false: 403, true: 200}[retry && limited]; resp.StatusCode != want {
+						t.Fatalf("retry=%v: status %d, want %d", retry, resp.StatusCode, want)
+					}
+					if resp.StatusCode == 403 {
+						if b, _ := io.ReadAll(resp.Body); string(b) != "forbidden" {
+							t.Fatalf("retry=%v: body %q, want the 403's", retry, b)
+						}
+						if len(f.get()) != 1 {
+							t.Fatalf("retry=%v: %d calls, want 1", retry, len(f.get()))
+						}
+						if _, err := send(t, tr, "GET", api+"/v1.0/users", ""); err != nil {
+							t.Fatal(err)
+						}
+					}
+					calls := f.get()
+					if len(calls) != 2 {
+						t.Fatalf("retry=%v: %d calls, want 2", retry, len(calls))
+					}
+					want := tc.want
+					if !limited {
+						want = iv // the pacing alone
+					}
+					if got := calls[1].at.Sub(t0); got != want {
+						t.Errorf("retry=%v: second request after %v, want %v", retry, got, want)
+					}
+				})
+			}
+		})
+	}
+}
+
 // TestTransportMaxRetryAfter: a Retry-After of a day, a date years ahead
 // or one that overflows holds the key back for MaxRetryAfter only.
 func TestTransportMaxRetryAfter(t *testing.T) {

@@ -145,7 +145,12 @@
 //     failure is cleared: for a master that comes back, the others clear
 //     it only 2 × cluster-node-timeout after declaring it. With
 //     cluster-require-full-coverage no the other masters keep serving
-//     their slots and only the failed master's keys fail.
+//     their slots and only the failed master's keys fail. New checks the
+//     setting on every node of a ClusterClient (CONFIG GET, within a
+//     second) and logs one warning (WithLogger) when a node has yes,
+//     naming the section "Cluster full coverage" of docs/redis.md; a
+//     cluster that refuses CONFIG, as managed services often do, is logged
+//     at debug level only.
 //   - Before a ClusterClient has loaded its slot map (until the first
 //     call that reaches the cluster), the store cannot tell a key's master:
 //     failures count against the whole cluster, named "cluster" and the

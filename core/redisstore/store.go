@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -80,6 +81,20 @@ func WithDenyCacheSize(n int) Option { return func(s *Store) { s.denySize = n } 
 // server's clock). Default: store.SystemClock.
 func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 
+// WithLogger sets where the store reports what New finds when it checks a
+// Redis Cluster: one warning when a node has cluster-require-full-coverage
+// yes, and, at debug level, a check the cluster refused or did not answer
+// in time (see New). Give it the limiter's logger (core.WithLogger) to
+// have both in one place. nil keeps the default. Default: slog.Default(),
+// as it is when New is called.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
 // WithIncrExpireKeys, when on, makes every policy of one fixed-window
 // limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
 // of window w is prefix + "{" + user + "}:" + rule + ":" + w, where rule is
@@ -122,6 +137,7 @@ type Store struct {
 	grain    time.Duration
 	bounded  bool // the client honours context deadlines on its sockets
 	clock    store.Clock
+	log      *slog.Logger
 	nodes    nodes
 	denyOn   bool
 	denySize int
@@ -151,11 +167,21 @@ type Store struct {
 
 var _ store.StatsStore = (*Store)(nil)
 
-// New returns a Store that counts in client. It does not contact Redis.
-// The client should have ContextTimeoutEnabled set, so that go-redis bounds
-// its socket reads and writes by the store's timeout; with a client that
-// does not, the store runs each call on its own goroutine and stops waiting
-// at the timeout (a few hundred nanoseconds more per call).
+// New returns a Store that counts in client. The client should have
+// ContextTimeoutEnabled set, so that go-redis bounds its socket reads and
+// writes by the store's timeout; with a client that does not, the store
+// runs each call on its own goroutine and stops waiting at the timeout (a
+// few hundred nanoseconds more per call).
+//
+// New contacts Redis only for a ClusterClient (one that loads its slot map
+// from the cluster, not from a ClusterSlots function): it asks every node
+// for its cluster-require-full-coverage (CONFIG GET), within a second at
+// most, and when any node has yes, Redis's default, under which one failed
+// master stops every key's counting, it logs one warning (WithLogger)
+// naming those nodes and the section "Cluster full coverage" of
+// docs/redis.md. A node that refuses CONFIG (managed services often
+// disable it) or a cluster that does not answer in time is logged at debug
+// level only. The check never makes New fail.
 //
 // New adds a hook to the client (and, for a ClusterClient or a Ring, to
 // each node's client as the store meets it) that records the outcome of
@@ -194,6 +220,12 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s.grain = min(max(s.timeout/20, time.Millisecond), 10*time.Millisecond)
 	s.nodes.init(client, s.clock)
 	s.bounded = redisbound.Bounded(client)
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if c, ok := client.(*redis.ClusterClient); ok {
+		s.checkCoverage(c)
+	}
 	return s, nil
 }
 

@@ -70,4 +70,8 @@
 // warning and starts anyway: the limiter fails open, so requests pass
 // uncounted and without rate-limit headers until Redis answers (with
 // "failure: closed" in the configuration, limited paths answer 503 instead).
+// With -redis-cluster, when a node has cluster-require-full-coverage yes
+// (Redis's default, under which one dead master stops the counting of
+// every user), it logs a warning to stderr naming the nodes and the
+// section "Cluster full coverage" of docs/redis.md.
 package main

@@ -163,6 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-metrics: %w", err)
 		}
 	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil)) // the limiter's and the store's
 	var (
 		store     store.Store
 		storeDesc string
@@ -186,7 +187,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// once per 10s, with the count of the failures it held back.
 		logging.Disable()
 		defer client.Close() // after the store's Close, deferred below
-		rs, err := redisstore.New(client)
+		// On a Cluster, New warns (through logger) when a node has
+		// cluster-require-full-coverage yes.
+		rs, err := redisstore.New(client, redisstore.WithLogger(logger))
 		if err != nil {
 			ln.Close()
 			return err
@@ -195,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		store, storeDesc = rs, "redis "+where+" (counters shared by every server using it)"
 		checkRedis(ctx, client, where, cfg, stderr)
 	}
-	limOpts := []core.Option{core.WithStore(store), core.WithLogger(slog.New(slog.NewTextHandler(stderr, nil)))}
+	limOpts := []core.Option{core.WithStore(store), core.WithLogger(logger)}
 	var metrics *prom.Metrics
 	reg := prometheus.NewRegistry()
 	if mln != nil {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -853,6 +854,10 @@ func TestRedisSharedByTwoServers(t *testing.T) {
 	}
 }
 
+// TestRedisCluster: the demo counts in a Redis Cluster. On one with
+// Redis's default, cluster-require-full-coverage yes, it writes one
+// warning to stderr, before its banner, naming every node and the section
+// of docs/redis.md; once every node says no, nothing.
 func TestRedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t)
@@ -861,10 +866,29 @@ func TestRedisCluster(t *testing.T) {
 	if want := "\nstore:    redis cluster seeds " + seeds + " (counters shared by every server using it)\n"; !strings.Contains(s.stdout.String(), want) {
 		t.Errorf("stdout lacks %q:\n%s", want, s.stdout)
 	}
-	if s.stderr.String() != "" {
-		t.Errorf("stderr = %q, want nothing: the cluster answers", s.stderr)
+	nodes := slices.Sorted(slices.Values(c.Addrs()))
+	lines := strings.Split(strings.TrimSuffix(s.stderr.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN ") ||
+		!strings.Contains(lines[0], `cluster-require-full-coverage yes`) ||
+		!strings.Contains(lines[0], `see \"Cluster full coverage\" in docs/redis.md`) ||
+		!strings.Contains(lines[0], ` nodes="[`+strings.Join(nodes, " ")+`]"`) {
+		t.Errorf("stderr = %q, want one warning about cluster-require-full-coverage naming %v", s.stderr, nodes)
 	}
 	takeReindex(t, "demo-user", s)
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, n := range c.Nodes() {
+		if err := n.Client(t).ConfigSet(t.Context(), "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = start(t, "-redis-cluster", seeds)
+	if s.stderr.String() != "" {
+		t.Errorf("stderr = %q, want nothing: the cluster answers, and no node requires full coverage", s.stderr)
+	}
+	takeReindex(t, "other-user", s)
 }
 
 // closedPort returns a loopback address on which nothing listens.

@@ -98,9 +98,11 @@ var (
 // NewPacer returns a Pacer in client that starts requests of one key at
 // least interval apart. An interval ≤ 0 means worksclient.DefaultInterval
 // (250 ms, 240 a minute), one above 2^60 ns (36 years) is 2^60 ns; an
-// interval is counted in whole microseconds. It
-// does not contact Redis. A nil client makes every Wait and Delay fail
-// with an error that says so.
+// interval is counted in whole microseconds. It does not contact Redis,
+// but for the check of a Redis Cluster that redisstore.New makes (a
+// ClusterClient's cluster-require-full-coverage, within a second, with a
+// warning through slog.Default when a node has yes). A nil client makes
+// every Wait and Delay fail with an error that says so.
 func NewPacer(client redis.UniversalClient, interval time.Duration, opts ...PacerOption) *Pacer {
 	if interval <= 0 {
 		interval = worksclient.DefaultInterval
