@@ -59,9 +59,6 @@ func compilePattern(p string) (pattern, error) {
 			return pattern{}, fmt.Errorf(`"**" is allowed only as the last segment, with no trailing slash after it: write %q`, trimSlash(p))
 		}
 		pat.segs, pat.rest = pat.segs[:n-1], true
-		if n == 1 {
-			pat.segs = nil
-		}
 	}
 	// Segments first, so that ":id?" is told apart from a query.
 	first := -1 // index of the first wildcard

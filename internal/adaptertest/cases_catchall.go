@@ -77,6 +77,9 @@ rate_limit:
 rate_limit:
   enabled: true
   rules:
+    - name: v1
+      paths: ["/api/v1"]
+      limit: "1/minute"
     - name: admin-users
       paths: ["/api/admin/users/**"]
       limit: "3/minute"
@@ -112,7 +115,8 @@ rate_limit:
 				hit(get("/api/admin/logs/7", alice...), ok(draft("admin", 5, 60, 2, 60)...), admin),
 				hit(get("/api/admin/users/8/x", alice...), limited("admin-users", "60", draft("admin-users", 3, 60, 0, 60)...), "X-User:alice admin-users 1"),
 				hit(get("/api/admin", alice...), ok(draft("admin", 5, 60, 1, 60)...), admin),
-				// A route every path of which one catch-all takes.
+				// A route every path of which one catch-all takes (and
+				// no shorter path without one).
 				hit(get("/api/v1/files/a", alice...), ok(draft("files", 20, 60, 19, 60)...), files),
 				hit(get("/api/v1/files/b", alice...), ok(draft("files", 20, 60, 18, 60)...), files),
 				// The router's own catch-all template: by path, at every
