@@ -763,10 +763,10 @@ func TestConfigErrors(t *testing.T) {
 				"      limit: 1/s",
 			),
 			[]string{
-				`rate-limit config t.yaml:5: rule "files": field "paths": value "/files/*path": "*path" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/files/*, /files/*/*)`,
-				`rate-limit config t.yaml:6: rule "files": field "paths": value "/static/{path...}": "{path...}" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/static/*, /static/*/*)`,
+				`rate-limit config t.yaml:5: rule "files": field "paths": value "/files/*path": "*path" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /files/** to match every depth`,
+				`rate-limit config t.yaml:6: rule "files": field "paths": value "/static/{path...}": "{path...}" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /static/** to match every depth`,
 				`rate-limit config t.yaml:7: rule "files": field "paths": value "/users/:id?": ":id?" is an optional parameter, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list both depths (/users, /users/*)`,
-				`rate-limit config t.yaml:8: rule "files": field "paths": value "/a/+": "+" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`,
+				`rate-limit config t.yaml:8: rule "files": field "paths": value "/a/+": "+" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /a/** to match every depth`,
 			},
 		},
 		{
@@ -784,6 +784,55 @@ func TestConfigErrors(t *testing.T) {
 			[]string{
 				`rate-limit config t.yaml:2: field "exempt_paths": value "/docs/{$}": "{$}" is an end anchor, and rlkit needs none: a pattern always matches the whole path; write "/docs/"`,
 				`rate-limit config t.yaml:8: rule "a": field "weights": value "/a/{id:[0-9]+}": "{id:[0-9]+}" constrains its value, and rlkit does not: '*', ':name' or '{name}' stands for exactly one segment of any value; write '*' to count every value`,
+			},
+		},
+		{
+			"a catch-all anywhere but last, in paths, weights and exempt_paths",
+			yamlLines(
+				"rate_limit:",
+				`  exempt_paths: [/health, "/static/**/x"]`,
+				"  rules:",
+				"    - name: admin",
+				"      paths:",
+				`        - "/api/admin/**"`,
+				`        - "/api/**/admin"`,
+				`        - "/api/x**"`,
+				`        - "/api/y/**/"`,
+				"      limit: 10/s",
+				"      weights:",
+				`        "/api/admin/**x": 2`,
+				`        "/api/admin/**/bulk": 3`,
+				"    - name: files",
+				`      paths: ["/files/*path"]`,
+				"      limit: 10/s",
+			),
+			[]string{
+				`rate-limit config t.yaml:2: field "exempt_paths": value "/static/**/x": "**" is allowed only as the last segment, where it matches any number of segments`,
+				`rate-limit config t.yaml:7: rule "admin": field "paths": value "/api/**/admin": "**" is allowed only as the last segment, where it matches any number of segments`,
+				`rate-limit config t.yaml:8: rule "admin": field "paths": value "/api/x**": "**" is allowed only as the last segment, on its own, not as part of "x**"`,
+				`rate-limit config t.yaml:9: rule "admin": field "paths": value "/api/y/**/": "**" is allowed only as the last segment, with no trailing slash after it: write "/api/y/**"`,
+				`rate-limit config t.yaml:12: rule "admin": field "weights": value "/api/admin/**x": "**" is allowed only as the last segment, on its own, not as part of "**x"`,
+				`rate-limit config t.yaml:13: rule "admin": field "weights": value "/api/admin/**/bulk": "**" is allowed only as the last segment, where it matches any number of segments`,
+				`rate-limit config t.yaml:15: rule "files": field "paths": value "/files/*path": "*path" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /files/** to match every depth`,
+			},
+		},
+		{
+			"a catch-all weight outside the rule's paths",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: admin",
+				`      paths: ["/api/admin/**", "/api/users/*"]`,
+				"      limit: 10/s",
+				"      weights:",
+				`        "/api/admin/export/**": 5`,
+				`        "/api/users/*/**": 2`,
+				`        "/api/**": 3`,
+				`        "/api/other/**": 4`,
+				`        "/api/users/**": 5`,
+			),
+			[]string{
+				`rate-limit config t.yaml:10: rule "admin": field "weights": value "/api/other/**": the pattern matches none of the rule's paths, so the weight could never apply`,
 			},
 		},
 		{
@@ -1427,6 +1476,57 @@ func TestConfigShadowedPaths(t *testing.T) {
 			),
 			[]string{`rate-limit config t.yaml:4: rule "static": field "paths": value "/static/*": exempt by exempt_paths "/static/*" (line 8): ` + never},
 		},
+		{
+			"paths under an earlier catch-all, of another rule and of its own",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: admin",
+				`      paths: ["/api/admin/**", "/api/admin/users/*", "/api/*/files/**"]`,
+				"      limit: 10/s",
+				"    - name: users",
+				"      paths:",
+				"        - /api/admin",
+				"        - /api/admin/users/**",
+				"        - /api/v1/files/**",
+				"        - /api/v1/files",
+				"        - /api/v1/other/**",
+				"      limit: 1/s",
+				"    - name: all",
+				`      paths: ["/**"]`,
+				"      limit: 100/s",
+				"    - name: after",
+				`      paths: ["/x/**"]`,
+				"      limit: 1/s",
+			),
+			[]string{
+				`rate-limit config t.yaml:4: rule "admin": field "paths": value "/api/admin/users/*": already matched by "/api/admin/**" (line 4), ` + redundant,
+				`rate-limit config t.yaml:8: rule "users": field "paths": value "/api/admin": already matched by rule "admin" (path "/api/admin/**", line 4), ` + shadowed,
+				`rate-limit config t.yaml:9: rule "users": field "paths": value "/api/admin/users/**": already matched by rule "admin" (path "/api/admin/**", line 4), ` + shadowed,
+				`rate-limit config t.yaml:10: rule "users": field "paths": value "/api/v1/files/**": already matched by rule "admin" (path "/api/*/files/**", line 4), ` + shadowed,
+				`rate-limit config t.yaml:11: rule "users": field "paths": value "/api/v1/files": already matched by "/api/v1/files/**" (line 10), ` + redundant,
+				`rate-limit config t.yaml:18: rule "after": field "paths": value "/x/**": already matched by rule "all" (path "/**", line 15), ` + shadowed,
+			},
+		},
+		{
+			"paths under an exempt catch-all",
+			yamlLines(
+				"rate_limit:",
+				"  rules:",
+				"    - name: static",
+				"      paths: [/static, /static/css/*, /static/**, /staticx/**, /public/**]",
+				"      limit: 1/s",
+				"  exempt_paths:",
+				"    - /health",
+				"    - /static/**",
+				"    - /public/*/**",
+			),
+			[]string{
+				`rate-limit config t.yaml:4: rule "static": field "paths": value "/static": exempt by exempt_paths "/static/**" (line 8): a request for this path is never counted (the rule would count only other spellings of it, that decode or clean to another path)`,
+				`rate-limit config t.yaml:4: rule "static": field "paths": value "/static/css/*": exempt by exempt_paths "/static/**" (line 8): a request for this path is never counted (the rule would count only other spellings of it, that decode or clean to another path)`,
+				`rate-limit config t.yaml:4: rule "static": field "paths": value "/static/**": exempt by exempt_paths "/static/**" (line 8): a request for this path is never counted (the rule would count only other spellings of it, that decode or clean to another path)`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1494,7 +1594,16 @@ func TestConfigOverlappingPathsLoad(t *testing.T) {
 		"    - name: static",
 		"      paths: [/static/*]", // exempt only for /static/logo.png
 		"      limit: 1/s",
-		"  exempt_paths: [/health, /static/logo.png]",
+		"    - name: admin-deep",
+		"      paths: [/api/admin/*/**]",
+		"      limit: 1/s",
+		"    - name: admin",
+		"      paths: [/api/admin/**]", // the earlier catch-all takes all but /api/admin
+		"      limit: 1/s",
+		"    - name: public",
+		"      paths: [/public/**]", // exempt below /public/*/ only
+		"      limit: 1/s",
+		"  exempt_paths: [/health, /static/logo.png, /public/*/**]",
 	))
 	for _, tt := range []struct{ method, path, want string }{
 		{"GET", "/api/kb/k1/x", "k1"},
@@ -1506,6 +1615,11 @@ func TestConfigOverlappingPathsLoad(t *testing.T) {
 		{"PUT", "/doc/b", "getput"},
 		{"GET", "/doc/a/b", "deeper"},
 		{"GET", "/static/app.js", "static"},
+		{"GET", "/api/admin", "admin"},
+		{"GET", "/api/admin/", "admin"},
+		{"GET", "/api/admin/x", "admin-deep"},
+		{"GET", "/api/admin/x/y", "admin-deep"},
+		{"GET", "/public", "public"},
 	} {
 		if r, _ := c.Match(tt.method, Path(tt.path)); r.Name != tt.want {
 			t.Errorf("Match(%s, %s) = %q, want %q", tt.method, tt.path, r.Name, tt.want)
@@ -1513,6 +1627,9 @@ func TestConfigOverlappingPathsLoad(t *testing.T) {
 	}
 	if !c.Exempt("/static/logo.png") || c.Exempt("/static/app.js") {
 		t.Errorf("Exempt(/static/logo.png), Exempt(/static/app.js) = %v, %v; want true, false", c.Exempt("/static/logo.png"), c.Exempt("/static/app.js"))
+	}
+	if !c.Exempt("/public/a") || !c.Exempt("/public/a/b/") || c.Exempt("/public") || c.Exempt("/public/") {
+		t.Errorf("Exempt(/public/a, /public/a/b/, /public, /public/) = %v, %v, %v, %v; want true, true, false, false", c.Exempt("/public/a"), c.Exempt("/public/a/b/"), c.Exempt("/public"), c.Exempt("/public/"))
 	}
 }
 
@@ -1531,9 +1648,44 @@ func TestPatternCovers(t *testing.T) {
 		{"/*", "/", false},
 		{"/a", "/b", false},
 		{"/a/*/c", "/a/b/*", false},
+
+		// Catch-alls on either side.
+		{"/**", "/", true},
+		{"/**", "/a/*/c", true},
+		{"/**", "/**", true},
+		{"/**", "/a/**", true},
+		{"/a/**", "/**", false},
+		{"/", "/**", false},
+		{"/a/**", "/a", true},
+		{"/a/**", "/a/", true},
+		{"/a/**", "/a/b/c", true},
+		{"/a/**", "/a/*/*", true},
+		{"/a/**", "/a/**", true},
+		{"/a/**", "/a/*/**", true},
+		{"/a/*/**", "/a/**", false}, // "/a" itself
+		{"/a/*/**", "/a", false},
+		{"/a/*/**", "/a/b", true},
+		{"/a/**", "/*", false},
+		{"/a/**", "/*/b/**", false},
+		{"/*/**", "/a/b/**", true},
+		{"/*/**", "/a", true},
+		{"/*/**", "/", false},
+		{"/a/b/**", "/a/*/c", false},
+		{"/a/*/**", "/a/b/c/**", true},
+		{"/a", "/a/**", false},
+		{"/a/*", "/a/**", false},
+		{"/a/*/*", "/a/*/**", false},
+		{"/a/**", "/ab", false},
+		{"/a/**", "/b/**", false},
 	} {
-		p, _ := compilePattern(tt.p)
-		q, _ := compilePattern(tt.q)
+		p, err := compilePattern(tt.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := compilePattern(tt.q)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := p.covers(&q); got != tt.want {
 			t.Errorf("%q covers %q = %v, want %v", tt.p, tt.q, got, tt.want)
 		}

@@ -24,7 +24,8 @@
 // A Config (LoadConfig, ParseConfig, or NewConfig from a Spec) holds rules
 // tried in order: the first rule whose paths match a request applies; '*'
 // in a path matches exactly one segment, and so does a whole segment
-// ":name" or "{name}" (router syntax); a request no rule matches counts
+// ":name" or "{name}" (router syntax); a last segment "**" matches the
+// path before it and everything below; a request no rule matches counts
 // against the default limit (rule "default", 120/minute unless
 // configured). A rule has one algorithm (package algo) and one to four
 // limits that must all admit a request; a denial consumes from none.

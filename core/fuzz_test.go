@@ -20,7 +20,8 @@ func refWild(seg string) bool { return seg == "*" || refParam.MatchString(seg) }
 
 // refMatch is a slow, obvious matcher: the trimmed path has as many
 // segments as the pattern, each equal to its pattern segment or, for '*',
-// ":name" or "{name}", non-empty.
+// ":name" or "{name}", non-empty; a last pattern segment "**" takes any
+// number of the path's (none included).
 func refMatch(pattern, path string) bool {
 	split := func(p string) []string {
 		p = trimSlash(p)
@@ -33,6 +34,13 @@ func refMatch(pattern, path string) bool {
 		return false
 	}
 	ps, qs := split(pattern), split(path)
+	if n := len(ps); n > 0 && ps[n-1] == "**" {
+		ps = ps[:n-1]
+		if len(qs) < len(ps) {
+			return false
+		}
+		qs = qs[:len(ps)]
+	}
 	if len(ps) != len(qs) {
 		return false
 	}
@@ -91,6 +99,24 @@ func FuzzPattern(f *testing.F) {
 		{"/f/:from-:to", "/f/a-b"},
 		{"/a/:", "/a/:"},
 		{"/a/{}", "/a/{}"},
+		// Catch-alls, and "**" where it is refused.
+		{"/api/admin/**", "/api/admin"},
+		{"/api/admin/**", "/api/admin/"},
+		{"/api/admin/**", "/api/admin/x/y"},
+		{"/api/admin/**", "/api/administrator"},
+		{"/api/admin/**", "/api/admin//"},
+		{"/**", "/"},
+		{"/**", ""},
+		{"/**", "///"},
+		{"/api/*/files/**", "/api/v1/files/a/b"},
+		{"/api/*/files/**", "/api//files/a"},
+		{"/api/kb/:id/**", "/api/kb/k1"},
+		{"/a/**/b", "/a/x/b"},
+		{"/a/**x", "/a/**x"},
+		{"/a/x**", "/a/x**"},
+		{"/a/**/", "/a/b/"},
+		{"/**/**", "/a"},
+		{"/a/***", "/a/b"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
@@ -114,8 +140,15 @@ func FuzzPattern(f *testing.F) {
 		// A segment in router syntax is a parameter or refused: only a
 		// literal segment may hold ':' (after its first byte), '{', '}' or
 		// start with '+'.
-		wild := false
-		for _, s := range strings.Split(trimSlash(pat)[1:], "/") {
+		wild := p.rest
+		if p.rest != strings.HasSuffix(pat, "/**") {
+			t.Errorf("compilePattern(%q).rest = %v", pat, p.rest)
+		}
+		segs := strings.Split(trimSlash(pat)[1:], "/")
+		if p.rest {
+			segs = segs[:len(segs)-1]
+		}
+		for _, s := range segs {
 			switch {
 			case refWild(s):
 				wild = true
@@ -145,6 +178,14 @@ func FuzzPattern(f *testing.F) {
 		if q, err := compilePattern(path); err == nil && got && !p.overlaps(&q) {
 			t.Errorf("%q matches %q but the patterns do not overlap", pat, path)
 		}
+		// Against a literal pattern (one path), covering and overlapping
+		// are matching: they are exact.
+		if q, err := compilePattern(path); err == nil && q.literal && (p.covers(&q) != got || p.overlaps(&q) != got || q.overlaps(&p) != got) {
+			t.Errorf("%q matches %q: %v, but covers it %v, overlaps it %v and %v", pat, path, got, p.covers(&q), p.overlaps(&q), q.overlaps(&p))
+		}
+		if !p.covers(&p) {
+			t.Errorf("compilePattern(%q) does not cover itself", pat)
+		}
 	})
 }
 
@@ -154,6 +195,10 @@ var configSeeds = []string{
 	"rate_limit:\n  enabled: true\n  rules:\n    - name: s\n      paths: [/s, /s/b]\n      limit: 9/s\n      algorithm: gcra\n      weights: {/s/b: 3}\n  tiers:\n    free:\n      default: 5/m\n      rules:\n        s: {limit: [2/s, 9/m], burst: 4}\n    pro:\n      rules:\n        s: 20/s\n    x: {}\n",
 	"rate_limit:\n  tiers:\n    custom: {}\n    a b: {rules: {s: 1/s}}\n    p:\n      rules:\n        default: 1/s\n        s:\n",
 	"rate_limit:\n  enabled: true\n  exempt_paths: [\"/health/{$}\", /docs/:page]\n  rules:\n    - name: items\n      paths: [/api/items/:id, \"/api/things/{id}\", /v1/items:batchGet]\n      limit: 10/s\n      weights: {\"/api/items/{id}\": 2}\n    - name: files\n      paths: [\"/files/*path\", \"/static/{path...}\", \"/users/:id?\", /a/+, \"/b/{id:[0-9]+}\"]\n      limit: 1/s\n",
+	// Catch-alls in paths, weights and exempt paths, and "**" where it is
+	// refused.
+	"rate_limit:\n  enabled: true\n  exempt_paths: [/health, \"/static/**\", \"/docs/*/**\"]\n  rules:\n    - name: admin\n      paths: [\"/api/admin/**\"]\n      limit: 5/m\n    - name: files\n      paths: [\"/api/*/files/**\", /api/kb/:id/**]\n      limit: 10/s\n      weights: {\"/api/*/files/upload/**\": 3, \"/api/kb/*\": 2}\n    - name: all\n      paths: [\"/**\"]\n      limit: 100/s\n",
+	"rate_limit:\n  exempt_paths: [\"/a/**/b\", \"/**/\"]\n  rules:\n    - name: a\n      paths: [\"/a/**x\", \"/a/x**\", \"/**/**\", /b/**]\n      limit: 1/s\n      weights: {\"/b/**/c\": 2, \"/c/**\": 2}\n    - name: b\n      paths: [/b/c/**, /b]\n      limit: 1/s\n",
 	"rate_limit:\n  enabled: true\n",
 	"rate_limit: {}\n",
 	"rate_limit:\n  enabled: true\n  algorithm: gcra\n  headers: legacy\n  failure: closed\n  default: [10/second, 500/hour]\n  exempt_paths: []\n",

@@ -36,12 +36,15 @@ func (c *Config) exemptAll(sp []string) bool {
 // exemptOne reports whether one spelling matches an exempt pattern, its
 // trailing slash counting: "/health" matches "/health" only, "/health/"
 // matches "/health/" only. So a router that serves "/health/" by another
-// handler than "/health"'s does not serve it exempt.
+// handler than "/health"'s does not serve it exempt. A catch-all exempts
+// every path below its prefix, with or without a trailing slash:
+// "/static/**" matches "/static", "/static/", "/static/a" and
+// "/static/a/".
 func (c *Config) exemptOne(path string) bool {
 	t := trimSlash(path)
 	slash := len(t) != len(path)
 	for i := range c.exempt {
-		if q := &c.exempt[i]; q.slash == slash && q.match(t) {
+		if q := &c.exempt[i]; (q.slash == slash || q.rest) && q.match(t) {
 			return true
 		}
 	}

@@ -45,7 +45,8 @@ import (
 // A request is exempt only when every spelling is exempt, and an exempt
 // path matches with its trailing slash counting: "/health" exempts
 // "/health" only, and "/health/" is exempt only when both "/health/" and
-// "/health" are listed. A request that is not exempt counts under the
+// "/health" are listed; a catch-all exempts with or without one
+// ("/static/**" exempts "/static", "/static/" and "/static/a/"). A request that is not exempt counts under the
 // first rule, in rule order, that any spelling matches (a rule ignores
 // trailing slashes), at the highest weight a matching spelling has under
 // that rule. When the first rules of its spellings differ, it counts

@@ -219,6 +219,241 @@ func TestExemptWithAndWithoutTrailingSlash(t *testing.T) {
 	}
 }
 
+// catchAllConfig has catch-alls in rules, weights and exempt_paths.
+const catchAllConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: admin
+      paths: ["/api/admin/**"]
+      limit: "5/minute"
+    - name: files
+      paths: ["/api/*/files/**"]
+      limit: "100/minute"
+      weights:
+        "/api/*/files/upload/**": 3
+    - name: kb
+      paths: ["/api/kb/:id/**"]
+      limit: "50/minute"
+      weights:
+        "/api/kb/*/bulk": 10
+        "/api/kb/**": 2
+  default: "120/minute"
+  exempt_paths: ["/health", "/static/**", "/docs/*/**"]
+`
+
+// TestCatchAllBySpellings: a catch-all matches its prefix and every path
+// below it, in rules, weights and exempt paths, by every spelling: in
+// exempt_paths with or without a trailing slash, and only when every
+// spelling is below it.
+func TestCatchAllBySpellings(t *testing.T) {
+	cfg := mustParse(t, catchAllConfig)
+	for _, c := range []struct {
+		path   Path
+		exempt bool
+		rule   string
+		cost   int64
+	}{
+		{"/static", true, "default", 1},
+		{"/static/", true, "default", 1},
+		{"/static/app.js", true, "default", 1},
+		{"/static/app.js/", true, "default", 1},
+		{"/static/css/a/b.css", true, "default", 1},
+		{"/static//a", true, "default", 1},
+		{"/static/./a", true, "default", 1},
+		{"/static/a%2Fb", true, "default", 1},
+		{"/staticx", false, "default", 1},
+		{"/staticx/a", false, "default", 1},
+		{"/STATIC/a", false, "default", 1},
+		{"/static%2Fa", false, "default", 1}, // as sent, one segment "static%2Fa"
+		{"/%73tatic/a", false, "default", 1},
+		{"/static/..", false, "default", 1},
+		{"/static/../api/admin", false, "admin", 1},
+		{"/static/%2e%2e/api/admin/x", false, "admin", 1},
+		{"/static/..%2F..%2Fapi/admin", false, "admin", 1},
+		{"/docs/v1", true, "default", 1},
+		{"/docs/v1/", true, "default", 1},
+		{"/docs/v1/a/b", true, "default", 1},
+		{"/docs", false, "default", 1},
+		{"/docs/", false, "default", 1},
+		{"/docs//x", false, "default", 1}, // as sent, an empty first segment
+
+		{"/api/admin", false, "admin", 1},
+		{"/api/admin/", false, "admin", 1},
+		{"/api/admin/users/7/roles", false, "admin", 1},
+		{"/api/admin%2Fusers", false, "admin", 1},
+		{"/api/x/../admin", false, "admin", 1},
+		{"/api/administrator", false, "default", 1},
+		{"/api/v1/files", false, "files", 1},
+		{"/api/v1/files/a/b", false, "files", 1},
+		{"/api/v1/files/upload", false, "files", 3},
+		{"/api/v1/files/upload/a/b/", false, "files", 3},
+		{"/api/v1/files%2Fupload/a", false, "files", 3}, // decoded, an upload
+		{"/api/kb/k1", false, "kb", 2},
+		{"/api/kb/k1/bulk", false, "kb", 10},
+		{"/api/kb/k1/bulk/", false, "kb", 10},
+		{"/api/kb/k1/bulk/x", false, "kb", 2},
+		{"/api/kb/k1/docs/d/reindex", false, "kb", 2},
+		{"/api/kb", false, "default", 1},
+	} {
+		if got := cfg.Exempt(c.path); got != c.exempt {
+			t.Errorf("Exempt(%q) = %v, want %v", c.path, got, c.exempt)
+		}
+		if r, cost := cfg.Match("GET", c.path); r.Name != c.rule || cost != c.cost {
+			t.Errorf("Match(%q) = %s, %d; want %s, %d", c.path, r.Name, cost, c.rule, c.cost)
+		}
+		wantRule := c.rule
+		if c.exempt {
+			wantRule = "<exempt>"
+		}
+		gotRule := "<exempt>"
+		if r, cost := cfg.decideRule("GET", c.path, "", false); r != nil {
+			gotRule = r.Name
+			if cost != c.cost {
+				t.Errorf("decide(%q): cost %d, want %d", c.path, cost, c.cost)
+			}
+		}
+		if gotRule != wantRule {
+			t.Errorf("decide(%q): %s, want %s", c.path, gotRule, wantRule)
+		}
+	}
+	// Folding case: rules below a catch-all match without regard to
+	// case, exempt paths still exactly.
+	for _, c := range []struct {
+		path Path
+		rule string
+		cost int64
+	}{
+		{"/API/Admin", "admin", 1},
+		{"/api/ADMIN/x/Y", "admin", 1},
+		{"/Api/V1/Files/Upload/x", "files", 3},
+		{"/api/KB/k1/BULK", "kb", 10},
+		{"/api/adminx", "default", 1},
+		{"/Static/a", "default", 1},
+	} {
+		if r, cost := cfg.MatchFoldCase("GET", c.path); r.Name != c.rule || cost != c.cost {
+			t.Errorf("MatchFoldCase(%q) = %s, %d; want %s, %d", c.path, r.Name, cost, c.rule, c.cost)
+		}
+		if r, cost := cfg.decideRule("GET", c.path, "", true); r == nil || r.Name != c.rule || cost != c.cost {
+			t.Errorf("decide(%q, fold) = %v, %d; want %s, %d", c.path, r, cost, c.rule, c.cost)
+		}
+	}
+	if cfg.Exempt("/Static/a") {
+		t.Error("Exempt(/Static/a) = true, want false")
+	}
+	every := mustParse(t, "rate_limit:\n  enabled: true\n  exempt_paths: [\"/**\"]\n")
+	for p, want := range map[Path]bool{"/": true, "/x": true, "/x/": true, "/a/b%2Fc/..": true, "//": true, "": false, "*": false} {
+		if got := every.Exempt(p); got != want {
+			t.Errorf("exempt_paths [/**]: Exempt(%q) = %v, want %v", p, got, want)
+		}
+	}
+	// Clean paths cost no allocation below a catch-all either.
+	for _, p := range []Path{"/api/admin/x/y", "/api/kb/k1/bulk", "/static/a/b"} {
+		if n := testing.AllocsPerRun(100, func() { cfg.decideRule("GET", p, "", false); cfg.Match("GET", p) }); n != 0 {
+			t.Errorf("decide(%q): %v allocations, want 0", p, n)
+		}
+	}
+}
+
+// TestCatchAllRoutes: a route's cached answer holds for every path of the
+// route when catch-alls are about, and a route whose paths they split, or
+// whose template is itself a catch-all, is matched by path: with the
+// route or without, every spelling of every path gets the same answer.
+func TestCatchAllRoutes(t *testing.T) {
+	cfg := mustParse(t, catchAllConfig)
+	for _, c := range []struct {
+		route   string
+		decided bool
+		exempt  bool
+		rule    string
+		cost    int64
+	}{
+		{"/api/admin", true, false, "admin", 1},
+		{"/api/admin/:section", true, false, "admin", 1},
+		{"/api/admin/{section}/:id/x", true, false, "admin", 1},
+		{"/api/:area", false, false, "", 0}, // "/api/admin" is one value of :area
+		{"/api/:area/files/:f", false, false, "", 0},
+		{"/api/v1/files/:f", false, false, "", 0},      // "upload" is one value of :f, a weight's
+		{"/api/v1/files/:dir/:f", false, false, "", 0}, // and of :dir
+		{"/api/v1/files/upload", true, false, "files", 3},
+		{"/api/v1/files/upload/:f/:g", true, false, "files", 3},
+		{"/api/v1/files/x/:f", true, false, "files", 1},
+		{"/api/kb/:id", false, false, "", 0}, // "files" is one value of :id, the files rule's
+		{"/api/kb/:id/bulk", false, false, "", 0},
+		{"/api/kb/k1/bulk", true, false, "kb", 10},
+		{"/api/kb/k1/bulk/:x", true, false, "kb", 2},
+		{"/api/kb/k1/:op", false, false, "", 0},
+		{"/static/:file", true, true, "", 0},
+		{"/static/css/:a/:b", true, true, "", 0},
+		{"/static", true, true, "", 0},
+		{"/docs/:v", true, true, "", 0},
+		{"/docs", true, false, "default", 1},
+		{"/:top/:file", false, false, "", 0},
+		{"/other/:x", true, false, "default", 1},
+		// Catch-all templates: never decided by their template.
+		{"/static/*filepath", false, false, "", 0},
+		{"/static/{path...}", false, false, "", 0},
+		{"/api/admin/*", false, false, "", 0},
+		{"/api/admin/+", false, false, "", 0},
+		{"/api/admin/**", false, false, "", 0},
+	} {
+		a := cfg.route("GET", c.route)
+		got := fmt.Sprintf("decided=%v exempt=%v", a.decided, a.exempt)
+		want := fmt.Sprintf("decided=%v exempt=%v", c.decided, c.exempt)
+		if a.decided && !a.exempt {
+			got += fmt.Sprintf(" rule=%s cost=%d", a.rule.Name, a.cost)
+			want += fmt.Sprintf(" rule=%s cost=%d", c.rule, c.cost)
+		}
+		if got != want {
+			t.Errorf("route %q: got %s, want %s", c.route, got, want)
+		}
+	}
+	routes := map[string][]string{
+		"/api/admin":                 {"/api/admin"},
+		"/api/admin/:section":        {"/api/admin/users", "/api/admin/x"},
+		"/api/:area":                 {"/api/admin", "/api/administrator", "/api/kb"},
+		"/api/v1/files/:dir/:f":      {"/api/v1/files/upload/a", "/api/v1/files/x/a"},
+		"/api/kb/:id/:op":            {"/api/kb/k1/bulk", "/api/kb/k1/x"},
+		"/static/:file":              {"/static/app.js", "/static/x"},
+		"/:top/:file":                {"/static/a", "/docs/a", "/api/admin", "/other/a"},
+		"/static/*filepath":          {"/static/", "/static/a", "/static/a/b"},
+		"/static/{path...}":          {"/static/", "/static/a/b/c"},
+		"/api/admin/*":               {"/api/admin/", "/api/admin/a/b"},
+		"/files/*":                   {"/files/a", "/files/a/b"},
+		"/docs/{v}/{rest...}":        {"/docs/v1/", "/docs/v1/a/b"},
+		"/api/kb/:id/*rest":          {"/api/kb/k1/bulk", "/api/kb/k1/bulk/x"},
+		"/api/admin/{section}/:id/x": {"/api/admin/a/b/x"},
+	}
+	variants := func(p string) []string {
+		return []string{
+			p, p + "/", p + "//", strings.Replace(p, "/", "//", 1),
+			strings.Replace(p, "/", "%2F", 2), strings.Replace(p, "/", "%2f", 1),
+			strings.Replace(p, "a", "%61", 1), "/x/.." + p, "/x/%2e%2e" + p, p + "/.", p + "/x/..", p + "/..",
+			strings.ToUpper(p),
+		}
+	}
+	checked := 0
+	for route, paths := range routes {
+		for _, p := range paths {
+			for _, v := range variants(p) {
+				for _, fold := range []bool{false, true} {
+					for _, method := range []string{"GET", "POST"} {
+						r1, c1 := cfg.decideRule(method, Path(v), route, fold)
+						r2, c2 := cfg.decideRule(method, Path(v), "", fold)
+						if r1 != r2 || c1 != c2 {
+							t.Errorf("%s %q (fold %v) with route %q: %v %d; without: %v %d", method, v, fold, route, r1, c1, r2, c2)
+						}
+						checked++
+					}
+				}
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("%d decisions checked", checked)
+	}
+}
+
 // TestFirstRuleAnySpelling: the rule is the first, in rule order, that
 // some spelling matches, whichever spelling it is; its cost is the highest
 // a matching spelling has under it.
@@ -437,56 +672,62 @@ func TestRouteSameAnswerAnySpelling(t *testing.T) {
 // FuzzSpellings: any path gives at most maxSpellings distinct spellings,
 // the first the path itself; no spelling matches a stricter rule than the
 // one the path counts under;
-// and a route never changes the decision.
+// and a route never changes the decision. Under the example configuration
+// and under one of catch-alls.
 func FuzzSpellings(f *testing.F) {
 	for _, s := range []string{
 		"/api/search", "/api%2Fsearch", "/health/", "/health%2F", "/%68ealth", "/api/kb/a%2Fb/reindex",
 		"/files/%2e%2e/health", "/a%252F", "/%", "/a%zz", "/x%00", "//", "/..", "", "*", "/static/a%2Fb/", "/static/a%2Fb",
+		"/static", "/static/", "/static/../api/admin", "/api/admin%2Fx", "/api/v1/files/upload/a", "/docs/v/../..",
 	} {
 		f.Add(s)
 	}
-	cfg, err := ParseConfig([]byte(spellingsConfig), "spellings.yaml")
-	if err != nil {
-		f.Fatal(err)
-	}
+	cfgs := []*Config{mustParse(f, spellingsConfig), mustParse(f, catchAllConfig)}
 	f.Fuzz(func(t *testing.T, p string) {
-		var buf [maxSpellings]string
-		sp := spellings(Path(p), &buf)
-		if len(sp) < 1 || len(sp) > maxSpellings || sp[0] != p || clean(p) && len(sp) != 1 {
-			t.Fatalf("spellings(%q) = %q", p, sp)
-		}
-		for _, route := range []string{"/:a", "/api/search", "/api/kb/:id/reindex"} {
-			r1, c1 := cfg.decideRule("GET", Path(p), route, true)
-			r2, c2 := cfg.decideRule("GET", Path(p), "", true)
-			if r1 != r2 || c1 != c2 {
-				t.Fatalf("%q folded, with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
-			}
-		}
-		rule, cost := cfg.Match("GET", Path(p))
-		matched := rule == cfg.def
-		for _, s := range sp {
-			matched = matched || rule.covers(trimSlash(s), false)
-			if !clean(s) {
-				continue // its own spellings would decode it again
-			}
-			if r, c := cfg.Match("GET", Path(s)); r != cfg.def && r != rule && (rule == cfg.def || r.rate(c) < rule.rate(cost)) {
-				t.Fatalf("%q counts under %s, but its spelling %q matches %s, which is stricter", p, rule.Name, s, r.Name)
-			}
-			if cfg.Exempt(Path(p)) && !cfg.Exempt(Path(s)) {
-				t.Fatalf("%q is exempt, but not its spelling %q", p, s)
-			}
-		}
-		if !matched {
-			t.Fatalf("%q counts under %s, which none of its spellings %q matches", p, rule.Name, sp)
-		}
-		for _, route := range []string{"/:a", "/:a/:b", "/api/kb/:id/reindex", "/static/:f", "/health"} {
-			r1, c1 := cfg.decideRule("GET", Path(p), route, false)
-			r2, c2 := cfg.decideRule("GET", Path(p), "", false)
-			if r1 != r2 || c1 != c2 {
-				t.Fatalf("%q with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
-			}
+		for _, cfg := range cfgs {
+			checkSpellings(t, cfg, p)
 		}
 	})
+}
+
+// checkSpellings is FuzzSpellings for one path under cfg.
+func checkSpellings(t *testing.T, cfg *Config, p string) {
+	var buf [maxSpellings]string
+	sp := spellings(Path(p), &buf)
+	if len(sp) < 1 || len(sp) > maxSpellings || sp[0] != p || clean(p) && len(sp) != 1 {
+		t.Fatalf("spellings(%q) = %q", p, sp)
+	}
+	for _, route := range []string{"/:a", "/api/search", "/api/kb/:id/reindex"} {
+		r1, c1 := cfg.decideRule("GET", Path(p), route, true)
+		r2, c2 := cfg.decideRule("GET", Path(p), "", true)
+		if r1 != r2 || c1 != c2 {
+			t.Fatalf("%q folded, with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
+		}
+	}
+	rule, cost := cfg.Match("GET", Path(p))
+	matched := rule == cfg.def
+	for _, s := range sp {
+		matched = matched || rule.covers(trimSlash(s), false)
+		if !clean(s) {
+			continue // its own spellings would decode it again
+		}
+		if r, c := cfg.Match("GET", Path(s)); r != cfg.def && r != rule && (rule == cfg.def || r.rate(c) < rule.rate(cost)) {
+			t.Fatalf("%q counts under %s, but its spelling %q matches %s, which is stricter", p, rule.Name, s, r.Name)
+		}
+		if cfg.Exempt(Path(p)) && !cfg.Exempt(Path(s)) {
+			t.Fatalf("%q is exempt, but not its spelling %q", p, s)
+		}
+	}
+	if !matched {
+		t.Fatalf("%q counts under %s, which none of its spellings %q matches", p, rule.Name, sp)
+	}
+	for _, route := range []string{"/:a", "/:a/:b", "/api/kb/:id/reindex", "/static/:f", "/health", "/api/admin/:x", "/static/*filepath", "/static/{p...}"} {
+		r1, c1 := cfg.decideRule("GET", Path(p), route, false)
+		r2, c2 := cfg.decideRule("GET", Path(p), "", false)
+		if r1 != r2 || c1 != c2 {
+			t.Fatalf("%q with route %q: %v %d; without: %v %d", p, route, r1, c1, r2, c2)
+		}
+	}
 }
 
 // TestFoldCase: behind a router that ignores case (Flow.FoldCase), rules

@@ -24,9 +24,12 @@ import (
 // of once per request. It never changes which rule applies: a route is
 // used only for a clean path (its only spelling, see Path) that is
 // literally one of the route's paths, and only when every rule, weight and
-// exempt pattern gives the same answer for every path the route matches;
-// otherwise (a rule naming one value of a parameter, an escaped or
-// unclean path) the request is matched by every spelling of its path.
+// exempt pattern gives the same answer for every path the route matches
+// (a catch-all pattern, "/api/admin/**", does for "/api/admin/:id/:x", not
+// for "/api/:area", one of whose values is "admin"); otherwise (a rule
+// naming one value of a parameter, an escaped or unclean path) the request
+// is matched by every spelling of its path. A catch-all template's paths
+// have no fixed depth: its requests are always matched by path.
 
 // routeAnswer is what a (method, route) pair decides, or that it does not.
 type routeAnswer struct {
@@ -375,9 +378,10 @@ const (
 )
 
 // matchRoute tells whether p matches the paths of a route with segments
-// segs (":" marks a parameter).
+// segs (":" marks a parameter). A catch-all of p takes the route's
+// segments past p's own, whatever they are.
 func (p *pattern) matchRoute(segs []string) routeMatch {
-	if len(p.segs) != len(segs) {
+	if len(p.segs) != len(segs) && !(p.rest && len(p.segs) < len(segs)) {
 		return never
 	}
 	depends := false

@@ -111,21 +111,42 @@ func TestRouteFits(t *testing.T) {
 	}
 }
 
-// TestRouteSameAnswer runs random configurations, routes and paths: a
-// decided route whose path fits gives exactly the rule, cost and exemption
-// that matching the path gives.
+// TestRouteSameAnswer runs random configurations (with catch-alls in
+// rules, weights and exempt paths), routes and paths: a decided route
+// whose path fits gives exactly the rule, cost and exemption that matching
+// the path gives.
 func TestRouteSameAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	seg := func(choices ...string) string { return choices[rng.IntN(len(choices))] }
+	// pat is a pattern of one to three segments, one in three ending in
+	// a catch-all.
 	pat := func() string {
 		n := 1 + rng.IntN(3)
 		var b strings.Builder
 		for range n {
 			b.WriteString("/" + seg("a", "b", "*"))
 		}
+		if rng.IntN(3) == 0 {
+			b.WriteString("/**")
+		}
 		return b.String()
 	}
-	decided, checked := 0, 0
+	// weightOf is p with its first '*' segment replaced, or its catch-all
+	// replaced or dropped.
+	weightOf := func(p string) string {
+		segs := strings.Split(p, "/")
+		for i, s := range segs {
+			if s == "*" {
+				segs[i] = seg("a", "b", "*")
+				return strings.Join(segs, "/")
+			}
+		}
+		if segs[len(segs)-1] == "**" {
+			segs[len(segs)-1] = seg("a", "*", "**")
+		}
+		return strings.Join(segs, "/")
+	}
+	decided, checked, catchAlls := 0, 0, 0
 	for iter := range 300 {
 		var y strings.Builder
 		y.WriteString("rate_limit:\n  enabled: true\n  rules:\n")
@@ -138,8 +159,7 @@ func TestRouteSameAnswer(t *testing.T) {
 			seen[p] = true
 			fmt.Fprintf(&y, "    - name: r%d\n      paths: [%q]\n      limit: \"100/minute\"\n", i, p)
 			if rng.IntN(3) == 0 {
-				w := strings.Replace(p, "*", seg("a", "b", "*"), 1)
-				fmt.Fprintf(&y, "      weights:\n        %q: 3\n", w)
+				fmt.Fprintf(&y, "      weights:\n        %q: 3\n", weightOf(p))
 			}
 		}
 		fmt.Fprintf(&y, "  exempt_paths: [%q]\n", pat())
@@ -148,7 +168,7 @@ func TestRouteSameAnswer(t *testing.T) {
 			continue // a generated config the parser refuses (a shadowed path, a weight outside its rule)
 		}
 		for range 20 {
-			n := 1 + rng.IntN(3)
+			n := 1 + rng.IntN(4)
 			var tmpl strings.Builder
 			for range n {
 				tmpl.WriteString("/" + seg("a", "b", ":p", "{q}"))
@@ -158,6 +178,9 @@ func TestRouteSameAnswer(t *testing.T) {
 				continue
 			}
 			decided++
+			if strings.Contains(y.String(), "**") {
+				catchAlls++
+			}
 			for range 5 {
 				path := tmpl.String()
 				for strings.Contains(path, ":p") || strings.Contains(path, "{q}") {
@@ -176,8 +199,8 @@ func TestRouteSameAnswer(t *testing.T) {
 			}
 		}
 	}
-	if decided < 100 || checked < 500 {
-		t.Fatalf("only %d decided routes and %d paths checked", decided, checked)
+	if decided < 100 || checked < 500 || catchAlls < 100 {
+		t.Fatalf("only %d decided routes, %d paths checked, %d decided under a catch-all", decided, checked, catchAlls)
 	}
 }
 

@@ -21,13 +21,22 @@ import (
 // are refused (see routerSegment). It is matched against each spelling of
 // a request path (see Path). In a rule a trailing slash, the pattern's or
 // the path's, is ignored; in exempt_paths it counts (see
-// Config.exemptOne).
+// Config.exemptOne), but for a catch-all.
+//
+// A last segment "**" is the catch-all: it matches the path before it
+// and everything below, at any depth, so "/api/admin/**" matches
+// "/api/admin", "/api/admin/x" and "/api/admin/x/y", not
+// "/api/administrator"; "/**" matches every path. The segments before it
+// are matched as in any pattern ("/api/*/files/**"). "**" anywhere else is
+// refused. It is kept apart from segs (rest), so that matching stays one
+// pass over the path with no backtracking.
 type pattern struct {
 	raw     string   // as written
 	prefix  string   // literal text before the first wildcard (all of it when literal), without a trailing slash
-	segs    []string // "*" is the wildcard, however it was written
+	segs    []string // "*" is the wildcard, however it was written; without the catch-all
 	literal bool     // no wildcard: matching is string equality
 	slash   bool     // raw ends in '/' and is not "/"
+	rest    bool     // raw ends in "/**": segs, then any number of segments (none included)
 }
 
 func compilePattern(p string) (pattern, error) {
@@ -45,10 +54,16 @@ func compilePattern(p string) (pattern, error) {
 	if body != "" {
 		pat.segs = strings.Split(body, "/")
 	}
+	if n := len(pat.segs); n > 0 && pat.segs[n-1] == "**" {
+		if pat.slash {
+			return pattern{}, fmt.Errorf(`"**" is allowed only as the last segment, with no trailing slash after it: write %q`, trimSlash(p))
+		}
+		pat.segs, pat.rest = pat.segs[:n-1], true
+	}
 	// Segments first, so that ":id?" is told apart from a query.
 	first := -1 // index of the first wildcard
 	for i, s := range pat.segs {
-		wild, err := routerSegment(s, pat.segs[:i])
+		wild, err := routerSegment(s, pat.segs[:i], i == len(pat.segs)-1 && !pat.rest)
 		if err != nil {
 			return pattern{}, err
 		}
@@ -62,10 +77,16 @@ func compilePattern(p string) (pattern, error) {
 	if strings.ContainsAny(p, "?#") {
 		return pattern{}, errors.New("path must not hold a query or fragment")
 	}
-	if first < 0 {
+	switch {
+	case first < 0 && !pat.rest:
 		pat.literal = true
 		pat.prefix = trimSlash(p)
-	} else {
+	case first < 0:
+		// Only the catch-all: the literal segments before it, without
+		// their slash, which "/api/admin" needs and "/api/administrator"
+		// passes (the segments then tell them apart).
+		pat.prefix = "/" + strings.Join(pat.segs, "/")
+	default:
 		pat.prefix = "/" + strings.Join(pat.segs[:first], "/")
 		if first > 0 {
 			pat.prefix += "/"
@@ -77,17 +98,23 @@ func compilePattern(p string) (pattern, error) {
 // oneSegment is the wildcard rule, told in every refusal of routerSegment.
 const oneSegment = "'*', ':name' or '{name}' stands for exactly one segment"
 
+// onlyLast is the catch-all rule, told when "**", or a router's catch-all,
+// stands before the last segment.
+const onlyLast = `"**" is allowed only as the last segment, where it matches any number of segments`
+
 // routerSegment tells whether the path segment s (non-empty), which
-// follows the segments before, is the one-segment wildcard: "*", ":name"
-// or "{name}". It refuses a segment in a router's syntax that would not
-// mean here what it means there: catch-alls ("*name", "**", "+", Fiber's
-// "*1" and "+1", "{name...}", Express's ":name*" and ":name+"), optional
+// follows the segments before (and is the pattern's last when last), is
+// the one-segment wildcard: "*", ":name" or "{name}". It refuses "**"
+// (which compilePattern takes only as the last segment) and a segment in a
+// router's syntax that would not mean here what it means there: catch-alls
+// ("*name", "+", Fiber's "*1" and "+1", "{name...}", Express's ":name*"
+// and ":name+"), each told to write "**" instead, optional
 // parameters (":name?"), net/http's end anchor "{$}", constraints
 // ("{id:[0-9]+}", ":id<int>", ":id(\\d+)"), parameters in part of a
 // segment ("{id}.json", ":from-:to") and parameters without a valid name
 // (":", "{}", ":1"). Any other segment is a literal, including one with
 // ':' after its first byte ("a:b", "v1:batchGet").
-func routerSegment(s string, before []string) (bool, error) {
+func routerSegment(s string, before []string, last bool) (bool, error) {
 	// base is the path up to s, for the messages: made only for one, so
 	// that a path of many segments compiles in linear time.
 	base := func() string {
@@ -97,8 +124,10 @@ func routerSegment(s string, before []string) (bool, error) {
 		return "/" + strings.Join(before, "/") + "/"
 	}
 	catchAll := func() (bool, error) {
-		b := base()
-		return false, fmt.Errorf("%q is a catch-all, which matches any number of segments, and rlkit has none: %s; list each depth you mean (%s*, %s*/*)", s, oneSegment, b, b)
+		if !last {
+			return false, fmt.Errorf("%q is a router's catch-all, which rlkit writes \"**\": %s", s, onlyLast)
+		}
+		return false, fmt.Errorf("%q is a router's catch-all, which rlkit writes \"**\": %s; write %s** to match every depth", s, oneSegment, base())
 	}
 	constraint := func() (bool, error) {
 		return false, fmt.Errorf("%q constrains its value, and rlkit does not: %s of any value; write '*' to count every value", s, oneSegment)
@@ -112,7 +141,11 @@ func routerSegment(s string, before []string) (bool, error) {
 	switch {
 	case s == "*":
 		return true, nil
-	case s[0] == '*' && (len(s) == 2 && s[1] == '*' || nameLen(s[1:]) == len(s)-1 || strings.Trim(s[1:], "0123456789") == ""),
+	case s == "**":
+		return false, errors.New(onlyLast)
+	case strings.Contains(s, "**"):
+		return false, fmt.Errorf(`"**" is allowed only as the last segment, on its own, not as part of %q`, s)
+	case s[0] == '*' && (nameLen(s[1:]) == len(s)-1 || strings.Trim(s[1:], "0123456789") == ""),
 		s[0] == '+' && strings.Trim(s[1:], "0123456789") == "":
 		return catchAll()
 	case s[0] == ':':
@@ -188,7 +221,7 @@ func (p *pattern) matchCase(path string, fold bool) bool {
 	}
 	rest := path[1:]
 	if len(p.segs) == 0 {
-		return rest == ""
+		return rest == "" || p.rest
 	}
 	for i, seg := range p.segs {
 		cur, next, more := strings.Cut(rest, "/")
@@ -204,15 +237,22 @@ func (p *pattern) matchCase(path string, fold bool) bool {
 		}
 		rest = next
 	}
-	return false
+	// Every segment matched, and the path goes on: only a catch-all takes
+	// the rest, whatever it holds.
+	return p.rest
 }
 
-// overlaps reports whether some path matches both p and q.
+// overlaps reports whether some path matches both p and q: their
+// segments agree ('*' with any, a literal with itself) as far as both
+// have segments, and the longer is as long as the other or the other ends
+// in a catch-all, which takes the longer's remaining segments. It is
+// exact, as covers is.
 func (p *pattern) overlaps(q *pattern) bool {
-	if len(p.segs) != len(q.segs) {
+	n := min(len(p.segs), len(q.segs))
+	if len(p.segs) > n && !q.rest || len(q.segs) > n && !p.rest {
 		return false
 	}
-	for i, s := range p.segs {
+	for i, s := range p.segs[:n] {
 		if s != "*" && q.segs[i] != "*" && s != q.segs[i] {
 			return false
 		}
@@ -220,12 +260,16 @@ func (p *pattern) overlaps(q *pattern) bool {
 	return true
 }
 
-// covers reports whether every path that matches q also matches p: both
-// have as many segments, and each segment of p is '*' or q's segment. It
-// is exact: '*' matches any non-empty segment and no segment of a pattern
-// is empty, so when p does not cover q some path matches q and not p.
+// covers reports whether every path that matches q also matches p: each
+// segment of p is '*' or q's segment, and either both have as many
+// segments and p's catch-all, if q has one, or p has fewer segments and a
+// catch-all. It is exact: '*' matches any non-empty segment and no segment
+// of a pattern is empty, so when p does not cover q some path matches q
+// and not p: one that differs from a literal of p where q has '*' or
+// another literal, one no deeper than q's own segments when p has more,
+// or one deeper than p when q has a catch-all and p none.
 func (p *pattern) covers(q *pattern) bool {
-	if len(p.segs) != len(q.segs) {
+	if len(p.segs) != len(q.segs) && !(p.rest && len(p.segs) < len(q.segs)) || q.rest && !p.rest {
 		return false
 	}
 	for i, s := range p.segs {

@@ -122,6 +122,67 @@ func TestPatternMatch(t *testing.T) {
 		{"/a/a:b", "/a/a:b", true},
 		{"/a/a:b", "/a/a", false},
 		{"/a/a:b", "/a/x:b", false},
+
+		// The catch-all: the prefix itself and everything below it.
+		{"/api/admin/**", "/api/admin", true},
+		{"/api/admin/**", "/api/admin/", true},
+		{"/api/admin/**", "/api/admin/x", true},
+		{"/api/admin/**", "/api/admin/x/", true},
+		{"/api/admin/**", "/api/admin/x/y", true},
+		{"/api/admin/**", "/api/admin/x/y/z/w", true},
+		{"/api/admin/**", "/api/admin//x", true},
+		{"/api/admin/**", "/api/admin/..", true}, // as sent, like '*'
+		{"/api/admin/**", "/api/admin/%2F", true},
+		{"/api/admin/**", "/api/administrator", false},
+		{"/api/admin/**", "/api/administrator/x", false},
+		{"/api/admin/**", "/api/admi", false},
+		{"/api/admin/**", "/api/adminx/y", false},
+		{"/api/admin/**", "/api", false},
+		{"/api/admin/**", "/api/", false},
+		{"/api/admin/**", "/", false},
+		{"/api/admin/**", "", false},
+		{"/api/admin/**", "api/admin/x", false},
+		{"/api/admin/**", "/API/admin/x", false},
+		{"/api/admin/**", "/x/api/admin", false},
+		// No spelling escapes it.
+		{"/api/admin/**", "/api/admin%2Fx", true},
+		{"/api/admin/**", "/api%2Fadmin/x", true},
+		{"/api/admin/**", "/api/x/../admin/y", true},
+		{"/api/admin/**", "/api/%61dmin/y", true},
+		{"/api/admin/**", "/api//admin/y/", true},
+		// Every path.
+		{"/**", "/", true},
+		{"/**", "/x", true},
+		{"/**", "/x/", true},
+		{"/**", "/x/y/z", true},
+		{"/**", "//", true},
+		{"/**", "", false},
+		{"/**", "x", false},
+		{"/**", long, true},
+		// One-segment wildcards before it.
+		{"/api/*/files/**", "/api/v1/files", true},
+		{"/api/*/files/**", "/api/v1/files/", true},
+		{"/api/*/files/**", "/api/v1/files/a", true},
+		{"/api/*/files/**", "/api/v1/files/a/b/c", true},
+		{"/api/*/files/**", "/api/v1/filesx", false},
+		{"/api/*/files/**", "/api/v1", false},
+		{"/api/*/files/**", "/api/files", false},
+		{"/api/*/files/**", "/api//files/a", false},
+		{"/api/*/files/**", "/api/v1/v2/files/a", false},
+		{"/api/kb/:id/**", "/api/kb/k1", true},
+		{"/api/kb/:id/**", "/api/kb/k1/docs/d1/reindex", true},
+		{"/api/kb/:id/**", "/api/kb", false},
+		{"/api/kb/:id/**", "/api/kb/", false},
+		{"/*/**", "/x", true},
+		{"/*/**", "/x/y", true},
+		{"/*/**", "/", false},
+		{"/{a}/*/**", "/x/y/z", true},
+		{"/{a}/*/**", "/x", false},
+		{"/검색/**", "/검색/문서/x", true},
+		{"/검색/**", "/검색x", false},
+		{"/segment/**", long, true},
+		{"/" + strings.Repeat("segment/", 2000) + "**", long, true},
+		{"/" + strings.Repeat("segment/", 2001) + "**", long, false},
 	}
 	for _, tt := range tests {
 		c := oneRule(t, tt.pattern)
@@ -215,15 +276,33 @@ func TestCompilePatternErrors(t *testing.T) {
 		{"/*a-b", `'*' must be a whole segment, not part of "*a-b"`},
 
 		// Router syntax that is not one whole segment of any value.
-		{"/files/*path", `"*path" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/files/*, /files/*/*)`},
-		{"/*a/b", `"*a" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/*, /*/*)`},
-		{"/a/**", `"**" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
-		{"/a/*1", `"*1" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
-		{"/a/+", `"+" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
-		{"/a/+2", `"+2" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
-		{"/files/{path...}", `"{path...}" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/files/*, /files/*/*)`},
-		{"/a/:p*", `":p*" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
-		{"/a/:p+/b", `":p+" is a catch-all, which matches any number of segments, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list each depth you mean (/a/*, /a/*/*)`},
+		{"/files/*path", `"*path" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /files/** to match every depth`},
+		{"/*a/b", `"*a" is a router's catch-all, which rlkit writes "**": "**" is allowed only as the last segment, where it matches any number of segments`},
+		{"/a/*1", `"*1" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /a/** to match every depth`},
+		{"/a/+", `"+" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /a/** to match every depth`},
+		{"/a/+2", `"+2" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /a/** to match every depth`},
+		{"/files/{path...}", `"{path...}" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /files/** to match every depth`},
+		{"/a/:p*", `":p*" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /a/** to match every depth`},
+		{"/a/:p+/b", `":p+" is a router's catch-all, which rlkit writes "**": "**" is allowed only as the last segment, where it matches any number of segments`},
+		{"/:p*", `":p*" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /** to match every depth`},
+		{"/api/*/files/*path", `"*path" is a router's catch-all, which rlkit writes "**": '*', ':name' or '{name}' stands for exactly one segment; write /api/*/files/** to match every depth`},
+		{"/a/*path/**", `"*path" is a router's catch-all, which rlkit writes "**": "**" is allowed only as the last segment, where it matches any number of segments`},
+
+		// The catch-all "**" anywhere but as the whole last segment.
+		{"/a/**/b", `"**" is allowed only as the last segment, where it matches any number of segments`},
+		{"/**/a", `"**" is allowed only as the last segment, where it matches any number of segments`},
+		{"/**/**", `"**" is allowed only as the last segment, where it matches any number of segments`},
+		{"/a/**x", `"**" is allowed only as the last segment, on its own, not as part of "**x"`},
+		{"/a/x**", `"**" is allowed only as the last segment, on its own, not as part of "x**"`},
+		{"/a/***", `"**" is allowed only as the last segment, on its own, not as part of "***"`},
+		{"/a/**x/b", `"**" is allowed only as the last segment, on its own, not as part of "**x"`},
+		{"/a/:id**", `"**" is allowed only as the last segment, on its own, not as part of ":id**"`},
+		{"/a/**/", `"**" is allowed only as the last segment, with no trailing slash after it: write "/a/**"`},
+		{"/**/", `"**" is allowed only as the last segment, with no trailing slash after it: write "/**"`},
+		{"/a//**", "empty path segment ('//')"},
+		{"/a/**?x", `"**" is allowed only as the last segment, on its own, not as part of "**?x"`},
+		{"/a/**#", `"**" is allowed only as the last segment, on its own, not as part of "**#"`},
+		{"/a?x/**", "path must not hold a query or fragment"},
 		{"/users/:id?", `":id?" is an optional parameter, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list both depths (/users, /users/*)`},
 		{"/:id?", `":id?" is an optional parameter, and rlkit has none: '*', ':name' or '{name}' stands for exactly one segment; list both depths (/, /*)`},
 		{"/a/{$}", `"{$}" is an end anchor, and rlkit needs none: a pattern always matches the whole path; write "/a/"`},
@@ -261,10 +340,40 @@ func TestPatternOverlaps(t *testing.T) {
 		{"/a/*", "/a/b/c", false},
 		{"/", "/", true},
 		{"/", "/*", false},
+
+		// Catch-alls, on either side (each row is checked both ways).
+		{"/**", "/", true},
+		{"/**", "/a/b/c", true},
+		{"/**", "/**", true},
+		{"/**", "/*/*", true},
+		{"/a/**", "/a", true},
+		{"/a/**", "/a/b/c", true},
+		{"/a/**", "/*", true},
+		{"/a/**", "/*/b", true},
+		{"/a/**", "/b", false},
+		{"/a/**", "/b/a", false},
+		{"/a/**", "/", false},
+		{"/a/b/**", "/a", false},
+		{"/a/b/**", "/a/*", true},
+		{"/a/b/**", "/a/c/d", false},
+		{"/a/**", "/a/**", true},
+		{"/a/**", "/b/**", false},
+		{"/a/**", "/*/b/**", true},
+		{"/a/b/**", "/*/c/**", false},
+		{"/a/*/c/**", "/*/b/**", true},
+		{"/a/*/c/**", "/a/b/d", false},
+		{"/*/**", "/", false},
+		{"/*/**", "/x", true},
 	}
 	for _, tt := range tests {
-		a, _ := compilePattern(tt.a)
-		b, _ := compilePattern(tt.b)
+		a, err := compilePattern(tt.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := compilePattern(tt.b)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := a.overlaps(&b); got != tt.want {
 			t.Errorf("%q overlaps %q = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
@@ -349,5 +458,115 @@ func TestRouterSyntaxIsStar(t *testing.T) {
 	}
 	if a := c.routeAnswer("GET", "/api/items/7/x", "/api/items/:id/x"); a == nil || a.rule == nil || a.rule.Name != DefaultRuleName {
 		t.Errorf("routeAnswer(GET, /api/items/7/x) = %+v, want the default rule", a)
+	}
+}
+
+// TestPatternRelationsExact checks covers, overlaps and matchRoute against
+// matching itself, for every pattern of up to three segments of "a", "b"
+// and '*', with and without a catch-all, over every path of up to four
+// segments of "a", "b", "c" (a value no pattern names) and "" (an empty
+// segment, which only a catch-all matches): p covers q exactly when every
+// path q matches p matches, they overlap exactly when some path matches
+// both, and a route of "a", "b" and ":" segments gets always, never or
+// undecided exactly as all, none or some of its paths match. The paths
+// are deep enough to hold a witness of each false answer.
+func TestPatternRelationsExact(t *testing.T) {
+	// seqs is every sequence of up to maxLen items of alphabet.
+	seqs := func(alphabet []string, maxLen int) [][]string {
+		out := [][]string{nil}
+		for start := 0; start < len(out); start++ {
+			if s := out[start]; len(s) < maxLen {
+				for _, a := range alphabet {
+					out = append(out, append(slices.Clip(s), a))
+				}
+			}
+		}
+		return out
+	}
+	var pats []pattern
+	for _, segs := range seqs([]string{"a", "b", "*"}, 3) {
+		for _, tail := range []string{"", "/**"} {
+			raw := "/" + strings.Join(segs, "/") + tail
+			if raw == "//**" {
+				raw = "/**"
+			}
+			p, err := compilePattern(raw)
+			if err != nil {
+				t.Fatalf("compilePattern(%q): %v", raw, err)
+			}
+			pats = append(pats, p)
+		}
+	}
+	seen := map[string]bool{}
+	var paths []string
+	for _, segs := range seqs([]string{"a", "b", "c", ""}, 4) {
+		if p := trimSlash("/" + strings.Join(segs, "/")); !seen[p] {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
+	matches := make([][]bool, len(pats))
+	for i := range pats {
+		matches[i] = make([]bool, len(paths))
+		for j, path := range paths {
+			matches[i][j] = pats[i].match(path)
+		}
+	}
+	for i := range pats {
+		for k := range pats {
+			p, q := &pats[i], &pats[k]
+			covers, overlaps := true, false
+			for j := range paths {
+				covers = covers && (!matches[k][j] || matches[i][j])
+				overlaps = overlaps || matches[k][j] && matches[i][j]
+			}
+			if got := p.covers(q); got != covers {
+				t.Errorf("%q covers %q = %v, want %v", p.raw, q.raw, got, covers)
+			}
+			if got := p.overlaps(q); got != overlaps {
+				t.Errorf("%q overlaps %q = %v, want %v", p.raw, q.raw, got, overlaps)
+			}
+		}
+	}
+	// Routes: each parameter takes "a", "b" and "c".
+	routes := 0
+	for _, segs := range seqs([]string{"a", "b", ":"}, 4) {
+		var fill func(i int, path []string) []string // the route's paths
+		fill = func(i int, path []string) []string {
+			if i == len(segs) {
+				return []string{"/" + strings.Join(path, "/")}
+			}
+			if segs[i] != ":" {
+				return fill(i+1, append(path, segs[i]))
+			}
+			var out []string
+			for _, v := range []string{"a", "b", "c"} {
+				out = append(out, fill(i+1, append(slices.Clip(path), v))...)
+			}
+			return out
+		}
+		routePaths := fill(0, nil)
+		for i := range pats {
+			n := 0
+			for _, path := range routePaths {
+				if pats[i].match(path) {
+					n++
+				}
+			}
+			want := undecided
+			switch n {
+			case 0:
+				want = never
+			case len(routePaths):
+				want = always
+			}
+			if got := pats[i].matchRoute(segs); got != want {
+				t.Errorf("%q matchRoute(%q) = %v, want %v", pats[i].raw, segs, got, want)
+			}
+			routes++
+		}
+	}
+	if len(pats) != 80 || len(paths) != 276 || routes != 80*121 {
+		t.Fatalf("%d patterns, %d paths, %d route checks", len(pats), len(paths), routes)
 	}
 }

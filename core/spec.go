@@ -43,8 +43,10 @@ type RuleSpec struct {
 	Name string
 	// Paths are patterns; '*' matches exactly one path segment, and so
 	// does a whole segment ":name" or "{name}" (router syntax). ':' after
-	// a segment's first byte is a literal ("/v1/items:batchGet").
-	// Catch-alls ("*path", "{path...}", "+"), optional parameters
+	// a segment's first byte is a literal ("/v1/items:batchGet"). A last
+	// segment "**" matches the path before it and every path below
+	// ("/api/admin/**"; "/**" matches every path). "**" elsewhere, router
+	// catch-alls ("*path", "{path...}", "+"), optional parameters
 	// (":id?"), "{$}", constraints and parameters in part of a segment
 	// are errors.
 	Paths []string

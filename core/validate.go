@@ -79,10 +79,16 @@ func (cc *compiler) paths(key, label string, rs RuleSpec, taken *[]pathClaim, ex
 func (cc *compiler) shadowed(p *pathClaim, exempt, earlier, own []pathClaim, j int) string {
 	for k := range exempt {
 		if e := &exempt[k]; e.pat.covers(&p.pat) {
-			if e.key == "" {
-				return fmt.Sprintf("exempt by %q of the default exempt_paths: a request for this path is never counted (the rule would count only other spellings of it, such as with a trailing slash) (list your own exempt_paths to change that)", e.pat.raw)
+			// What a rule could still count: a catch-all exempts the
+			// trailing slash too.
+			others := "such as with a trailing slash"
+			if e.pat.rest {
+				others = "that decode or clean to another path"
 			}
-			return fmt.Sprintf("exempt by exempt_paths %q%s: a request for this path is never counted (the rule would count only other spellings of it, such as with a trailing slash)", e.pat.raw, paren(cc.lineOf(e.key)))
+			if e.key == "" {
+				return fmt.Sprintf("exempt by %q of the default exempt_paths: a request for this path is never counted (the rule would count only other spellings of it, %s) (list your own exempt_paths to change that)", e.pat.raw, others)
+			}
+			return fmt.Sprintf("exempt by exempt_paths %q%s: a request for this path is never counted (the rule would count only other spellings of it, %s)", e.pat.raw, paren(cc.lineOf(e.key)), others)
 		}
 	}
 	for k := range own {

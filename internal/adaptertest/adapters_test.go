@@ -117,15 +117,28 @@ func decision(d *core.Decision, ok bool) *core.Decision {
 	return d
 }
 
-// bracePattern turns "/api/kb/:id/reindex" into "/api/kb/{id}/reindex".
+// bracePattern turns "/api/kb/:id/reindex" into "/api/kb/{id}/reindex",
+// and a catch-all "/files/*path" into "/files/{path...}".
 func bracePattern(route string) string {
 	segs := strings.Split(route, "/")
 	for i, s := range segs {
-		if strings.HasPrefix(s, ":") {
+		switch {
+		case strings.HasPrefix(s, ":"):
 			segs[i] = "{" + s[1:] + "}"
+		case strings.HasPrefix(s, "*"):
+			segs[i] = "{" + s[1:] + "...}"
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+// starPattern turns a catch-all "/files/*path" into "/files/*", as Echo
+// and Fiber write it.
+func starPattern(route string) string {
+	if i := strings.LastIndexByte(route, '/'); strings.HasPrefix(route[i+1:], "*") {
+		return route[:i+1] + "*"
+	}
+	return route
 }
 
 func startGin(t *testing.T, s adaptertest.Setup) string {
@@ -195,7 +208,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 		return c.Blob(adaptertest.Status(c.Request().Header.Get(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
-		e.Any(route, ok)
+		e.Any(starPattern(route), ok)
 	}
 	e.Any("/*", ok)
 	return adaptertest.ServeHTTP(t, e)
@@ -241,7 +254,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		// On each route, so that the middleware sees c.Route().Path (with
 		// Use it sees the mount's prefix).
 		for _, route := range s.Routes {
-			app.All(route, mw, ok)
+			app.All(starPattern(route), mw, ok)
 		}
 		app.All("/*", mw, ok)
 	}

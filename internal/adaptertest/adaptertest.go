@@ -94,10 +94,12 @@ type Setup struct {
 	// DecisionContext.
 	Limiter *core.Limiter
 	// Routes, when set, are route templates in ":param" form
-	// ("/api/kb/:id/reindex") that the wiring registers on the framework's
-	// router, each answering like the catch-all, so that the adapter sees
-	// a route template for those requests. Every other path still reaches
-	// the catch-all handler.
+	// ("/api/kb/:id/reindex"), maybe ending in a router's catch-all
+	// "*name" ("/files/*path", which the wiring writes in its router's
+	// form: "{path...}" for http.ServeMux, "*" for Echo and Fiber), that
+	// the wiring registers on the framework's router, each answering like
+	// the catch-all, so that the adapter sees a route template for those
+	// requests. Every other path still reaches the catch-all handler.
 	Routes []string
 	// Denied, when not nil, goes to WithDeniedHandler as a handler that
 	// answers the status, Content-Type and body Denied returns for the
