@@ -47,9 +47,9 @@ type Decision struct {
 	Banned bool
 	// Penalty reports a request refused under its rule's penalty (see
 	// PenaltySpec): not Allowed, 429 with the rule's body, Retry-After
-	// the rest of the ban, and rate-limit headers that show nothing
-	// remaining until then. It is set on the request whose denial started
-	// the ban too.
+	// the rest of the ban or the rule's own wait, whichever is longer,
+	// and rate-limit headers that show nothing remaining until then. It
+	// is set on the request whose denial started the ban too.
 	Penalty bool
 
 	style HeaderStyle
