@@ -109,6 +109,9 @@ var featureRows = []featureRow{
 	{name: "count-failures-401", base: "baseline", status: 401, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures", ""))(statusHandler(401))
 	}},
+	{name: "clear-on-success-200", base: "count-failures-200", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      count: failures\n      clear_on_success: true", ""))(statusHandler(200))
+	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -220,6 +223,9 @@ func (s *featureServer) check(tb testing.TB) {
 //     recorded, nothing counted.
 //   - count-failures-401: the same, the handler answering 401: the Peek,
 //     then a Take once it has answered.
+//   - clear-on-success-200: count-failures-200 with clear_on_success:
+//     true, compared with it: the Reset of the caller's failures once the
+//     handler has answered.
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler

@@ -167,6 +167,7 @@ rate_limit:
 		{
 			name:   "Penalty",
 			config: penaltyConfig,
+			redis:  true,
 			steps: seq(
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 60)...), count, "login", loginOK, core.OutcomeAllowed),
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 0, 60)...), count, "login", loginOK, core.OutcomeAllowed),
@@ -195,6 +196,7 @@ rate_limit:
 			// and a client that waits it is admitted then.
 			name:   "PenaltyShortBan",
 			config: strings.Replace(penaltyConfig, "{after: 2, within: 1m, ban: 15m}", "{after: 1, within: 1m, ban: 5s}", 1),
+			redis:  true,
 			steps: seq(
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 60)...), count, "login", loginOK, core.OutcomeAllowed),
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 0, 60)...), count, "login", loginOK, core.OutcomeAllowed),

@@ -51,5 +51,8 @@
 // TestFaultPathSpellings.
 //
 // The stores read a store.ManualClock, so every Reset and Retry-After value
-// is exact; the suite moves the clock and never sleeps.
+// is exact; the suite moves the clock and never sleeps. Some cases run a
+// second time, named "<case>Redis", over the Redis store (its scripts in
+// miniredis, whose clock the suite sets before each call), with the same
+// expectations.
 package adaptertest
