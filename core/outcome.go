@@ -156,14 +156,14 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 					o, err = OutcomeStoreError, e
 				}
 			}
-			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, err, 0)
+			l.report(ask{key: d.Key, rule: p.rule, cost: cost, plan: d.Plan}, o, true, err, 0)
 			continue
 		}
 		var (
 			res store.Result
 			err error
 		)
-		a := ask{key: d.Key, rule: p.rule, cost: p.cost}
+		a := ask{key: d.Key, rule: p.rule, cost: p.cost, plan: d.Plan}
 		o, lat := l.take(ctx, a, false, &res, &err)
 		switch o {
 		case OutcomeStoreError:

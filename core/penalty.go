@@ -136,7 +136,7 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 			return false
 		}
 		d.Rule, d.Cost, d.Err, d.Allowed = rule, cost, err, false
-		l.report(ask{key: key, rule: rule, cost: cost}, OutcomeStoreError, false, err, lat)
+		l.report(ask{key: key, rule: rule, cost: cost, plan: d.Plan}, OutcomeStoreError, false, err, lat)
 		return true
 	case res.Allowed && res.Remaining > 0:
 		return false // not banned
@@ -150,7 +150,7 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 		rest = l.ruleWait(ctx, rule, cost, key, rest)
 	}
 	d.setPenalty(rule, rest)
-	l.report(ask{key: key, rule: rule}, OutcomePenalized, false, nil, lat)
+	l.report(ask{key: key, rule: rule, plan: d.Plan}, OutcomePenalized, false, nil, lat)
 	return true
 }
 

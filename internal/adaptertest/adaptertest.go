@@ -117,9 +117,21 @@ type Setup struct {
 	// DecisionOf), each nil when not found.
 	Report func(inRequest, inFramework *core.Decision) string
 	// PlanHeader, when set, names the request header that carries the
-	// caller's plan: the wiring passes WithPlan a function returning its
-	// value.
+	// caller's plan: the wiring passes WithPlan a function returning
+	// Plan of its value.
 	PlanHeader string
+	// PlanLookup, when not nil, is what Plan asks (the suite counts the
+	// plan lookups through it).
+	PlanLookup func(value string) string
+}
+
+// Plan is the plan the wiring's plan function returns for PlanHeader's
+// value: PlanLookup's answer, or the value itself.
+func (s Setup) Plan(value string) string {
+	if s.PlanLookup != nil {
+		return s.PlanLookup(value)
+	}
+	return value
 }
 
 // NewLimiter returns the limiter the adapter decides with: Limiter, when
@@ -305,6 +317,13 @@ type step struct {
 	// instead of take (which is then ""): "" when they are right, else
 	// what is wrong.
 	counted func(takes []string, events []core.Event) string
+	// eventPlan is the plan the observer's events name when the request
+	// counted under custom limits (policy "<rule>@custom"): the caller's
+	// plan, "" for none.
+	eventPlan string
+	// after, when set, checks more once the step is done: "" when all is
+	// right, else what is wrong.
+	after func() string
 }
 
 // testCase is one row of the table.
@@ -509,6 +528,11 @@ func (e *env) step(i int, s step) {
 	} else {
 		e.checkCounted(where, s, takes, events)
 	}
+	if s.after != nil {
+		if msg := s.after(); msg != "" {
+			t.Fatalf("%s: %s", where, msg)
+		}
+	}
 	// The handler's Identity names the key the request counted under.
 	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing {
 		key := strings.Fields(strings.TrimPrefix(s.take, "peek "))[0] // every call's key is the same
@@ -557,6 +581,9 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		f := strings.Fields(take)
 		key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
 		rule, plan, _ := strings.Cut(rule, "@") // a plan's policy: "<rule>@<plan>"
+		if plan == core.CustomPlan {
+			plan = s.eventPlan // custom limits: the event names the caller's plan
+		}
 		// A shadow rule's call is the second, or the only one of a
 		// request it alone counts (marked shadowDenied).
 		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
