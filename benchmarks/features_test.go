@@ -75,6 +75,11 @@ var featureRows = []featureRow{
 		cfg := featuresConfig(tb, "", "  tiers:\n    pro:\n      rules:\n        search: \"1999999999/hour\"\n")
 		return nethttp.New(cfg, nethttp.WithPlan(func(*http.Request) string { return "pro" }))(jsonHandler)
 	}},
+	{name: "plan-cached", base: "plan", status: 200, header: [2]string{"RateLimit-Policy", "q=1999999999;"}, build: func(tb testing.TB) http.Handler {
+		cfg := featuresConfig(tb, "", "  tiers:\n    pro:\n      rules:\n        search: \"1999999999/hour\"\n")
+		lim := core.NewLimiter(cfg, core.WithLimitCache(0, 0))
+		return nethttp.New(lim, nethttp.WithPlan(func(*http.Request) string { return "pro" }))(jsonHandler)
+	}},
 	{name: "lists", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		h := nethttp.New(featuresConfig(tb, "", featureLists()))(jsonHandler)
 		// The lists apply: a banned client gets 403, an allowed one passes
@@ -108,6 +113,9 @@ var featureRows = []featureRow{
 	}},
 	{name: "count-failures-401", base: "baseline", status: 401, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures", ""))(statusHandler(401))
+	}},
+	{name: "clear-on-success-200", base: "count-failures-200", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      count: failures\n      clear_on_success: true", ""))(statusHandler(200))
 	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
@@ -209,6 +217,10 @@ func (s *featureServer) check(tb testing.TB) {
 //   - plan: a tiers section whose plan pro gives search 1,999,999,999
 //     per hour, and nethttp.WithPlan resolving every request to pro
 //     (the pro variant of the rule, its own counter).
+//   - plan-cached: plan with core.WithLimitCache(0, 0), compared with
+//     it: the caller's plan found in the cache (a hash, a lock, a map
+//     lookup) instead of the resolver called, which here costs nothing
+//     (an application's resolver that queries a database costs more).
 //   - lists: 10,000 banned IPv4 /24s and 10,000 allowed IPv6 /48s, the
 //     client in none of them (both lists looked up, then counted).
 //   - baseline-ipv6, lists-ipv6: the baseline and lists with an IPv6
@@ -220,6 +232,9 @@ func (s *featureServer) check(tb testing.TB) {
 //     recorded, nothing counted.
 //   - count-failures-401: the same, the handler answering 401: the Peek,
 //     then a Take once it has answered.
+//   - clear-on-success-200: count-failures-200 with clear_on_success:
+//     true, compared with it: the Reset of the caller's failures once the
+//     handler has answered.
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler

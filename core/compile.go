@@ -175,6 +175,13 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		cc.fail(key+".burst", label, "burst", strconv.FormatInt(rs.Burst, 10), "burst applies to token_bucket and gcra only, not %v", a)
 	}
 	r := &Rule{Name: name, shadow: cc.mode(key+".mode", label, rs.Mode, cc.shadow), count: cc.countMode(key+".count", label, rs.Count)}
+	if rs.ClearOnSuccess {
+		if r.count == countFailures {
+			r.clear = true
+		} else {
+			cc.fail(key+".clear_on_success", label, "clear_on_success", "true", "a success clears the failures counted: it needs count: failures (the rule counts %s)", countModeNames[r.count])
+		}
+	}
 	set := &cc.taken[0] // a rule's paths are taken from the earlier rules of its mode
 	if r.shadow {
 		set = &cc.taken[1]

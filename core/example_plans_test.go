@@ -72,9 +72,9 @@ rate_limit:
 		d := lim.Decide(context.Background(), "GET", "/api/search", id, false)
 		h := http.Header{}
 		d.SetHeaders(h)
-		fmt.Printf("%s: plan=%q policy=%s %s\n", id, d.Plan, d.Rule.Policy.Name, h.Get("RateLimit"))
+		fmt.Printf("%s: limits=%q policy=%s %s\n", id, d.Rule.Plan(), d.Rule.Policy.Name, h.Get("RateLimit"))
 	}
 	// Output:
-	// sub:acme: plan="custom" policy=search@custom "search";r=999;t=40
-	// sub:alice: plan="" policy=search "search";r=9;t=40
+	// sub:acme: limits="custom" policy=search@custom "search";r=999;t=40
+	// sub:alice: limits="" policy=search "search";r=9;t=40
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"time"
 	_ "unsafe" // for go:linkname
 
@@ -54,14 +55,19 @@ type Flow[R any] struct {
 	// counts under the rules' own limits, as does one whose plan is "" or
 	// unknown. The plan picks the caller's limits: take it from what the
 	// client cannot forge (a verified token's claim, a customer record),
-	// never from a plain request header. Its string is looked up, never
-	// kept.
+	// never from a plain request header. It is asked for every request,
+	// unless the limiter caches plans (WithLimitCache): then once per
+	// caller's store key per TTL, which assumes that the plan depends on
+	// the caller's identity alone. Without the cache its string is looked
+	// up, never kept; with it, it is kept with the key.
 	Plan func(R) string
 	// FoldCase says that the router matches paths without regard to ASCII
 	// case (Fiber's default): every spelling of a path is then also taken
 	// in lower case (see Path), so that "/API/search", which such a router
 	// serves by the handler of "/api/search", counts under its rule.
 	FoldCase bool
+
+	given bool // Plan reads a plan given with the request (DecidePlan): never cached
 }
 
 // Decide runs the flow for request r. path is the request path as the
@@ -126,12 +132,38 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	}
 	// 4. The request counts under its rules (its plan's, if any). (The
 	// plan is kept out of m: a match returned in registers is not copied.)
+	key := l.Key(id)
 	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
-		plan = f.Plan(r)
+		plan = f.plan(l, cfg, key, r)
 	}
-	l.count(ctx, cfg, &m, id, plan, d)
+	l.count(ctx, cfg, &m, key, plan, d)
 	return nil
+}
+
+// plan returns the plan of r's caller, whose store key is key: Plan's
+// answer, kept per key for the TTL of the limiter's cache when it has one
+// (WithLimitCache), concurrent misses of one key waiting for one lookup.
+// The plan a Flow is given per request (Limiter.DecidePlan) is not
+// cached: it costs nothing.
+func (f *Flow[R]) plan(l *Limiter, cfg *Config, key string, r R) string {
+	if l.plans == nil || f.given {
+		return f.Plan(r)
+	}
+	return l.plans.get(l.clock, cacheKey{key: key}, func(string) (string, int64) {
+		return keptPlan(cfg, f.Plan(r)), l.plans.ttl
+	})
+}
+
+// keptPlan is plan as the plan cache keeps it: never the memory of a
+// request (Fiber reuses its buffers), so the name of cfg's tier when it
+// is one, else a copy of at most 65 bytes, which no tier name matches
+// either (they are at most 64).
+func keptPlan(cfg *Config, plan string) string {
+	if t := cfg.tiers[plan]; t != nil {
+		return t.name
+	}
+	return strings.Clone(plan[:min(len(plan), 65)])
 }
 
 // Identity returns the identity a request counts under: the key
@@ -161,13 +193,12 @@ func cheaprand() uint32
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count counts one request of identity under the rules of m (from cfg),
-// or their variants for its plan (a tier's name, or "") or its custom
-// limits (limitsFor), and fills d in place (a Decision is large to copy):
-// the enforced rule decides, with the failure policy; the rule in shadow
-// mode, if any, is counted too and only reported.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
-	key := l.Key(identity)
+// count counts one request of the caller of store key under the rules of
+// m (from cfg), or their variants for its plan (a tier's name, or "") or
+// its custom limits (limitsFor), and fills d in place (a Decision is
+// large to copy): the enforced rule decides, with the failure policy; the
+// rule in shadow mode, if any, is counted too and only reported.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan string, d *Decision) {
 	if cfg.extras && cfg.allowsKey(key) {
 		l.bypassed(m)
 		d.Allowed = true
@@ -181,7 +212,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		a := ask{key: key, rule: m.rule, cost: m.cost}
+		a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
 		o, lat := l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
 		switch o {
@@ -214,7 +245,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			d.style = HeadersNone
 		}
 	}
-	a := ask{key: key, rule: m.shadow, cost: m.shadowCost}
+	a := ask{key: key, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
@@ -234,11 +265,13 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 }
 
 // ask is one rule's count of a request: key's, under rule, at cost; what
-// the limiter asks the store (take) and reports (report).
+// the limiter asks the store (take) and reports (report), with the
+// caller's plan (Decision.Plan) for the report.
 type ask struct {
 	key  string
 	rule *Rule
 	cost int64
+	plan string
 }
 
 // report passes the event of one rule's count a to the observer, if any,
@@ -255,7 +288,7 @@ func (l *Limiter) report(a ask, o Outcome, allowed bool, err error, latency time
 //
 //go:noinline
 func (l *Limiter) emit(a ask, o Outcome, allowed bool, err error, latency time.Duration) {
-	l.observer(Event{Rule: a.rule.Name, Plan: a.rule.plan, Key: a.key, Outcome: o, Allowed: allowed, Cost: a.cost, Err: err, Latency: latency})
+	l.observer(Event{Rule: a.rule.Name, Plan: a.plan, Key: a.key, Outcome: o, Allowed: allowed, Cost: a.cost, Err: err, Latency: latency})
 }
 
 // bypassed reports a bypassed request, under each rule it would count

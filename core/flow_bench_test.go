@@ -86,7 +86,8 @@ func BenchmarkFlow(b *testing.B) {
 // allowed request: the baseline (a configuration with plans, no resolver),
 // a request on a plan, on a plan the configuration lacks, and one whose
 // limits a LimitProvider gave (a cache hit) or did not give (a cached
-// negative answer).
+// negative answer), and a request on a plan cached by WithLimitCache (a
+// hit: the resolver not called).
 func BenchmarkFlowPlans(b *testing.B) {
 	cfg, err := core.NewConfig(core.Spec{
 		Enabled: true,
@@ -116,7 +117,7 @@ func BenchmarkFlowPlans(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if d, err := f.Decide(ctx, r, "GET", "/api/search", ""); err != nil || !d.Allowed || d.Plan != wantPlan {
+				if d, err := f.Decide(ctx, r, "GET", "/api/search", ""); err != nil || !d.Allowed || d.Rule.Plan() != wantPlan {
 					b.Fatal(d, err)
 				}
 			}
@@ -130,4 +131,6 @@ func BenchmarkFlowPlans(b *testing.B) {
 	withProvider := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLimitProvider(quotas))
 	run("Decide/provider-hit", withProvider, plan, &req{user: "custom", plan: "pro"}, core.CustomPlan)
 	run("Decide/provider-negative", withProvider, plan, &req{user: "alice", plan: "pro"}, "pro")
+	cached := core.NewLimiter(cfg, core.WithStore(memstore.New()), core.WithLimitCache(0, 0))
+	run("Decide/plan-cached", cached, plan, &req{user: "alice", plan: "pro"}, "pro")
 }

@@ -262,6 +262,8 @@ var configSeeds = []string{
 	"rate_limit:\n  enabled: true\n  allow:\n    identities: [sub:ops, 203.0.113.9, \"X-Api-Key:hmac:0123456789abcdef0123456789abcdef\"]\n    networks: [10.0.0.0/8, 2001:db8::/32, 192.0.2.1]\n  ban:\n    networks: [198.51.100.0/24, \"::ffff:203.0.113.0/120\"]\n",
 	"rate_limit:\n  ban:\n    networks: [10.0.0.0/8, 10.1.0.0/16]\n  allow:\n    networks: [10.2.0.0/16, 10.0.0.1/8]\n    identities: [\"\", sha256:00]\n",
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      penalty: {after: 10, within: 1m, ban: 15m}\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      penalty: {after: 0, within: 1ms, ban: x}\n",
+	// Counting by outcome, and clearing failures on a success.
+	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      count: failures\n      clear_on_success: true\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      count: successes\n      clear_on_success: yes\n    - name: y\n      paths: [/y]\n      limit: 5/m\n      clear_on_success: [true]\n",
 	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }
 
@@ -418,6 +420,9 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 		}
 	}
 	for _, r := range c.Rules() {
+		if r.clear && r.count != countFailures {
+			t.Errorf("rule %q clears on success but counts %s", r.Name, r.Count())
+		}
 		if pn := r.penalty; pn != nil {
 			for _, pr := range []*Rule{pn.ban, pn.denials} {
 				if err := pr.Policy.Validate(); err != nil || !strings.HasPrefix(pr.Name, r.Name+"!") {

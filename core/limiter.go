@@ -47,9 +47,9 @@ type Decision struct {
 	Banned bool
 	// Penalty reports a request refused under its rule's penalty (see
 	// PenaltySpec): not Allowed, 429 with the rule's body, Retry-After
-	// the rest of the ban, and rate-limit headers that show nothing
-	// remaining until then. It is set on the request whose denial started
-	// the ban too.
+	// the rest of the ban or the rule's own wait, whichever is longer,
+	// and rate-limit headers that show nothing remaining until then. It
+	// is set on the request whose denial started the ban too.
 	Penalty bool
 
 	style HeaderStyle
@@ -71,9 +71,11 @@ type Decision struct {
 	// never a secret, so it may be logged; Limiter.ResetKey takes it.
 	// "" when nothing was counted.
 	Key string
-	// Plan is the plan whose limits Rule counted under (Rule.Plan): a
-	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
-	// rule's own (no plan, or one the configuration lacks).
+	// Plan is the caller's plan as the configuration knows it: a tier's
+	// name, or "" (no plan, or one the configuration lacks). Rule counted
+	// under that plan's limits, or under the caller's custom limits when
+	// a LimitProvider gave them, which Rule.Plan tells (CustomPlan) and
+	// which leave Plan as it is.
 	Plan string
 
 	// shadow is the count of the rule in shadow mode beside the enforced
@@ -107,8 +109,9 @@ type Limiter struct {
 	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
-	provider     *provider     // nil: no LimitProvider
-	unknownPlans atomic.Uint64 // see UnknownPlans
+	provider     *provider      // nil: no LimitProvider
+	plans        *cache[string] // plan lookups per store key; nil: not cached (no WithLimitCache)
+	unknownPlans atomic.Uint64  // see UnknownPlans
 
 	storeWarn  logGate  // store failures
 	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
@@ -144,6 +147,9 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
 	l.provider = newProvider(l.providerOpts)
+	if l.providerOpts.cached {
+		l.plans = newCache[string](l.providerOpts.size, l.providerOpts.ttl)
+	}
 	if ls, ok := l.store.(store.LocalStore); ok && ls.Local() {
 		l.local = true
 	}

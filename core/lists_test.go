@@ -20,12 +20,14 @@ import (
 )
 
 // recStore records every store call, "key policy cost", and asks a memory
-// store on a manual clock; fail makes every call fail.
+// store on a manual clock; fail makes every call fail, failPeek every
+// Peek.
 type recStore struct {
-	mem  *memstore.Store
-	mu   sync.Mutex
-	log  []string
-	fail bool
+	mem      *memstore.Store
+	mu       sync.Mutex
+	log      []string
+	fail     bool
+	failPeek bool
 }
 
 func newRecStore(t *testing.T, clock store.Clock) *recStore {
@@ -48,7 +50,7 @@ func (s *recStore) Take(ctx context.Context, key string, p *store.Policy, cost i
 func (s *recStore) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	s.mu.Lock()
 	s.log = append(s.log, "peek "+key+" "+p.Name+" "+strconv.FormatInt(cost, 10))
-	fail := s.fail
+	fail := s.fail || s.failPeek
 	s.mu.Unlock()
 	if fail {
 		return store.Result{}, errDown

@@ -62,9 +62,9 @@ type Event struct {
 	// Rule is the name of the rule the request fell under ("default" for
 	// the default limit); "" for an exempt path and a banned network.
 	Rule string
-	// Plan is the plan whose limits the rule counted under (see
-	// Decision.Plan): a tier's name, CustomPlan, or "". Plans are named
-	// by the configuration, so it suits a metric label.
+	// Plan is the caller's plan, as Decision.Plan: a tier's name, or ""
+	// (also when its custom limits applied). Plans are named by the
+	// configuration, so it suits a metric label.
 	Plan string
 	// Key is the store key of a counted request (the identity, bounded by
 	// store.BoundKey; a secret identity as its keyed hash: see

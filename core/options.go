@@ -119,11 +119,21 @@ func WithLimitProvider(p LimitProvider) Option {
 // WithLimitCache sets how many answers of the LimitProvider are cached
 // (size; at least 16; 0 means the default) and for how long each is used
 // (ttl, at least a millisecond; 0 means the default), for positive and
-// negative answers alike (an error is used for at most 5 seconds). The
-// cache is bounded: past size entries, the oldest answer is dropped, so a
-// flood of distinct callers costs at most size entries of memory. Answers
-// cached under a configuration are not used under another (a reload): its
-// rules are new. Default: 10,000 entries, a minute.
+// negative answers alike (an error is used for at most 5 seconds); and
+// caches the plan resolver's answers (Flow.Plan, every adapter's
+// WithPlan) the same way, per caller's store key, in a cache of their
+// own of the same size and ttl. Each cache is bounded: past size
+// entries, the oldest answer is dropped, so a flood of distinct callers
+// costs at most size entries of memory; concurrent misses of one caller
+// wait for one lookup. Provider answers cached under a configuration are
+// not used under another (a reload): its rules are new. A cached plan is
+// a name, looked up in each request's configuration; it assumes that a
+// caller's plan depends on its identity alone, and a caller whose plan
+// changes gets it within ttl. Default: 10,000 entries, a minute, for the
+// LimitProvider's answers; plans asked for on every request, uncached,
+// unless this option is given (WithLimitCache(0, 0): the defaults).
 func WithLimitCache(size int, ttl time.Duration) Option {
-	return func(l *Limiter) { l.providerOpts.size, l.providerOpts.ttl = size, ttl }
+	return func(l *Limiter) {
+		l.providerOpts.size, l.providerOpts.ttl, l.providerOpts.cached = size, ttl, true
+	}
 }

@@ -108,15 +108,20 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 // does nothing for a Decision that is not deferred, and counts a
 // Decision once: it clears what d deferred.
 //
+// A success under a rule that clears on one (RuleSpec.ClearOnSuccess)
+// resets the failures counted under that rule for d.Key, and nothing
+// else; when the store fails, the request is still served as answered,
+// the failure is logged and its event says so.
+//
 // Each rule's event goes to the Observer now (none went when the request
 // was decided): OutcomeAllowed with the cost when counted, with Cost 0
 // when the status does not count; OutcomeOvershoot (Allowed true) when
 // the count found the limit reached by requests in flight meanwhile (the
 // request was served: see RuleSpec.Count on the bound; it counts as a denial
-// toward the rule's penalty); OutcomeStoreError when
-// the store failed (the Take's error, or the Peek's when no Take
-// followed). A store failure is logged as any other, at most once per
-// warn interval. ctx is the request's: the store is asked under a context
+// toward the rule's penalty); OutcomeStoreError when the store failed
+// (the Take's error, the Reset's of a success that clears, or the Peek's
+// when neither followed). A store failure is logged as any other, at
+// most once per warn interval. ctx is the request's: the store is asked under a context
 // that is not cancelled with it (the client may have gone) and, for a
 // store not in this process, ends after a second.
 func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
@@ -133,23 +138,32 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		if p.rule == nil {
 			continue
 		}
-		if !p.rule.Counts(status) {
-			o, cost := OutcomeAllowed, int64(0) // not counted
-			if p.err != nil {
-				o, cost = OutcomeStoreError, p.cost
-			}
-			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.err, 0)
-			continue
-		}
-		if cancel == nil {
+		if cancel == nil && (p.rule.clear || p.rule.Counts(status)) {
 			ctx, cancel = l.detach(ctx)
 			defer cancel()
+		}
+		if !p.rule.Counts(status) {
+			o, cost, err := OutcomeAllowed, int64(0), p.err // not counted
+			if err != nil {
+				o, cost = OutcomeStoreError, p.cost
+			}
+			// A success, under a rule that clears the failures on one:
+			// those of the key the request counted under, and only
+			// under the policy it counted with.
+			if p.rule.clear {
+				if _, e := l.store.Reset(ctx, d.Key, p.rule.Policy); e != nil {
+					l.warnAs(p.rule, "served: its failures are not cleared", e)
+					o, err = OutcomeStoreError, e
+				}
+			}
+			l.report(ask{key: d.Key, rule: p.rule, cost: cost, plan: d.Plan}, o, true, err, 0)
+			continue
 		}
 		var (
 			res store.Result
 			err error
 		)
-		a := ask{key: d.Key, rule: p.rule, cost: p.cost}
+		a := ask{key: d.Key, rule: p.rule, cost: p.cost, plan: d.Plan}
 		o, lat := l.take(ctx, a, false, &res, &err)
 		switch o {
 		case OutcomeStoreError:

@@ -72,6 +72,18 @@ func (s *callLog) Peek(ctx context.Context, key string, p *store.Policy, cost in
 	return s.Store.Peek(ctx, key, p, cost)
 }
 
+// Reset records "reset key rule" before passing it on.
+func (s *callLog) Reset(ctx context.Context, key string, p *store.Policy) (bool, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, fmt.Sprintf("reset %s %s", key, p.Name))
+	fail := s.fail
+	s.mu.Unlock()
+	if fail != nil {
+		return false, fail
+	}
+	return s.Store.Reset(ctx, key, p)
+}
+
 func (s *callLog) drain() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 
 // PenaltySpec is a rule's penalty as written (rules[i].penalty): after
 // After denials of one identity under the rule within Within, the rule
-// refuses that identity for Ban without asking its counters, with 429
-// and Retry-After the rest of the ban.
+// refuses that identity for Ban without counting its requests, with 429
+// and Retry-After the longer of the rest of the ban and the rule's own
+// wait, so that a client that waits what it is told is never refused
+// again for coming early.
 //
 // The penalty is kept in the limiter's store, so the servers of one Redis
 // share it: a ban is a GCRA counter of one request per Ban (policy
@@ -22,8 +25,15 @@ import (
 // "<rule>!denials"), under the identity's store key; no rule can be named
 // so ('!' is not allowed in a name). It costs one more store call per
 // request under the rule (the check of the ban, which consumes nothing),
-// and one or two more per denial. A request refused by the ban is not a
-// denial again: the ban ends when Ban has passed since it was set.
+// and one or two more per denial. A banned request costs that check
+// alone while the rest of the ban is at least the longest wait the
+// rule's limits can ask (a period for a fixed window, two for a sliding
+// window, a full capacity's refill for token_bucket and gcra); when the
+// rest is shorter (all of a shorter ban, the end of a longer one), one
+// more: a Peek of the rule, which counts nothing (the Redis store's deny
+// cache often answers it without a round trip).
+// A request refused by the ban is not a denial again: the ban ends when
+// Ban has passed since it was set.
 // Limiter.Reset of the rule lifts it. A rule in shadow mode denies
 // nothing, so its penalty does nothing (no store call) until the rule is
 // enforced.
@@ -126,15 +136,65 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 			return false
 		}
 		d.Rule, d.Cost, d.Err, d.Allowed = rule, cost, err, false
-		l.report(ask{key: key, rule: rule, cost: cost}, OutcomeStoreError, false, err, lat)
+		l.report(ask{key: key, rule: rule, cost: cost, plan: d.Plan}, OutcomeStoreError, false, err, lat)
 		return true
 	case res.Allowed && res.Remaining > 0:
 		return false // not banned
 	}
 	d.Rule, d.Cost = rule, cost
-	d.setPenalty(rule, max(res.ResetAfter, res.RetryAfter))
-	l.report(ask{key: key, rule: rule}, OutcomePenalized, false, nil, lat)
+	rest := max(res.ResetAfter, res.RetryAfter)
+	if rest < longestWait(rule.Policy) {
+		// The ban may end before the rule would admit the request: the
+		// answer is the longer wait, never one the client would find
+		// early.
+		rest = l.ruleWait(ctx, rule, cost, key, rest)
+	}
+	d.setPenalty(rule, rest)
+	l.report(ask{key: key, rule: rule, plan: d.Plan}, OutcomePenalized, false, nil, lat)
 	return true
+}
+
+// ruleWait is the wait of a request of key at cost under rule's ban,
+// whose rest is rest, when the rule's own could be longer: the longer of
+// rest and what the rule would answer now (a Peek, which counts
+// nothing). When the store fails, it is the longest wait the rule can
+// ever answer, and the failure is logged.
+func (l *Limiter) ruleWait(ctx context.Context, rule *Rule, cost int64, key string, rest time.Duration) time.Duration {
+	var (
+		res store.Result
+		err error
+	)
+	if o, _ := l.take(ctx, ask{key: key, rule: rule, cost: cost}, true, &res, &err); o == OutcomeStoreError {
+		l.warnAs(rule, "refused under its penalty's ban, Retry-After the rule's longest", err)
+		return max(rest, longestWait(rule.Policy))
+	}
+	return max(rest, res.RetryAfter)
+}
+
+// longestWait bounds the Retry-After a count under p can answer (see
+// algo.Outcome) for a cost within the capacity, as every rule's are (the
+// configuration refuses a weight above it): a period for a fixed window,
+// two for a sliding window (a full window, then the previous count
+// sliding out), and the time a full capacity takes to come back for
+// token_bucket and gcra; the longest over p's limits.
+func longestWait(p *store.Policy) time.Duration {
+	var w time.Duration
+	for _, lim := range p.Limits {
+		d := lim.Period // a fixed window
+		switch p.Algorithm {
+		case algo.SlidingWindow:
+			d = 2 * lim.Period // at most 2×MaxDrain: no overflow
+		case algo.TokenBucket, algo.GCRA:
+			hi, lo := bits.Mul64(uint64(lim.Capacity(p.Algorithm)), uint64(lim.Period))
+			q, r := bits.Div64(hi, lo, uint64(lim.Count)) // ≤ MaxDrain (Limit.Validate)
+			if r != 0 {
+				q++
+			}
+			d = time.Duration(q) + 1 // and a nanosecond of rounding
+		}
+		w = max(w, d)
+	}
+	return w
 }
 
 // penalize counts a denial of key under rule, whose Decision d it is,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -97,9 +98,11 @@ func TestPenalty(t *testing.T) {
 	}
 	st.calls()
 	ev.take()
-	// A second before the ban ends: still banned; at its end, counted again.
+	// A second before the ban ends: still banned (the rest of the ban is
+	// shorter than the rule's window now: the rule, which would admit the
+	// request, is asked too); at its end, counted again.
 	clock.Advance(14*time.Minute - time.Second)
-	step(`429 penalty=true Ratelimit: "login";r=0;t=1; Retry-After: 1`, check[:len(check)-2], "penalized login alice false 0")
+	step(`429 penalty=true Ratelimit: "login";r=0;t=1; Retry-After: 1`, check+"peek alice login 1", "penalized login alice false 0")
 	clock.Advance(time.Second)
 	step(`200 penalty=false Ratelimit: "login";r=1;t=45`, count, "allowed login alice true 1")
 }
@@ -238,5 +241,117 @@ func TestPenaltyGCRAPeek(t *testing.T) {
 		if got := take(s.cost); got != s.want {
 			t.Errorf("+%v Take(%d): got %s, want %s", s.adv, s.cost, got, s.want)
 		}
+	}
+}
+
+// shortBanYAML: login allows 2 per minute (fixed window); one denial bans
+// the caller for %s.
+const shortBanYAML = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "2/minute"
+      penalty: {after: 1, within: 1m, ban: %s}
+`
+
+// TestPenaltyRetryAfterNeverEarly checks that a banned request is told
+// the longer of the rest of the ban and the rule's own wait, in
+// Retry-After and in the RateLimit header's t, so that a client that
+// waits what it is told is admitted then: with a ban shorter than the
+// rule's window (5s), the rule's wait, asked with a Peek; with a ban
+// longer than the rule's wait at the denial but shorter than its window
+// (50s), the ban's rest, Peek and all; with a ban longer than the rule's
+// window (15m), the ban's rest, without the Peek while that rest is at
+// least the window, with it in the ban's last minute.
+func TestPenaltyRetryAfterNeverEarly(t *testing.T) {
+	const (
+		check  = "alice login!ban 0"
+		count  = check + "; alice login 1"
+		denial = count + "; alice login!denials 1; alice login!ban 1"
+		peek   = check + "; peek alice login 1"
+	)
+	type step struct {
+		adv         time.Duration
+		want, calls string
+	}
+	for _, c := range []struct {
+		ban   string
+		steps []step
+	}{
+		{"5s", []step{
+			// 24s into the minute: the rule's 36 outlasts the ban's 5.
+			{24 * time.Second, `429 penalty=true Ratelimit: "login";r=0;t=36; Retry-After: 36`, denial},
+			{0, `429 penalty=true Ratelimit: "login";r=0;t=36; Retry-After: 36`, peek},
+			{2 * time.Second, `429 penalty=true Ratelimit: "login";r=0;t=34; Retry-After: 34`, peek},
+			{2*time.Second + 999*time.Millisecond, `429 penalty=true Ratelimit: "login";r=0;t=32; Retry-After: 32`, peek}, // 1ms of ban left
+			// Waiting what it was told, 36s after the denial: admitted.
+			{31*time.Second + time.Millisecond, `200 penalty=false Ratelimit: "login";r=1;t=60`, count},
+		}},
+		{"50s", []step{
+			{24 * time.Second, `429 penalty=true Ratelimit: "login";r=0;t=50; Retry-After: 50`, denial},
+			{2 * time.Second, `429 penalty=true Ratelimit: "login";r=0;t=48; Retry-After: 48`, peek},
+			{48 * time.Second, `200 penalty=false Ratelimit: "login";r=1;t=46`, count},
+		}},
+		{"15m", []step{
+			{24 * time.Second, `429 penalty=true Ratelimit: "login";r=0;t=900; Retry-After: 900`, denial},
+			{time.Minute, `429 penalty=true Ratelimit: "login";r=0;t=840; Retry-After: 840`, check},
+			{13 * time.Minute, `429 penalty=true Ratelimit: "login";r=0;t=60; Retry-After: 60`, check},
+			{time.Second, `429 penalty=true Ratelimit: "login";r=0;t=59; Retry-After: 59`, peek},
+			{59 * time.Second, `200 penalty=false Ratelimit: "login";r=1;t=36`, count},
+		}},
+	} {
+		t.Run("ban "+c.ban, func(t *testing.T) {
+			cfg, err := core.ParseConfig(fmt.Appendf(nil, shortBanYAML, c.ban), "p.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := store.NewManualClock(time.Unix(1_700_000_040, 0)) // the start of a minute
+			st := newRecStore(t, clock)
+			l := core.NewLimiter(cfg, core.WithStore(st), core.WithClock(clock))
+			for range 2 {
+				if d := l.Decide(context.Background(), "POST", "/login", "alice", false); !d.Allowed {
+					t.Fatalf("admitted request refused: %s", decision(&d))
+				}
+			}
+			st.calls()
+			for i, s := range c.steps {
+				clock.Advance(s.adv)
+				d := l.Decide(context.Background(), "POST", "/login", "alice", false)
+				if got := decision(&d); got != s.want {
+					t.Errorf("step %d: got %q, want %q", i, got, s.want)
+				}
+				if got := st.calls(); got != s.calls {
+					t.Errorf("step %d: store calls %q, want %q", i, got, s.calls)
+				}
+			}
+		})
+	}
+}
+
+// TestPenaltyRetryAfterPeekFails checks that a banned request whose Peek
+// of the rule fails is told the longest wait the rule can ask (a fixed
+// window's period), never less, and that the failure is logged.
+func TestPenaltyRetryAfterPeekFails(t *testing.T) {
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, shortBanYAML, "5s"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := store.NewManualClock(time.Unix(1_700_000_040, 0))
+	st := newRecStore(t, clock)
+	var logs strings.Builder
+	l := core.NewLimiter(cfg, core.WithStore(st), core.WithClock(clock), core.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	for range 3 {
+		l.Decide(context.Background(), "POST", "/login", "alice", false)
+	}
+	clock.Advance(2 * time.Second)
+	st.failPeek = true
+	d := l.Decide(context.Background(), "POST", "/login", "alice", false)
+	if got, want := decision(&d), `429 penalty=true Ratelimit: "login";r=0;t=60; Retry-After: 60`; got != want || d.Err != nil {
+		t.Errorf("got %q (%v), want %q", got, d.Err, want)
+	}
+	if !strings.Contains(logs.String(), "rate-limit store failed") || !strings.Contains(logs.String(), "penalty") {
+		t.Errorf("logged %q, want the store failure", logs.String())
 	}
 }

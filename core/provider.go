@@ -2,11 +2,8 @@ package core
 
 import (
 	"context"
-	"hash/maphash"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/rlkit/rlkit/core/algo"
@@ -83,50 +80,20 @@ const (
 
 // providerOptions are what WithLimitProvider and WithLimitCache set.
 type providerOptions struct {
-	p    LimitProvider
-	size int
-	ttl  time.Duration
+	p      LimitProvider
+	size   int
+	ttl    time.Duration
+	cached bool // WithLimitCache was given: plan lookups are cached too
 }
 
-// providerShards splits the cache, so that requests of different callers
-// seldom wait on one lock.
-const providerShards = 16
-
-// provider is a LimitProvider with its cache: answers per (rule, key),
-// each shard a map and a ring of its keys in insertion order, whose oldest
-// is dropped to make room.
+// provider is a LimitProvider with its cache of answers per (rule, key).
 type provider struct {
 	p      LimitProvider
-	ttl    int64
+	cache  *cache[*Rule] // the custom variant; nil: none (no limits, an error)
 	errTTL int64
-	seed   maphash.Seed
 	calls  chan struct{} // a token per call running
-	shards [providerShards]providerShard
-	errs   logGate // errors
-	bad    logGate // invalid answers
-}
-
-// providerKey names an answer: the rule (a pointer: a reloaded
-// configuration's rules are new, so an answer never outlives its rule's
-// terms) and the caller's store key.
-type providerKey struct {
-	rule *Rule
-	key  string
-}
-
-// providerEntry is one answer, or one being asked for (done not nil).
-type providerEntry struct {
-	rule    *Rule // the custom variant; nil: none (no limits, an error)
-	expires int64 // limiter clock
-	slot    int   // its place in the shard's ring
-	done    chan struct{}
-}
-
-type providerShard struct {
-	mu   sync.Mutex
-	m    map[providerKey]*providerEntry
-	ring []providerKey
-	next int
+	errs   logGate       // errors
+	bad    logGate       // invalid answers
 }
 
 // newProvider is the provider o sets, or nil.
@@ -134,33 +101,16 @@ func newProvider(o providerOptions) *provider {
 	if o.p == nil {
 		return nil
 	}
-	size, ttl := o.size, o.ttl
-	if size <= 0 {
-		size = defaultLimitCacheSize
-	}
-	if ttl <= 0 {
-		ttl = defaultLimitCacheTTL
-	}
-	size, ttl = max(size, providerShards), max(ttl, time.Millisecond)
+	c := newCache[*Rule](o.size, o.ttl)
 	p := &provider{
 		p:      o.p,
-		ttl:    int64(ttl),
-		errTTL: int64(min(ttl, limitProviderErrorTTL)),
-		seed:   maphash.MakeSeed(),
+		cache:  c,
+		errTTL: min(c.ttl, int64(limitProviderErrorTTL)),
 		calls:  make(chan struct{}, maxLimitProviderCalls),
-	}
-	per := (size + providerShards - 1) / providerShards
-	for i := range p.shards {
-		p.shards[i].m = make(map[providerKey]*providerEntry)
-		p.shards[i].ring = make([]providerKey, per)
 	}
 	p.errs.init()
 	p.bad.init()
 	return p
-}
-
-func (p *provider) shard(k providerKey) *providerShard {
-	return &p.shards[maphash.String(p.seed, k.key)%providerShards]
 }
 
 // rule returns the custom variant of base for the caller of key, or nil
@@ -171,59 +121,26 @@ func (p *provider) shard(k providerKey) *providerShard {
 // finds the answer being asked for waits for it, and a call ignores the
 // cancellation (see ask).
 func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string) *Rule {
-	k := providerKey{base, key}
-	sh := p.shard(k)
-	now := l.clock.Now()
-	sh.mu.Lock()
-	e := sh.m[k]
-	if e != nil && e.done == nil && now < e.expires {
-		r := e.rule
-		sh.mu.Unlock()
-		return r
-	}
-	if e != nil && e.done != nil {
-		// Another request is asking: wait for its answer, which comes
-		// within about twice limitProviderTimeout (a call slot, then the
-		// call, which the asker stops waiting for past its deadline).
-		done := e.done
-		sh.mu.Unlock()
-		<-done
-		sh.mu.Lock()
-		r := e.rule
-		sh.mu.Unlock()
-		return r
-	}
-	// The cache keeps its own copy of the key: key may be part of a
-	// request's memory (an address cut from a long X-Forwarded-For),
-	// which an entry must not hold on to.
-	k.key = strings.Clone(key)
-	if e == nil {
-		e = &providerEntry{}
-		sh.m[k] = e
-	}
-	sh.place(k, e)
-	stale := e.rule
-	done := make(chan struct{})
-	e.done = done
-	sh.mu.Unlock()
+	return p.cache.get(l.clock, cacheKey{base, key}, func(stale *Rule) (*Rule, int64) {
+		return p.call(ctx, l, base, key, stale)
+	})
+}
 
-	// When no call slot frees within limitProviderTimeout, the stale
-	// answer (or none: the plan's or rule's limits) serves this request
-	// and the next asks again.
-	r, ttl := stale, int64(0)
-	defer func() {
-		sh.mu.Lock()
-		e.rule, e.expires, e.done = r, l.clock.Now()+ttl, nil
-		sh.mu.Unlock()
-		close(done)
-	}()
+// call asks the provider for the caller of key under base, on a miss of
+// the cache, and returns the answer and how long it holds. Another
+// request of the caller that misses meanwhile waits for it, within about
+// twice limitProviderTimeout (a call slot, then the call, which call
+// stops waiting for past its deadline). When no call slot frees within
+// limitProviderTimeout, the stale answer (or none: the plan's or rule's
+// limits) serves this request and the next asks again.
+func (p *provider) call(ctx context.Context, l *Limiter, base *Rule, key string, stale *Rule) (*Rule, int64) {
 	if !p.acquire() {
-		return r
+		return stale, 0
 	}
 	// The call runs on a goroutine of its own, which holds the call slot
 	// until the provider returns: a provider that ignores its context's
 	// deadline (a driver that blocks) costs a slot, not this request, nor
-	// every later request of the caller that would wait on done.
+	// every later request of the caller that would wait for it.
 	type answer struct {
 		rule *Rule
 		ttl  int64
@@ -245,12 +162,12 @@ func (p *provider) rule(ctx context.Context, l *Limiter, base *Rule, key string)
 	defer t.Stop()
 	select {
 	case a := <-got:
-		r, ttl = a.rule, a.ttl
+		return a.rule, a.ttl
 	case <-t.C:
 		// The provider overran its deadline: the stale answer (or none),
 		// asked again by the next request.
+		return stale, 0
 	}
-	return r
 }
 
 // acquire takes a call slot, waiting for one at most limitProviderTimeout:
@@ -273,18 +190,6 @@ func (p *provider) acquire() bool {
 	}
 }
 
-// place puts k, whose entry is e, at the ring's next slot, dropping the
-// entry that slot held (unless it has moved since).
-func (sh *providerShard) place(k providerKey, e *providerEntry) {
-	old := sh.ring[sh.next]
-	if oe := sh.m[old]; oe != nil && oe != e && oe.slot == sh.next && old.rule != nil {
-		delete(sh.m, old)
-	}
-	sh.ring[sh.next] = k
-	e.slot = sh.next
-	sh.next = (sh.next + 1) % len(sh.ring)
-}
-
 // ask calls the provider for the caller of key under base, and returns
 // the custom variant (nil: none) and how long the answer holds.
 func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) (*Rule, int64) {
@@ -300,7 +205,7 @@ func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) 
 		}
 		return nil, p.errTTL
 	case !ok:
-		return nil, p.ttl
+		return nil, p.cache.ttl
 	}
 	lims = slices.Clone(lims) // the provider may reuse its slice
 	if err := checkVariant(base, lims); err != nil {
@@ -309,19 +214,7 @@ func (p *provider) ask(ctx context.Context, l *Limiter, base *Rule, key string) 
 				slog.String("rule", base.Name), slog.String("key", key),
 				slog.String("error", err.Error()), slog.Int64("suppressed", suppressed))
 		}
-		return nil, p.ttl
+		return nil, p.cache.ttl
 	}
-	return variant(base, CustomPlan, lims), p.ttl
-}
-
-// len is the number of entries cached (for tests).
-func (p *provider) len() int {
-	n := 0
-	for i := range p.shards {
-		sh := &p.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
-	return n
+	return variant(base, CustomPlan, lims), p.cache.ttl
 }

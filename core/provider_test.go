@@ -71,26 +71,29 @@ func TestLimitProviderPrecedence(t *testing.T) {
 	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(clock), WithLimitProvider(q),
 		WithObserver(func(e Event) { events = append(events, e) }))
 	ctx := context.Background()
+	// Decision.Plan is the caller's plan, custom limits or not; the rule
+	// they count under says CustomPlan.
 	for _, tc := range []struct {
-		id, plan, path, policy, wantPlan, header string
+		id, plan, path, policy, wantPlan, rulePlan, header string
 	}{
-		{"sub:alice", "pro", "/api/search", "search@custom", CustomPlan, `"search";q=7;w=60`}, // provider > plan
-		{"sub:alice", "", "/api/search", "search@custom", CustomPlan, `"search";q=7;w=60`},    // provider > rule
-		{"sub:alice", "pro", "/api/upload", "upload@pro", "pro", `"upload";q=30;w=60`},        // no answer for upload: the plan's
-		{"sub:bob", "pro", "/api/search", "search@pro", "pro", `"search-1m";q=10;w=60, "search-1s";q=4;w=1`},
-		{"sub:bob", "", "/api/search", "search", "", `"search";q=3;w=60`},
-		{"sub:carol", "free", "/nowhere", "default@custom", CustomPlan, `"default";q=1;w=60`},
+		{"sub:alice", "pro", "/api/search", "search@custom", "pro", CustomPlan, `"search";q=7;w=60`}, // provider > plan
+		{"sub:alice", "", "/api/search", "search@custom", "", CustomPlan, `"search";q=7;w=60`},       // provider > rule
+		{"sub:alice", "gold", "/api/search", "search@custom", "", CustomPlan, `"search";q=7;w=60`},   // a plan the configuration lacks
+		{"sub:alice", "pro", "/api/upload", "upload@pro", "pro", "pro", `"upload";q=30;w=60`},        // no answer for upload: the plan's
+		{"sub:bob", "pro", "/api/search", "search@pro", "pro", "pro", `"search-1m";q=10;w=60, "search-1s";q=4;w=1`},
+		{"sub:bob", "", "/api/search", "search", "", "", `"search";q=3;w=60`},
+		{"sub:carol", "free", "/nowhere", "default@custom", "free", CustomPlan, `"default";q=1;w=60`},
 	} {
 		d := lim.DecidePlan(ctx, "GET", Path(tc.path), tc.id, tc.plan, false)
 		h := http.Header{}
 		d.SetHeaders(h)
-		if !d.Allowed || d.Rule.Policy.Name != tc.policy || d.Plan != tc.wantPlan || d.Rule.Plan() != tc.wantPlan || h.Get("RateLimit-Policy") != tc.header {
-			t.Errorf("%s on %q, %s: allowed %v, policy %q, plan %q, RateLimit-Policy %q; want %q, %q, %s",
-				tc.id, tc.plan, tc.path, d.Allowed, d.Rule.Policy.Name, d.Plan, h.Get("RateLimit-Policy"), tc.policy, tc.wantPlan, tc.header)
+		if !d.Allowed || d.Rule.Policy.Name != tc.policy || d.Plan != tc.wantPlan || d.Rule.Plan() != tc.rulePlan || h.Get("RateLimit-Policy") != tc.header {
+			t.Errorf("%s on %q, %s: allowed %v, policy %q, plan %q, rule's plan %q, RateLimit-Policy %q; want %q, %q, %q, %s",
+				tc.id, tc.plan, tc.path, d.Allowed, d.Rule.Policy.Name, d.Plan, d.Rule.Plan(), h.Get("RateLimit-Policy"), tc.policy, tc.wantPlan, tc.rulePlan, tc.header)
 		}
 	}
 	// One call per (key, rule): alice's search answer was cached.
-	for key, want := range map[string]int{"sub:alice search": 1, "sub:alice upload": 1, "sub:bob search": 1, "sub:carol default": 1} {
+	for key, want := range map[string]int{"sub:alice search": 1, "sub:alice upload": 1, "sub:bob search": 1, "sub:carol default": 1} { // whatever the plan
 		if n := q.count(key); n != want {
 			t.Errorf("provider asked %d times for %q, want %d", n, key, want)
 		}
@@ -98,8 +101,11 @@ func TestLimitProviderPrecedence(t *testing.T) {
 	if q.total.Load() != 4 {
 		t.Errorf("provider asked %d times in all, want 4", q.total.Load())
 	}
-	if e := events[0]; e.Rule != "search" || e.Plan != CustomPlan {
-		t.Errorf("event of a custom limit: rule %q, plan %q; want search, custom", e.Rule, e.Plan)
+	if e := events[0]; e.Rule != "search" || e.Plan != "pro" {
+		t.Errorf("event of a custom limit on pro: rule %q, plan %q; want search, pro", e.Rule, e.Plan)
+	}
+	if e := events[1]; e.Rule != "search" || e.Plan != "" {
+		t.Errorf("event of a custom limit without a plan: rule %q, plan %q; want search, none", e.Rule, e.Plan)
 	}
 	// The cached variant is reused: one *Rule, one policy.
 	d1 := lim.Decide(ctx, "GET", "/api/search", "sub:alice", false)
@@ -107,9 +113,10 @@ func TestLimitProviderPrecedence(t *testing.T) {
 	if d1.Rule != d2.Rule {
 		t.Error("a cache hit built a new rule")
 	}
-	// alice has used 4 of her 7: the custom counters are her own.
-	if d2.Result.Remaining != 3 {
-		t.Errorf("alice's custom search: %d left, want 3", d2.Result.Remaining)
+	// alice has used 5 of her 7, on every plan: the custom counters are
+	// her own.
+	if d2.Result.Remaining != 2 {
+		t.Errorf("alice's custom search: %d left, want 2", d2.Result.Remaining)
 	}
 }
 
@@ -181,8 +188,8 @@ func TestLimitProviderErrors(t *testing.T) {
 	// Back up: the next call after the error TTL gives alice her limits.
 	q.set("sub:alice search", perMinute(7), nil)
 	clock.Advance(limitProviderErrorTTL)
-	if d := decide("sub:alice"); d.Plan != CustomPlan {
-		t.Errorf("provider back: plan %q, want custom", d.Plan)
+	if d := decide("sub:alice"); d.Plan != "pro" || d.Rule.Plan() != CustomPlan {
+		t.Errorf("provider back: plan %q, rule's %q; want pro, custom", d.Plan, d.Rule.Plan())
 	}
 }
 
@@ -233,7 +240,7 @@ func TestLimitProviderCacheBound(t *testing.T) {
 	for i := range 10_000 {
 		lim.Decide(ctx, "GET", "/api/search", "flood-"+strconv.Itoa(i), false)
 	}
-	if n := lim.provider.len(); n != 64 {
+	if n := lim.provider.cache.len(); n != 64 {
 		t.Errorf("after 10,001 callers the cache holds %d answers, want 64", n)
 	}
 	if n := q.total.Load(); n != 10_001 {
@@ -251,7 +258,7 @@ func TestLimitProviderCacheBound(t *testing.T) {
 	for i := range 4 * defaultLimitCacheSize { // enough to fill every shard
 		lim.Decide(ctx, "GET", "/api/search", "flood-"+strconv.Itoa(i), false)
 	}
-	if n := lim.provider.len(); n != defaultLimitCacheSize {
+	if n := lim.provider.cache.len(); n != defaultLimitCacheSize {
 		t.Errorf("default cache holds %d answers, want %d", n, defaultLimitCacheSize)
 	}
 }
@@ -266,7 +273,10 @@ func TestLimitProviderCoalesces(t *testing.T) {
 		var wg sync.WaitGroup
 		plans := make([]string, 20)
 		for i := range plans {
-			wg.Go(func() { plans[i] = lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false).Plan })
+			wg.Go(func() {
+				d := lim.Decide(context.Background(), "GET", "/api/search", "sub:alice", false)
+				plans[i] = d.Rule.Plan()
+			})
 		}
 		synctest.Wait() // all 20 are blocked: one in the call, 19 waiting for it
 		inFlight := q.total.Load()
@@ -306,7 +316,8 @@ func TestLimitProviderBusy(t *testing.T) {
 				var plan atomic.Pointer[string]
 				var took atomic.Int64
 				go func() {
-					p := lim.Decide(context.Background(), "GET", "/api/search", "new", false).Plan
+					d := lim.Decide(context.Background(), "GET", "/api/search", "new", false)
+					p := d.Rule.Plan()
 					took.Store(int64(time.Since(start)))
 					plan.Store(&p)
 				}()
@@ -332,8 +343,8 @@ func TestLimitProviderBusy(t *testing.T) {
 				if p == nil || *p != "" || calls != 0 || time.Duration(took.Load()) != limitProviderTimeout {
 					t.Fatalf("every call busy for good: plan %v after %v, provider asked %d times; want the rule's limits after %v, no call", p, time.Duration(took.Load()), calls, limitProviderTimeout)
 				}
-				if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Plan != CustomPlan {
-					t.Errorf("calls free again: plan %q, want custom (the busy answer is not cached)", d.Plan)
+				if d := lim.Decide(context.Background(), "GET", "/api/search", "new", false); d.Rule.Plan() != CustomPlan {
+					t.Errorf("calls free again: plan %q, want custom (the busy answer is not cached)", d.Rule.Plan())
 				}
 			})
 		})
@@ -355,7 +366,8 @@ func TestLimitProviderCancelledWaiter(t *testing.T) {
 		var plan atomic.Pointer[string]
 		done := make(chan struct{})
 		go func() {
-			p := lim.Decide(ctx, "GET", "/api/search", "sub:alice", false).Plan
+			d := lim.Decide(ctx, "GET", "/api/search", "sub:alice", false)
+			p := d.Rule.Plan()
 			plan.Store(&p)
 			close(done)
 		}()
@@ -377,14 +389,14 @@ func TestLimitProviderReload(t *testing.T) {
 	q := newQuotas(map[string][]algo.Limit{"sub:alice upload": perMinute(10)})
 	lim := NewLimiter(parseTiers(t, tiersYAML), WithStore(newFakeStore()), WithClock(store.NewManualClock(time.Unix(1_700_000_000, 0))), WithLimitProvider(q))
 	ctx := context.Background()
-	if d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false); d.Plan != CustomPlan {
-		t.Fatalf("plan %q, want custom", d.Plan)
+	if d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false); d.Rule.Plan() != CustomPlan {
+		t.Fatalf("plan %q, want custom", d.Rule.Plan())
 	}
 	// The batch weight grows past alice's capacity: the cached answer
 	// must not apply under the new rule.
 	lim.SetConfig(parseTiers(t, strings.Replace(tiersYAML, `"/api/upload/batch": 10`, `"/api/upload/batch": 20`, 1)))
 	d := lim.Decide(ctx, "GET", "/api/upload/batch", "sub:alice", false)
-	if d.Plan != "" || d.Cost != 20 || q.count("sub:alice upload") != 2 {
+	if d.Rule.Plan() != "" || d.Cost != 20 || q.count("sub:alice upload") != 2 {
 		t.Errorf("after a reload: plan %q, cost %d, provider asked %d times; want the rule's limits, asked again", d.Plan, d.Cost, q.count("sub:alice upload"))
 	}
 }

@@ -43,8 +43,8 @@ rate_limit:
 	lim := core.NewLimiter(cfg, core.WithStore(store), core.WithClock(clock), core.WithLimitProvider(quota), core.WithLimitCache(0, time.Minute))
 	ctx := context.Background()
 	for i, want := range []bool{true, true, false} {
-		if d := lim.Decide(ctx, "GET", "/api/search", "sub:acme", false); d.Allowed != want || d.Plan != core.CustomPlan {
-			t.Fatalf("request %d: allowed %v, plan %q; want %v, custom", i, d.Allowed, d.Plan, want)
+		if d := lim.Decide(ctx, "GET", "/api/search", "sub:acme", false); d.Allowed != want || d.Rule.Plan() != core.CustomPlan {
+			t.Fatalf("request %d: allowed %v, plan %q; want %v, custom", i, d.Allowed, d.Rule.Plan(), want)
 		}
 	}
 	clock.Advance(2 * time.Minute) // the provider's answer is no longer cached

@@ -95,6 +95,21 @@ type RuleSpec struct {
 	// largest cost, in units). The counter itself never goes past the
 	// limit.
 	Count string
+	// ClearOnSuccess, on a rule that counts failures, makes a request the
+	// handler answers with a success (status below 400) clear the
+	// failures counted under the rule for the key that request counted
+	// under (store.Store.Reset of that key alone, under the policy it
+	// counted with, its plan's or custom limits' included), so that a
+	// user who logs in after two typos starts again at zero. Nothing else
+	// is cleared: not another key's failures, whatever the request says,
+	// and not the rule's penalty (its denials, an active ban), which
+	// Limiter.Reset lifts. It is one more store call per success. Keyed
+	// by something the caller does not prove, such as the client IP,
+	// it lets a client that holds one valid account clear its failures by
+	// logging into it between guesses: clear by the account the request
+	// proves (see the login guard in the configuration reference). A
+	// rule whose count is not failures refuses it.
+	ClearOnSuccess bool
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

@@ -41,8 +41,9 @@ import (
 // the plan's limits. A plan the configuration lacks, or an empty one,
 // gets the rules' own limits (counted in Limiter.UnknownPlans).
 
-// CustomPlan is the plan of limits a LimitProvider gave (Decision.Plan,
-// Rule.Plan); no tier may be named so.
+// CustomPlan is the plan of limits a LimitProvider gave (Rule.Plan of the
+// rule they count under, and its policy's name, "<rule>@custom"); no tier
+// may be named so.
 const CustomPlan = "custom"
 
 // TierSpec is one plan of Spec.Tiers.
@@ -91,7 +92,8 @@ func (t *tier) of(r *Rule) *Rule {
 
 // Plan returns the plan whose limits the rule counts under: "" for a
 // rule of the configuration, a tier's name for its variant, CustomPlan
-// for limits a LimitProvider gave.
+// for limits a LimitProvider gave (whatever the caller's plan, which
+// Decision.Plan names).
 func (r *Rule) Plan() string { return r.plan }
 
 // Plans returns the names of the configuration's plans, sorted.
@@ -310,11 +312,13 @@ var directFlow = Flow[direct]{
 	Bypass:   func(r direct) bool { return r.bypass },
 	ClientIP: func(r direct) string { return r.identity },
 	Plan:     func(r direct) string { return r.plan },
+	given:    true,
 }
 
 // limitsFor replaces the rules of m by what the caller of key on plan
 // ("" for none) counts under: the LimitProvider's limits for it, else its
-// plan's, else the rules' own; and sets d.Plan.
+// plan's, else the rules' own; and sets d.Plan to the plan, when the
+// configuration has it (custom limits leave it so).
 func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, key string, d *Decision) {
 	var t *tier
 	if plan != "" {
@@ -324,11 +328,8 @@ func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, ke
 	}
 	m.rule = l.ruleFor(ctx, t, m.rule, key)
 	m.shadow = l.ruleFor(ctx, t, m.shadow, key)
-	switch {
-	case m.rule != nil:
-		d.Plan = m.rule.plan
-	case m.shadow != nil:
-		d.Plan = m.shadow.plan
+	if t != nil && (m.rule != nil || m.shadow != nil) {
+		d.Plan = t.name
 	}
 }
 

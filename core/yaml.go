@@ -242,6 +242,15 @@ func (w *walker) int(n *yaml.Node, rule, field string) int64 {
 	return v
 }
 
+// bool reads a true or false.
+func (w *walker) bool(n *yaml.Node, rule, field string) bool {
+	var b bool
+	if w.check(n, yaml.ScalarNode, rule, field, "true or false") && (n.Tag != "!!bool" || n.Decode(&b) != nil) {
+		w.fail(n, rule, field, n.Value, "want true or false")
+	}
+	return b
+}
+
 func (w *walker) section(n *yaml.Node) Spec {
 	var s Spec
 	w.ln["rate_limit"] = n.Line
@@ -249,9 +258,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		w.ln[key] = v.Line
 		switch key {
 		case "enabled":
-			if w.check(v, yaml.ScalarNode, "", key, "true or false") && (v.Tag != "!!bool" || v.Decode(&s.Enabled) != nil) {
-				w.fail(v, "", key, v.Value, "want true or false")
-			}
+			s.Enabled = w.bool(v, "", key)
 		case "algorithm":
 			s.Algorithm = w.str(v, "", key)
 		case "headers":
@@ -319,13 +326,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Count = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
+		case "clear_on_success":
+			r.ClearOnSuccess = w.bool(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, clear_on_success or penalty)")
 		}
 	})
 	return r

@@ -64,8 +64,10 @@ func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o
 // the key function; "" or a plan the configuration lacks counts under the
 // rules' own limits. The plan picks the caller's limits: take it from
 // what the client cannot forge (a verified token's claim, a customer
-// record), never from a plain request header. The string is used for the
-// lookup only, never kept.
+// record), never from a plain request header. It runs for every request
+// unless the limiter caches plans (core.WithLimitCache: once per caller
+// per TTL, the plan's name kept); else its string is used for the lookup
+// only, never kept.
 // Default: none (every caller counts under the rules' own limits).
 func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o.Plan = fn } }
 

@@ -70,7 +70,9 @@ func WithBypass(fn func(ctx context.Context, fullMethod string) bool) Option {
 // configuration lacks counts under the rules' own limits. The plan picks
 // the caller's limits: take it from what the client cannot forge (a
 // verified token's claim, a customer record), never from a plain metadata
-// entry. Default: none (every caller counts under the rules' own limits).
+// entry. It runs for every call unless the limiter caches plans
+// (core.WithLimitCache: once per caller per TTL). Default: none (every
+// caller counts under the rules' own limits).
 func WithPlan(fn func(ctx context.Context, fullMethod string) string) Option {
 	return func(o *options) { o.plan = fn }
 }

@@ -2,11 +2,16 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
 )
@@ -116,5 +121,132 @@ rate_limit:
 	}
 	if d := decide(a, "alice"); d.Penalty || d.Status() != 429 || d.Result.RetryAfter > time.Hour {
 		t.Fatalf("after Reset, replica a: penalty %v, status %d, retry %v; want the rule's own denial", d.Penalty, d.Status(), d.Result.RetryAfter)
+	}
+}
+
+// miniClock is a store.ManualClock that also sets a miniredis server's
+// clock, so that the scripts, the deny cache and the limiter read one
+// time.
+type miniClock struct {
+	*store.ManualClock
+	m *miniredis.Miniredis
+}
+
+func newMiniClock(t *testing.T) (*miniClock, *redis.Client) {
+	m := redistest.StartMini(t)
+	c := &miniClock{store.NewManualClock(time.Unix(1_700_000_040, 0)), m} // the start of a minute
+	m.SetTime(c.Time())
+	return c, client(t, m.Addr())
+}
+
+func (c *miniClock) Advance(d time.Duration) {
+	c.ManualClock.Advance(d)
+	c.m.SetTime(c.Time())
+}
+
+// TestPenaltyRetryAfterNeverEarlyRedis runs the penalty's waits through
+// the Redis store's scripts (in miniredis, on the test's clock): under a
+// ban shorter than the rule's window, banned requests are told the rule's
+// wait, and a client that waits it is admitted then; under a ban longer
+// than the rule's wait, the ban's rest.
+func TestPenaltyRetryAfterNeverEarlyRedis(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		ban   string
+		steps []struct {
+			adv   time.Duration
+			retry int64 // 0: admitted
+		}
+	}{
+		{"5s", []struct {
+			adv   time.Duration
+			retry int64
+		}{{24 * time.Second, 36}, {0, 36}, {2 * time.Second, 34}, {2*time.Second + 999*time.Millisecond, 32}, {31*time.Second + time.Millisecond, 0}}},
+		{"50s", []struct {
+			adv   time.Duration
+			retry int64
+		}{{24 * time.Second, 50}, {2 * time.Second, 48}, {48 * time.Second, 0}}},
+		{"15m", []struct {
+			adv   time.Duration
+			retry int64
+		}{{24 * time.Second, 900}, {time.Minute, 840}, {14*time.Minute - time.Second, 1}, {time.Second, 0}}},
+	} {
+		t.Run("ban "+c.ban, func(t *testing.T) {
+			t.Parallel()
+			clock, rc := newMiniClock(t)
+			cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "2/minute"
+      penalty: {after: 1, within: 1m, ban: `+c.ban+`}
+`), "p.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := core.NewLimiter(cfg, core.WithStore(newStore(t, rc, redisstore.WithClock(clock))), core.WithClock(clock))
+			ctx := context.Background()
+			for range 2 {
+				if d := l.Decide(ctx, "POST", "/login", "alice", false); !d.Allowed || d.Err != nil {
+					t.Fatalf("admitted request: allowed %v, err %v", d.Allowed, d.Err)
+				}
+			}
+			for i, s := range c.steps {
+				clock.Advance(s.adv)
+				d := l.Decide(ctx, "POST", "/login", "alice", false)
+				var buf [64]byte
+				_, rl, _ := d.LimitHeader(1, buf[:0]) // RateLimit
+				if d.Err != nil || d.Allowed != (s.retry == 0) || d.Penalty == d.Allowed || d.RetryAfterSeconds() != s.retry ||
+					!d.Allowed && string(rl) != `"login";r=0;t=`+strconv.FormatInt(s.retry, 10) {
+					t.Errorf("step %d: allowed %v, penalty %v, Retry-After %d, RateLimit %s, err %v; want Retry-After %d",
+						i, d.Allowed, d.Penalty, d.RetryAfterSeconds(), rl, d.Err, s.retry)
+				}
+			}
+		})
+	}
+}
+
+// TestPenaltyRuleWaitRedis checks, on a real redis-server, that a banned
+// request under a ban shorter than the rule's wait is told the rule's
+// wait (GCRA at 2 per hour: half an hour), and that the rule's Peek that
+// finds it is answered by the deny cache, which holds the denial that set
+// the ban: one round trip, the ban's check.
+func TestPenaltyRuleWaitRedis(t *testing.T) {
+	t.Parallel()
+	rc := client(t, redistest.StartServer(t).Addr())
+	cmds := countCommands(rc)
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      algorithm: gcra
+      limit: "2/hour"
+      penalty: {after: 1, within: 1h, ban: 3s}
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := core.NewLimiter(cfg, core.WithStore(newStore(t, rc)))
+	ctx := context.Background()
+	for i := range 3 {
+		d := l.Decide(ctx, "POST", "/login", "alice", false)
+		if d.Err != nil || d.Allowed != (i < 2) || d.Penalty != (i == 2) {
+			t.Fatalf("request %d: allowed %v, penalty %v, err %v", i, d.Allowed, d.Penalty, d.Err)
+		}
+		if i == 2 && (d.RetryAfterSeconds() < 1790 || d.RetryAfterSeconds() > 1800) {
+			t.Fatalf("the denial that set the ban: Retry-After %d, want about 1800", d.RetryAfterSeconds())
+		}
+	}
+	cmds.take()
+	d := l.Decide(ctx, "POST", "/login", "alice", false)
+	if d.Err != nil || d.Allowed || !d.Penalty || d.RetryAfterSeconds() < 1790 || d.RetryAfterSeconds() > 1800 {
+		t.Fatalf("banned: allowed %v, penalty %v, Retry-After %d, err %v; want the rule's wait, about 1800", d.Allowed, d.Penalty, d.RetryAfterSeconds(), d.Err)
+	}
+	if n := cmds.take(); n["evalsha"] != 1 || len(n) != 1 {
+		t.Fatalf("banned request's commands: %v, want one evalsha", n)
 	}
 }

@@ -68,7 +68,7 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		}),
 	}
 	if s.PlanHeader != "" {
-		opts = append(opts, nethttp.WithPlan(func(r *http.Request) string { return r.Header.Get(s.PlanHeader) }))
+		opts = append(opts, nethttp.WithPlan(func(r *http.Request) string { return s.Plan(r.Header.Get(s.PlanHeader)) }))
 	}
 	if s.Denied != nil {
 		opts = append(opts, nethttp.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, d *core.Decision) {
@@ -156,7 +156,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		}),
 	}
 	if s.PlanHeader != "" {
-		opts = append(opts, ginrl.WithPlan(func(c *gin.Context) string { return c.GetHeader(s.PlanHeader) }))
+		opts = append(opts, ginrl.WithPlan(func(c *gin.Context) string { return s.Plan(c.GetHeader(s.PlanHeader)) }))
 	}
 	if s.Denied != nil {
 		opts = append(opts, ginrl.WithDeniedHandler(func(c *gin.Context, d *core.Decision) {
@@ -192,7 +192,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 		}),
 	}
 	if s.PlanHeader != "" {
-		opts = append(opts, echorl.WithPlan(func(c echo.Context) string { return c.Request().Header.Get(s.PlanHeader) }))
+		opts = append(opts, echorl.WithPlan(func(c echo.Context) string { return s.Plan(c.Request().Header.Get(s.PlanHeader)) }))
 	}
 	if s.Denied != nil {
 		opts = append(opts, echorl.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
@@ -229,7 +229,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		}),
 	}
 	if s.PlanHeader != "" {
-		opts = append(opts, fiberrl.WithPlan(func(c *fiber.Ctx) string { return c.Get(s.PlanHeader) }))
+		opts = append(opts, fiberrl.WithPlan(func(c *fiber.Ctx) string { return s.Plan(c.Get(s.PlanHeader)) }))
 	}
 	if s.Denied != nil {
 		opts = append(opts, fiberrl.WithDeniedHandler(func(c *fiber.Ctx, d *core.Decision) error {

@@ -21,10 +21,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/store"
+	"github.com/rlkit/rlkit/internal/redistest"
 )
 
 // The identity convention every wiring implements.
@@ -115,9 +119,21 @@ type Setup struct {
 	// DecisionOf), each nil when not found.
 	Report func(inRequest, inFramework *core.Decision) string
 	// PlanHeader, when set, names the request header that carries the
-	// caller's plan: the wiring passes WithPlan a function returning its
-	// value.
+	// caller's plan: the wiring passes WithPlan a function returning
+	// Plan of its value.
 	PlanHeader string
+	// PlanLookup, when not nil, is what Plan asks (the suite counts the
+	// plan lookups through it).
+	PlanLookup func(value string) string
+}
+
+// Plan is the plan the wiring's plan function returns for PlanHeader's
+// value: PlanLookup's answer, or the value itself.
+func (s Setup) Plan(value string) string {
+	if s.PlanLookup != nil {
+		return s.PlanLookup(value)
+	}
+	return value
 }
 
 // NewLimiter returns the limiter the adapter decides with: Limiter, when
@@ -303,6 +319,13 @@ type step struct {
 	// instead of take (which is then ""): "" when they are right, else
 	// what is wrong.
 	counted func(takes []string, events []core.Event) string
+	// eventPlan is the plan the observer's events name when the request
+	// counted under custom limits (policy "<rule>@custom"): the caller's
+	// plan, "" for none.
+	eventPlan string
+	// after, when set, checks more once the step is done: "" when all is
+	// right, else what is wrong.
+	after func() string
 }
 
 // testCase is one row of the table.
@@ -323,6 +346,25 @@ type testCase struct {
 	// give it to the adapter's New instead of the configuration: an
 	// adapter that ignored it would count nothing.
 	limiter bool
+	// redis runs the case a second time, named "<name>Redis", counting in
+	// the Redis store (its scripts in miniredis, on the suite's clock)
+	// instead of the memory store: the same answers and store calls.
+	redis bool
+	// onRedis is that second run (see onRedis).
+	onRedis bool
+}
+
+// onRedis returns table with, after each case marked redis, its run
+// over the Redis store.
+func onRedis(table []testCase) []testCase {
+	out := slices.Clone(table)
+	for _, c := range table {
+		if c.redis {
+			c.name, c.onRedis = c.name+"Redis", true
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Response is one response as a client saw it.
@@ -368,9 +410,22 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		}
 	}
 	clock := store.NewManualClock(t0)
-	mem := memstore.New(memstore.WithClock(clock))
-	t.Cleanup(func() { _ = mem.Close() })
-	rec := &recorder{store: mem, failing: c.failing}
+	rec := &recorder{failing: c.failing}
+	if c.onRedis {
+		m := redistest.StartMini(t)
+		rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rc.Close() })
+		rs, err := redisstore.New(rc, redisstore.WithClock(clock), redisstore.WithTimeout(redistest.StoreTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rs.Close() })
+		rec.store, rec.sync = rs, func() { m.SetTime(clock.Time()) }
+	} else {
+		mem := memstore.New(memstore.WithClock(clock))
+		t.Cleanup(func() { _ = mem.Close() })
+		rec.store = mem
+	}
 	logs := &logRecorder{}
 	served := new(atomic.Int64)
 	identified := new(atomic.Pointer[identity])
@@ -475,6 +530,11 @@ func (e *env) step(i int, s step) {
 	} else {
 		e.checkCounted(where, s, takes, events)
 	}
+	if s.after != nil {
+		if msg := s.after(); msg != "" {
+			t.Fatalf("%s: %s", where, msg)
+		}
+	}
 	// The handler's Identity names the key the request counted under.
 	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing {
 		key := strings.Fields(strings.TrimPrefix(s.take, "peek "))[0] // every call's key is the same
@@ -523,6 +583,9 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		f := strings.Fields(take)
 		key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
 		rule, plan, _ := strings.Cut(rule, "@") // a plan's policy: "<rule>@<plan>"
+		if plan == core.CustomPlan {
+			plan = s.eventPlan // custom limits: the event names the caller's plan
+		}
 		// A shadow rule's call is the second, or the only one of a
 		// request it alone counts (marked shadowDenied).
 		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
@@ -582,11 +645,13 @@ func checkResponse(t *testing.T, where string, got *Response, w want) {
 }
 
 // recorder is the store the adapter gets: it records every Take ("key rule
-// cost"), Peek ("peek key rule cost") and observer event, then asks the
-// memory store, or fails.
+// cost"), Peek ("peek key rule cost"), Reset ("reset key rule") and
+// observer event, then asks the memory store (or the Redis store, its
+// server's clock set to the suite's first), or fails.
 type recorder struct {
 	store   store.Store
 	failing bool
+	sync    func() // sets the Redis server's clock; nil for the memory store
 
 	mu     sync.Mutex
 	takes  []string
@@ -637,6 +702,7 @@ func (r *recorder) Take(ctx context.Context, key string, p *store.Policy, cost i
 	if r.failing {
 		return store.Result{}, errStoreDown
 	}
+	r.setTime()
 	return r.store.Take(ctx, key, p, cost)
 }
 
@@ -649,14 +715,27 @@ func (r *recorder) Peek(ctx context.Context, key string, p *store.Policy, cost i
 	if r.failing {
 		return store.Result{}, errStoreDown
 	}
+	r.setTime()
 	return r.store.Peek(ctx, key, p, cost)
 }
 
+// Reset records "reset key rule", then resets in the store, or fails.
 func (r *recorder) Reset(ctx context.Context, key string, p *store.Policy) (bool, error) {
+	r.mu.Lock()
+	r.takes = append(r.takes, "reset "+r.clear(key)+" "+p.Name)
+	r.mu.Unlock()
 	if r.failing {
 		return false, errStoreDown
 	}
+	r.setTime()
 	return r.store.Reset(ctx, key, p)
+}
+
+// setTime sets the Redis server's clock to the suite's.
+func (r *recorder) setTime() {
+	if r.sync != nil {
+		r.sync()
+	}
 }
 
 func (r *recorder) observe(e core.Event) {

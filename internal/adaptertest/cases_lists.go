@@ -167,6 +167,7 @@ rate_limit:
 		{
 			name:   "Penalty",
 			config: penaltyConfig,
+			redis:  true,
 			steps: seq(
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 60)...), count, "login", loginOK, core.OutcomeAllowed),
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 0, 60)...), count, "login", loginOK, core.OutcomeAllowed),
@@ -181,10 +182,30 @@ rate_limit:
 				}),
 				penalized(do(http.MethodPost, "/login", bob...), ok(draft("login", 2, 60, 1, 55)...), "X-User:bob login!ban 0; X-User:bob login 1", "login", "X-User:bob", core.OutcomeAllowed),
 				advance(14*time.Minute-time.Second),
-				penalized(do(http.MethodPost, "/login", alice...), limited("login", "1", draft("login", 2, 60, 0, 1)...), ban, "login", loginOK, core.OutcomePenalized),
+				// The rest of the ban is shorter than the rule's window now:
+				// the rule is asked too, and would admit the request.
+				penalized(do(http.MethodPost, "/login", alice...), limited("login", "1", draft("login", 2, 60, 0, 1)...), ban+"; peek X-User:alice login 1", "login", loginOK, core.OutcomePenalized),
 				// Lifted when the ban ends.
 				advance(time.Second),
 				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 55)...), count, "login", loginOK, core.OutcomeAllowed),
+			),
+		},
+		{
+			// A ban shorter than the rule's window: the banned requests
+			// are told the rule's wait, in Retry-After and RateLimit's t,
+			// and a client that waits it is admitted then.
+			name:   "PenaltyShortBan",
+			config: strings.Replace(penaltyConfig, "{after: 2, within: 1m, ban: 15m}", "{after: 1, within: 1m, ban: 5s}", 1),
+			redis:  true,
+			steps: seq(
+				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 60)...), count, "login", loginOK, core.OutcomeAllowed),
+				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 0, 60)...), count, "login", loginOK, core.OutcomeAllowed),
+				advance(24*time.Second),
+				penalized(do(http.MethodPost, "/login", alice...), limited("login", "36", draft("login", 2, 60, 0, 36)...), setBan, "login", loginOK, core.OutcomeDenied),
+				advance(2*time.Second),
+				penalized(do(http.MethodPost, "/login", alice...), limited("login", "34", draft("login", 2, 60, 0, 34)...), ban+"; peek X-User:alice login 1", "login", loginOK, core.OutcomePenalized),
+				advance(34*time.Second),
+				penalized(do(http.MethodPost, "/login", alice...), ok(draft("login", 2, 60, 1, 60)...), count, "login", loginOK, core.OutcomeAllowed),
 			),
 		},
 	}

@@ -61,6 +61,7 @@ func outcomeCases() []testCase {
 		{
 			name:   "CountFailures",
 			config: outcomeConfig,
+			redis:  true,
 			steps: []step{
 				// Successes are never counted: the headers show what a
 				// failure would leave.
@@ -91,6 +92,29 @@ func outcomeCases() []testCase {
 				{req: export(500), want: answered(500, draft("export", 2, 60, 0, 60)...), take: peekExport},
 				{req: export(200), want: answered(200, draft("export", 2, 60, 0, 60)...), take: peekExport + "; X-User:alice export 1"},
 				{req: export(400), want: limited("export", "60", draft("export", 2, 60, 0, 60)...), take: peekExport},
+			},
+		},
+		{
+			// A success clears the failures of the key it counted under,
+			// and only those: the limit's failures are admitted again,
+			// and bob's count is kept.
+			name:   "ClearOnSuccess",
+			config: strings.Replace(outcomeConfig, "count: failures", "count: failures\n      clear_on_success: true", 1),
+			redis:  true,
+			steps: []step{
+				{req: login(401), want: answered(401, rl(2, 60)...), take: peekLogin + "; " + takeLogin},
+				{req: answering("POST", "/login", bob, 401), want: answered(401, rl(2, 60)...), take: "peek X-User:bob login 1; X-User:bob login 1"},
+				{req: login(403), want: answered(403, rl(1, 60)...), take: peekLogin + "; " + takeLogin},
+				{adv: 10 * time.Second},
+				{req: login(200), want: answered(200, rl(0, 50)...), take: peekLogin + "; reset X-User:alice login"},
+				{req: login(401), want: answered(401, rl(2, 50)...), take: peekLogin + "; " + takeLogin},
+				{req: login(401), want: answered(401, rl(1, 50)...), take: peekLogin + "; " + takeLogin},
+				{req: login(500), want: answered(500, rl(0, 50)...), take: peekLogin + "; " + takeLogin},
+				// Full: refused before the handler, and a refused success
+				// clears nothing.
+				{req: login(200), want: limited("login", "50", rl(0, 50)...), take: peekLogin},
+				{req: login(401), want: limited("login", "50", rl(0, 50)...), take: peekLogin},
+				{req: answering("POST", "/login", bob, 401), want: answered(401, rl(1, 50)...), take: "peek X-User:bob login 1; X-User:bob login 1"},
 			},
 		},
 		{
@@ -227,8 +251,8 @@ func (e *env) checkDeferred(where string, s step, calls []string, events []core.
 		outcome = core.OutcomeStoreError
 	case !served:
 		outcome = core.OutcomeDenied
-	case len(calls) == 1:
-		evCost = "0" // served, and its status not counted
+	case len(calls) == 1 || strings.HasPrefix(calls[1], "reset "):
+		evCost = "0" // served, and its status not counted (a success may clear the failures)
 	}
 	if len(calls) > 2 || len(events) != 1 {
 		t.Fatalf("%s: %d store calls and %d events; want a check, maybe a count, and one event", where, len(calls), len(events))

@@ -2,7 +2,9 @@ package adaptertest
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -42,6 +44,19 @@ func proSearch(r1m, r1s string) []string {
 func planCases() []testCase {
 	plan := func(p string) []string { return []string{PlanHeader, p} }
 	planHeader := func(s *Setup) { s.PlanHeader = PlanHeader }
+	// custom is a step counted under custom limits by a caller on plan p.
+	custom := func(p string, s step) step { s.eventPlan = p; return s }
+	// looked is a step after which n plan lookups have been made in all.
+	lookups := new(atomic.Int64)
+	looked := func(n int64, s step) step {
+		s.after = func() string {
+			if got := lookups.Load(); got != n {
+				return fmt.Sprintf("%d plan lookups in all, want %d", got, n)
+			}
+			return ""
+		}
+		return s
+	}
 	// alice has a quota of her own for search, 3/minute, kept under her
 	// store key (her X-User identity's keyed hash).
 	aliceKey := keyer.Key(adapter.HeaderIdentity(UserHeader, "alice"))
@@ -99,14 +114,45 @@ func planCases() []testCase {
 				s.PlanHeader = PlanHeader
 				s.LimiterOptions = append(s.LimiterOptions, core.WithLimitProvider(quotas))
 			},
+			// The events name the caller's plan, as Decision.Plan does.
 			steps: seq(
-				hit(get("/api/search", with(alice, plan("pro"))...), ok(draft("search", 3, 60, 2, 60)...), "X-User:alice search@custom 1"),
-				hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 3, 60, 1, 60)...), "X-User:alice search@custom 1"),
-				hit(get("/api/search", alice...), ok(draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1"),
-				hit(get("/api/search", with(alice, plan("pro"))...), limited("search", "60", draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1"),
+				custom("pro", hit(get("/api/search", with(alice, plan("pro"))...), ok(draft("search", 3, 60, 2, 60)...), "X-User:alice search@custom 1")),
+				custom("free", hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 3, 60, 1, 60)...), "X-User:alice search@custom 1")),
+				custom("", hit(get("/api/search", alice...), ok(draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1")),
+				custom("", hit(get("/api/search", with(alice, plan("gold"))...), limited("search", "60", draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1")),
+				custom("pro", hit(get("/api/search", with(alice, plan("pro"))...), limited("search", "60", draft("search", 3, 60, 0, 60)...), "X-User:alice search@custom 1")),
 				// No answer for alice's other rules, nor for bob.
 				hit(get("/api/other", with(alice, plan("free"))...), ok(draft("default", 5, 60, 4, 60)...), "X-User:alice default@free 1"),
 				hit(get("/api/search", with(bob, plan("pro"))...), ok(proSearch("99", "4")...), "X-User:bob search@pro 1"),
+			),
+		},
+		{
+			// core.WithLimitCache caches each caller's plan lookup: one per
+			// identity per TTL, through every adapter; meanwhile the plan
+			// is the one looked up, whatever the request says.
+			name:   "PlansCached",
+			config: plansConfig,
+			setup: func(s *Setup) {
+				s.PlanHeader = PlanHeader
+				s.LimiterOptions = append(s.LimiterOptions, core.WithLimitCache(0, time.Minute))
+				lookups.Store(0)
+				s.PlanLookup = func(v string) string {
+					lookups.Add(1)
+					return v
+				}
+			},
+			steps: seq(
+				looked(1, hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 2, 1, 1, 1)...), "X-User:alice search@free 1")),
+				looked(1, hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 2, 1, 0, 1)...), "X-User:alice search@free 1")),
+				looked(1, hit(get("/api/search", with(alice, plan("pro"))...), limited("search", "1", draft("search", 2, 1, 0, 1)...), "X-User:alice search@free 1")),
+				looked(2, hit(get("/api/search", with(bob, plan("pro"))...), ok(proSearch("99", "4")...), "X-User:bob search@pro 1")),
+				looked(2, hit(get("/api/other", with(bob, plan("free"))...), ok(draft("default", 120, 60, 119, 60)...), "X-User:bob default@pro 1")),
+				// Exempt paths and super-admins look nothing up.
+				looked(2, hit(get("/health", with(alice, plan("free"))...), ok(), "")),
+				looked(2, hit(get("/api/search", with(alice, plan("free"), superAdmin)...), ok(), "")),
+				advance(time.Minute),
+				looked(3, hit(get("/api/search", with(alice, plan("pro"))...), ok(proSearch("99", "4")...), "X-User:alice search@pro 1")),
+				looked(3, hit(get("/api/search", with(alice, plan("free"))...), ok(proSearch("98", "3")...), "X-User:alice search@pro 1")),
 			),
 		},
 		{

@@ -31,7 +31,8 @@
 // except that X-User "bad" makes the key function fail (so the default
 // error handler answers 401); "X-Role: super-admin" bypasses the limiter.
 // When Setup.PlanHeader is set, the wiring gives the adapter's WithPlan a
-// function returning that header's value (the plan cases use "X-Plan").
+// function returning Setup.Plan of that header's value (the plan cases use
+// "X-Plan"; Setup.Plan lets them count the lookups).
 //
 // The application's own denied response and the Decision in the handler's
 // contexts have cases of their own (cases_denied.go): the wiring passes
@@ -51,5 +52,8 @@
 // TestFaultPathSpellings.
 //
 // The stores read a store.ManualClock, so every Reset and Retry-After value
-// is exact; the suite moves the clock and never sleeps.
+// is exact; the suite moves the clock and never sleeps. Some cases run a
+// second time, named "<case>Redis", over the Redis store (its scripts in
+// miniredis, whose clock the suite sets before each call), with the same
+// expectations.
 package adaptertest
