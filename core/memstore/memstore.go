@@ -228,9 +228,15 @@ func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now i
 // takes no shard lock (see cell); a key the index read without the mutex
 // does not show, or shows in a cell freed since, is decided again under
 // the shard's mutex, where the lookup is exact, and inserted when
-// admitted.
+// admitted. A calendar limit counts over the periods its policy keeps
+// (store.Policy.Periods): no time-zone arithmetic but at a boundary.
 func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now int64, write bool) {
 	l := &p.Limits[0]
+	var ps *algo.Periods // a calendar limit's
+	if l.Calendar != 0 {
+		cur := p.Periods(0, now)
+		ps = &cur
+	}
 	sh := s.shard(h)
 	var o algo.Outcome
 	c, m := s.lockCounter(*sh.tab.Load(), h)
@@ -240,7 +246,11 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 			m, _ = lockCell(c) // under the mutex, a cell the index shows is not freed
 		} else {
 			var st algo.State
-			algo.Apply(p.Algorithm, &st, l, now, cost, &o)
+			if ps != nil {
+				algo.ApplyCalendar(&st, l, ps, now, cost, &o)
+			} else {
+				algo.Apply(p.Algorithm, &st, l, now, cost, &o)
+			}
 			if write && o.Allowed && cost > 0 {
 				s.insert(sh, h, pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st, now)
 			}
@@ -250,14 +260,18 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 		}
 		sh.mu.Unlock() // the cell is locked
 	}
-	if write {
-		algo.Apply(p.Algorithm, &c.st, l, now, cost, &o)
-		if o.Allowed && cost > 0 {
-			m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
-		}
+	st := &c.st
+	if !write {
+		cp := c.st // a copy: a peek leaves the counter as it is
+		st = &cp
+	}
+	if ps != nil {
+		algo.ApplyCalendar(st, l, ps, now, cost, &o)
 	} else {
-		st := c.st // a copy: a peek leaves the counter as it is
-		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
+		algo.Apply(p.Algorithm, st, l, now, cost, &o)
+	}
+	if write && o.Allowed && cost > 0 {
+		m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
 	}
 	unlockCell(c, m)
 	r.SetOutcome(*l, &o)
