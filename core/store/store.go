@@ -54,6 +54,17 @@ func (p *Policy) Periods(i int, now int64) algo.Periods {
 	return p.newPeriods(c, i, now)
 }
 
+// LastPeriods returns the periods Periods last returned for limit i, and
+// false when it has returned none: what a decision on the policy counted
+// in most recently, whatever its key (headers that show a calendar
+// period's length read it).
+func (p *Policy) LastPeriods(i int) (algo.Periods, bool) {
+	if ps := p.periods[i&(MaxLimits-1)].Load(); ps != nil {
+		return *ps, true
+	}
+	return algo.Periods{}, false
+}
+
 // newPeriods computes the periods of limit i holding now and keeps them
 // in c; Periods, the load and compare, inlines into the stores.
 func (p *Policy) newPeriods(c *atomic.Pointer[algo.Periods], i int, now int64) algo.Periods {
