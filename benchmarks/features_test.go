@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	_ "time/tzdata" // Europe/Berlin, on machines without a zone database
 
 	"github.com/gin-gonic/gin"
 
@@ -108,6 +109,10 @@ var featureRows = []featureRow{
 	}},
 	{name: "count-failures-401", base: "baseline", status: 401, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures", ""))(statusHandler(401))
+	}},
+	{name: "calendar", base: "baseline", status: 200, header: [2]string{"RateLimit-Policy", `"search";q=2000000000;w=`}, build: func(tb testing.TB) http.Handler {
+		yaml := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/day"`+"\n      window: calendar\n      timezone: Europe/Berlin", 1)
+		return nethttp.New(adaptertest.Config(tb, yaml))(jsonHandler)
 	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
@@ -220,6 +225,10 @@ func (s *featureServer) check(tb testing.TB) {
 //     recorded, nothing counted.
 //   - count-failures-401: the same, the handler answering 401: the Peek,
 //     then a Take once it has answered.
+//   - calendar: the search rule with window: calendar, timezone:
+//     Europe/Berlin and 2,000,000,000 per calendar day: the period kept
+//     per policy (no time-zone arithmetic within it), and the
+//     RateLimit-Policy value of the period.
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler
