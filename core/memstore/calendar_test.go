@@ -25,8 +25,8 @@ func calendarPolicy(t testing.TB, name string, loc *time.Location, limits ...str
 	return p
 }
 
-// TestCalendarDayOfTwentyFiveHours counts one calendar limit (the
-// lock-free path of a one-limit policy) across 2025-11-02 in New York,
+// TestCalendarDayOfTwentyFiveHours counts a policy of one calendar limit
+// across 2025-11-02 in New York,
 // which has 25 hours: Take, Peek and the counter's expiry follow its
 // midnights, and Retry-After ends at the next one.
 func TestCalendarDayOfTwentyFiveHours(t *testing.T) {

@@ -120,7 +120,7 @@ func (s *Store) Close() error {
 // Take implements store.Store. It fails only for a policy with no limits
 // or more than store.MaxLimits (store.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
-	if len(p.Limits) == 1 {
+	if len(p.Limits) == 1 && p.Limits[0].Calendar == 0 {
 		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
 		return r, nil
 	}
@@ -210,9 +210,12 @@ func (s *Store) PeekAt(r *store.Result, key string, p *store.Policy, cost, now i
 	s.decide(r, key, p, cost, now, false)
 }
 
-// decide is TakeAt when write is set, else PeekAt.
+// decide is TakeAt when write is set, else PeekAt. A policy of one limit
+// takes the lock-free path (takeOne); one of several, or of calendar
+// limits, takeMany, which store.Evaluate decides (over the calendar
+// periods the policy keeps: no time-zone arithmetic but at a boundary).
 func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
-	if len(p.Limits) == 1 {
+	if len(p.Limits) == 1 && p.Limits[0].Calendar == 0 {
 		s.takeOne(r, s.hash(key, p), p, cost, now, write)
 		return
 	}
@@ -228,15 +231,9 @@ func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now i
 // takes no shard lock (see cell); a key the index read without the mutex
 // does not show, or shows in a cell freed since, is decided again under
 // the shard's mutex, where the lookup is exact, and inserted when
-// admitted. A calendar limit counts over the periods its policy keeps
-// (store.Policy.Periods): no time-zone arithmetic but at a boundary.
+// admitted.
 func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now int64, write bool) {
 	l := &p.Limits[0]
-	var ps *algo.Periods // a calendar limit's
-	if l.Calendar != 0 {
-		cur := p.Periods(0, now)
-		ps = &cur
-	}
 	sh := s.shard(h)
 	var o algo.Outcome
 	c, m := s.lockCounter(*sh.tab.Load(), h)
@@ -246,11 +243,7 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 			m, _ = lockCell(c) // under the mutex, a cell the index shows is not freed
 		} else {
 			var st algo.State
-			if ps != nil {
-				algo.ApplyCalendar(&st, l, ps, now, cost, &o)
-			} else {
-				algo.Apply(p.Algorithm, &st, l, now, cost, &o)
-			}
+			algo.Apply(p.Algorithm, &st, l, now, cost, &o)
 			if write && o.Allowed && cost > 0 {
 				s.insert(sh, h, pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining)), st, now)
 			}
@@ -260,18 +253,14 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 		}
 		sh.mu.Unlock() // the cell is locked
 	}
-	st := &c.st
-	if !write {
-		cp := c.st // a copy: a peek leaves the counter as it is
-		st = &cp
-	}
-	if ps != nil {
-		algo.ApplyCalendar(st, l, ps, now, cost, &o)
+	if write {
+		algo.Apply(p.Algorithm, &c.st, l, now, cost, &o)
+		if o.Allowed && cost > 0 {
+			m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
+		}
 	} else {
-		algo.Apply(p.Algorithm, st, l, now, cost, &o)
-	}
-	if write && o.Allowed && cost > 0 {
-		m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
+		st := c.st // a copy: a peek leaves the counter as it is
+		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
 	}
 	unlockCell(c, m)
 	r.SetOutcome(*l, &o)
