@@ -98,6 +98,12 @@ func (r *Rule) policyHeader() []string {
 	if r.calendar == nil {
 		return r.policyValue
 	}
+	return r.calendarPolicyHeader()
+}
+
+// calendarPolicyHeader is policyHeader for a calendar rule; policyHeader,
+// the nil check, inlines.
+func (r *Rule) calendarPolicyHeader() []string {
 	var (
 		ps     [store.MaxLimits]algo.Periods
 		starts [store.MaxLimits]int64

@@ -45,6 +45,12 @@ func (pl *plan) tailAt(p *store.Policy, now int64) []any {
 	if pl.algorithm != calendarWindow {
 		return pl.tail
 	}
+	return pl.calendarTailAt(p, now)
+}
+
+// calendarTailAt is tailAt for calendar limits; tailAt, the check,
+// inlines.
+func (pl *plan) calendarTailAt(p *store.Policy, now int64) []any {
 	if c := pl.calendar.Load(); c != nil && now >= c.from && now < c.until {
 		return c.tail
 	}

@@ -248,7 +248,12 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 	)
 	for i := range p.Limits {
 		next[i] = states[i]
-		p.apply(i, &next[i], now, cost, &out[i])
+		if l := &p.Limits[i]; l.Calendar == 0 {
+			algo.Apply(p.Algorithm, &next[i], l, now, cost, &out[i])
+		} else {
+			ps := p.Periods(i, now)
+			algo.ApplyCalendar(&next[i], l, &ps, now, cost, &out[i])
+		}
 		allowed = allowed && out[i].Allowed
 	}
 	if allowed {
