@@ -218,3 +218,23 @@ func TestCalendarCustomLimits(t *testing.T) {
 		t.Errorf("checkVariant(llm, 100/day) = %v", err)
 	}
 }
+
+// TestCalendarProviderLimits counts a LimitProvider's calendar limits for
+// a calendar rule in the rule's zone: 1 a day for alice, whose second
+// call of the day waits for Berlin's midnight.
+func TestCalendarProviderLimits(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	day, _ := algo.ParseCalendarLimit("1/day")
+	q := LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
+		return []algo.Limit{day}, key == "alice" && rule == "llm", nil
+	})
+	clock := store.NewManualClock(time.Date(2025, 6, 1, 22, 0, 0, 0, berlin))
+	l := NewLimiter(mustParse(t, llmConfig), WithClock(clock), WithLimitProvider(q))
+	ctx := context.Background()
+	if d := l.Decide(ctx, "POST", "/v1/chat", "alice", false); !d.Allowed || d.Plan != CustomPlan || d.Rule.Policy.Location.String() != "Europe/Berlin" {
+		t.Fatalf("first call: allowed %v, plan %q, zone %v", d.Allowed, d.Plan, d.Rule.Policy.Location)
+	}
+	if d := l.Decide(ctx, "POST", "/v1/chat", "alice", false); d.Allowed || d.RetryAfterSeconds() != 7200 {
+		t.Fatalf("second call: allowed %v, Retry-After %d; want denied until Berlin's midnight, 7200 s", d.Allowed, d.RetryAfterSeconds())
+	}
+}
