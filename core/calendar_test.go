@@ -104,6 +104,8 @@ func TestCalendarConfigErrors(t *testing.T) {
 			[]string{`rate-limit config t.yaml:7: rule "llm": field "window": value "calendar": calendar windows count with fixed_window, not token_bucket (the file's algorithm): set algorithm: fixed_window on the rule`}},
 		{"the default's algorithm", yamlLines("rate_limit:", "  algorithm: gcra", "  default_window: calendar", "  default: 1000/day"),
 			[]string{`rate-limit config t.yaml:2: rule "default": field "algorithm": value "gcra": calendar windows count with fixed_window, not gcra (default_window: calendar)`}},
+		{"a calendar default without a default", yamlLines("rate_limit:", "  enabled: true", "  default_window: calendar"),
+			[]string{`rate-limit config t.yaml:3: rule "default": field "default_window": value "calendar": a calendar default limit needs a default of limits per day, month or year (default: "10000/day"): the built-in 120/minute is not one`}},
 		{"an unknown window", rule("      window: weekly", "      limit: 1000/day"),
 			[]string{`rate-limit config t.yaml:5: rule "llm": field "window": value "weekly": want calendar (limits per calendar day, month or year), or no window for windows of each limit's own period`}},
 		{"an unknown default window", yamlLines("rate_limit:", "  default_window: rolling"),

@@ -132,7 +132,9 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		defAlgoKey = "algorithm"
 	}
 	defWin := cc.window(windowSpec{prefix: "default_", rule: DefaultRuleName, window: spec.DefaultWindow, timezone: spec.DefaultTimezone, algorithm: defAlgo, algorithmKey: defAlgoKey})
-	if lims := cc.limits("default", "default", DefaultRuleName, def, 0, defWin); lims != nil {
+	if defWin.loc != nil && len(spec.Default) == 0 {
+		cc.fail("default_window", DefaultRuleName, "default_window", spec.DefaultWindow, "a calendar default limit needs a default of limits per day, month or year (default: \"10000/day\"): the built-in %s is not one", defaultLimit)
+	} else if lims := cc.limits("default", "default", DefaultRuleName, def, 0, defWin); lims != nil {
 		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow}
 		c.def.prepare()
 		if c.shadow {
