@@ -1,6 +1,8 @@
 package memstore_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // America/New_York, on machines without a zone database
@@ -83,6 +85,32 @@ func TestCalendarZeroAllocs(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(1000, func() { _, _ = s.Peek(ctx, "u", p, 1) }); n != 0 {
 			t.Errorf("%s: %v allocs per peek, want 0", p.Name, n)
+		}
+	}
+}
+
+// TestCalendarConcurrency sends 800 requests at one key of 100 a day from
+// 16 goroutines, a new key each round (its counter created under the
+// shard's mutex while others decide without it): exactly 100 admitted.
+func TestCalendarConcurrency(t *testing.T) {
+	s := memstore.New()
+	p := calendarPolicy(t, "conc", time.UTC, "100/day")
+	for round := range 20 {
+		key := "k" + string(rune('a'+round))
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for range 50 {
+					if r, _ := s.Take(ctx, key, p, 1); r.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if admitted.Load() != 100 {
+			t.Fatalf("round %d: %d admitted, want 100", round, admitted.Load())
 		}
 	}
 }
