@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	_ "time/tzdata" // Europe/Berlin, on machines without a zone database
 
 	"github.com/gin-gonic/gin"
 
@@ -116,6 +117,10 @@ var featureRows = []featureRow{
 	}},
 	{name: "clear-on-success-200", base: "count-failures-200", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures\n      clear_on_success: true", ""))(statusHandler(200))
+	}},
+	{name: "calendar", base: "baseline", status: 200, header: [2]string{"RateLimit-Policy", `"search";q=2000000000;w=`}, build: func(tb testing.TB) http.Handler {
+		yaml := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/day"`+"\n      window: calendar\n      timezone: Europe/Berlin", 1)
+		return nethttp.New(adaptertest.Config(tb, yaml))(jsonHandler)
 	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
@@ -235,6 +240,10 @@ func (s *featureServer) check(tb testing.TB) {
 //   - clear-on-success-200: count-failures-200 with clear_on_success:
 //     true, compared with it: the Reset of the caller's failures once the
 //     handler has answered.
+//   - calendar: the search rule with window: calendar, timezone:
+//     Europe/Berlin and 2,000,000,000 per calendar day: the period kept
+//     per policy (no time-zone arithmetic within it), and the
+//     RateLimit-Policy value of the period.
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler

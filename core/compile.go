@@ -1,12 +1,15 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/internal/clip"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -124,8 +127,15 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if len(def) == 0 {
 		def = []string{defaultLimit}
 	}
-	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
+	defAlgoKey := ""
+	if spec.Algorithm != "" {
+		defAlgoKey = "algorithm"
+	}
+	defWin := cc.window(windowSpec{prefix: "default_", rule: DefaultRuleName, window: spec.DefaultWindow, timezone: spec.DefaultTimezone, algorithm: defAlgo, algorithmKey: defAlgoKey})
+	if defWin.loc != nil && len(spec.Default) == 0 {
+		cc.fail("default_window", DefaultRuleName, "default_window", spec.DefaultWindow, "a calendar default limit needs a default of limits per day, month or year (default: \"10000/day\"): the built-in %s is not one", defaultLimit)
+	} else if lims := cc.limits("default", "default", DefaultRuleName, def, 0, defWin); lims != nil {
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow}
 		c.def.prepare()
 		if c.shadow {
 			c.shadowDef = c.def
@@ -194,8 +204,13 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		r.methods = append(r.methods, m)
 	}
 	r.methods = withHead(r.methods)
-	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
-	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims}
+	algoKey := ""
+	if rs.Algorithm != "" {
+		algoKey = key + ".algorithm"
+	}
+	win := cc.window(windowSpec{prefix: key + ".", rule: label, window: rs.Window, timezone: rs.Timezone, algorithm: a, algorithmKey: algoKey})
+	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst, win)
+	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims, Location: win.loc}
 	r.weights = cc.weights(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	if len(cc.errs) > n || lims == nil {
@@ -247,8 +262,9 @@ func (cc *compiler) mode(key, rule, mode string, def bool) bool {
 	return def
 }
 
-// limits compiles a list of limits with burst; nil when one is bad.
-func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64) []algo.Limit {
+// limits compiles a list of limits with burst, counted in win; nil when
+// one is bad.
+func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int64, win window) []algo.Limit {
 	if len(vals) == 0 {
 		cc.fail(key, rule, "limit", "", "no limit given")
 		return nil
@@ -259,7 +275,7 @@ func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int6
 	}
 	var out []algo.Limit
 	for i, v := range vals {
-		l, err := algo.ParseLimit(v)
+		l, err := win.parse(v)
 		if err != nil {
 			cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "%v", err)
 			continue
@@ -270,7 +286,11 @@ func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int6
 			continue
 		}
 		for _, m := range out {
-			if m.Period == l.Period {
+			switch {
+			case m.Period != l.Period:
+			case l.Calendar != 0:
+				cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "a second limit per calendar %v (first: %s)", l.Calendar, m)
+			default:
 				cc.fail(key+"."+strconv.Itoa(i), rule, "limit", v, "a second limit per %v (first: %s)", l.Period, m)
 			}
 		}
@@ -280,4 +300,93 @@ func (cc *compiler) limits(key, burstKey, rule string, vals []string, burst int6
 		return nil
 	}
 	return out
+}
+
+// window is how a list of limits counts: in windows of each limit's
+// period, or, when loc is set, per calendar period of loc.
+type window struct {
+	loc *time.Location // nil: not calendar
+	// field asks for calendar periods where the limits are written:
+	// "window" for a rule's, "default_window" for the default's.
+	field string
+}
+
+// parse parses one limit of the list: algo.ParseCalendarLimit for a
+// calendar window; else algo.ParseLimit, whose refusal of a month or a
+// year names the field that would count it.
+func (w window) parse(v string) (algo.Limit, error) {
+	if w.loc != nil {
+		return algo.ParseCalendarLimit(v)
+	}
+	l, err := algo.ParseLimit(v)
+	if err != nil {
+		if c, cerr := algo.ParseCalendarLimit(v); cerr == nil && c.Calendar != algo.CalendarDay {
+			where := "the rule"
+			if w.field == "default_window" {
+				where = "the rate_limit section"
+			}
+			return l, fmt.Errorf("limit %q: a %v is a calendar period: add %s: calendar to %s (its limits then count per calendar day, month or year)", clip.String(v), c.Calendar, w.field, where)
+		}
+	}
+	return l, err
+}
+
+// windowSpec is the window and timezone fields of a rule, or of the
+// default limit, and the algorithm its limits count with.
+type windowSpec struct {
+	prefix           string // the fields' key, less "window" or "timezone": "rules.2." or "default_"
+	rule             string // the rule's label
+	window, timezone string
+	algorithm        algo.Algorithm
+	algorithmKey     string // the key of the field that set the algorithm; "" for the file's default
+}
+
+// window compiles ws.
+func (cc *compiler) window(ws windowSpec) window {
+	winField, tzField := "window", "timezone"
+	if ws.prefix == "default_" {
+		winField, tzField = "default_window", "default_timezone"
+	}
+	w := window{field: winField}
+	switch ws.window {
+	case "":
+		if ws.timezone != "" {
+			cc.fail(ws.prefix+"timezone", ws.rule, tzField, ws.timezone, "a time zone applies to %s: calendar only", winField)
+		}
+		return w
+	case "calendar":
+	default:
+		cc.fail(ws.prefix+"window", ws.rule, winField, ws.window, "want calendar (limits per calendar day, month or year), or no %s for windows of each limit's own period", winField)
+		return w
+	}
+	if ws.algorithm != algo.FixedWindow {
+		if ws.algorithmKey != "" {
+			cc.fail(ws.algorithmKey, ws.rule, "algorithm", ws.algorithm.String(), "calendar windows count with fixed_window, not %v (%s: calendar)", ws.algorithm, winField)
+		} else {
+			cc.fail(ws.prefix+"window", ws.rule, winField, ws.window, "calendar windows count with fixed_window, not %v (the file's algorithm): set algorithm: fixed_window on the rule", ws.algorithm)
+		}
+	}
+	loc, err := loadZone(ws.timezone)
+	if err != nil {
+		cc.fail(ws.prefix+"timezone", ws.rule, tzField, ws.timezone, "%v", err)
+		loc = time.UTC // the limits are still checked
+	}
+	w.loc = loc
+	return w
+}
+
+// loadZone loads the IANA time zone name; "" is UTC. "Local", the
+// machine's own zone, is refused: replicas may not share it.
+func loadZone(name string) (*time.Location, error) {
+	switch name {
+	case "":
+		return time.UTC, nil
+	case "Local":
+		return nil, errors.New(`"Local" is this machine's time zone, which other replicas may not share: name the zone, such as UTC or Europe/Berlin`)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q: want an IANA name such as Europe/Berlin, or UTC (a program on a system without a time zone database embeds Go's with import _ \"time/tzdata\")", clip.String(name))
+	}
+	return loc, nil
 }

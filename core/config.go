@@ -26,8 +26,11 @@ const (
 	// with one list item per limit of the rule. A rule with one limit
 	// names its item after the rule; a rule with several names each
 	// "<rule>-<window>", the window in the largest of the units s, m, h
-	// and d that divides it ("api-1s", "api-5m", "api-1h"), so no name
-	// repeats. It is the default.
+	// and d that divides it ("api-1s", "api-5m", "api-1h"), or its
+	// calendar period ("llm-day", "llm-month"), so no name repeats. The
+	// window of a calendar limit is the length of the period it counts in
+	// now (82800 for a day of 23 hours, 2678400 for a month of 31 days),
+	// and t the time to the next period's start. It is the default.
 	HeadersDraft HeaderStyle = iota
 	// HeadersLegacy writes X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until reset) for the deciding limit.

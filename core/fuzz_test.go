@@ -278,6 +278,12 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(example), "10\n", "31\n", 1)))
 	f.Add([]byte(strings.Replace(string(example), "  default:", "  algorithm: token_bucket\n  default:", 1)))
 	f.Add(example[:len(example)/2])
+	f.Add([]byte(llmConfig))
+	f.Add([]byte(strings.Replace(llmConfig, "Europe/Berlin", "Europe/Berln", 1)))
+	f.Add([]byte(strings.Replace(llmConfig, `["3/day", "5/month"]`, `["3/minute", "5/2months"]`, 1)))
+	f.Add([]byte(strings.Replace(llmConfig, "window: calendar", "window: weekly\n      algorithm: gcra", 1)))
+	f.Add([]byte(strings.Replace(string(example), `"10/second"`, `"1000/month"`, 1)))
+	f.Add([]byte(strings.Replace(string(example), "  default:", "  default_window: calendar\n  default_timezone: Local\n  default:", 1)))
 	for _, s := range configSeeds {
 		f.Add([]byte(s))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -36,28 +37,96 @@ var (
 func (r *Rule) prepare() {
 	r.rateItems = r.rateItems[:0]
 	r.limitValue = r.limitValue[:0]
-	var b []byte
+	var windows [store.MaxLimits]time.Duration
 	for i, l := range r.Policy.Limits {
-		name := limitName(r.Name, r.Policy.Limits, i)
-		item := `"` + name + `";r=`
+		item := `"` + limitName(r.Name, r.Policy.Limits, i) + `";r=`
 		if i > 0 {
-			b = append(b, ", "...)
 			item = ", " + item
 		}
 		r.rateItems = append(r.rateItems, item)
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `";q=`...)
-		b = strconv.AppendInt(b, l.Count, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, ceilSeconds(l.Period), 10)
 		r.limitValue = append(r.limitValue, strconv.FormatInt(l.Count, 10))
+		windows[i&(store.MaxLimits-1)] = l.Period // a calendar limit's nominal length
 	}
-	// Shared slices must never be appended to in place: cap = len.
-	r.policyValue = []string{string(b)}[:1:1]
+	r.policyValue = r.renderPolicy(&windows)
+	r.calendar = nil
+	if r.Policy.Calendar() {
+		r.calendar = new(calendarPolicy)
+	}
 	msg, _ := json.Marshal("Rate limit exceeded for '" + r.Name + "' requests")
 	r.body = append(append([]byte(`{"detail": `), msg...), '}')
 	r.bodyLength = []string{strconv.Itoa(len(r.body))}[:1:1]
+}
+
+// renderPolicy renders the RateLimit-Policy value of r, windows[i] being
+// the window of limit i.
+func (r *Rule) renderPolicy(windows *[store.MaxLimits]time.Duration) []string {
+	var b []byte
+	for i, l := range r.Policy.Limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, limitName(r.Name, r.Policy.Limits, i)...)
+		b = append(b, `";q=`...)
+		b = strconv.AppendInt(b, l.Count, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, ceilSeconds(windows[i&(store.MaxLimits-1)]), 10)
+	}
+	// Shared slices must never be appended to in place: cap = len.
+	return []string{string(b)}[:1:1]
+}
+
+// calendarPolicy keeps the RateLimit-Policy value of a calendar rule for
+// the periods its policy last counted in: w is the length of each
+// limit's period, 82800 for a day of 23 hours, 2678400 for a month of 31
+// days.
+type calendarPolicy struct{ v atomic.Pointer[calendarValue] }
+
+// calendarValue is a calendar rule's RateLimit-Policy value while its
+// limits count in the periods starting at starts.
+type calendarValue struct {
+	starts [store.MaxLimits]int64
+	value  []string
+}
+
+// policyHeader returns the RateLimit-Policy value of r's responses: its
+// prepared one, or for a calendar rule the one of the periods its policy
+// counted in last (store.Policy.LastPeriods), rendered once per period;
+// before any decision, the nominal lengths (a day of 86400 s, a month of
+// 30 days, a year of 365).
+func (r *Rule) policyHeader() []string {
+	if r.calendar == nil {
+		return r.policyValue
+	}
+	return r.calendarPolicyHeader()
+}
+
+// calendarPolicyHeader is policyHeader for a calendar rule; policyHeader,
+// the nil check, inlines.
+func (r *Rule) calendarPolicyHeader() []string {
+	var (
+		ps     [store.MaxLimits]algo.Periods
+		starts [store.MaxLimits]int64
+	)
+	for i := range r.Policy.Limits {
+		j := i & (store.MaxLimits - 1)
+		ps[j], _ = r.Policy.LastPeriods(i)
+		starts[j] = ps[j].Start
+	}
+	if v := r.calendar.v.Load(); v != nil && v.starts == starts {
+		return v.value
+	}
+	var windows [store.MaxLimits]time.Duration
+	for i, l := range r.Policy.Limits {
+		j := i & (store.MaxLimits - 1)
+		windows[j] = l.Period // none counted yet: the nominal length
+		if ps[j].End > ps[j].Start {
+			windows[j] = time.Duration(ps[j].End - ps[j].Start)
+		}
+	}
+	v := &calendarValue{starts: starts, value: r.renderPolicy(&windows)}
+	r.calendar.v.Store(v)
+	return v.value
 }
 
 // limitName is the name of limits[i] of the rule named rule in the draft
@@ -65,11 +134,15 @@ func (r *Rule) prepare() {
 // by name: the rule's name when it has one limit ("search"), and
 // "<rule>-<window>" when it has several, the window in the largest unit
 // that divides it exactly ("api-1s", "api-90s", "api-5m", "api-1h",
-// "api-2d"). The limits of one rule have distinct periods, so their names
-// are distinct.
+// "api-2d"), or the calendar period ("llm-day", "llm-month",
+// "llm-year"). The limits of one rule have distinct periods, so their
+// names are distinct.
 func limitName(rule string, limits []algo.Limit, i int) string {
 	if len(limits) == 1 {
 		return rule
+	}
+	if c := limits[i].Calendar; c != 0 {
+		return rule + "-" + c.String() // "llm-day", "llm-month", "llm-year"
 	}
 	return string(appendWindow(append([]byte(rule), '-'), limits[i].Period))
 }
@@ -244,7 +317,7 @@ func (d *Decision) SetHeaders(h http.Header) {
 		return
 	}
 	var tmp [len(largeValue{}.b)]byte
-	h[hdrPolicy] = d.Rule.policyValue
+	h[hdrPolicy] = d.Rule.policyHeader()
 	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }
 

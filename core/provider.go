@@ -27,7 +27,9 @@ import (
 // limits are counted with the rule's algorithm, and must be valid for it
 // (store.Policy.Validate; periods of whole seconds, as a configuration's; a
 // burst only on token_bucket and gcra; a capacity no smaller than the
-// rule's largest weight): an invalid answer is logged
+// rule's largest weight; for a rule with window: calendar, calendar
+// limits, algo.ParseCalendarLimit's, counted in the rule's time zone, and
+// for any other rule none): an invalid answer is logged
 // and the plan's or rule's limits apply. An error (a database down) is
 // logged, at most once per warn interval, and the plan's or rule's
 // limits apply.

@@ -301,11 +301,12 @@ type Rule struct {
 	clear   bool // a success clears the key's failures (RuleSpec.ClearOnSuccess)
 
 	// Precomputed responses and header values; see headers.go.
-	rateItems   []string // the start of each limit's item in the RateLimit header
-	policyValue []string // RateLimit-Policy
-	limitValue  []string // X-RateLimit-Limit
-	body        []byte   // the 429 body
-	bodyLength  []string // its Content-Length
+	rateItems   []string        // the start of each limit's item in the RateLimit header
+	policyValue []string        // RateLimit-Policy (of a calendar rule, before a decision)
+	calendar    *calendarPolicy // RateLimit-Policy of a calendar rule, per period; nil for others
+	limitValue  []string        // X-RateLimit-Limit
+	body        []byte          // the 429 body
+	bodyLength  []string        // its Content-Length
 }
 
 // Shadow reports whether the rule is in shadow mode: it counts requests

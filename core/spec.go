@@ -14,6 +14,13 @@ type Spec struct {
 	// Default is the limit (or limits) of requests no rule matches;
 	// empty means "120/minute".
 	Default []string
+	// DefaultWindow and DefaultTimezone are the default limit's Window
+	// and Timezone (see RuleSpec): "calendar" counts it per calendar day,
+	// month or year ("10000/day") in the time zone. They apply to the
+	// default limit alone, as its limit does; a rule counts per calendar
+	// period only when it says so itself.
+	DefaultWindow   string
+	DefaultTimezone string
 	// ExemptPaths never touch a counter. nil means DefaultExemptPaths; an
 	// empty non-nil slice exempts nothing.
 	ExemptPaths []string
@@ -58,6 +65,20 @@ type RuleSpec struct {
 	Limit []string
 	// Algorithm overrides the configuration's default.
 	Algorithm string
+	// Window is empty (windows of each limit's own period) or calendar:
+	// each limit counts per calendar day, month or year ("1000/day",
+	// "20000/month", "1/year"; every limit of the rule is one) of
+	// Timezone, from one local midnight to the next whatever the day's
+	// length (23 or 25 hours when the clocks change), with fixed_window
+	// only. Retry-After and the reset of the rate-limit headers count to
+	// the next period's start; RateLimit-Policy's w is the length of the
+	// period now counted, in seconds.
+	Window string
+	// Timezone is the IANA time zone of a calendar window ("Europe/Berlin";
+	// empty means UTC). A name the time zone database does not hold is a
+	// configuration error; a program on a system without one embeds Go's
+	// with import _ "time/tzdata".
+	Timezone string
 	// Burst is the capacity of token_bucket and gcra rules (0 = the count).
 	Burst int64
 	// Weights give the cost of one request on a path (default 1), first

@@ -133,7 +133,7 @@ func (c *Config) tier(plan string) *tier {
 func variant(base *Rule, plan string, lims []algo.Limit) *Rule {
 	v := *base
 	v.rateItems, v.limitValue = nil, nil // prepare appends: never into base's
-	v.Policy = &store.Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims}
+	v.Policy = &store.Policy{Name: base.Name + "@" + plan, Algorithm: base.Policy.Algorithm, Limits: lims, Location: base.Policy.Location}
 	v.plan = plan
 	v.prepare()
 	return &v
@@ -222,7 +222,7 @@ func (cc *compiler) tier(i int, key string, ts TierSpec, c *Config, byName map[s
 			cc.fail(rkey+".burst", trs.Rule, field+".burst", strconv.FormatInt(trs.Burst, 10), "plan %q: burst applies to token_bucket and gcra only, not %v", ts.Name, base.Policy.Algorithm)
 			continue
 		}
-		if lims := cc.planLimits(rkey, field, trs.Rule, trs.Limit, trs.Burst); lims != nil {
+		if lims := cc.planLimits(rkey, field, trs.Rule, trs.Limit, trs.Burst, windowOf(base, "window")); lims != nil {
 			v := variant(base, ts.Name, lims)
 			if w, over := base.heaviest(v.Policy.Capacity()); over {
 				cc.fail(rkey+".limit", trs.Rule, field+".limit", strings.Join(trs.Limit, ", "), "plan %q: weight %d of %q exceeds the plan's capacity %d: such a request could never pass", ts.Name, w.cost, w.pat.raw, v.Policy.Capacity())
@@ -235,7 +235,7 @@ func (cc *compiler) tier(i int, key string, ts TierSpec, c *Config, byName map[s
 		cc.fail(key+".default", DefaultRuleName, field+".default", "", "plan %q: an empty default: give a limit, or leave the field out for the file's default", ts.Name)
 	}
 	if len(ts.Default) > 0 && c.def != nil {
-		if lims := cc.planLimits(key+".default", field, DefaultRuleName, ts.Default, 0); lims != nil {
+		if lims := cc.planLimits(key+".default", field, DefaultRuleName, ts.Default, 0, windowOf(c.def, "default_window")); lims != nil {
 			t.rules[c.def.index] = variant(c.def, ts.Name, lims)
 		}
 	}
@@ -249,11 +249,21 @@ func (cc *compiler) tier(i int, key string, ts TierSpec, c *Config, byName map[s
 	return t
 }
 
+// windowOf is how the compiled rule r counts its limits, and so its
+// plans' limits: field asks for calendar periods for it.
+func windowOf(r *Rule, field string) window {
+	if r.Policy.Calendar() {
+		return window{loc: r.Policy.Location, field: field}
+	}
+	return window{field: field}
+}
+
 // planLimits compiles a plan's limits of a rule at key (see
-// compiler.limits), its errors' fields prefixed with the plan's field.
-func (cc *compiler) planLimits(key, field, rule string, vals []string, burst int64) []algo.Limit {
+// compiler.limits), counted in the rule's window win, its errors' fields
+// prefixed with the plan's field.
+func (cc *compiler) planLimits(key, field, rule string, vals []string, burst int64, win window) []algo.Limit {
 	n := len(cc.errs)
-	lims := cc.limits(key+".limit", key+".burst", rule, vals, burst)
+	lims := cc.limits(key+".limit", key+".burst", rule, vals, burst, win)
 	for _, e := range cc.errs[n:] {
 		if ce, ok := e.(*ConfigError); ok {
 			if rule == DefaultRuleName && ce.Field == "limit" {
@@ -416,10 +426,20 @@ func sameTier(a, b *tier) bool {
 }
 
 // checkVariant reports why lims cannot be base's limits under a plan: a
-// policy that does not validate, a period that is not whole seconds, a
+// calendar limit for a rule that counts in windows of its limits' periods,
+// or the reverse (counted in the rule's time zone), a policy that does not
+// validate, a period that is not whole seconds, a
 // burst on an algorithm without one, a weight of base above the capacity.
 func checkVariant(base *Rule, lims []algo.Limit) error {
 	p := &store.Policy{Name: base.Name, Algorithm: base.Policy.Algorithm, Limits: lims}
+	switch cal := len(lims) > 0 && lims[0].Calendar != 0; {
+	case cal && !base.Policy.Calendar():
+		return fmt.Errorf("limit %v: a calendar limit, and the rule counts in windows of each limit's period (its window is not calendar)", lims[0])
+	case !cal && base.Policy.Calendar():
+		return fmt.Errorf("limit %v: the rule counts per calendar period (window: calendar), and so must its limits", lims[0])
+	case cal:
+		p.Location = base.Policy.Location
+	}
 	if err := p.Validate(); err != nil {
 		return err
 	}

@@ -269,6 +269,10 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.Mode = w.str(v, "", key)
 		case "default":
 			s.Default = w.strs(v, key, "", key, true)
+		case "default_window":
+			s.DefaultWindow = w.str(v, "", key)
+		case "default_timezone":
+			s.DefaultTimezone = w.str(v, "", key)
 		case "exempt_paths":
 			s.ExemptPaths = w.strs(v, key, "", key, false)
 		case "allow":
@@ -285,7 +289,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		case "tiers":
 			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure, mode, tiers, allow or ban)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, exempt_paths, headers, failure, mode, tiers, allow or ban)")
 		}
 	})
 	return s
@@ -318,6 +322,10 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Limit = w.strs(v, fkey, label, key, true)
 		case "algorithm":
 			r.Algorithm = w.str(v, label, key)
+		case "window":
+			r.Window = w.str(v, label, key)
+		case "timezone":
+			r.Timezone = w.str(v, label, key)
 		case "burst":
 			r.Burst = w.int(v, label, key)
 		case "mode":
@@ -334,7 +342,7 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, clear_on_success or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, clear_on_success or penalty)")
 		}
 	})
 	return r

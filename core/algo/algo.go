@@ -59,17 +59,27 @@ const (
 
 // Limit is Count units per Period. Burst is the capacity of TokenBucket
 // and GCRA (0 = Count); the window algorithms ignore it.
+//
+// A limit with Calendar set counts Count units per calendar period (a
+// day, month or year of a time zone, see ApplyCalendar), with FixedWindow
+// only; its Period is then Calendar.Nominal().
 type Limit struct {
-	Count  int64
-	Period time.Duration
-	Burst  int64
+	Count    int64
+	Period   time.Duration
+	Burst    int64
+	Calendar Calendar
 }
 
 // String formats l as "10/second" or "100/5m", forms algo.ParseLimit reads
 // back when the period is a whole number of seconds and there is no burst;
 // otherwise the period prints as a Go duration ("10/1.5s") and a burst is
-// appended ("1/second burst 5"), for reading only.
+// appended ("1/second burst 5"), for reading only. A calendar limit
+// prints as "1000/day", "20000/month" or "1/year", forms
+// ParseCalendarLimit reads back.
 func (l Limit) String() string {
+	if l.Calendar != 0 {
+		return strconv.FormatInt(l.Count, 10) + "/" + l.Calendar.String()
+	}
 	unit := l.Period.String()
 	for _, u := range []struct {
 		d           time.Duration
@@ -101,9 +111,14 @@ func (l Limit) Capacity(a Algorithm) int64 {
 
 // Validate reports whether l can be evaluated: 1 ≤ Count ≤ MaxCount,
 // 0 ≤ Burst ≤ MaxCount, Period ≥ 1, at most one unit per nanosecond, and
-// Capacity×Period/Count ≤ MaxDrain.
+// Capacity×Period/Count ≤ MaxDrain; a calendar limit's Calendar is a day,
+// month or year and its Period is Calendar.Nominal().
 func (l Limit) Validate() error {
 	switch {
+	case l.Calendar > CalendarYear:
+		return fmt.Errorf("unknown %v", l.Calendar)
+	case l.Calendar != 0 && l.Period != l.Calendar.Nominal():
+		return fmt.Errorf("a limit per calendar %v has Period %v (Calendar.Nominal), not %v", l.Calendar, l.Calendar.Nominal(), l.Period)
 	case l.Count < 1 || l.Count > MaxCount:
 		return fmt.Errorf("count %d out of range [1, %d]", l.Count, MaxCount)
 	case l.Burst < 0 || l.Burst > MaxCount:
@@ -148,7 +163,8 @@ type Outcome struct {
 // Take evaluates a request of the given cost at instant now against state s
 // and returns the next state and the outcome. A cost ≤ 0 consumes nothing
 // and reports the current state (Allowed is then true). The limit must be
-// valid (see Limit.Validate). A denied request returns s unchanged.
+// valid (see Limit.Validate). A denied request returns s unchanged. It
+// ignores Calendar: a calendar limit is counted by ApplyCalendar.
 func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
 	var o Outcome
 	Apply(a, &s, &l, now, cost, &o)

@@ -35,5 +35,16 @@
 //     arrival time. It admits exactly what a continuous token bucket of the
 //     same capacity and rate admits.
 //
+// # Calendar periods
+//
+// A Limit with Calendar set counts per calendar day, month or year of a
+// time zone: at most Count from one local midnight (the first of the
+// month, of January) to the next, whatever the period's length in
+// seconds (a day is 23 or 25 hours when the clocks change). The store
+// finds the period holding now with Calendar.Periods (time-zone
+// arithmetic, which it caches per period) and counts with ApplyCalendar,
+// a fixed window over those boundaries. ParseCalendarLimit reads
+// "1000/day", "20000/month", "1/year".
+//
 // The functions are safe for concurrent use: they share nothing.
 package algo

@@ -21,7 +21,8 @@ var units = map[string]time.Duration{
 // minutes, hours or days. Units: s, sec, second(s); m, min, minute(s);
 // h, hr, hour(s); d, day(s), in any case. Spaces around the parts are
 // allowed. Examples: "10/second", "500/hour", "30/m", "100/5min".
-// The error names the whole value and what is wrong with it.
+// The error names the whole value and what is wrong with it. A limit per
+// month or year is a calendar limit, which ParseCalendarLimit reads.
 func ParseLimit(s string) (Limit, error) {
 	bad := func(format string, args ...any) (Limit, error) {
 		return Limit{}, fmt.Errorf("limit %q: %s", clip.String(s), fmt.Sprintf(format, args...))
@@ -37,6 +38,9 @@ func ParseLimit(s string) (Limit, error) {
 	}
 	period, err := ParsePeriod(per)
 	if err != nil {
+		if c, cerr := ParseCalendarLimit(s); cerr == nil && c.Calendar != CalendarDay {
+			return bad("a %v is a calendar period, not a duration: count it with ParseCalendarLimit", c.Calendar)
+		}
 		return bad("%v", err)
 	}
 	l := Limit{Count: n, Period: period}

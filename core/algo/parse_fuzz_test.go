@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core/internal/clip"
 )
 
 // refUnits is the unit table of ParseLimit, written out again.
@@ -46,16 +48,19 @@ func FuzzParseLimit(f *testing.F) {
 		"10/0s", "3000000000/second", "10/second/extra", "+5/s", "1/213504d", "1/106752d",
 		"1000/640512d", "99999999999999999999/s", "10/99999999999999999999s", "1/\u212a",
 		"1/ſ", "1/\x00s", "١/s", "1/٥s", "10/5 5s", "10/s\n", "\xff/\xfe",
+		"1000/month", "20000/Months", "5/year", "1/yr", "3/mo", "7/1d", "7/01MON", "10/2days", "10/0y",
+		"10/12 months", "1/ y", "2147483647/year", "2147483648/month",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkCalendar(t, s)
 		l, err := ParseLimit(s)
 		if err != nil {
 			if l != (Limit{}) {
 				t.Errorf("ParseLimit(%q) = %+v with error %v, want the zero Limit", s, l, err)
 			}
-			if prefix := "limit " + strconv.Quote(s) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+			if prefix := "limit " + strconv.Quote(clip.String(s)) + ": "; !strings.HasPrefix(err.Error(), prefix) {
 				t.Errorf("ParseLimit(%q) error %q does not start with %q", s, err.Error(), prefix)
 			}
 			return
@@ -82,4 +87,29 @@ func FuzzParseLimit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkCalendar checks ParseCalendarLimit on s: an error names s and comes
+// with the zero Limit; a limit validates, counts per calendar period and
+// prints as a form read back the same.
+func checkCalendar(t *testing.T, s string) {
+	c, err := ParseCalendarLimit(s)
+	if err != nil {
+		if c != (Limit{}) {
+			t.Errorf("ParseCalendarLimit(%q) = %+v with error %v, want the zero Limit", s, c, err)
+		}
+		if prefix := "limit " + strconv.Quote(clip.String(s)) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+			t.Errorf("ParseCalendarLimit(%q) error %q does not start with %q", s, err.Error(), prefix)
+		}
+		return
+	}
+	if err := c.Validate(); err != nil || c.Calendar == 0 || c.Period != c.Calendar.Nominal() || c.Burst != 0 {
+		t.Errorf("ParseCalendarLimit(%q) = %+v (%v), want a valid calendar limit", s, c, err)
+	}
+	if back, err := ParseCalendarLimit(c.String()); err != nil || back != c {
+		t.Errorf("ParseCalendarLimit(%q) = %+v, %v; want %+v", c.String(), back, err, c)
+	}
+	if l, err := ParseLimit(s); err == nil && (c.Calendar != CalendarDay || l.Period != c.Period) {
+		t.Errorf("ParseLimit(%q) = %+v and ParseCalendarLimit = %+v: only a day is both", s, l, c)
+	}
 }

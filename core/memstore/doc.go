@@ -22,7 +22,9 @@
 // cores deciding for different keys write no memory in common. Creating,
 // removing and evicting counters, and policies with several limits, take
 // the shard's mutex, and lock each cell they read or free, so a decision
-// in progress is never lost.
+// in progress is never lost. Calendar limits count over the periods their
+// policy keeps (store.Policy.Periods): a decision does time-zone
+// arithmetic only when it crosses into another period.
 //
 // Two different keys whose 64-bit hashes are equal would share a counter.
 // With a million live keys the chance that any two collide is about 3 in

@@ -120,7 +120,7 @@ func (s *Store) Close() error {
 // Take implements store.Store. It fails only for a policy with no limits
 // or more than store.MaxLimits (store.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
-	if len(p.Limits) == 1 {
+	if len(p.Limits) == 1 && p.Limits[0].Calendar == 0 {
 		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
 		return r, nil
 	}
@@ -210,10 +210,16 @@ func (s *Store) PeekAt(r *store.Result, key string, p *store.Policy, cost, now i
 	s.decide(r, key, p, cost, now, false)
 }
 
-// decide is TakeAt when write is set, else PeekAt.
+// decide is TakeAt when write is set, else PeekAt. A policy of one limit
+// takes the lock-free path (takeOne; takeCalendar for a calendar limit);
+// one of several, takeMany, under the shard's mutex.
 func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
 	if len(p.Limits) == 1 {
-		s.takeOne(r, s.hash(key, p), p, cost, now, write)
+		if p.Limits[0].Calendar == 0 {
+			s.takeOne(r, s.hash(key, p), p, cost, now, write)
+		} else {
+			s.takeCalendar(r, key, p, cost, now, write)
+		}
 		return
 	}
 	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
@@ -258,6 +264,34 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 	} else {
 		st := c.st // a copy: a peek leaves the counter as it is
 		algo.Apply(p.Algorithm, &st, l, now, cost, &o)
+	}
+	unlockCell(c, m)
+	r.SetOutcome(*l, &o)
+}
+
+// takeCalendar is takeOne for a policy of one calendar limit, over the
+// periods the policy keeps (store.Policy.Periods: no time-zone arithmetic
+// but at a boundary): an existing counter is decided without a shard
+// lock; a key the index read without the mutex does not show is decided
+// by takeMany, under the mutex, which inserts it when admitted.
+func (s *Store) takeCalendar(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
+	h := s.hash(key, p)
+	c, m := s.lockCounter(*s.shard(h).tab.Load(), h)
+	if c == nil {
+		*r = s.takeMany(key, p, cost, now, write)
+		return
+	}
+	l := &p.Limits[0]
+	ps := p.Periods(0, now)
+	st := &c.st
+	if !write {
+		cp := c.st // a copy: a peek leaves the counter as it is
+		st = &cp
+	}
+	var o algo.Outcome
+	algo.ApplyCalendar(st, l, &ps, now, cost, &o)
+	if write && o.Allowed && cost > 0 {
+		m = pack(o.ExpireAt, level(l.Count, o.Remaining))
 	}
 	unlockCell(c, m)
 	r.SetOutcome(*l, &o)

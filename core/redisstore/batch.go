@@ -126,9 +126,9 @@ func (q *queue) take(batch []*waiter, max int) []*waiter {
 }
 
 // decideCall sends one decision to Redis, in a batch when others wait for
-// the same node, and returns the decision script's reply. It fails as call
-// does.
-func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64) (any, error) {
+// the same node, and returns the decision script's reply; tail is its
+// ARGV after the cost (plan.tailAt). It fails as call does.
+func (s *Store) decideCall(ctx context.Context, key string, pl *plan, tail []any, arg int64) (any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	a, err := s.admit(ctx, key)
@@ -138,7 +138,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 	n, now := a.n, a.now
 	sc := decision[pl.algorithm]
 	if a.located != nil || a.probe || s.batch <= 1 || s.noBatch.Load() || n == s.nodes.unmapped {
-		return s.callNode(ctx, a, sc, singleArgs(key, pl, arg))
+		return s.callNode(ctx, a, sc, singleArgs(key, pl, tail, arg))
 	}
 	q := &n.q
 	q.mu.Lock()
@@ -148,14 +148,14 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 			q.inflight++
 		}
 		q.mu.Unlock()
-		v, err := s.callNode(ctx, a, sc, singleArgs(key, pl, arg))
+		v, err := s.callNode(ctx, a, sc, singleArgs(key, pl, tail, arg))
 		if lane {
 			s.next(n)
 		}
 		return v, err
 	}
 	w := waiters.Get().(*waiter)
-	w.key, w.alg, w.arg, w.tail, w.state = key, pl.algorithm, arg, pl.tail, queued
+	w.key, w.alg, w.arg, w.tail, w.state = key, pl.algorithm, arg, tail, queued
 	w.deadline, w.expired = s.deadline(ctx)
 	w.ctx = ctx
 	q.waiting = append(q.waiting, w)
@@ -190,7 +190,7 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 	*w = waiter{done: w.done}
 	waiters.Put(w)
 	if alone {
-		return s.callNode(ctx, admission{n: n, now: s.clock.Now()}, sc, singleArgs(key, pl, arg))
+		return s.callNode(ctx, admission{n: n, now: s.clock.Now()}, sc, singleArgs(key, pl, tail, arg))
 	}
 	return reply, err
 }
@@ -199,10 +199,10 @@ func (s *Store) decideCall(ctx context.Context, key string, pl *plan, arg int64)
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
 // singleArgs returns the command of one decision alone.
-func singleArgs(key string, pl *plan, arg int64) []any {
-	args := make([]any, 0, 5+len(pl.tail))
+func singleArgs(key string, pl *plan, tail []any, arg int64) []any {
+	args := make([]any, 0, 5+len(tail))
 	args = append(args, evalshaCmd, decision[pl.algorithm].sha, oneKey, key, arg)
-	return append(args, pl.tail...)
+	return append(args, tail...)
 }
 
 // next hands n's queue on when a call of a decision alone returns: the

@@ -72,7 +72,7 @@ func TestBatchRedirected(t *testing.T) {
 	// 2 left; the batch's own keys were applied once (0 left).
 	for i := range 6 {
 		for _, k := range []string{own[i], other[i]} {
-			v, err := s.decideCall(ctx, k, pl, 1)
+			v, err := s.decideCall(ctx, k, pl, pl.tail, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,6 +87,25 @@
 // and its SHA-256 in base64url. No input can leave its braces or collide
 // with another.
 //
+// A calendar limit's counter (a policy of limits per calendar day, month
+// or year, store.Policy.Location) is prefix + "{" + user + "}:" + rule +
+// ":" + start, start being the first instant of its period in Unix
+// seconds (rl:{alice}:llm@…:1767222000 for the day of 2026-01-01 in
+// Europe/Berlin); it expires when its period ends.
+//
+// # Calendar periods
+//
+// Calendar limits are counted by a script of their own, a fixed window
+// over the boundaries the caller sends: the store finds, on its own clock
+// (WithClock) and in the policy's time zone, the period holding its time
+// and the periods before and after it (kept until its clock leaves them:
+// no time-zone arithmetic per decision), and the script counts in the one
+// of the three that holds the server's time. A server clock ahead of the
+// process's or behind it by less than a period therefore counts in the
+// server's period, as every replica does; one further off is refused with
+// an error naming the server's time (the limiter's failure policy
+// answers), as the periods sent do not reach it.
+//
 // WithIncrExpireKeys(true) counts every policy of one fixed-window limit
 // where a limiter built on INCR and EXPIRE counts: prefix + "{" + user +
 // "}:" + name + ":" + window (rl:{alice}:search:1764604800 for a limit

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlkit/rlkit/core/algo"
@@ -14,7 +15,7 @@ const maxExact = 1 << 52
 
 // plan is what the store precomputes for one policy.
 type plan struct {
-	algorithm algo.Algorithm
+	algorithm algo.Algorithm // or calendarWindow, for calendar limits
 	rule      string
 	// tail is the script's ARGV after the cost: for a fixed window, count
 	// and period (µs) per limit (and, in the INCR+EXPIRE layout, a 1 that
@@ -23,6 +24,58 @@ type plan struct {
 	tail []any
 	// resetArgs is the reset script's ARGV: tail without the layout's 1.
 	resetArgs []any
+	// calendar holds, for calendar limits, the tail of the periods last
+	// asked for (see tailAt); tail is then nil.
+	calendar atomic.Pointer[calendarTail]
+}
+
+// calendarTail is the tail of a plan of calendar limits while the
+// caller's clock is in [from, until): per limit, count and the instants
+// (µs) prev, start, end and next of its periods (see calendar.lua).
+type calendarTail struct {
+	from, until int64
+	tail        []any
+}
+
+// tailAt returns the script's ARGV after the cost for a decision at the
+// caller's instant now (Unix ns): the plan's tail, or for calendar limits
+// the periods holding now, kept until now leaves them, so a decision
+// within them allocates nothing more than any other.
+func (pl *plan) tailAt(p *store.Policy, now int64) []any {
+	if pl.algorithm != calendarWindow {
+		return pl.tail
+	}
+	return pl.calendarTailAt(p, now)
+}
+
+// calendarTailAt is tailAt for calendar limits; tailAt, the check,
+// inlines.
+func (pl *plan) calendarTailAt(p *store.Policy, now int64) []any {
+	if c := pl.calendar.Load(); c != nil && now >= c.from && now < c.until {
+		return c.tail
+	}
+	c := &calendarTail{from: now, until: now + 1}
+	for i, l := range p.Limits {
+		ps := p.Periods(i, now)
+		if i == 0 || ps.Start > c.from {
+			c.from = ps.Start
+		}
+		if i == 0 || ps.End < c.until {
+			c.until = ps.End
+		}
+		c.tail = append(c.tail, l.Count, micros(ps.Prev), micros(ps.Start), micros(ps.End), micros(ps.Next))
+	}
+	pl.calendar.Store(c)
+	return c.tail
+}
+
+// micros is ns (Unix nanoseconds) in whole microseconds, rounded down.
+func micros(ns int64) any {
+	us := ns / int64(time.Microsecond)
+	if ns%int64(time.Microsecond) < 0 {
+		us--
+	}
+	return us
 }
 
 // unitFor returns the time unit (microseconds) the scripts count limit l in:
@@ -49,13 +102,18 @@ func unitFor(a algo.Algorithm, l algo.Limit) (int64, error) {
 }
 
 // newPlan precomputes p; incrExpire asks for the INCR+EXPIRE layout
-// (WithIncrExpireKeys), which only a one-limit fixed window takes.
+// (WithIncrExpireKeys), which only a one-limit fixed window takes (not
+// one per calendar period).
 func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
 	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
 		return nil, fmt.Errorf("redisstore: policy %q has %d limits: %w", p.Name, n, store.ErrBadPolicy)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %v: %w", err, store.ErrBadPolicy)
+	}
+	if p.Calendar() {
+		// The tail depends on the periods: tailAt makes it.
+		return &plan{algorithm: calendarWindow, rule: ruleID(p.Name, p.Fingerprint())}, nil
 	}
 	fixed := int64(0)
 	if p.Algorithm == algo.FixedWindow {

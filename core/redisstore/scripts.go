@@ -31,7 +31,16 @@ var (
 	resetLua string
 	//go:embed lua/reset_driver.lua
 	resetDriver string
+	//go:embed lua/calendar.lua
+	calendarLua string
+	//go:embed lua/calendar_reset.lua
+	calendarResetLua string
 )
+
+// calendarWindow indexes the scripts of a fixed window over calendar
+// periods (algo.Limit.Calendar), after the algorithms' own: a plan's
+// algorithm for a policy of calendar limits.
+const calendarWindow = algo.GCRA + 1
 
 // script is one Lua script, run with EVALSHA and, when the server does not
 // know it yet (NOSCRIPT), EVAL, as redis.Script does.
@@ -48,12 +57,14 @@ func newScript(src string) *script {
 
 // decider holds the Lua that defines decide(key, A, o, m, now_us), one
 // decision, per algorithm: the shared prelude, the algorithm's
-// load/take/encode and the shared driver (the fixed window's stands alone).
+// load/take/encode and the shared driver (the fixed window's, and the
+// calendar window's, stand alone).
 var decider = [...]string{
 	algo.FixedWindow:   fixedLua,
 	algo.SlidingWindow: prelude + slidingLua + driver,
 	algo.TokenBucket:   prelude + bucketLua + driver,
 	algo.GCRA:          prelude + gcraLua + driver,
+	calendarWindow:     calendarLua,
 }
 
 // decision holds the decision script of each algorithm: its decide and the
@@ -63,6 +74,7 @@ var decision = [...]*script{
 	algo.SlidingWindow: newScript(decider[algo.SlidingWindow] + single),
 	algo.TokenBucket:   newScript(decider[algo.TokenBucket] + single),
 	algo.GCRA:          newScript(decider[algo.GCRA] + single),
+	calendarWindow:     newScript(decider[calendarWindow] + single),
 }
 
 // batchScript runs several decisions, of any algorithms, in one call: each
@@ -89,4 +101,5 @@ var resets = [...]*script{
 	algo.SlidingWindow: newScript(prelude + slidingLua + resetDriver),
 	algo.TokenBucket:   newScript(prelude + bucketLua + resetDriver),
 	algo.GCRA:          newScript(prelude + gcraLua + resetDriver),
+	calendarWindow:     newScript(calendarResetLua),
 }

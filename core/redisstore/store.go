@@ -299,7 +299,7 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 	if dry {
 		arg = -cost // a dry run; -0 is 0, and a cost of 0 writes nothing anyway
 	}
-	reply, err := s.decideCall(ctx, k, pl, arg)
+	reply, err := s.decideCall(ctx, k, pl, pl.tailAt(p, now), arg)
 	if err != nil {
 		return r, err
 	}
@@ -326,10 +326,14 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 		return false, err
 	}
 	sc := resets[pl.algorithm]
-	args := make([]any, 0, 4+len(pl.resetArgs))
+	resetArgs := pl.resetArgs
+	if pl.algorithm == calendarWindow {
+		resetArgs = pl.tailAt(p, s.clock.Now())
+	}
+	args := make([]any, 0, 4+len(resetArgs))
 	k := redisKey(s.prefix, key, pl.rule)
 	args = append(args, evalshaCmd, sc.sha, oneKey, k)
-	args = append(args, pl.resetArgs...)
+	args = append(args, resetArgs...)
 	v, err := s.call(ctx, k, sc, args)
 	if s.deny != nil {
 		// After the reset: a Take running meanwhile that read a denial
@@ -392,6 +396,11 @@ func parse(p *store.Policy, pl *plan, reply any, cost int64, r *store.Result) er
 	n := len(p.Limits)
 	if ok && n == 1 && pl.algorithm == algo.FixedWindow && len(v) == 2 {
 		return parseFixed(p, v, cost, r)
+	}
+	if ok && pl.algorithm == calendarWindow && len(v) == 2 {
+		// {-1, the server's time}: outside the periods sent.
+		us, _ := v[1].(int64)
+		return fmt.Errorf("redisstore: policy %q: the Redis server's clock (%s) is more than a calendar period away from this process's clock: calendar limits need them within a period of each other", p.Name, time.UnixMicro(us).UTC().Format(time.RFC3339))
 	}
 	if !ok || len(v) != 4*n {
 		return fmt.Errorf("redisstore: unexpected reply %T of length %d to a decision over %d limits", reply, len(v), n)

@@ -23,16 +23,62 @@ const MaxLimits = 4
 //
 // A Policy must not change once it is in use: stores identify its counters
 // by its Fingerprint, computed once.
+//
+// Calendar limits (algo.Limit.Calendar: per day, month or year) count per
+// calendar period of Location, with FixedWindow; a policy's limits are all
+// calendar limits or none.
 type Policy struct {
 	Name      string
 	Algorithm algo.Algorithm
 	Limits    []algo.Limit
+	// Location is the time zone of the policy's calendar limits: their
+	// periods start at local midnight there. nil means UTC; a policy
+	// without calendar limits has none.
+	Location *time.Location
 
 	fingerprint atomic.Uint64
+	periods     [MaxLimits]atomic.Pointer[algo.Periods] // of each calendar limit, the last asked for
 }
 
+// Periods returns the calendar period of limit i (a calendar limit) that
+// holds the instant now (Unix nanoseconds) in p.Location, and its
+// neighbours. The period last returned for each limit is kept, so a call
+// for an instant inside it is two atomic loads and no time-zone
+// arithmetic; Periods allocates only when now leaves that period. Stores
+// count a calendar limit with algo.ApplyCalendar over what it returns.
+func (p *Policy) Periods(i int, now int64) algo.Periods {
+	c := &p.periods[i&(MaxLimits-1)]
+	if ps := c.Load(); ps != nil && ps.Contains(now) {
+		return *ps
+	}
+	return p.newPeriods(c, i, now)
+}
+
+// LastPeriods returns the periods Periods last returned for limit i, and
+// false when it has returned none: what a decision on the policy counted
+// in most recently, whatever its key (headers that show a calendar
+// period's length read it).
+func (p *Policy) LastPeriods(i int) (algo.Periods, bool) {
+	if ps := p.periods[i&(MaxLimits-1)].Load(); ps != nil {
+		return *ps, true
+	}
+	return algo.Periods{}, false
+}
+
+// newPeriods computes the periods of limit i holding now and keeps them
+// in c; Periods, the load and compare, inlines into the stores.
+func (p *Policy) newPeriods(c *atomic.Pointer[algo.Periods], i int, now int64) algo.Periods {
+	ps := p.Limits[i].Calendar.Periods(now, p.Location)
+	c.Store(&ps)
+	return ps
+}
+
+// Calendar reports whether the policy's limits count per calendar period.
+func (p *Policy) Calendar() bool { return len(p.Limits) > 0 && p.Limits[0].Calendar != 0 }
+
 // Fingerprint is a 64-bit digest (FNV-1a) of the policy's name, algorithm
-// and limits, the same in every process. Stores use it so that a rule whose
+// and limits (and, for calendar limits, their periods and the time zone's
+// name), the same in every process. Stores use it so that a rule whose
 // terms change never reads counters kept under the old terms.
 func (p *Policy) Fingerprint() uint64 {
 	if f := p.fingerprint.Load(); f != 0 {
@@ -51,13 +97,28 @@ func (p *Policy) makeFingerprint() uint64 {
 		b = binary.LittleEndian.AppendUint64(b, uint64(l.Period))
 		b = binary.LittleEndian.AppendUint64(b, uint64(l.Burst))
 	}
+	if p.Calendar() {
+		// Calendar periods (their nominal lengths tell which), and the
+		// zone whose midnights start them.
+		b = append(append(b, 0, 'c'), zoneName(p.Location)...)
+	}
 	h.Write(b)
 	f := max(h.Sum64(), 1)
 	p.fingerprint.Store(f)
 	return f
 }
 
-// Validate reports whether p can be counted.
+// zoneName is the name of loc, "UTC" for nil.
+func zoneName(loc *time.Location) string {
+	if loc == nil {
+		return time.UTC.String()
+	}
+	return loc.String()
+}
+
+// Validate reports whether p can be counted: 1 to MaxLimits valid limits
+// of distinct periods, and calendar limits only with FixedWindow, all of
+// a policy's limits or none, and a Location only with them.
 func (p *Policy) Validate() error {
 	if p.Name == "" {
 		return errors.New("policy has no name")
@@ -68,9 +129,19 @@ func (p *Policy) Validate() error {
 	if p.Algorithm > algo.GCRA {
 		return fmt.Errorf("policy %q: unknown %v", p.Name, p.Algorithm)
 	}
+	cal := p.Calendar()
+	switch {
+	case cal && p.Algorithm != algo.FixedWindow:
+		return fmt.Errorf("policy %q: calendar limits count with fixed_window, not %v", p.Name, p.Algorithm)
+	case !cal && p.Location != nil:
+		return fmt.Errorf("policy %q: time zone %s applies to calendar limits only", p.Name, p.Location)
+	}
 	for i, l := range p.Limits {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		if (l.Calendar != 0) != cal {
+			return fmt.Errorf("policy %q: %s and %s: a policy's limits are all calendar periods or none", p.Name, p.Limits[0], l)
 		}
 		for _, m := range p.Limits[:i] {
 			if m.Period == l.Period {
@@ -175,8 +246,14 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 		out     [MaxLimits]algo.Outcome
 		allowed = true
 	)
-	for i, l := range p.Limits {
-		next[i], out[i] = algo.Take(p.Algorithm, states[i], l, now, cost)
+	for i := range p.Limits {
+		next[i] = states[i]
+		if l := &p.Limits[i]; l.Calendar == 0 {
+			algo.Apply(p.Algorithm, &next[i], l, now, cost, &out[i])
+		} else {
+			ps := p.Periods(i, now)
+			algo.ApplyCalendar(&next[i], l, &ps, now, cost, &out[i])
+		}
 		allowed = allowed && out[i].Allowed
 	}
 	if allowed {
@@ -187,14 +264,28 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 	} else {
 		// Denied: nothing was consumed, so the limits that would have
 		// admitted report their state as it stands.
-		for i, l := range p.Limits {
+		for i := range p.Limits {
 			if out[i].Allowed {
-				_, o := algo.Take(p.Algorithm, states[i], l, now, 0)
+				var o algo.Outcome
+				st := states[i]
+				p.apply(i, &st, now, 0, &o)
 				out[i].Remaining, out[i].ResetAfter = o.Remaining, o.ResetAfter
 			}
 		}
 	}
 	return Combine(p, &out)
+}
+
+// apply evaluates limit i of p on state s: algo.Apply, or for a calendar
+// limit algo.ApplyCalendar over the periods holding now.
+func (p *Policy) apply(i int, s *algo.State, now, cost int64, o *algo.Outcome) {
+	l := &p.Limits[i]
+	if l.Calendar != 0 {
+		ps := p.Periods(i, now)
+		algo.ApplyCalendar(s, l, &ps, now, cost, o)
+		return
+	}
+	algo.Apply(p.Algorithm, s, l, now, cost, o)
 }
 
 // Combine makes the Result of a decision under p from the outcome of each

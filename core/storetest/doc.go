@@ -61,8 +61,18 @@
 //     at least three times the limit at one key; exactly the limit (100) is
 //     admitted, and no call fails.
 //
-// And once, PenaltyBan, what a rule's penalty relies on. Under a GCRA
-// policy of 1 per hour, burst 1, a Take at cost 0 consumes nothing and
-// reports the state as it stands: Remaining 1 while the unit is free,
-// Remaining 0 with ResetAfter the rest of the hour while it is taken.
+// And once each:
+//
+//   - Calendar: a fixed-window policy of 3 per calendar day and 5 per
+//     calendar month in America/New_York (store.Policy.Location, limits of
+//     algo.ParseCalendarLimit). In virtual time, across the midnights of
+//     2025-03-09, a day of 23 hours: exact counts, the ResetAfter of both
+//     limits and the RetryAfter of the denying one to the instant the day
+//     (or the month) ends, Reset, a fresh day and a fresh month. In real
+//     time, within one day: exact counts, and waits that end with the day
+//     or the month.
+//   - PenaltyBan: what a rule's penalty relies on. Under a GCRA policy of
+//     1 per hour, burst 1, a Take at cost 0 consumes nothing and reports
+//     the state as it stands: Remaining 1 while the unit is free,
+//     Remaining 0 with ResetAfter the rest of the hour while it is taken.
 package storetest

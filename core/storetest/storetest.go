@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
 	}
 	test("PenaltyBan", penaltyBan)
+	test("Calendar", calendar)
 }
 
 type env struct {

@@ -20,6 +20,7 @@ var featuresRows = []struct{ name, base, label string }{
 	{"penalty", "baseline", "+ a `penalty` on the matched rule (the ban's check)"},
 	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
 	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
+	{"calendar", "baseline", "+ `window: calendar` on the matched rule (per calendar day in Europe/Berlin)"},
 	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
 	{"decision-context", "baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
 	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
@@ -34,7 +35,7 @@ var featuresRows = []struct{ name, base, label string }{
 // allocations as the difference of the rows' medians.
 func renderFeatures(b *strings.Builder, r *results) {
 	b.WriteString("## Customer features\n\n")
-	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
+	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, calendar quotas, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
 		"Each row is its own benchmark (time, B/op, allocs/op). \"Added time\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus its baseline's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
 		"Added bytes and allocations are the difference of the rows' medians. " +
 		"The rows are served in an order shuffled every round, so that no row always pays for the traces of the same predecessor in the caches; the baseline built a second time (\"the baseline again\") shows what such a difference can be when there is none.\n\n")
