@@ -233,8 +233,8 @@ func TestCalendarProviderLimits(t *testing.T) {
 	clock := store.NewManualClock(time.Date(2025, 6, 1, 22, 0, 0, 0, berlin))
 	l := NewLimiter(mustParse(t, llmConfig), WithClock(clock), WithLimitProvider(q))
 	ctx := context.Background()
-	if d := l.Decide(ctx, "POST", "/v1/chat", "alice", false); !d.Allowed || d.Plan != CustomPlan || d.Rule.Policy.Location.String() != "Europe/Berlin" {
-		t.Fatalf("first call: allowed %v, plan %q, zone %v", d.Allowed, d.Plan, d.Rule.Policy.Location)
+	if d := l.Decide(ctx, "POST", "/v1/chat", "alice", false); !d.Allowed || d.Rule.Plan() != CustomPlan || d.Plan != "" || d.Rule.Policy.Location.String() != "Europe/Berlin" {
+		t.Fatalf("first call: allowed %v, plan %q, rule plan %q, zone %v", d.Allowed, d.Plan, d.Rule.Plan(), d.Rule.Policy.Location)
 	}
 	if d := l.Decide(ctx, "POST", "/v1/chat", "alice", false); d.Allowed || d.RetryAfterSeconds() != 7200 {
 		t.Fatalf("second call: allowed %v, Retry-After %d; want denied until Berlin's midnight, 7200 s", d.Allowed, d.RetryAfterSeconds())
