@@ -133,7 +133,7 @@ type Store struct {
 	batch   int
 	noBatch atomic.Bool
 
-	plans  sync.Map // policy fingerprint → *plan
+	plans  sync.Map // policy fingerprint (its terms) → *plan
 	nplans atomic.Int64
 	tick   atomic.Pointer[tick]
 	// resets counts Resets, so that a denial read before a Reset is never
@@ -256,9 +256,10 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 		return r, err
 	}
 	cost = max(cost, 0)
-	dk := denyKey{rule: p.Fingerprint(), key: key}
+	dk := denyKey{rule: p.CounterID(0), key: key}
+	terms := p.Fingerprint()
 	now := s.clock.Now()
-	if s.deny != nil && cost > 0 && s.deny.get(dk, cost, now, &r) {
+	if s.deny != nil && cost > 0 && s.deny.get(dk, terms, cost, now, &r) {
 		return r, nil
 	}
 	resets := s.resets.Load()
@@ -275,7 +276,7 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 		return store.Result{}, err
 	}
 	if !r.Allowed && s.deny != nil && cost > 0 && s.resets.Load() == resets {
-		s.deny.put(dk, cost, now, &r)
+		s.deny.put(dk, terms, cost, now, &r)
 	}
 	return r, nil
 }
@@ -303,7 +304,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 		// After the reset: a Take running meanwhile that read a denial
 		// sees the count of resets change and does not cache it.
 		s.resets.Add(1)
-		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
+		s.deny.drop(denyKey{rule: p.CounterID(0), key: key})
 	}
 	if err != nil {
 		return false, err
@@ -392,6 +393,8 @@ func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 	case cost > l.Count: // never admitted; nothing was taken
 		o.Remaining = max(l.Count-count+cost, 0)
 		o.RetryAfter = max(o.ResetAfter, int64(l.Period))
+	case cost == 0: // only read; a count kept under a larger limit may exceed it
+		o.Allowed, o.Remaining = true, max(l.Count-count, 0)
 	case count <= l.Count:
 		o.Allowed, o.Remaining = true, l.Count-count
 	default: // denied, and the cost given back

@@ -17,23 +17,31 @@ const MaxLimits = 4
 
 // Policy is what a store counts against: one algorithm and one or more
 // limits that must all admit a request. A denial consumes from none of them.
-// Name identifies the counters: two policies with the same name and the
-// same terms (algorithm and limits) share them, so a reloaded configuration
-// keeps its counts unless a rule's terms changed.
+//
+// Each limit has a counter per key, identified by the policy's Name and
+// Algorithm and the limit's Period (CounterID): the limit's Count and
+// Burst, and its place among the policy's limits, are terms, not identity.
+// Two policies whose limits have the same identity share those counters,
+// so a reloaded configuration that changes a count or a burst keeps what
+// each caller spent in the current window and counts it against the new
+// terms (see algo.Apply); a new name, algorithm or period starts afresh.
 //
 // A Policy must not change once it is in use: stores identify its counters
-// by its Fingerprint, computed once.
+// by CounterID and its terms by Fingerprint, each computed once.
 type Policy struct {
 	Name      string
 	Algorithm algo.Algorithm
 	Limits    []algo.Limit
 
 	fingerprint atomic.Uint64
+	counters    [MaxLimits]atomic.Uint64
 }
 
-// Fingerprint is a 64-bit digest (FNV-1a) of the policy's name, algorithm
-// and limits, the same in every process. Stores use it so that a rule whose
-// terms change never reads counters kept under the old terms.
+// Fingerprint is a 64-bit digest (FNV-1a) of the policy's terms: its name,
+// algorithm and every limit's count, period and burst, in order; the same
+// in every process. It changes whenever the terms do, so a store keys by
+// it what must not outlive them: an answer it caches (a denial), work it
+// precomputes for the terms. Counters are keyed by CounterID instead.
 func (p *Policy) Fingerprint() uint64 {
 	if f := p.fingerprint.Load(); f != 0 {
 		return f
@@ -55,6 +63,30 @@ func (p *Policy) makeFingerprint() uint64 {
 	f := max(h.Sum64(), 1)
 	p.fingerprint.Store(f)
 	return f
+}
+
+// CounterID identifies the counter of p.Limits[i] (i < MaxLimits), for
+// any key: a 64-bit digest (FNV-1a) of the policy's name, its algorithm
+// and the limit's period, never 0, the same in every process. Limits of
+// two policies with the same CounterID share their counters, whatever
+// their counts, bursts and order; a store keys each limit's counter by
+// the key and CounterID(i).
+func (p *Policy) CounterID(i int) uint64 {
+	if id := p.counters[i].Load(); id != 0 {
+		return id
+	}
+	return p.makeCounterID(i)
+}
+
+// makeCounterID computes the identity of limit i's counter and keeps it.
+func (p *Policy) makeCounterID(i int) uint64 {
+	h := fnv.New64a()
+	b := append([]byte(p.Name), 0, byte(p.Algorithm))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.Limits[i].Period))
+	h.Write(b)
+	id := max(h.Sum64(), 1)
+	p.counters[i].Store(id)
+	return id
 }
 
 // Validate reports whether p can be counted.
@@ -161,9 +193,14 @@ func (r *Result) SetOutcome(l algo.Limit, o *algo.Outcome) {
 // Evaluate runs one decision at instant now over the per-limit states of one
 // key (states[i] belongs to p.Limits[i]). It evaluates every limit and, when
 // all admit, replaces states[i] with the new states and sets expireAt[i] to
-// the instant from which each may be dropped; when any limit denies, it
-// changes neither. Stores that keep algo.State values themselves (package
-// memstore) use it so that every store combines limits the same way.
+// the instant from which each may be dropped. When any limit denies, the
+// request consumes nothing: states[i] and expireAt[i] are then each
+// limit's state as it stands at now, which is the state given unless it
+// was kept under other terms of the same counter (see algo.Apply). Either
+// way a store writes back the states of the counters it holds, and
+// creates a counter only for a request admitted at a cost above zero.
+// Stores that keep algo.State values themselves (package memstore) use it
+// so that every store combines limits the same way.
 //
 // A policy with no limits, or more than MaxLimits, admits nothing.
 func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int64, now, cost int64) Result {
@@ -179,20 +216,20 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 		next[i], out[i] = algo.Take(p.Algorithm, states[i], l, now, cost)
 		allowed = allowed && out[i].Allowed
 	}
-	if allowed {
-		*states = next
-		for i := range p.Limits {
-			expireAt[i] = out[i].ExpireAt
-		}
-	} else {
+	if !allowed {
 		// Denied: nothing was consumed, so the limits that would have
 		// admitted report their state as it stands.
 		for i, l := range p.Limits {
 			if out[i].Allowed {
-				_, o := algo.Take(p.Algorithm, states[i], l, now, 0)
-				out[i].Remaining, out[i].ResetAfter = o.Remaining, o.ResetAfter
+				var o algo.Outcome
+				next[i], o = algo.Take(p.Algorithm, states[i], l, now, 0)
+				out[i].Remaining, out[i].ResetAfter, out[i].ExpireAt = o.Remaining, o.ResetAfter, o.ExpireAt
 			}
 		}
+	}
+	*states = next
+	for i := range p.Limits {
+		expireAt[i] = out[i].ExpireAt
 	}
 	return Combine(p, &out)
 }
