@@ -318,7 +318,7 @@ func FuzzTake(f *testing.F) {
 	f.Add(uint8(0), int64(10), int64(0), int64(s1), int64(t0), int64(5), int64(3), int64(1))
 	f.Add(uint8(3), int64(7), int64(9), int64(60*s1), int64(1), int64(-4), int64(1<<40), int64(7))
 	f.Add(uint8(3), int64(2), int64(0), int64(60*s1), int64(t0), int64(t0+100*s1), int64(10<<32|3), int64(1)) // kept under 10 per minute
-	f.Add(uint8(2), int64(2), int64(0), int64(60*s1), int64(t0), int64(t0), int64(50), int64(1))             // 50 owed, capacity 2
+	f.Add(uint8(2), int64(2), int64(0), int64(60*s1), int64(t0), int64(t0), int64(50), int64(1))              // 50 owed, capacity 2
 	f.Fuzz(func(t *testing.T, a uint8, count, burst, period, now, stA, stB, cost int64) {
 		l := Limit{Count: count, Burst: burst, Period: time.Duration(period)}
 		if l.Validate() != nil || now < 0 || now >= 1<<62 {
