@@ -91,7 +91,7 @@ func hit(r req, w want, take string) step { return step{req: r, want: w, take: t
 func advance(d time.Duration) step { return step{adv: d} }
 
 // swapped is the line a configuration swapped in logs.
-const swapped = "INFO rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)"
+const swapped = "INFO rlkit: rate-limit config swapped in (kept and new_terms rules keep their counts; afresh and added rules start from zero)"
 
 // shadowDenied marks the last store call of s as a shadow rule's denial.
 func shadowDenied(s step) step { s.shadowDenied = true; return s }
