@@ -342,7 +342,9 @@ func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
 		o.Allowed, o.RetryAfter = true, 0
 	}
 	*out = o
-	if o.Allowed {
+	// A cost of 0 leaves the state: moving its anchor would count the
+	// whole periods since at this rate, which new terms may change.
+	if o.Allowed && cost > 0 {
 		*s = State{A: anchor, B: owed}
 	}
 }
