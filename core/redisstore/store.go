@@ -83,7 +83,7 @@ func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 // WithIncrExpireKeys, when on, makes every policy of one fixed-window
 // limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
 // of window w is prefix + "{" + user + "}:" + rule + ":" + w, where rule is
-// the policy's name alone (no fingerprint) and w = floor(server time /
+// the policy's name alone (no counter identity) and w = floor(server time /
 // period), the window's value is the count as a plain integer, and the
 // first request of a window sets its TTL to one period (INCR, then EXPIRE
 // when the count is new, in the same script). A service that counts in
@@ -96,10 +96,11 @@ func WithClock(c store.Clock) Option { return func(s *Store) { s.clock = c } }
 // written as it is. What differs from such a limiter: a request this
 // store denies is not counted (its cost is given back), while one that
 // INCRs before comparing counts its denied requests, and those count here
-// too; and since the key holds no fingerprint, a rule whose limit changes
-// keeps its window's count. Policies with several limits or another
-// algorithm keep the default layout. Default: false (the default layout,
-// described in the package documentation).
+// too. A rule whose count changes keeps its window's count, as in the
+// default layout; one whose period changes finds another window's key.
+// Policies with several limits or another algorithm keep the default
+// layout: a rule that gains a limit counts afresh there. Default: false
+// (the default layout, described in the package documentation).
 func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire = on } }
 
 // Store is a store.Store in Redis. Every decision is one Lua script (one
