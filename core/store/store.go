@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +35,9 @@ type Policy struct {
 	Limits    []algo.Limit
 
 	fingerprint atomic.Uint64
-	counters    [MaxLimits]atomic.Uint64
+	counted     atomic.Uint32 // 1 once counters holds every limit's CounterID
+	once        sync.Once
+	counters    [MaxLimits]uint64
 }
 
 // Fingerprint is a 64-bit digest (FNV-1a) of the policy's terms: its name,
@@ -65,28 +68,34 @@ func (p *Policy) makeFingerprint() uint64 {
 	return f
 }
 
-// CounterID identifies the counter of p.Limits[i] (i < MaxLimits), for
-// any key: a 64-bit digest (FNV-1a) of the policy's name, its algorithm
-// and the limit's period, never 0, the same in every process. Limits of
-// two policies with the same CounterID share their counters, whatever
-// their counts, bursts and order; a store keys each limit's counter by
-// the key and CounterID(i).
+// CounterID identifies the counter of p.Limits[i], for any key: a 64-bit
+// digest (FNV-1a) of the policy's name, its algorithm and the limit's
+// period, never 0, the same in every process. Limits of two policies with
+// the same CounterID share their counters, whatever their counts, bursts
+// and order; a store keys each limit's counter by the key and
+// CounterID(i).
 func (p *Policy) CounterID(i int) uint64 {
-	if id := p.counters[i].Load(); id != 0 {
-		return id
+	if p.counted.Load() == 0 {
+		p.makeCounterIDs()
 	}
-	return p.makeCounterID(i)
+	return p.counters[i]
 }
 
-// makeCounterID computes the identity of limit i's counter and keeps it.
-func (p *Policy) makeCounterID(i int) uint64 {
-	h := fnv.New64a()
-	b := append([]byte(p.Name), 0, byte(p.Algorithm))
-	b = binary.LittleEndian.AppendUint64(b, uint64(p.Limits[i].Period))
-	h.Write(b)
-	id := max(h.Sum64(), 1)
-	p.counters[i].Store(id)
-	return id
+// makeCounterIDs computes the identity of every limit's counter and keeps
+// them; CounterID, two loads once kept, inlines into the stores' hot
+// paths.
+func (p *Policy) makeCounterIDs() {
+	var ids [MaxLimits]uint64
+	for i, l := range p.Limits[:min(len(p.Limits), MaxLimits)] {
+		h := fnv.New64a()
+		b := append([]byte(p.Name), 0, byte(p.Algorithm))
+		h.Write(binary.LittleEndian.AppendUint64(b, uint64(l.Period)))
+		ids[i] = max(h.Sum64(), 1)
+	}
+	p.once.Do(func() {
+		p.counters = ids
+		p.counted.Store(1)
+	})
 }
 
 // Validate reports whether p can be counted.
