@@ -210,6 +210,64 @@ func TestDifferentialNewTerms(t *testing.T) {
 	}
 }
 
+// TestDifferentialNewTermsSeveralLimits is TestDifferentialNewTerms for
+// a policy of two limits, against store.Evaluate: a decision denied by one
+// limit rewrites the other's state kept under other terms as Evaluate
+// does.
+func TestDifferentialNewTermsSeveralLimits(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			var states [store.MaxLimits]algo.State
+			var exp [store.MaxLimits]int64
+			now := time.Unix(1_700_000_000, 0)
+			limits := []algo.Limit{{Period: time.Second}, {Period: 10 * time.Second}}
+			for step := range 600 {
+				if step%10 == 0 { // new terms
+					for i := range limits {
+						limits[i].Count = 1 + rng.Int64N(12)
+						if limits[i].Burst = 0; a == algo.TokenBucket || a == algo.GCRA {
+							limits[i].Burst = rng.Int64N(20)
+						}
+					}
+				}
+				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond)))).Truncate(time.Microsecond)
+				m.SetTime(now)
+				p := &store.Policy{Name: t.Name(), Algorithm: a, Limits: append([]algo.Limit(nil), limits...)}
+				ref := &store.Policy{Algorithm: a}
+				for _, l := range limits {
+					ref.Limits = append(ref.Limits, algo.Limit{Count: l.Count, Period: l.Period / time.Microsecond, Burst: l.Burst})
+				}
+				cost := rng.Int64N(5)
+				got, err := st.Take(context.Background(), "u", p, cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := store.Evaluate(ref, &states, &exp, now.UnixMicro(), cost)
+				want := store.Result{Allowed: w.Allowed, Remaining: w.Remaining, ResetAfter: w.ResetAfter * 1000, RetryAfter: w.RetryAfter * 1000}
+				for i, l := range ref.Limits {
+					if l == w.Limit {
+						want.Limit = p.Limits[i]
+					}
+					want.Limits[i] = store.LimitState{Remaining: w.Limits[i].Remaining, ResetAfter: w.Limits[i].ResetAfter * 1000}
+				}
+				if got != want {
+					t.Fatalf("step %d at %v under %v, cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), p.Limits, cost, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestNewTermsOtherUnit: a limit whose new count or burst needs a
 // coarser time unit in the scripts (30,000 a day counts in 10µs) reads
 // the state kept in the finer one (1,000 a day, in µs), and back: what was

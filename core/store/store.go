@@ -204,10 +204,11 @@ func (r *Result) SetOutcome(l algo.Limit, o *algo.Outcome) {
 // all admit, replaces states[i] with the new states and sets expireAt[i] to
 // the instant from which each may be dropped. When any limit denies, the
 // request consumes nothing: states[i] and expireAt[i] are then each
-// limit's state as it stands at now, which is the state given unless it
-// was kept under other terms of the same counter (see algo.Apply). Either
-// way a store writes back the states of the counters it holds, and
-// creates a counter only for a request admitted at a cost above zero.
+// limit's state as it stands at now, the state given (or one equal to it
+// from now on) unless it was kept under other terms of the same counter
+// (see algo.Apply). Either way a store writes back the states of the
+// counters it holds, and creates a counter only for a request admitted at
+// a cost above zero.
 // Stores that keep algo.State values themselves (package memstore) use it
 // so that every store combines limits the same way.
 //

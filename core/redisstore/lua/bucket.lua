@@ -20,6 +20,9 @@ local function take(r, p, c, u, now, cost, anchor, owed, su, _, maxdrain)
   if su and su ~= u and su > 0 then
     anchor, rewrite = cdiv(anchor * su, u), true
   end
+  -- What a request that consumes nothing leaves: moving the anchor would
+  -- count the whole periods since at this rate, which new terms may change.
+  local sa, so = anchor, owed
   owed = min(owed, c + r)
   if anchor - now > maxdrain then anchor = now end
   local elapsed = max(now - anchor, 0)
@@ -49,6 +52,7 @@ local function take(r, p, c, u, now, cost, anchor, owed, su, _, maxdrain)
   local rem, reset = max(avail, 0), max(expire - now, 0)
   if over then return false, rem, reset, max(reset, p), expire, now end
   if cost == 0 then ok, retry = true, 0 end -- owed beyond a smaller capacity: nothing to consume
+  if not ok or cost == 0 then anchor, owed = sa, so end
   return ok, rem, reset, retry, expire, now, anchor, owed, u, nil, rewrite
 end
 
