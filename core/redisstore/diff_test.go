@@ -164,7 +164,7 @@ func TestDifferentialNewTerms(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestDifferentialNewTerms(t *testing.T) {
 				var s algo.State
 				now := time.Unix(1_700_000_000, 0)
 				l := algo.Limit{Period: period}
-				for step := range 400 {
+				for step := range 250 {
 					if step%10 == 0 { // new terms
 						l.Count = 1 + rng.Int64N(20)
 						if l.Burst = 0; a == algo.TokenBucket || a == algo.GCRA {
@@ -219,7 +219,7 @@ func TestDifferentialNewTermsSeveralLimits(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestDifferentialNewTermsSeveralLimits(t *testing.T) {
 			var exp [store.MaxLimits]int64
 			now := time.Unix(1_700_000_000, 0)
 			limits := []algo.Limit{{Period: time.Second}, {Period: 10 * time.Second}}
-			for step := range 600 {
+			for step := range 300 {
 				if step%10 == 0 { // new terms
 					for i := range limits {
 						limits[i].Count = 1 + rng.Int64N(12)
@@ -277,7 +277,7 @@ func TestNewTermsOtherUnit(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := New(client, WithDenyCache(false), WithTimeout(time.Second))
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
