@@ -48,8 +48,9 @@ import (
 // plan's or rule's limits apply. Limits must be safe for concurrent use.
 //
 // A caller's custom limits count under a policy of their own,
-// "<rule>@custom" (CustomPlan), apart from any plan's counters; a change
-// of its limits starts fresh counters.
+// "<rule>@custom" (CustomPlan), apart from any plan's counters. As a
+// reloaded rule's, a limit whose count or burst changes keeps what the
+// caller spent, and one of a new period starts afresh.
 type LimitProvider interface {
 	Limits(ctx context.Context, key, rule string) (limits []algo.Limit, ok bool, err error)
 }

@@ -138,9 +138,11 @@ func TestLimitProviderTTL(t *testing.T) {
 	first := decide("sub:alice").Rule
 	clock.Advance(1)
 	q.set("sub:alice search", perMinute(9), nil)
-	// New terms, a new fingerprint: stores count them afresh.
-	if d := decide("sub:alice"); d.Rule.Policy.Limits[0].Count != 9 || d.Rule == first || d.Rule.Policy.Fingerprint() == first.Policy.Fingerprint() {
-		t.Errorf("after the TTL: limit %v; want the new 9/minute under a new fingerprint", d.Rule.Policy.Limits)
+	// New terms, a new fingerprint, the same counter (the name, algorithm
+	// and period): what alice spent carries over to the new count.
+	if d := decide("sub:alice"); d.Rule.Policy.Limits[0].Count != 9 || d.Rule == first || d.Rule.Policy.Fingerprint() == first.Policy.Fingerprint() ||
+		d.Rule.Policy.CounterID(0) != first.Policy.CounterID(0) {
+		t.Errorf("after the TTL: limit %v; want the new 9/minute under a new fingerprint, on the same counter", d.Rule.Policy.Limits)
 	}
 	decide("sub:bob")
 	if a, b := q.count("sub:alice search"), q.count("sub:bob search"); a != 2 || b != 2 {

@@ -3,6 +3,9 @@ package core
 import (
 	"log/slog"
 	"slices"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // ReloadStats counts a Limiter's configuration reloads.
@@ -33,12 +36,13 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // configuration they started with; each later one is decided wholly under
 // cfg. No lock is taken on the request path.
 //
-// Counters belong to a rule's policy: its name, algorithm and limits. A
-// rule whose policy is the same in cfg keeps counting where it was (its
-// paths, methods, weights and mode may change); a rule whose policy
-// changed, or that is new or renamed, starts from zero (a store may say
-// otherwise: see redisstore.WithIncrExpireKeys). The swap is logged with
-// the rules in each case.
+// Each limit of a rule counts under the rule's name and algorithm and the
+// limit's period. A rule that keeps them in cfg keeps what each caller
+// spent in the current window, counted against its new count and burst
+// (its paths, methods, weights, mode and place in the file may change
+// too); a rule that is new or renamed, or whose algorithm changed, starts
+// from zero, and so does a limit of a new period (the rule's other limits
+// keep their counts). The swap is logged with the rules in each case.
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
@@ -87,7 +91,8 @@ func (l *Limiter) swap(cfg *Config, file string) {
 		slog.Bool("enabled", cfg.Enabled()),
 		slog.Int("rules", len(cfg.Rules())),
 		slog.Any("kept", ch.kept),
-		slog.Any("changed", ch.changed),
+		slog.Any("new_terms", ch.newTerms),
+		slog.Any("afresh", ch.afresh),
 		slog.Any("added", ch.added),
 		slog.Any("removed", ch.removed),
 	}
@@ -95,7 +100,7 @@ func (l *Limiter) swap(cfg *Config, file string) {
 	if file != "" {
 		attrs = append([]any{slog.String("file", file)}, attrs...)
 	}
-	l.log.Info("rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)", attrs...)
+	l.log.Info(swappedIn, attrs...)
 	// What loosens limiting is said louder.
 	if old.Enabled() && !cfg.Enabled() {
 		l.log.Warn("rlkit: rate-limit config swapped in with limiting off: every request now passes uncounted", attrs[:min(len(attrs), 2)]...)
@@ -105,24 +110,35 @@ func (l *Limiter) swap(cfg *Config, file string) {
 	}
 }
 
+// swappedIn is the message of a configuration swapped in.
+const swappedIn = "rlkit: rate-limit config swapped in (kept and new_terms rules keep their counts; afresh and added rules start from zero)"
+
 // ruleChanges sorts the rule names of two configurations by what became
 // of their counters.
 type ruleChanges struct {
-	kept     []string // same policy: counters carry over
-	changed  []string // policy changed: counters start from zero
-	added    []string // new: counters start from zero
+	kept []string // same terms: counters carry over
+	// newTerms: a count, a burst or the limits' order changed; the
+	// counters carry over, counted against the new terms.
+	newTerms []string
+	// afresh: the algorithm changed, or no limit's period stayed, and the
+	// rule starts from zero ("api"); or a limit of a new period starts
+	// from zero beside limits that carry over ("api(1000/day)", the rule
+	// then in newTerms).
+	afresh   []string
+	added    []string // new (or renamed): counters start from zero
 	removed  []string
 	shadowed []string // enforced before (limiting on), in shadow mode now
 }
 
 // diffRules compares the rules (with the default) of old and new by name
-// and policy fingerprint, in one pass over each.
+// and policy: its fingerprint (the terms), then its counters' identity
+// (algorithm and periods), in one pass over each.
 func diffRules(old, new *Config) ruleChanges {
 	before := map[string]*Rule{}
 	for _, r := range withDefault(old) {
 		before[r.Name] = r
 	}
-	ch := ruleChanges{kept: []string{}, changed: []string{}, added: []string{}, removed: []string{}}
+	ch := ruleChanges{kept: []string{}, newTerms: []string{}, afresh: []string{}, added: []string{}, removed: []string{}}
 	for _, r := range withDefault(new) {
 		o := before[r.Name]
 		delete(before, r.Name)
@@ -133,7 +149,7 @@ func diffRules(old, new *Config) ruleChanges {
 		case o.Policy.Fingerprint() == r.Policy.Fingerprint():
 			ch.kept = append(ch.kept, r.Name)
 		default:
-			ch.changed = append(ch.changed, r.Name)
+			ch.sortTerms(o.Policy, r.Policy)
 		}
 		if r.shadow && !o.shadow && old.Enabled() {
 			ch.shadowed = append(ch.shadowed, r.Name)
@@ -144,6 +160,25 @@ func diffRules(old, new *Config) ruleChanges {
 	}
 	slices.Sort(ch.removed)
 	return ch
+}
+
+// sortTerms files the rule whose policy went from o to p, of the same
+// name and other terms: afresh when no counter of o is one of p's (an
+// algorithm or every period changed), else under new terms, with the
+// limits of new periods afresh.
+func (ch *ruleChanges) sortTerms(o, p *store.Policy) {
+	var fresh []string
+	for _, l := range p.Limits {
+		if o.Algorithm != p.Algorithm || !slices.ContainsFunc(o.Limits, func(m algo.Limit) bool { return m.Period == l.Period }) {
+			fresh = append(fresh, p.Name+"("+l.String()+")")
+		}
+	}
+	if len(fresh) == len(p.Limits) {
+		ch.afresh = append(ch.afresh, p.Name)
+		return
+	}
+	ch.newTerms = append(ch.newTerms, p.Name)
+	ch.afresh = append(ch.afresh, fresh...)
 }
 
 // withDefault is c's default rule, if any, then its rules.

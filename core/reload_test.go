@@ -22,8 +22,9 @@ import (
 
 // Two configurations to swap: "stable" is the same in both; "probe" keeps
 // its policy but changes its weights and (with the file) header style;
-// "flip" changes its limit, so it counts afresh under each; B adds a rule
-// in shadow mode on /probe.
+// "flip" changes its count, and counts on from what it spent under the
+// other; "span" changes its period, so it counts apart under each; B adds
+// a rule in shadow mode on /probe.
 const (
 	reloadA = `rate_limit:
   enabled: true
@@ -37,6 +38,9 @@ const (
       limit: "1000000000/hour"
     - name: flip
       paths: ["/flip"]
+      limit: "1000000000/hour"
+    - name: span
+      paths: ["/span"]
       limit: "1000000000/hour"
 `
 	reloadB = `rate_limit:
@@ -58,6 +62,9 @@ const (
     - name: flip
       paths: ["/flip"]
       limit: "2000000000/hour"
+    - name: span
+      paths: ["/span"]
+      limit: "1000000000/day"
 `
 )
 
@@ -71,7 +78,8 @@ func writeFile(t *testing.T, path, data string) {
 // TestReloadUnderLoad swaps two configurations 100 times while 8
 // goroutines decide requests: every decision is wholly under one of them
 // (its rule, cost, mode and header style agree), and the counters of the
-// rules whose policy did not change carry over exactly.
+// rules whose name, algorithm and periods did not change carry over
+// exactly, under either count.
 func TestReloadUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	fa, fb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
@@ -89,17 +97,17 @@ func TestReloadUnderLoad(t *testing.T) {
 	flow := &core.Flow[string]{Limiter: l, ClientIP: func(string) string { return "alice" }}
 
 	var (
-		stop                        atomic.Bool
-		stable, probe, flipA, flipB atomic.Int64 // units admitted
-		wg                          sync.WaitGroup
-		torn                        atomic.Value
-		shadowed                    atomic.Int64
-		decided                     atomic.Int64 // requests decided so far
+		stop                                      atomic.Bool
+		stable, probe, flipA, flipB, spanA, spanB atomic.Int64 // units admitted
+		wg                                        sync.WaitGroup
+		torn                                      atomic.Value
+		shadowed                                  atomic.Int64
+		decided                                   atomic.Int64 // requests decided so far
 	)
 	for g := range 8 {
 		wg.Go(func() {
 			for i := 0; !stop.Load() || i < 50; i++ {
-				path := []string{"/stable", "/probe", "/flip"}[(g+i)%3]
+				path := []string{"/stable", "/probe", "/flip", "/span"}[(g+i)%4]
 				var d core.Decision
 				if g%2 == 0 {
 					d = l.Decide(t.Context(), "GET", core.Path(path), "alice", false)
@@ -140,6 +148,12 @@ func TestReloadUnderLoad(t *testing.T) {
 					} else {
 						flipB.Add(1)
 					}
+				case "/span":
+					if d.Rule.Policy.Limits[0].Period == time.Hour {
+						spanA.Add(1)
+					} else {
+						spanB.Add(1)
+					}
 				}
 			}
 		})
@@ -168,8 +182,8 @@ func TestReloadUnderLoad(t *testing.T) {
 	if shadowed.Load() == 0 {
 		t.Errorf("the shadow rule of B denied nothing")
 	}
-	if flipA.Load() == 0 || flipB.Load() == 0 {
-		t.Fatalf("flip counted %d under A, %d under B: want both", flipA.Load(), flipB.Load())
+	if flipA.Load() == 0 || flipB.Load() == 0 || spanA.Load() == 0 || spanB.Load() == 0 {
+		t.Fatalf("flip counted %d under A, %d under B, span %d and %d: want all", flipA.Load(), flipB.Load(), spanA.Load(), spanB.Load())
 	}
 	// Configuration A runs now. One more request under each rule shows
 	// what its counter holds.
@@ -182,11 +196,13 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	check("/stable", stable.Load(), 1_000_000_000)
 	check("/probe", probe.Load(), 1_000_000_000)
-	check("/flip", flipA.Load(), 1_000_000_000) // B's requests counted apart
+	check("/flip", flipA.Load()+flipB.Load(), 1_000_000_000) // one counter under both counts
+	check("/span", spanA.Load(), 1_000_000_000)              // B's requests counted apart
 	if err := l.ReloadFile(fb); err != nil {
 		t.Fatal(err)
 	}
-	check("/flip", flipB.Load(), 2_000_000_000)
+	check("/flip", flipA.Load()+flipB.Load()+1, 2_000_000_000)
+	check("/span", spanB.Load(), 1_000_000_000)
 }
 
 func TestReloadBadFile(t *testing.T) {
@@ -200,8 +216,8 @@ func TestReloadBadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := l.Config()
-	wantLog := `level=INFO msg="rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)" file=` + file +
-		` enabled=true rules=3 kept=[] changed=[] added="[default stable probe flip]" removed=[]` + "\n"
+	wantLog := `level=INFO msg="rlkit: rate-limit config swapped in (kept and new_terms rules keep their counts; afresh and added rules start from zero)" file=` + file +
+		` enabled=true rules=4 kept=[] new_terms=[] afresh=[] added="[default stable probe flip span]" removed=[]` + "\n"
 	if logs.String() != wantLog {
 		t.Errorf("log:\n%s\nwant:\n%s", logs.String(), wantLog)
 	}
@@ -239,8 +255,8 @@ func TestReloadBadFile(t *testing.T) {
 	if s := l.ReloadStats(); s.Reloads != 2 || s.Failures != 2 || s.LastError != nil {
 		t.Errorf("ReloadStats = %+v, want 2 reloads, 2 failures, no last error", s)
 	}
-	if !strings.Contains(logs.String(), ` kept="[default probe]" changed=[flip] added=[watch] removed=[stable]`) {
-		t.Errorf("log:\n%s\nwant kept [default probe], changed [flip], removed [stable]", logs.String())
+	if !strings.Contains(logs.String(), ` kept="[default probe]" new_terms=[flip] afresh=[span] added=[watch] removed=[stable]`) {
+		t.Errorf("log:\n%s\nwant kept [default probe], new_terms [flip], afresh [span], added [watch], removed [stable]", logs.String())
 	}
 }
 
@@ -297,8 +313,8 @@ func TestReloadsDoNotOverlap(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if n := len(l.Config().Rules()); n != 3 {
-		t.Errorf("the limiter runs %d rules, want the 3 of the file as it is now", n)
+	if n := len(l.Config().Rules()); n != 4 {
+		t.Errorf("the limiter runs %d rules, want the 4 of the file as it is now", n)
 	}
 }
 
@@ -312,7 +328,7 @@ func TestReloadWarnsThroughItsLogger(t *testing.T) {
 	if err := l.ReloadFile(file); err != nil {
 		t.Fatal(err)
 	}
-	want := `level=WARN msg="rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)" file=` + file + " rules=3\n"
+	want := `level=WARN msg="rlkit: rate-limit config has rules but no enabled field: limiting is off (add enabled: true to turn it on, or enabled: false to say so)" file=` + file + " rules=4\n"
 	if !strings.HasPrefix(logs.String(), want) || l.Config().Enabled() {
 		t.Errorf("log:\n%s\nwant first:\n%s(and limiting off)", logs.String(), want)
 	}
@@ -378,5 +394,54 @@ func TestConfigErrorsBounded(t *testing.T) {
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != 51 || lines[50] != "rate-limit config: and 1950 more problems" {
 		t.Errorf("2,000 bad rules: %d lines, last %q; want 51, the count of the 1,950 more", len(lines), lines[len(lines)-1])
+	}
+}
+
+// TestReloadLogsWhatCarriesOver: the swap's log line sorts the rules by
+// what became of their counts: kept (same terms), new_terms (a count, a
+// burst, the limits' order: counts carry over), afresh (the algorithm
+// changed, or every period; or one limit of a new period, named with the
+// rule, beside limits that carry over), added and removed.
+func TestReloadLogsWhatCarriesOver(t *testing.T) {
+	const before = `rate_limit:
+  enabled: true
+  default: "60/minute"
+  rules:
+    - {name: same, paths: ["/same"], limit: "10/hour"}
+    - {name: raised, paths: ["/raised"], limit: "10/hour"}
+    - {name: burst, paths: ["/burst"], limit: "10/hour", algorithm: gcra, burst: 20}
+    - {name: swapped, paths: ["/swapped"], limit: ["10/hour", "100/day"]}
+    - {name: algo, paths: ["/algo"], limit: "10/hour"}
+    - {name: period, paths: ["/period"], limit: "10/hour"}
+    - {name: grown, paths: ["/grown"], limit: "10/hour"}
+    - {name: old, paths: ["/old"], limit: "10/hour"}
+`
+	const after = `rate_limit:
+  enabled: true
+  default: "60/minute"
+  rules:
+    - {name: new, paths: ["/new"], limit: "10/hour"}
+    - {name: grown, paths: ["/grown"], limit: ["10/hour", "1000/day"]}
+    - {name: period, paths: ["/period"], limit: "10/day"}
+    - {name: algo, paths: ["/algo"], limit: "10/hour", algorithm: sliding_window}
+    - {name: swapped, paths: ["/swapped"], limit: ["100/day", "10/hour"]}
+    - {name: burst, paths: ["/burst"], limit: "10/hour", algorithm: gcra, burst: 30}
+    - {name: raised, paths: ["/raised"], limit: "20/hour"}
+    - {name: same, paths: ["/same"], limit: "10/hour", weights: {"/same": 2}}
+`
+	var logs bytes.Buffer
+	l := core.NewLimiter(nil, core.WithStore(memstore.New()), core.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	for _, y := range []string{before, after} {
+		cfg, err := core.ParseConfig([]byte(y), "rl.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		l.SetConfig(cfg)
+	}
+	want := `level=INFO msg="rlkit: rate-limit config swapped in (kept and new_terms rules keep their counts; afresh and added rules start from zero)"` +
+		` enabled=true rules=8 kept="[default same]" new_terms="[grown swapped burst raised]" afresh="[grown(1000/day) period algo]" added=[new] removed=[old]` + "\n"
+	if logs.String() != want {
+		t.Errorf("log:\n%s\nwant:\n%s", logs.String(), want)
 	}
 }

@@ -36,7 +36,8 @@ import (
 // the plan does not list it. Its policy is named "<rule>@<plan>", so the
 // counters of different plans never mix: a caller whose plan changes
 // starts fresh counters under the new plan (and finds its old ones again
-// if it moves back before they expire). Headers, the 429 body, log lines
+// if it moves back before they expire). A reload treats a plan's variant
+// as a rule: new counts and bursts keep what its callers spent. Headers, the 429 body, log lines
 // and Event.Rule still name the rule ("search"); RateLimit-Policy shows
 // the plan's limits. A plan the configuration lacks, or an empty one,
 // gets the rules' own limits (counted in Limiter.UnknownPlans).

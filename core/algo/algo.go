@@ -139,7 +139,12 @@ func (l Limit) Validate() error {
 //	FixedWindow:   A = window index, B = count in that window
 //	SlidingWindow: A = window index, B = previous count<<32 | current count
 //	TokenBucket:   A = refill anchor (ns), B = tokens owed at the anchor
-//	GCRA:          A = theoretical arrival time (ns), B = its fraction, in 1/Count ns
+//	GCRA:          A = theoretical arrival time (ns), B = Count<<32 | its
+//	               fraction, in 1/Count ns
+//
+// Every word but the GCRA's count is independent of the limit's Count and
+// Burst: a state is read under whatever terms the counter has now, so what
+// was spent carries over when they change (see Apply).
 type State struct{ A, B int64 }
 
 // Outcome is the result of one evaluation. Durations are nanoseconds.
@@ -163,8 +168,10 @@ type Outcome struct {
 // Take evaluates a request of the given cost at instant now against state s
 // and returns the next state and the outcome. A cost ≤ 0 consumes nothing
 // and reports the current state (Allowed is then true). The limit must be
-// valid (see Limit.Validate). A denied request returns s unchanged. It
-// ignores Calendar: a calendar limit is counted by ApplyCalendar.
+// valid (see Limit.Validate). A denied request consumes nothing: it
+// returns s unchanged, or rewritten under l when s was kept under other
+// terms (see Apply). It ignores Calendar: a calendar limit is counted by
+// ApplyCalendar.
 func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
 	var o Outcome
 	Apply(a, &s, &l, now, cost, &o)
@@ -173,6 +180,20 @@ func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
 
 // Apply is Take in place, for hot paths: it writes the outcome to *o and,
 // when the request is admitted, the next state to *s.
+//
+// A state may have been kept under other terms of the same counter: the
+// same algorithm and Period, another Count or Burst (a reloaded
+// configuration). Apply reads it under l, so what was spent carries over:
+// the count of a window (which may now exceed Count: the window then
+// denies until it ends), the tokens a token bucket owes (refilled at l's
+// rate), the units of GCRA's theoretical arrival time (the time they take
+// at the old rate, converted to l's). What a token bucket or GCRA had
+// spent beyond l's capacity carries over up to the capacity plus Count,
+// one period's refill: its owner then waits at most a period longer than
+// the cost's own refill. A GCRA state kept under another Count, or
+// holding more than that, is rewritten under l, and *s holds it even when
+// the request is denied (except for a cost above the capacity, which
+// leaves s as it is), so that the state is converted once.
 func Apply(a Algorithm, s *State, l *Limit, now, cost int64, o *Outcome) {
 	if a == FixedWindow && cost >= 0 && cost <= l.Count { // the common case, first
 		fixed(s, l, now, cost, o)
@@ -240,6 +261,10 @@ func fixed(s *State, l *Limit, now, cost int64, out *Outcome) {
 		return
 	}
 	*out = Outcome{Remaining: max(l.Count-count, 0), ResetAfter: end - now, RetryAfter: end - now, ExpireAt: end}
+	if cost == 0 { // a count kept under a larger Count: nothing to consume
+		out.Allowed, out.RetryAfter = true, 0
+		*s = State{A: idx, B: count}
+	}
 }
 
 func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
@@ -281,6 +306,9 @@ func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
 		o.ExpireAt = now
 	}
 	o.ResetAfter = o.ExpireAt - now
+	if cost == 0 { // counts kept under a larger Count: nothing to consume
+		o.Allowed, o.RetryAfter = true, 0
+	}
 	*out = o
 	if o.Allowed {
 		*s = State{A: idx, B: prev<<32 | cur}
@@ -289,7 +317,9 @@ func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
 
 func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
 	r, p, c := l.Count, int64(l.Period), l.Capacity(TokenBucket)
-	anchor, owed := s.A, min(s.B, c+r) // owed < c+r in any state Take returns
+	// owed < c+r in any state Take returns under l; one kept under a larger
+	// capacity carries over up to that (see Apply).
+	anchor, owed := s.A, min(s.B, c+r)
 	if anchor-now > MaxDrain {
 		anchor = now // not a state Take returns
 	}
@@ -324,16 +354,30 @@ func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
 		o.ExpireAt = now
 	}
 	o.ResetAfter = max(o.ExpireAt-now, 0)
+	if cost == 0 { // tokens owed beyond a smaller capacity: nothing to consume
+		o.Allowed, o.RetryAfter = true, 0
+	}
 	*out = o
-	if o.Allowed {
+	// A cost of 0 leaves the state: moving its anchor would count the
+	// whole periods since at this rate, which new terms may change.
+	if o.Allowed && cost > 0 {
 		*s = State{A: anchor, B: owed}
 	}
 }
 
+// fracMask selects the fraction of a GCRA state's B; its high 32 bits
+// hold the Count the state was written under.
+const fracMask = 1<<32 - 1
+
 func gcra(s *State, l *Limit, now, cost int64, out *Outcome) {
 	c, p, b := uint64(l.Count), uint64(l.Period), uint64(l.Capacity(GCRA))
-	// TAT = A + B/c nanoseconds. tat = max(TAT, now).
+	// TAT = A + frac/c nanoseconds, frac = B's low 32 bits. tat = max(TAT, now).
 	tatA, tatB := s.A, uint64(s.B)
+	rewrite := tatB>>32 != c
+	if rewrite {
+		tatA, tatB, rewrite = rebaseGCRA(tatA, tatB, c, p, b, now)
+	}
+	tatB &= fracMask
 	if tatB >= c || tatA-now > MaxDrain { // not a state Take returns
 		tatA, tatB = now+MaxDrain, 0
 	}
@@ -360,10 +404,6 @@ func gcra(s *State, l *Limit, now, cost int64, out *Outcome) {
 		rq, _ := bits.Div64(rHi, rLo, p)
 		o.Remaining = int64(rq)
 	} else {
-		// Earliest t with (newA−t)×c + newB ≤ b×p: t = newA − floor((b×p − newB)/c).
-		xHi, xLo, _ := sub128(lHi, lLo, 0, newB)
-		slack, _ := bits.Div64(xHi, xLo, c)
-		o.RetryAfter = newA - int64(slack) - now
 		// remaining = (b×p − (tat−now)×c − tatB)/p for the unchanged state.
 		cHi, cLo := bits.Mul64(uint64(tatA-now), c)
 		cLo, carry = bits.Add64(cLo, tatB, 0)
@@ -371,6 +411,19 @@ func gcra(s *State, l *Limit, now, cost int64, out *Outcome) {
 		if rHi, rLo, borrow := sub128(lHi, lLo, cHi, cLo); borrow == 0 {
 			rq, _ := bits.Div64(rHi, rLo, p)
 			o.Remaining = int64(rq)
+		} else if mHi, mLo := capGCRA(c, p, b); cHi > mHi || cHi == mHi && cLo > mLo {
+			// Kept under a larger capacity, more than it carries over.
+			q, r := bits.Div64(mHi, mLo, c)
+			*s = State{A: now + int64(q), B: int64(c<<32 | r)}
+			gcra(s, l, now, cost, out)
+			return
+		}
+		// Earliest t with (newA−t)×c + newB ≤ b×p: t = newA − floor((b×p − newB)/c).
+		xHi, xLo, _ := sub128(lHi, lLo, 0, newB)
+		slack, _ := bits.Div64(xHi, xLo, c)
+		o.RetryAfter = newA - int64(slack) - now
+		if cost == 0 { // units owed beyond a smaller capacity: nothing to consume
+			o.Allowed, o.RetryAfter = true, 0
 		}
 	}
 	o.ExpireAt = tatA
@@ -379,9 +432,46 @@ func gcra(s *State, l *Limit, now, cost int64, out *Outcome) {
 	}
 	o.ResetAfter = max(o.ExpireAt-now, 0)
 	*out = o
-	if o.Allowed {
-		*s = State{A: tatA, B: int64(tatB)}
+	if o.Allowed || rewrite {
+		*s = State{A: tatA, B: int64(c<<32 | tatB)}
 	}
+}
+
+// rebaseGCRA brings a GCRA state (TAT = tatA + the fraction in tatB's
+// low 32 bits over the Count in its high 32 bits) under Count c, period
+// p and capacity b at now: what it had spent, (TAT − now)×Count + the
+// fraction (units × period), stays, up to capGCRA, and becomes TAT' =
+// now + that / c. It reports whether the state holds something to
+// rewrite: a state with nothing spent is a fresh one, and one Take never
+// returns (written without its Count, or out of range) is returned as it
+// is for gcra's own checks.
+func rebaseGCRA(tatA int64, tatB, c, p, b uint64, now int64) (int64, uint64, bool) {
+	old, frac := tatB>>32, tatB&fracMask
+	switch {
+	case old == 0 || frac >= old || tatA-now > MaxDrain:
+		return tatA, frac, false
+	case tatA < now || tatA == now && frac == 0:
+		return now, 0, false // nothing spent: a fraction of the old count is none of c's
+	}
+	hi, lo := bits.Mul64(uint64(tatA-now), old)
+	lo, carry := bits.Add64(lo, frac, 0)
+	hi += carry
+	if mHi, mLo := capGCRA(c, p, b); hi > mHi || hi == mHi && lo > mLo {
+		hi, lo = mHi, mLo
+	}
+	q, r := bits.Div64(hi, lo, c) // q ≤ MaxDrain
+	return now + int64(q), r, true
+}
+
+// capGCRA is the most a GCRA state under Count c, period p and capacity b
+// carries over, scaled as (TAT − now)×c: (b + c)×p, the capacity and one
+// period's refill, and at most MaxDrain×c, the furthest TAT a state holds.
+func capGCRA(c, p, b uint64) (hi, lo uint64) {
+	hi, lo = bits.Mul64(b+c, p)
+	if mHi, mLo := bits.Mul64(MaxDrain, c); hi > mHi || hi == mHi && lo > mLo {
+		return mHi, mLo
+	}
+	return hi, lo
 }
 
 func sub128(aHi, aLo, bHi, bLo uint64) (hi, lo, borrow uint64) {

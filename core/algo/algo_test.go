@@ -317,6 +317,8 @@ func TestLongOverloadAdmitsTheRate(t *testing.T) {
 func FuzzTake(f *testing.F) {
 	f.Add(uint8(0), int64(10), int64(0), int64(s1), int64(t0), int64(5), int64(3), int64(1))
 	f.Add(uint8(3), int64(7), int64(9), int64(60*s1), int64(1), int64(-4), int64(1<<40), int64(7))
+	f.Add(uint8(3), int64(2), int64(0), int64(60*s1), int64(t0), int64(t0+100*s1), int64(10<<32|3), int64(1)) // kept under 10 per minute
+	f.Add(uint8(2), int64(2), int64(0), int64(60*s1), int64(t0), int64(t0), int64(50), int64(1))              // 50 owed, capacity 2
 	f.Fuzz(func(t *testing.T, a uint8, count, burst, period, now, stA, stB, cost int64) {
 		l := Limit{Count: count, Burst: burst, Period: time.Duration(period)}
 		if l.Validate() != nil || now < 0 || now >= 1<<62 {
@@ -327,8 +329,16 @@ func FuzzTake(f *testing.F) {
 		if o.Remaining < 0 || o.RetryAfter < 0 || o.ResetAfter < 0 {
 			t.Fatalf("negative outcome %+v", o)
 		}
+		if cost <= 0 && (!o.Allowed || o.RetryAfter != 0) {
+			t.Fatalf("cost %d: %+v, want admitted: it consumes nothing", cost, o)
+		}
+		// A denial consumes nothing: it leaves the state, or rewrites a
+		// GCRA state kept under other terms once (the same request then
+		// leaves it and decides the same).
 		if !o.Allowed && next != (State{A: stA, B: stB}) {
-			t.Fatalf("denial changed the state")
+			if again, o2 := Take(alg, next, l, now, cost); alg != GCRA || again != next || o2 != o {
+				t.Fatalf("denial changed the state from %+v to %+v (then %+v)", State{A: stA, B: stB}, next, again)
+			}
 		}
 	})
 }

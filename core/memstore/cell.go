@@ -67,14 +67,18 @@ const maxCells = 1<<32 - 2
 //     one unit; the largest value, all ones (instants after 2^63 − 512 ns,
 //     in the year 2262), means never. Decisions never read it: the
 //     algorithm derives everything from the state. The coarser unit only
-//     makes a counter count as expired up to 256 ns late, never early.
+//     makes a counter count as expired up to 256 ns late, never early. A
+//     token bucket's or GCRA's expiry is that of the terms its last
+//     decision ran under: after a reload to a slower refill, one not
+//     decided since may count as expired (refilled) that much early.
 //   - bit 55, set while a goroutine holds the cell's lock (see lockCell).
 //   - bits 56–63, the consumption level (see level) the last admitted
-//     request left. It is written only when a request is admitted (a denied
-//     one changes nothing), and consumption only falls with time until the
-//     next admitted request, so the level is an upper bound on the current
-//     consumption: a counter at its limit stays recognised as such for as
-//     long as its owner is denied.
+//     request left (or, for a token bucket or GCRA, the last request, which
+//     may find the counter under new terms). It is written only when a
+//     request is admitted or, for those two, decided, and consumption only
+//     falls with time until the next admitted request, so the level is an
+//     upper bound on the current consumption: a counter at its limit stays
+//     recognised as such for as long as its owner is denied.
 //
 // The word is never 0 in a used cell. Without its lock bit, it orders
 // counters the way eviction wants: by level, then by expiry.

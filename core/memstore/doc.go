@@ -12,10 +12,12 @@
 // counters are created, in chunks of 256, so that counters created
 // together sit together in memory.
 //
-// Each counter belongs to one of the shards, chosen by a seeded 64-bit
-// hash of the key (the runtime's string hash, which hash/maphash uses)
-// combined with the policy's fingerprint (name, algorithm, limits). A
-// shard finds its counters through an
+// Each counter is found by a seeded 64-bit hash of the key (the runtime's
+// string hash, which hash/maphash uses) combined with its limit's counter
+// identity (store.Policy.CounterID: the policy's name and algorithm and
+// the limit's period, not its count or burst, so that a reload keeps what
+// each key spent), and every counter of one key belongs to the shard the
+// key's hash chooses. A shard finds its counters through an
 // open-addressing index of one 8-byte word per counter. A decision on an
 // existing key with a one-limit policy reads the index without any shard
 // lock and locks only its own cell (a bit of the cell's eviction word), so

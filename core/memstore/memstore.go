@@ -121,7 +121,7 @@ func (s *Store) Close() error {
 // or more than store.MaxLimits (store.ErrBadPolicy).
 func (s *Store) Take(_ context.Context, key string, p *store.Policy, cost int64) (r store.Result, _ error) {
 	if len(p.Limits) == 1 && p.Limits[0].Calendar == 0 {
-		s.takeOne(&r, s.hash(key, p), p, cost, s.clock.Now(), true)
+		s.takeOne(&r, s.keyHash(key), p, cost, s.clock.Now(), true)
 		return r, nil
 	}
 	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
@@ -147,12 +147,12 @@ func (s *Store) Peek(_ context.Context, key string, p *store.Policy, cost int64)
 // fails.
 func (s *Store) Reset(_ context.Context, key string, p *store.Policy) (cleared bool, _ error) {
 	now := s.clock.Now()
-	h0 := s.hash(key, p)
-	sh := s.shard(h0)
+	k := s.keyHash(key)
+	sh := s.shard(k)
 	sh.mu.Lock()
 	t := *sh.tab.Load()
 	for i := range p.Limits {
-		if j, c := s.lookup(t, limitHash(h0, i)); c != nil {
+		if j, c := s.lookup(t, counterHash(k, p, i)); c != nil {
 			m, _ := lockCell(c) // wait for a decision in progress
 			cleared = cleared || !expired(m, now)
 			s.remove(sh, t, j, c)
@@ -216,7 +216,7 @@ func (s *Store) PeekAt(r *store.Result, key string, p *store.Policy, cost, now i
 func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
 	if len(p.Limits) == 1 {
 		if p.Limits[0].Calendar == 0 {
-			s.takeOne(r, s.hash(key, p), p, cost, now, write)
+			s.takeOne(r, s.keyHash(key), p, cost, now, write)
 		} else {
 			s.takeCalendar(r, key, p, cost, now, write)
 		}
@@ -229,15 +229,16 @@ func (s *Store) decide(r *store.Result, key string, p *store.Policy, cost, now i
 	*r = s.takeMany(key, p, cost, now, write)
 }
 
-// takeOne is decide for the common one-limit policy, on the counter of
-// hash h (Store.hash of the key and policy). On an existing key it
+// takeOne is decide for the common one-limit policy, for the key of hash
+// k (Store.keyHash). On an existing key it
 // takes no shard lock (see cell); a key the index read without the mutex
 // does not show, or shows in a cell freed since, is decided again under
 // the shard's mutex, where the lookup is exact, and inserted when
 // admitted.
-func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now int64, write bool) {
+func (s *Store) takeOne(r *store.Result, k uint64, p *store.Policy, cost, now int64, write bool) {
 	l := &p.Limits[0]
-	sh := s.shard(h)
+	h := counterHash(k, p, 0)
+	sh := s.shard(k)
 	var o algo.Outcome
 	c, m := s.lockCounter(*sh.tab.Load(), h)
 	if c == nil {
@@ -258,7 +259,10 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 	}
 	if write {
 		algo.Apply(p.Algorithm, &c.st, l, now, cost, &o)
-		if o.Allowed && cost > 0 {
+		// A token bucket's or GCRA's expiry moves with its terms: a
+		// request that consumes nothing under new ones (see algo.Apply)
+		// may push it back.
+		if o.Allowed && cost > 0 || p.Algorithm >= algo.TokenBucket {
 			m = pack(o.ExpireAt, level(l.Capacity(p.Algorithm), o.Remaining))
 		}
 	} else {
@@ -275,7 +279,7 @@ func (s *Store) takeOne(r *store.Result, h uint64, p *store.Policy, cost, now in
 // lock; a key the index read without the mutex does not show is decided
 // by takeMany, under the mutex, which inserts it when admitted.
 func (s *Store) takeCalendar(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
-	h := s.hash(key, p)
+	h := counterHash(s.keyHash(key), p, 0)
 	c, m := s.lockCounter(*s.shard(h).tab.Load(), h)
 	if c == nil {
 		*r = s.takeMany(key, p, cost, now, write)
@@ -343,12 +347,12 @@ func (s *Store) takeMany(key string, p *store.Policy, cost, now int64, write boo
 		metas  [store.MaxLimits]uint64 // of the cells found, as locked
 		dup    [store.MaxLimits]bool   // cs[i] is an earlier limit's cell
 	)
-	h0 := s.hash(key, p)
-	sh := s.shard(h0)
+	k := s.keyHash(key)
+	sh := s.shard(k)
 	sh.mu.Lock()
 	t := *sh.tab.Load()
 	for i := range p.Limits {
-		hs[i] = limitHash(h0, i)
+		hs[i] = counterHash(k, p, i)
 		if _, cs[i] = s.lookup(t, hs[i]); cs[i] != nil {
 			// Two limits whose hashes are equal share one counter (as two
 			// keys would): its cell is locked once.
@@ -361,7 +365,10 @@ func (s *Store) takeMany(key string, p *store.Policy, cost, now int64, write boo
 	r := store.Evaluate(p, &states, &exp, now, cost) // on copies of the states
 	admit := write && r.Allowed && cost > 0
 	for i := range p.Limits {
-		if admit {
+		// A token bucket or GCRA found keeps its state as it stands even
+		// when nothing is consumed: one kept under other terms is
+		// rewritten (see store.Evaluate), and its expiry moves with them.
+		if admit || write && cs[i] != nil && p.Algorithm >= algo.TokenBucket {
 			metas[i] = pack(exp[i], level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
 			if cs[i] != nil {
 				cs[i].st = states[i]

@@ -301,9 +301,10 @@ func TestSameLow32Bits(t *testing.T) {
 	p := &store.Policy{Name: "p", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 3, Period: time.Hour}}}
 	const now = 1_700_000_000_000_000_000
 	h1, h2 := uint64(0xaaaa_0001_1234_5678), uint64(0xbbbb_0002_1234_5678)
+	id := p.CounterID(0) // takeOne is given key hashes: h = key hash ^ id
 	var r store.Result
-	s.takeOne(&r, h1, p, 1, now, true)
-	s.takeOne(&r, h2, p, 1, now, true)
+	s.takeOne(&r, h1^id, p, 1, now, true)
+	s.takeOne(&r, h2^id, p, 1, now, true)
 	if s.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", s.Len())
 	}
@@ -319,7 +320,7 @@ func TestSameLow32Bits(t *testing.T) {
 		allowed bool
 		left    int64
 	}{{h2, true, 1}, {h2, true, 0}, {h2, false, 0}, {h1, true, 1}, {h1, true, 0}, {h1, false, 0}} {
-		s.takeOne(&r, want.h, p, 1, now, true)
+		s.takeOne(&r, want.h^id, p, 1, now, true)
 		if r.Allowed != want.allowed || r.Remaining != want.left {
 			t.Fatalf("take %d (%#x): allowed %v, %d left; want %v, %d", i, want.h, r.Allowed, r.Remaining, want.allowed, want.left)
 		}

@@ -46,16 +46,22 @@ func home(h uint64, mask int) int { return int(uint32(h)) & mask }
 
 func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 
-// hash identifies the counters of key under p; it is also the slot hash of
-// the policy's first limit.
-func (s *Store) hash(key string, p *store.Policy) uint64 {
-	var k uint64
+// keyHash is the seeded hash of key. It chooses the shard of every
+// counter of the key (see shard), so that the limits of one policy, and
+// a limit whose policy gained or lost others, share one.
+func (s *Store) keyHash(key string) uint64 {
 	if wordBits == 64 {
-		k = uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))
-	} else {
-		k = maphash.String(s.seed, key)
+		return uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))
 	}
-	return max(k^p.Fingerprint(), 1)
+	return maphash.String(s.seed, key)
+}
+
+// counterHash identifies the counter of limit i of p for the key of hash
+// k: the key's hash and the limit's identity (store.Policy.CounterID: the
+// policy's name and algorithm and the limit's period), so that a limit
+// whose count or burst changed finds the counter it kept.
+func counterHash(k uint64, p *store.Policy, i int) uint64 {
+	return max(k^p.CounterID(i), 1)
 }
 
 // wordBits is the width of uintptr: memhash hashes to a uintptr, so a
@@ -69,30 +75,12 @@ const wordBits = 32 << (^uintptr(0) >> 63)
 //go:noescape
 func memhash(p unsafe.Pointer, h, s uintptr) uintptr
 
-func (s *Store) shard(h0 uint64) *shard {
+// shard returns the shard of the counters of the key of hash k.
+func (s *Store) shard(k uint64) *shard {
 	if s.shift >= 64 {
 		return &s.shards[0]
 	}
-	return &s.shards[h0>>s.shift]
-}
-
-// limitHash identifies the counter of limit i of the policy whose counters
-// h0 identifies (the policy's fingerprint covers the algorithm and limits,
-// so a changed rule never reads a counter kept under other terms).
-func limitHash(h0 uint64, i int) uint64 {
-	if i == 0 {
-		return h0
-	}
-	return max(mix(h0+uint64(i)*0x9e3779b97f4a7c15), 1)
-}
-
-// mix is the splitmix64 finalizer.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	return &s.shards[k>>s.shift]
 }
 
 // lookup returns the entry of the index t that shows the counter of hash

@@ -577,7 +577,7 @@ func TestBatchWrongTypeAllOrNothing(t *testing.T) {
 			}
 			var k1, k2 string
 			for _, k := range first {
-				if strings.Contains(k, ".2:") {
+				if strings.Contains(k, fmt.Sprintf("@%016x:", p.CounterID(1))) {
 					k2 = k
 				} else {
 					k1 = k

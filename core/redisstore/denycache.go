@@ -9,9 +9,11 @@ import (
 )
 
 // denyCache remembers denials: once Redis denies key a request of some cost
-// with a known retry-after, a request of at least that cost is denied
-// locally until then. That is exact as long as nothing but time frees quota
-// (another process's Reset does, and is only seen when the entry ends).
+// with a known retry-after, a request of at least that cost under the same
+// terms is denied locally until then. That is exact as long as nothing but
+// time frees quota (another process's Reset does, and is only seen when the
+// entry ends; new terms, a raised limit, are never answered from a denial
+// made under the old ones).
 type denyCache struct {
 	shards [denyShards]denyShard
 	size   atomic.Int64
@@ -20,13 +22,16 @@ type denyCache struct {
 
 const denyShards = 16
 
+// denyKey names the counters of key under a policy, whatever its terms:
+// a Reset under new terms drops a denial made under old ones.
 type denyKey struct {
-	rule uint64 // the policy's fingerprint
+	rule uint64 // the identity of the policy's first counter (CounterID(0))
 	key  string
 }
 
 type denial struct {
-	at, until int64 // local clock, ns
+	terms     uint64 // the fingerprint of the policy that denied
+	at, until int64  // local clock, ns
 	cost      int64
 	result    store.Result
 }
@@ -53,15 +58,17 @@ func (c *denyCache) shard(k denyKey) *denyShard {
 	return &c.shards[h%denyShards]
 }
 
-// get fills r and reports true when k is denied locally for cost at now.
-func (c *denyCache) get(k denyKey, cost, now int64, r *store.Result) bool {
+// get fills r and reports true when k is denied locally under the terms
+// of fingerprint terms for cost at now. A denial under other terms is
+// dropped.
+func (c *denyCache) get(k denyKey, terms uint64, cost, now int64, r *store.Result) bool {
 	if c.size.Load() == 0 {
 		return false
 	}
 	sh := c.shard(k)
 	sh.mu.Lock()
 	d := sh.m[k]
-	if d == nil || now >= d.until {
+	if d == nil || now >= d.until || d.terms != terms {
 		if d != nil {
 			delete(sh.m, k)
 			c.size.Add(-1)
@@ -85,17 +92,19 @@ func (c *denyCache) get(k denyKey, cost, now int64, r *store.Result) bool {
 	return true
 }
 
-// put records a denial of cost at now.
-func (c *denyCache) put(k denyKey, cost, now int64, r *store.Result) {
+// put records a denial of cost at now under the terms of fingerprint
+// terms.
+func (c *denyCache) put(k denyKey, terms uint64, cost, now int64, r *store.Result) {
 	if r.RetryAfter <= 0 {
 		return
 	}
-	d := &denial{at: now, until: now + int64(r.RetryAfter), cost: cost, result: *r}
+	d := &denial{terms: terms, at: now, until: now + int64(r.RetryAfter), cost: cost, result: *r}
 	sh := c.shard(k)
 	sh.mu.Lock()
 	if old, ok := sh.m[k]; ok {
-		// Keep the entry that denies more: the lower cost, and the later end for it.
-		if old.cost < cost && now < old.until {
+		// Keep the entry that denies more under the same terms: the lower
+		// cost, and the later end for it.
+		if old.terms == terms && old.cost < cost && now < old.until {
 			sh.mu.Unlock()
 			return
 		}

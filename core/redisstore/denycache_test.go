@@ -14,15 +14,15 @@ func TestDenyCache(t *testing.T) {
 	k := denyKey{rule: 7, key: "u"}
 	denied := store.Result{Limit: algo.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
 	denied.Limits[0] = store.LimitState{Remaining: 2, ResetAfter: 50 * time.Second}
-	c.put(k, 3, 0, &denied) // cost 3 does not fit in 2
+	c.put(k, 1, 3, 0, &denied) // cost 3 does not fit in 2
 	var r store.Result
-	if c.get(k, 2, int64(time.Second), &r) {
+	if c.get(k, 1, 2, int64(time.Second), &r) {
 		t.Fatal("a denial of cost 3 denied cost 2 locally")
 	}
-	if c.get(denyKey{rule: 8, key: "u"}, 3, int64(time.Second), &r) || c.get(denyKey{rule: 7, key: "v"}, 3, int64(time.Second), &r) {
+	if c.get(denyKey{rule: 8, key: "u"}, 1, 3, int64(time.Second), &r) || c.get(denyKey{rule: 7, key: "v"}, 1, 3, int64(time.Second), &r) {
 		t.Fatal("another rule or key was denied")
 	}
-	if !c.get(k, 5, int64(10*time.Second), &r) {
+	if !c.get(k, 1, 5, int64(10*time.Second), &r) {
 		t.Fatal("cost 5 was not denied locally")
 	}
 	want := denied
@@ -31,19 +31,30 @@ func TestDenyCache(t *testing.T) {
 	if r != want {
 		t.Fatalf("cached denial 10s later:\ngot  %+v\nwant %+v", r, want)
 	}
-	if c.get(k, 3, int64(30*time.Second), &r) {
+	if c.get(k, 1, 3, int64(30*time.Second), &r) {
 		t.Fatal("denied locally at the retry-after instant")
 	}
 	if c.size.Load() != 0 {
 		t.Fatalf("size %d after the entry ended, want 0", c.size.Load())
 	}
-	c.put(k, 1, 0, &denied)
+	// Under new terms (a limit raised), the denial is not answered, and
+	// is gone; a denial under the new terms replaces one under the old.
+	c.put(k, 1, 1, 0, &denied)
+	if c.get(k, 2, 1, int64(time.Second), &r) || c.size.Load() != 0 {
+		t.Fatal("a denial was answered under other terms, or kept")
+	}
+	c.put(k, 1, 1, 0, &denied)
+	c.put(k, 2, 3, 0, &denied)
+	if !c.get(k, 2, 3, int64(time.Second), &r) || c.size.Load() != 1 || c.get(k, 1, 5, int64(time.Second), &r) {
+		t.Fatal("the denial under the new terms did not replace the old one")
+	}
+	c.put(k, 1, 1, 0, &denied)
 	c.drop(k)
-	if c.get(k, 1, 1, &r) || c.size.Load() != 0 {
+	if c.get(k, 1, 1, 1, &r) || c.size.Load() != 0 {
 		t.Fatal("drop left the entry")
 	}
 	allowed := store.Result{Allowed: true}
-	c.put(k, 1, 0, &allowed) // no retry-after: nothing to cache
+	c.put(k, 1, 1, 0, &allowed) // no retry-after: nothing to cache
 	if c.size.Load() != 0 {
 		t.Fatal("cached a result without a retry-after")
 	}
@@ -57,14 +68,14 @@ func TestDenyCacheExpiredFirst(t *testing.T) {
 	short := store.Result{RetryAfter: time.Second}
 	long := store.Result{RetryAfter: time.Hour}
 	for i := range 2000 { // fill every shard with entries that end at 1s
-		c.put(denyKey{key: "old" + strconv.Itoa(i)}, 1, 0, &short)
+		c.put(denyKey{key: "old" + strconv.Itoa(i)}, 1, 1, 0, &short)
 	}
 	var live []denyKey
 	for i := range 2000 {
 		k := denyKey{key: "new" + strconv.Itoa(i)}
 		sh := c.shard(k)
 		if len(live) < bound/2 && countLive(sh, int64(2*time.Second)) < 5 {
-			c.put(k, 1, int64(2*time.Second), &long)
+			c.put(k, 1, 1, int64(2*time.Second), &long)
 			live = append(live, k)
 		}
 	}
@@ -73,7 +84,7 @@ func TestDenyCacheExpiredFirst(t *testing.T) {
 	}
 	var r store.Result
 	for _, k := range live {
-		if !c.get(k, 1, int64(3*time.Second), &r) {
+		if !c.get(k, 1, 1, int64(3*time.Second), &r) {
 			t.Fatalf("live entry %q was evicted while expired ones were there", k.key)
 		}
 	}
@@ -101,7 +112,7 @@ func TestDenyCacheBound(t *testing.T) {
 	c := newDenyCache(bound)
 	r := store.Result{RetryAfter: time.Second}
 	for i := range 100_000 {
-		c.put(denyKey{key: strconv.Itoa(i)}, 1, int64(i)*int64(time.Millisecond), &r)
+		c.put(denyKey{key: strconv.Itoa(i)}, 1, 1, int64(i)*int64(time.Millisecond), &r)
 		if n := c.size.Load(); n > bound {
 			t.Fatalf("%d entries after %d puts, bound %d", n, i+1, bound)
 		}

@@ -154,3 +154,155 @@ func TestDifferentialSeveralLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialNewTerms runs the scripts and package algo side by side
+// on random traffic whose limit changes count and burst as it goes (the
+// same period: the same counter), and requires the same answers: the
+// scripts read a state kept under other terms as algo does.
+func TestDifferentialNewTerms(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
+		for _, period := range []time.Duration{time.Second, 7 * time.Second, time.Hour} {
+			t.Run(fmt.Sprintf("%v/%v", a, period), func(t *testing.T) {
+				var s algo.State
+				now := time.Unix(1_700_000_000, 0)
+				l := algo.Limit{Period: period}
+				for step := range 250 {
+					if step%10 == 0 { // new terms
+						l.Count = 1 + rng.Int64N(20)
+						if l.Burst = 0; a == algo.TokenBucket || a == algo.GCRA {
+							l.Burst = rng.Int64N(40)
+						}
+					}
+					now = now.Add(time.Duration(rng.Int64N(int64(period) / 4))).Truncate(time.Microsecond)
+					m.SetTime(now)
+					capacity := l.Capacity(a)
+					cost := 1 + rng.Int64N(max(capacity/2, 1))
+					if rng.IntN(10) == 0 {
+						cost = 0
+					}
+					p := &store.Policy{Name: t.Name(), Algorithm: a, Limits: []algo.Limit{l}}
+					got, err := st.Take(context.Background(), "u", p, cost)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ref := algo.Limit{Count: l.Count, Period: l.Period / time.Microsecond, Burst: l.Burst}
+					var o algo.Outcome
+					s, o = algo.Take(a, s, ref, now.UnixMicro(), cost)
+					want := store.Result{Allowed: o.Allowed, Limit: l, Remaining: o.Remaining,
+						ResetAfter: time.Duration(o.ResetAfter * 1000), RetryAfter: time.Duration(o.RetryAfter * 1000)}
+					want.Limits[0] = store.LimitState{Remaining: o.Remaining, ResetAfter: want.ResetAfter}
+					if got != want {
+						t.Fatalf("step %d under %v, cost %d:\ngot  %+v\nwant %+v", step, l, cost, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDifferentialNewTermsSeveralLimits is TestDifferentialNewTerms for
+// a policy of two limits, against store.Evaluate: a decision denied by one
+// limit rewrites the other's state kept under other terms as Evaluate
+// does.
+func TestDifferentialNewTermsSeveralLimits(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			var states [store.MaxLimits]algo.State
+			var exp [store.MaxLimits]int64
+			now := time.Unix(1_700_000_000, 0)
+			limits := []algo.Limit{{Period: time.Second}, {Period: 10 * time.Second}}
+			for step := range 300 {
+				if step%10 == 0 { // new terms
+					for i := range limits {
+						limits[i].Count = 1 + rng.Int64N(12)
+						if limits[i].Burst = 0; a == algo.TokenBucket || a == algo.GCRA {
+							limits[i].Burst = rng.Int64N(20)
+						}
+					}
+				}
+				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond)))).Truncate(time.Microsecond)
+				m.SetTime(now)
+				p := &store.Policy{Name: t.Name(), Algorithm: a, Limits: append([]algo.Limit(nil), limits...)}
+				ref := &store.Policy{Algorithm: a}
+				for _, l := range limits {
+					ref.Limits = append(ref.Limits, algo.Limit{Count: l.Count, Period: l.Period / time.Microsecond, Burst: l.Burst})
+				}
+				cost := rng.Int64N(5)
+				got, err := st.Take(context.Background(), "u", p, cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := store.Evaluate(ref, &states, &exp, now.UnixMicro(), cost)
+				want := store.Result{Allowed: w.Allowed, Remaining: w.Remaining, ResetAfter: w.ResetAfter * 1000, RetryAfter: w.RetryAfter * 1000}
+				for i, l := range ref.Limits {
+					if l == w.Limit {
+						want.Limit = p.Limits[i]
+					}
+					want.Limits[i] = store.LimitState{Remaining: w.Limits[i].Remaining, ResetAfter: w.Limits[i].ResetAfter * 1000}
+				}
+				if got != want {
+					t.Fatalf("step %d at %v under %v, cost %d:\ngot  %+v\nwant %+v", step, now.Format(time.RFC3339Nano), p.Limits, cost, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNewTermsOtherUnit: a limit whose new count or burst needs a
+// coarser time unit in the scripts (30,000 a day counts in 10µs) reads
+// the state kept in the finer one (1,000 a day, in µs), and back: what was
+// spent carries over every way.
+func TestNewTermsOtherUnit(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, WithDenyCache(false), WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	m.SetTime(time.Unix(1_700_000_000, 0).Truncate(24 * time.Hour).Add(time.Hour))
+	const day = 24 * time.Hour
+	fine, coarse, burst := algo.Limit{Count: 1000, Period: day}, algo.Limit{Count: 30_000, Period: day}, algo.Limit{Count: 1000, Period: day, Burst: 30_000}
+	for _, a := range []algo.Algorithm{algo.SlidingWindow, algo.TokenBucket, algo.GCRA} {
+		steps := []struct {
+			l          algo.Limit
+			cost, left int64
+		}{{fine, 500, 500}, {coarse, 1, 29_499}, {fine, 1, 498}, {burst, 1, 29_497}, {fine, 1, 496}, {coarse, 29_496, 0}}
+		if a == algo.SlidingWindow {
+			steps = append(steps[:3], steps[5])
+			steps[3].cost, steps[3].left = 29_498, 0
+		}
+		for _, step := range steps {
+			if u, _ := unitFor(a, step.l); (u == 10) != (step.l != fine) {
+				t.Fatalf("%v, %v: unit %dµs", a, step.l, u)
+			}
+			p := &store.Policy{Name: "unit-" + a.String(), Algorithm: a, Limits: []algo.Limit{step.l}}
+			r, err := st.Take(context.Background(), "u", p, step.cost)
+			if err != nil || !r.Allowed || r.Remaining != step.left {
+				t.Fatalf("%v, %v, cost %d: %+v, %v; want admitted, %d left", a, step.l, step.cost, r, err, step.left)
+			}
+		}
+	}
+}

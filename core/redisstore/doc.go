@@ -68,8 +68,8 @@
 // SET KEEPTTL); batches, Redis 7.0 (on older servers the store does not
 // batch).
 // They declare the key of a policy's first limit and derive the others
-// from it (a limit's suffix, a fixed window's index from the server's
-// clock), always inside the same hash slot: Redis and Redis Cluster allow
+// from it (a limit's counter identity, a fixed window's index from the
+// server's clock), always inside the same hash slot: Redis and Redis Cluster allow
 // this; servers that insist on declared keys (Dragonfly by default) need
 // their option for undeclared keys.
 //
@@ -80,8 +80,14 @@
 // keep one key, prefix + "{" + user + "}:" + rule. The prefix is "rl:"
 // unless WithPrefix says otherwise. The braces are a Cluster hash tag: all
 // of one user's counters live in one slot. rule is the policy name, "@" and
-// the policy's fingerprint in hex, so that changed terms start new counters;
-// limit i > 1 of a policy appends "." and i. User and rule names are
+// the limit's counter identity (store.Policy.CounterID: the name, the
+// algorithm and the limit's period) in 16 hex digits: each limit of a
+// policy has its key, which a new count or burst keeps, so that a reload
+// keeps what each user spent, while a new algorithm or period starts
+// another. A value holds its state as package algo reads it under
+// whatever terms the limit has now (a GCRA's count and time unit, a token
+// bucket's time unit, with it), and the scripts convert a state kept
+// under other terms once. User and rule names are
 // escaped: bytes other than letters, digits and -._@+=/,! become %XX, the
 // empty string is "~", and a part longer than 128 bytes once escaped is "#"
 // and its SHA-256 in base64url. No input can leave its braces or collide
@@ -89,7 +95,9 @@
 //
 // A calendar limit's counter (a policy of limits per calendar day, month
 // or year, store.Policy.Location) is prefix + "{" + user + "}:" + rule +
-// ":" + start, start being the first instant of its period in Unix
+// ":" + start (rule naming the first limit's counter identity, and a limit
+// after the first adding "." and its place: a new count keeps the counts,
+// limits put in another order start afresh), start being the first instant of its period in Unix
 // seconds (rl:{alice}:llm@…:1767222000 for the day of 2026-01-01 in
 // Europe/Berlin); it expires when its period ends.
 //
@@ -109,11 +117,13 @@
 // WithIncrExpireKeys(true) counts every policy of one fixed-window limit
 // where a limiter built on INCR and EXPIRE counts: prefix + "{" + user +
 // "}:" + name + ":" + window (rl:{alice}:search:1764604800 for a limit
-// per second; the policy's name without a fingerprint, an '@' in it
+// per second; the policy's name without a counter identity, an '@' in it
 // written %40), the count a plain integer, the TTL one period from the
 // window's first request. Such a limiter and this store then share their
 // counters (a rolling migration from one to the other); policies with
-// several limits or another algorithm keep the default layout.
+// several limits or another algorithm keep the default layout (so a rule
+// that gains a limit, or a new algorithm, counts afresh in it, and one
+// back to a single fixed-window limit finds its plain keys again).
 //
 // # Failures
 //

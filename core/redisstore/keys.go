@@ -60,16 +60,19 @@ func part(s string) string {
 	return string(b)
 }
 
-// ruleID names a policy's counters: the escaped policy name, '@' and the
-// policy's fingerprint, so that a rule whose terms change never reads the
-// counters it kept under the old ones.
-func ruleID(name string, fingerprint uint64) string {
-	id := part(name) + "@"
-	f := strconv.FormatUint(fingerprint, 16)
-	for range 16 - len(f) {
-		id += "0"
-	}
-	return id + f
+// ruleID names the counter of one limit of a policy: the escaped policy
+// name, '@' and the limit's counter identity (store.Policy.CounterID: the
+// name, the algorithm and the limit's period) in 16 hex digits, so that a
+// limit whose count or burst changes keeps its counter, and one whose
+// algorithm or period changes starts another.
+func ruleID(name string, counter uint64) string {
+	return part(name) + "@" + hex16(counter)
+}
+
+// hex16 is x in 16 lowercase hex digits.
+func hex16(x uint64) string {
+	f := strconv.FormatUint(x, 16)
+	return strings.Repeat("0", 16-len(f)) + f
 }
 
 // plainRule names a policy's counters in the INCR+EXPIRE layout: the
@@ -80,8 +83,9 @@ func plainRule(name string) string {
 }
 
 // redisKey returns the key of limit 1 of a policy for one user:
-// prefix + "{" + part(user) + "}:" + rule. Limit i > 1 appends "." and i; a
-// fixed window appends ":" and the window index (the scripts add both). The
+// prefix + "{" + part(user) + "}:" + rule. Limit i > 1 has the same key
+// but for the 16 hex digits at its end, its own counter identity; a fixed
+// window appends ":" and the window index (the scripts do both). The
 // braces are a Cluster hash tag: all of one user's counters share a slot.
 func redisKey(prefix, user, rule string) string {
 	return prefix + "{" + part(user) + "}:" + rule

@@ -134,7 +134,7 @@ func TestIncrExpireKeys(t *testing.T) {
 		policy("search", algo.GCRA, "5/hour"),
 	} {
 		take("carol", p, true, 4)
-		want := fmt.Sprintf("rl:{carol}:search@%016x", p.Fingerprint())
+		want := fmt.Sprintf("rl:{carol}:search@%016x", p.CounterID(0))
 		if p.Algorithm == algo.FixedWindow {
 			want += ":" + strconv.FormatInt(idx, 10)
 		}

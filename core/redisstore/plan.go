@@ -20,7 +20,8 @@ type plan struct {
 	// tail is the script's ARGV after the cost: for a fixed window, count
 	// and period (µs) per limit (and, in the INCR+EXPIRE layout, a 1 that
 	// asks for a TTL of one period); otherwise n, then count, period (in
-	// units), capacity and unit (µs) per limit.
+	// units), capacity and unit (µs) per limit. Both end, for limits 2 to
+	// n, with each one's counter identity in 16 hex digits.
 	tail []any
 	// resetArgs is the reset script's ARGV: tail without the layout's 1.
 	resetArgs []any
@@ -113,14 +114,14 @@ func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
 	}
 	if p.Calendar() {
 		// The tail depends on the periods: tailAt makes it.
-		return &plan{algorithm: calendarWindow, rule: ruleID(p.Name, p.Fingerprint())}, nil
+		return &plan{algorithm: calendarWindow, rule: ruleID(p.Name, p.CounterID(0))}, nil
 	}
 	fixed := int64(0)
 	if p.Algorithm == algo.FixedWindow {
 		fixed = 1
 	}
 	incrExpire = incrExpire && fixed == 1 && len(p.Limits) == 1
-	pl := &plan{algorithm: p.Algorithm, rule: ruleID(p.Name, p.Fingerprint())}
+	pl := &plan{algorithm: p.Algorithm, rule: ruleID(p.Name, p.CounterID(0))}
 	if incrExpire {
 		pl.rule = plainRule(p.Name)
 	}
@@ -143,6 +144,9 @@ func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
 		} else {
 			pl.tail = append(pl.tail, l.Count, period, l.Capacity(p.Algorithm), u)
 		}
+	}
+	for i := 1; i < len(p.Limits); i++ {
+		pl.tail = append(pl.tail, hex16(p.CounterID(i)))
 	}
 	pl.resetArgs = pl.tail[:len(pl.tail):len(pl.tail)]
 	if incrExpire {

@@ -322,7 +322,9 @@ func TestKeys(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rc := client(t, srv.Addr())
 	ctx := context.Background()
-	fp := func(p *store.Policy) string { return fmt.Sprintf("%016x", p.Fingerprint()) }
+	// A limit's key holds its counter's identity: the rule's name and
+	// algorithm and the limit's period.
+	id := func(p *store.Policy, i int) string { return fmt.Sprintf("%016x", p.CounterID(i)) }
 	serverNow := func() time.Time {
 		now, err := rc.Time(ctx).Result()
 		if err != nil {
@@ -376,20 +378,23 @@ func TestKeys(t *testing.T) {
 	}
 	s := newStore(t, rc)
 	api := policy("api", algo.FixedWindow, "5/minute")
-	check(s, "alice", api, "rl:{alice}:api@"+fp(api)+":<idx>")
+	check(s, "alice", api, "rl:{alice}:api@"+id(api, 0)+":<idx>")
 	two := policy("api", algo.FixedWindow, "5/minute", "100/hour")
-	check(s, "alice", two, "rl:{alice}:api@"+fp(two)+":<idx>", "rl:{alice}:api@"+fp(two)+".2:<idx>")
+	check(s, "alice", two, "rl:{alice}:api@"+id(two, 0)+":<idx>", "rl:{alice}:api@"+id(two, 1)+":<idx>")
+	if id(api, 0) != id(two, 0) || id(two, 0) == id(two, 1) {
+		t.Fatalf("counter identities %s, %s, %s: want the minute's shared, the hour's its own", id(api, 0), id(two, 0), id(two, 1))
+	}
 	for _, a := range algorithms[1:] {
 		p := policy("api", a, "5/minute", "100/hour")
-		check(s, "alice", p, "rl:{alice}:api@"+fp(p), "rl:{alice}:api@"+fp(p)+".2")
+		check(s, "alice", p, "rl:{alice}:api@"+id(p, 0), "rl:{alice}:api@"+id(p, 1))
 	}
 	g := policy("a:b}{c", algo.GCRA, "1/second")
-	check(s, "bob}:{x", g, "rl:{bob%7D%3A%7Bx}:a%3Ab%7D%7Bc@"+fp(g))
-	check(s, "", g, "rl:{~}:a%3Ab%7D%7Bc@"+fp(g))
+	check(s, "bob}:{x", g, "rl:{bob%7D%3A%7Bx}:a%3Ab%7D%7Bc@"+id(g, 0))
+	check(s, "", g, "rl:{~}:a%3Ab%7D%7Bc@"+id(g, 0))
 	long := strings.Repeat("x", 10_000)
 	sum := sha256.Sum256([]byte(long))
-	check(s, long, g, "rl:{#"+base64.RawURLEncoding.EncodeToString(sum[:])+"}:a%3Ab%7D%7Bc@"+fp(g))
-	check(newStore(t, rc, redisstore.WithPrefix("svc:rate:")), "alice", g, "svc:rate:{alice}:a%3Ab%7D%7Bc@"+fp(g))
+	check(s, long, g, "rl:{#"+base64.RawURLEncoding.EncodeToString(sum[:])+"}:a%3Ab%7D%7Bc@"+id(g, 0))
+	check(newStore(t, rc, redisstore.WithPrefix("svc:rate:")), "alice", g, "svc:rate:{alice}:a%3Ab%7D%7Bc@"+id(g, 0))
 }
 
 func sorted(s []string) []string {

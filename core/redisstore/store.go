@@ -98,7 +98,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithIncrExpireKeys, when on, makes every policy of one fixed-window
 // limit count where, and as, a limiter built on INCR and EXPIRE counts: the key
 // of window w is prefix + "{" + user + "}:" + rule + ":" + w, where rule is
-// the policy's name alone (no fingerprint) and w = floor(server time /
+// the policy's name alone (no counter identity) and w = floor(server time /
 // period), the window's value is the count as a plain integer, and the
 // first request of a window sets its TTL to one period (INCR, then EXPIRE
 // when the count is new, in the same script). A service that counts in
@@ -111,10 +111,11 @@ func WithLogger(l *slog.Logger) Option {
 // written as it is. What differs from such a limiter: a request this
 // store denies is not counted (its cost is given back), while one that
 // INCRs before comparing counts its denied requests, and those count here
-// too; and since the key holds no fingerprint, a rule whose limit changes
-// keeps its window's count. Policies with several limits or another
-// algorithm keep the default layout. Default: false (the default layout,
-// described in the package documentation).
+// too. A rule whose count changes keeps its window's count, as in the
+// default layout; one whose period changes finds another window's key.
+// Policies with several limits or another algorithm keep the default
+// layout: a rule that gains a limit counts afresh there. Default: false
+// (the default layout, described in the package documentation).
 func WithIncrExpireKeys(on bool) Option { return func(s *Store) { s.incrExpire = on } }
 
 // Store is a store.Store in Redis. Every decision is one Lua script (one
@@ -149,7 +150,7 @@ type Store struct {
 	batch   int
 	noBatch atomic.Bool
 
-	plans  sync.Map // policy fingerprint → *plan
+	plans  sync.Map // policy fingerprint (its terms) → *plan
 	nplans atomic.Int64
 	tick   atomic.Pointer[tick]
 	// resets counts Resets, so that a denial read before a Reset is never
@@ -288,9 +289,10 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 		return r, err
 	}
 	cost = max(cost, 0)
-	dk := denyKey{rule: p.Fingerprint(), key: key}
+	dk := denyKey{rule: p.CounterID(0), key: key}
+	terms := p.Fingerprint()
 	now := s.clock.Now()
-	if s.deny != nil && cost > 0 && s.deny.get(dk, cost, now, &r) {
+	if s.deny != nil && cost > 0 && s.deny.get(dk, terms, cost, now, &r) {
 		return r, nil
 	}
 	resets := s.resets.Load()
@@ -307,7 +309,7 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 		return store.Result{}, err
 	}
 	if !r.Allowed && s.deny != nil && cost > 0 && s.resets.Load() == resets {
-		s.deny.put(dk, cost, now, &r)
+		s.deny.put(dk, terms, cost, now, &r)
 	}
 	return r, nil
 }
@@ -339,7 +341,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 		// After the reset: a Take running meanwhile that read a denial
 		// sees the count of resets change and does not cache it.
 		s.resets.Add(1)
-		s.deny.drop(denyKey{rule: p.Fingerprint(), key: key})
+		s.deny.drop(denyKey{rule: p.CounterID(0), key: key})
 	}
 	if err != nil {
 		return false, err
@@ -433,6 +435,8 @@ func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 	case cost > l.Count: // never admitted; nothing was taken
 		o.Remaining = max(l.Count-count+cost, 0)
 		o.RetryAfter = max(o.ResetAfter, int64(l.Period))
+	case cost == 0: // only read; a count kept under a larger limit may exceed it
+		o.Allowed, o.Remaining = true, max(l.Count-count, 0)
 	case count <= l.Count:
 		o.Allowed, o.Remaining = true, l.Count-count
 	default: // denied, and the cost given back

@@ -14,9 +14,9 @@
 // Watch returns once the watch is set up; it stops when ctx is done, and
 // then closes done. A reload is the limiter's own (core.Limiter.ReloadFile,
 // as core.Limiter.SetConfig describes): each request is decided wholly
-// under one configuration, a rule whose policy is unchanged keeps its
-// counters, and reloads from the watch, ReloadFile and SetConfig never
-// overlap.
+// under one configuration, a rule that keeps its name, algorithm and
+// periods keeps what each caller spent under its new counts and bursts,
+// and reloads from the watch, ReloadFile and SetConfig never overlap.
 //
 // # What is watched
 //

@@ -27,12 +27,16 @@
 // for concurrent use, and concurrent Takes on one key admit exactly what
 // the limits allow.
 //
-// Counters belong to a key under a policy's name and terms: two Policy
-// values with the same Name, algorithm and limits share them (a reloaded
-// configuration keeps its counts), and a change of terms starts afresh.
-// Policy.Fingerprint is that identity as one number; a store keys its
-// counters by the key, the policy's Name and its Fingerprint, never by the
-// *Policy pointer, which a reload replaces.
+// Each limit of a policy has a counter per key, which belongs to the
+// policy's Name and Algorithm and the limit's Period, not to its Count or
+// Burst: Policy.CounterID(i) is that identity as one number. A store keys
+// each limit's counter by the key and CounterID, never by the *Policy
+// pointer, which a reload replaces, nor by the terms: a reloaded
+// configuration that changes a count or a burst then finds what each
+// caller spent, which the algorithms count against the new terms (see
+// Evaluate and algo.Apply), and a new name, algorithm or period starts
+// afresh. Policy.Fingerprint digests the terms, for what must not outlive
+// them (a cached denial).
 //
 // The algorithms are package algo's pure functions over an algo.State of
 // two words per limit. A store that keeps those states itself evaluates a
@@ -66,6 +70,6 @@
 // storetest.Run checks a Store against this contract: exact counts for
 // every algorithm with one limit and several, costs, rollover, denials
 // that consume nothing, isolation of keys and policies, exact admissions
-// under concurrency, what Reset reports, and a Peek that answers what the
-// Take after it does.
+// under concurrency, what Reset reports, a Peek that answers what the
+// Take after it does, and counters that carry over new terms.
 package store

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +18,17 @@ const MaxLimits = 4
 
 // Policy is what a store counts against: one algorithm and one or more
 // limits that must all admit a request. A denial consumes from none of them.
-// Name identifies the counters: two policies with the same name and the
-// same terms (algorithm and limits) share them, so a reloaded configuration
-// keeps its counts unless a rule's terms changed.
+//
+// Each limit has a counter per key, identified by the policy's Name and
+// Algorithm and the limit's Period (CounterID): the limit's Count and
+// Burst, and its place among the policy's limits, are terms, not identity.
+// Two policies whose limits have the same identity share those counters,
+// so a reloaded configuration that changes a count or a burst keeps what
+// each caller spent in the current window and counts it against the new
+// terms (see algo.Apply); a new name, algorithm or period starts afresh.
 //
 // A Policy must not change once it is in use: stores identify its counters
-// by its Fingerprint, computed once.
+// by CounterID and its terms by Fingerprint, each computed once.
 //
 // Calendar limits (algo.Limit.Calendar: per day, month or year) count per
 // calendar period of Location, with FixedWindow; a policy's limits are all
@@ -38,6 +44,9 @@ type Policy struct {
 
 	fingerprint atomic.Uint64
 	periods     [MaxLimits]atomic.Pointer[algo.Periods] // of each calendar limit, the last asked for
+	counted     atomic.Uint32                           // 1 once counters holds every limit's CounterID
+	once        sync.Once
+	counters    [MaxLimits]uint64
 }
 
 // Periods returns the calendar period of limit i (a calendar limit) that
@@ -76,10 +85,12 @@ func (p *Policy) newPeriods(c *atomic.Pointer[algo.Periods], i int, now int64) a
 // Calendar reports whether the policy's limits count per calendar period.
 func (p *Policy) Calendar() bool { return len(p.Limits) > 0 && p.Limits[0].Calendar != 0 }
 
-// Fingerprint is a 64-bit digest (FNV-1a) of the policy's name, algorithm
-// and limits (and, for calendar limits, their periods and the time zone's
-// name), the same in every process. Stores use it so that a rule whose
-// terms change never reads counters kept under the old terms.
+// Fingerprint is a 64-bit digest (FNV-1a) of the policy's terms: its name,
+// algorithm and every limit's count, period and burst, in order (and, for
+// calendar limits, the time zone's name); the same in every process. It
+// changes whenever the terms do, so a store keys by it what must not
+// outlive them: an answer it caches (a denial), work it precomputes for
+// the terms. Counters are keyed by CounterID instead.
 func (p *Policy) Fingerprint() uint64 {
 	if f := p.fingerprint.Load(); f != 0 {
 		return f
@@ -114,6 +125,42 @@ func zoneName(loc *time.Location) string {
 		return time.UTC.String()
 	}
 	return loc.String()
+}
+
+// CounterID identifies the counter of p.Limits[i], for any key: a 64-bit
+// digest (FNV-1a) of the policy's name, its algorithm and the limit's
+// period (for a calendar limit, its calendar period and the policy's time
+// zone), never 0, the same in every process. Limits of two policies with
+// the same CounterID share their counters, whatever their counts, bursts
+// and order; a store keys each limit's counter by the key and
+// CounterID(i).
+func (p *Policy) CounterID(i int) uint64 {
+	if p.counted.Load() == 0 {
+		p.makeCounterIDs()
+	}
+	return p.counters[i]
+}
+
+// makeCounterIDs computes the identity of every limit's counter and keeps
+// them; CounterID, two loads once kept, inlines into the stores' hot
+// paths.
+func (p *Policy) makeCounterIDs() {
+	var ids [MaxLimits]uint64
+	for i, l := range p.Limits[:min(len(p.Limits), MaxLimits)] {
+		h := fnv.New64a()
+		b := append([]byte(p.Name), 0, byte(p.Algorithm))
+		b = binary.LittleEndian.AppendUint64(b, uint64(l.Period))
+		if l.Calendar != 0 {
+			// A calendar period, and the zone whose midnights start it.
+			b = append(append(b, 'c', byte(l.Calendar)), zoneName(p.Location)...)
+		}
+		h.Write(b)
+		ids[i] = max(h.Sum64(), 1)
+	}
+	p.once.Do(func() {
+		p.counters = ids
+		p.counted.Store(1)
+	})
 }
 
 // Validate reports whether p can be counted: 1 to MaxLimits valid limits
@@ -232,9 +279,15 @@ func (r *Result) SetOutcome(l algo.Limit, o *algo.Outcome) {
 // Evaluate runs one decision at instant now over the per-limit states of one
 // key (states[i] belongs to p.Limits[i]). It evaluates every limit and, when
 // all admit, replaces states[i] with the new states and sets expireAt[i] to
-// the instant from which each may be dropped; when any limit denies, it
-// changes neither. Stores that keep algo.State values themselves (package
-// memstore) use it so that every store combines limits the same way.
+// the instant from which each may be dropped. When any limit denies, the
+// request consumes nothing: states[i] and expireAt[i] are then each
+// limit's state as it stands at now, the state given (or one equal to it
+// from now on) unless it was kept under other terms of the same counter
+// (see algo.Apply). Either way a store writes back the states of the
+// counters it holds, and creates a counter only for a request admitted at
+// a cost above zero.
+// Stores that keep algo.State values themselves (package memstore) use it
+// so that every store combines limits the same way.
 //
 // A policy with no limits, or more than MaxLimits, admits nothing.
 func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int64, now, cost int64) Result {
@@ -248,30 +301,24 @@ func Evaluate(p *Policy, states *[MaxLimits]algo.State, expireAt *[MaxLimits]int
 	)
 	for i := range p.Limits {
 		next[i] = states[i]
-		if l := &p.Limits[i]; l.Calendar == 0 {
-			algo.Apply(p.Algorithm, &next[i], l, now, cost, &out[i])
-		} else {
-			ps := p.Periods(i, now)
-			algo.ApplyCalendar(&next[i], l, &ps, now, cost, &out[i])
-		}
+		p.apply(i, &next[i], now, cost, &out[i])
 		allowed = allowed && out[i].Allowed
 	}
-	if allowed {
-		*states = next
-		for i := range p.Limits {
-			expireAt[i] = out[i].ExpireAt
-		}
-	} else {
+	if !allowed {
 		// Denied: nothing was consumed, so the limits that would have
 		// admitted report their state as it stands.
 		for i := range p.Limits {
 			if out[i].Allowed {
 				var o algo.Outcome
-				st := states[i]
-				p.apply(i, &st, now, 0, &o)
-				out[i].Remaining, out[i].ResetAfter = o.Remaining, o.ResetAfter
+				next[i] = states[i]
+				p.apply(i, &next[i], now, 0, &o)
+				out[i].Remaining, out[i].ResetAfter, out[i].ExpireAt = o.Remaining, o.ResetAfter, o.ExpireAt
 			}
 		}
+	}
+	*states = next
+	for i := range p.Limits {
+		expireAt[i] = out[i].ExpireAt
 	}
 	return Combine(p, &out)
 }

@@ -60,6 +60,18 @@
 //   - Concurrency and ConcurrencyTwoLimits: GOMAXPROCS×8 goroutines send
 //     at least three times the limit at one key; exactly the limit (100) is
 //     admitted, and no call fails.
+//   - NewTerms: a limit's counter belongs to the policy's name, algorithm
+//     and period (store.Policy.CounterID), not its count or burst: 3 of 5
+//     per hour spent, 10 per hour leaves 6 after one more, 3 per hour
+//     denies, 10 per hour then admits at once (no denial cached under 3
+//     per hour answers), a burst of 20 leaves 14; another period,
+//     algorithm or name counts afresh; a Reset under new terms forgets
+//     what was spent under the old.
+//   - NewTermsSeveralLimits: each limit of a policy keeps its counter
+//     whatever the order, counts and other limits (a limit of a new period
+//     starts afresh, one that comes back finds its counts), and a limit
+//     lowered below what was spent denies until it drains at its new
+//     rate.
 //
 // And once each:
 //

@@ -12,8 +12,8 @@ import (
 	"github.com/rlkit/rlkit/core/storetest"
 )
 
-// mapStore is a minimal store.Store: one mutex over a map of each key's
-// per-limit states, evaluated with store.Evaluate.
+// mapStore is a minimal store.Store: one mutex over a map of each limit's
+// counter, evaluated with store.Evaluate.
 type mapStore struct {
 	clock store.Clock
 
@@ -21,16 +21,18 @@ type mapStore struct {
 	counters map[counterKey]counter
 }
 
-// counterKey names the counters of a key under a policy: its name and its
-// terms (Fingerprint), never the *Policy, which a reload replaces.
+// counterKey names the counter of one limit of a policy for one key: the
+// limit's identity (CounterID: the policy's name and algorithm, the
+// limit's period), never the *Policy, which a reload replaces, nor its
+// count or burst, which a reload may change while the counter counts on.
 type counterKey struct {
-	key, policy string
-	fingerprint uint64
+	key string
+	id  uint64
 }
 
 type counter struct {
-	states   [store.MaxLimits]algo.State
-	expireAt [store.MaxLimits]int64
+	state    algo.State
+	expireAt int64
 }
 
 func newMapStore(clock store.Clock) *mapStore {
@@ -49,33 +51,43 @@ func (s *mapStore) decide(key string, p *store.Policy, cost int64, write bool) (
 	if n := len(p.Limits); n == 0 || n > store.MaxLimits {
 		return store.Result{}, fmt.Errorf("mapstore: policy %q has %d limits: %w", p.Name, n, store.ErrBadPolicy)
 	}
-	k := counterKey{key, p.Name, p.Fingerprint()}
+	var (
+		states   [store.MaxLimits]algo.State // the zero state is a fresh counter
+		expireAt [store.MaxLimits]int64
+		held     [store.MaxLimits]bool
+	)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.counters[k] // a copy; the zero counter is a fresh one
-	r := store.Evaluate(p, &c.states, &c.expireAt, s.clock.Now(), cost)
-	if write && r.Allowed && cost > 0 {
-		s.counters[k] = c
+	for i := range p.Limits {
+		c, ok := s.counters[counterKey{key, p.CounterID(i)}]
+		states[i], expireAt[i], held[i] = c.state, c.expireAt, ok
+	}
+	r := store.Evaluate(p, &states, &expireAt, s.clock.Now(), cost)
+	if write {
+		// The counters held take their states even when denied (one kept
+		// under other terms is rewritten); an admitted cost creates the
+		// others.
+		for i := range p.Limits {
+			if held[i] || r.Allowed && cost > 0 {
+				s.counters[counterKey{key, p.CounterID(i)}] = counter{states[i], expireAt[i]}
+			}
+		}
 	}
 	return r, nil
 }
 
 func (s *mapStore) Reset(_ context.Context, key string, p *store.Policy) (bool, error) {
-	k := counterKey{key, p.Name, p.Fingerprint()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.counters[k]
-	if !ok {
-		return false, nil
-	}
-	delete(s.counters, k)
-	now := s.clock.Now()
+	now, cleared := s.clock.Now(), false
 	for i := range p.Limits {
-		if c.expireAt[i] > now {
-			return true, nil // it held the cost of an admitted request
+		k := counterKey{key, p.CounterID(i)}
+		if c, ok := s.counters[k]; ok {
+			delete(s.counters, k)
+			cleared = cleared || c.expireAt > now // it held the cost of an admitted request
 		}
 	}
-	return false, nil
+	return cleared, nil
 }
 
 // conformance is the store's test. In the store's own package it is a

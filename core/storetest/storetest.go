@@ -57,6 +57,8 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
 		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
+		test("NewTerms/"+a.String(), func(e *env) { newTerms(e, a) })
+		test("NewTermsSeveralLimits/"+a.String(), func(e *env) { newTermsSeveral(e, a) })
 	}
 	test("PenaltyBan", penaltyBan)
 	test("Calendar", calendar)

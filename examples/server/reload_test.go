@@ -117,7 +117,7 @@ func TestReloadOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, p.base, `"search";q=7;w=60`)
-	if !strings.Contains(p.stderr.String(), `changed=[search]`) {
-		t.Errorf("the reload's log line does not name the changed rule; stderr:\n%s", p.stderr)
+	if !strings.Contains(p.stderr.String(), `new_terms=[search] afresh=[]`) {
+		t.Errorf("the reload's log line does not name the rule under new terms; stderr:\n%s", p.stderr)
 	}
 }

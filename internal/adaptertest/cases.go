@@ -91,7 +91,7 @@ func hit(r req, w want, take string) step { return step{req: r, want: w, take: t
 func advance(d time.Duration) step { return step{adv: d} }
 
 // swapped is the line a configuration swapped in logs.
-const swapped = "INFO rlkit: rate-limit config swapped in (kept rules keep their counters; changed and added rules start from zero)"
+const swapped = "INFO rlkit: rate-limit config swapped in (kept and new_terms rules keep their counts; afresh and added rules start from zero)"
 
 // shadowDenied marks the last store call of s as a shadow rule's denial.
 func shadowDenied(s step) step { s.shadowDenied = true; return s }
@@ -301,11 +301,11 @@ rate_limit:
 		},
 		{
 			// The application keeps the limiter it gave New and swaps
-			// configurations while serving: a rule whose policy is the
-			// same keeps counting across swaps; a rule whose limit
-			// changed starts from zero. A rule in shadow mode counts
-			// beside the enforced rule (the default when none other
-			// matches), writes no header and denies nothing.
+			// configurations while serving: a rule keeps counting across
+			// swaps, its mode's and its count's too (4 spent of 10 per
+			// second leave 2 of 6). A rule in shadow mode counts beside
+			// the enforced rule (the default when none other matches),
+			// writes no header and denies nothing.
 			name:    "ApplicationLimiterReloads",
 			config:  ExampleConfig,
 			limiter: true,
@@ -321,8 +321,8 @@ rate_limit:
 				hit(get("/api/search", alice...), ok(draft("default", 120, 60, 119, 60)...), "X-User:alice default 1; "+searchAlice),
 				swap(ExampleConfig),
 				hit(get("/api/search", alice...), ok(draft("search", 10, 1, 7, 1)...), searchAlice),
-				swap(strings.Replace(ExampleConfig, `limit: "10/second"`, `limit: "3/second"`, 1)),
-				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 2, 1)...), searchAlice),
+				swap(strings.Replace(ExampleConfig, `limit: "10/second"`, `limit: "6/second"`, 1)),
+				hit(get("/api/search", alice...), ok(draft("search", 6, 1, 2, 1)...), searchAlice),
 				swap(strings.Replace(ExampleConfig, `    - name: search
       paths: ["/api/search"]
       limit: "10/second"`, `    - name: strict
@@ -331,10 +331,10 @@ rate_limit:
       mode: shadow
     - name: search
       paths: ["/api/search"]
-      limit: "3/second"`, 1)),
-				hit(get("/api/search", alice...), ok(draft("search", 3, 1, 1, 1)...), searchAlice+"; X-User:alice strict 1"),
-				shadowDenied(hit(get("/api/search", alice...), ok(draft("search", 3, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
-				shadowDenied(hit(get("/api/search", alice...), limited("search", "1", draft("search", 3, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
+      limit: "6/second"`, 1)),
+				hit(get("/api/search", alice...), ok(draft("search", 6, 1, 1, 1)...), searchAlice+"; X-User:alice strict 1"),
+				shadowDenied(hit(get("/api/search", alice...), ok(draft("search", 6, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
+				shadowDenied(hit(get("/api/search", alice...), limited("search", "1", draft("search", 6, 1, 0, 1)...), searchAlice+"; X-User:alice strict 1")),
 			),
 		},
 		{

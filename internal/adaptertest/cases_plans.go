@@ -157,8 +157,9 @@ func planCases() []testCase {
 		},
 		{
 			// The application's own limiter, given to New, swaps in a file whose
-			// pro plan changed: pro's search starts from zero; free's, the
-			// same, keeps counting.
+			// pro plan changed: pro's search keeps what alice spent under its
+			// minute (48 of 50 left after one more), its second dropped;
+			// free's, the same, keeps counting.
 			name:    "PlansReload",
 			config:  plansConfig,
 			setup:   planHeader,
@@ -168,7 +169,7 @@ func planCases() []testCase {
 				hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 2, 1, 1, 1)...), "X-User:alice search@free 1"),
 				hit(get("/api/search", with(alice, plan("pro"))...), ok(proSearch("99", "4")...), "X-User:alice search@pro 1"),
 				swap(strings.Replace(plansConfig, `["100/minute", "5/second"]`, `"50/minute"`, 1)),
-				hit(get("/api/search", with(alice, plan("pro"))...), ok(draft("search", 50, 60, 49, 60)...), "X-User:alice search@pro 1"),
+				hit(get("/api/search", with(alice, plan("pro"))...), ok(draft("search", 50, 60, 48, 60)...), "X-User:alice search@pro 1"),
 				hit(get("/api/search", with(alice, plan("free"))...), ok(draft("search", 2, 1, 0, 1)...), "X-User:alice search@free 1"),
 			),
 		},

@@ -21,8 +21,10 @@
 // nothing, and the script says how long until it would be admitted, which
 // an Issuer's *jwtissuer.RateLimitError carries as RetryAfter (see
 // AllowRetryAfter). The store's key for a user is prefix + "{" + key + "}:" + name
-// + "@" + fingerprint (see redisstore); the name is "jwt" unless WithName
-// says otherwise.
+// + "@" + the counter's identity, a digest of the name, the algorithm and
+// the window (see redisstore), not of the rate: a limiter restarted with
+// another rate finds what each user spent. The name is "jwt" unless
+// WithName says otherwise.
 //
 // # Failures
 //

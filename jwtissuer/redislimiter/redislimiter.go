@@ -32,8 +32,8 @@ func WithErrorHook(fn func(key string, err error)) Option {
 }
 
 // WithName sets the policy name the counters are kept under, so that two
-// limiters with the same rate and window in one Redis count apart (names
-// as in store.Policy). Default: "jwt".
+// limiters of the same window in one Redis count apart, whatever their
+// rates (names as in store.Policy). Default: "jwt".
 func WithName(name string) Option { return func(l *RateLimiter) { l.policy.Name = name } }
 
 // RateLimiter is a token bucket per key in Redis. It is safe for

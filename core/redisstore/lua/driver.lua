@@ -11,14 +11,24 @@
 -- setting an expiry costs the server more than the write). When it needs
 -- longer, the TTL is set one period past the need, which the following
 -- writes of the period then keep.
-local function put(key, u, p, at, expire, a, b, x, D, now_us)
+local function put(key, u, p, at, expire, a, b, x, y, D, now_us)
   local need = cdiv(now_us + (expire - at) * u, 1000)
   if need <= D then
-    redis.call('SET', key, encode(a, b, x, D), 'KEEPTTL')
+    redis.call('SET', key, encode(a, b, x, y, D), 'KEEPTTL')
     return
   end
   D = need + cdiv(p * u, 1000)
-  redis.call('SET', key, encode(a, b, x, D), 'PX', D - fdiv(now_us, 1000))
+  redis.call('SET', key, encode(a, b, x, y, D), 'PX', D - fdiv(now_us, 1000))
+end
+
+-- keep writes, after a request that consumed nothing, the state of an
+-- existing key (D > 0) that was kept under other terms (rewrite), or
+-- that its terms now keep longer than the key's TTL (a slower refill).
+local function keep(key, u, p, at, expire, a, b, x, y, D, now_us, rewrite)
+  if a == nil or D == 0 then return end
+  if rewrite or cdiv(now_us + (expire - at) * u, 1000) > D then
+    put(key, u, p, at, expire, a, b, x, y, D, now_us)
+  end
 end
 
 local function decide(key, A, o, m, now_us)
@@ -29,9 +39,15 @@ local function decide(key, A, o, m, now_us)
     local r, p, c, u = tonumber(A[o + 3]), tonumber(A[o + 4]), tonumber(A[o + 5]), tonumber(A[o + 6])
     local now = now_us
     if u ~= 1 then now = fdiv(now_us, u) end
-    local s1, s2, s3, D = load(key)
-    local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, s1, s2, s3, fdiv(MAXDRAIN_US, u))
-    if ok and cost > 0 and not dry then put(key, u, p, at, expire, a, b, x, D, now_us) end
+    local s1, s2, s3, s4, D = load(key)
+    local ok, rem, reset, retry, expire, at, a, b, x, y, rw = take(r, p, c, u, now, cost, s1, s2, s3, s4, fdiv(MAXDRAIN_US, u))
+    if not dry then
+      if ok and cost > 0 then
+        put(key, u, p, at, expire, a, b, x, y, D, now_us)
+      else
+        keep(key, u, p, at, expire, a, b, x, y, D, now_us, rw)
+      end
+    end
     return {ok and 1 or 0, rem, reset * u, retry * u}
   end
 
@@ -41,28 +57,31 @@ local function decide(key, A, o, m, now_us)
   for i = 1, n do
     local j = 3 + (i - 1) * 4
     local r, p, c, u = tonumber(A[o + j]), tonumber(A[o + j + 1]), tonumber(A[o + j + 2]), tonumber(A[o + j + 3])
-    local ki = key
-    if i > 1 then ki = key .. '.' .. i end
+    local ki = limitkey(key, i, A, o + 1 + 4 * n + i)
     local now = fdiv(now_us, u)
-    local s1, s2, s3, D = load(ki)
-    local k = (i - 1) * 9
+    local s1, s2, s3, s4, D = load(ki)
+    local k = (i - 1) * 10
     st[k + 1], st[k + 2], st[k + 3], st[k + 4], st[k + 5] = ki, r, p, c, u
-    st[k + 6], st[k + 7], st[k + 8], st[k + 9] = s1, s2, s3, D
-    if not take(r, p, c, now, cost, s1, s2, s3, fdiv(MAXDRAIN_US, u)) then all = false end
+    st[k + 6], st[k + 7], st[k + 8], st[k + 9], st[k + 10] = s1, s2, s3, s4, D
+    if not take(r, p, c, u, now, cost, s1, s2, s3, s4, fdiv(MAXDRAIN_US, u)) then all = false end
   end
   local reply = {}
   for i = 1, n do
-    local k = (i - 1) * 9
+    local k = (i - 1) * 10
     local ki, r, p, c, u = st[k + 1], st[k + 2], st[k + 3], st[k + 4], st[k + 5]
+    local s1, s2, s3, s4, D = st[k + 6], st[k + 7], st[k + 8], st[k + 9], st[k + 10]
     local now = fdiv(now_us, u)
     local maxdrain = fdiv(MAXDRAIN_US, u)
-    local ok, rem, reset, retry, expire, at, a, b, x = take(r, p, c, now, cost, st[k + 6], st[k + 7], st[k + 8], maxdrain)
-    if all then
-      if cost > 0 and not dry then put(ki, u, p, at, expire, a, b, x, st[k + 9], now_us) end
-    elseif ok then
-      -- Denied by another limit: nothing is consumed; report this one as it stands.
-      ok, rem, reset = take(r, p, c, now, 0, st[k + 6], st[k + 7], st[k + 8], maxdrain)
-      retry = 0
+    local ok, rem, reset, retry, expire, at, a, b, x, y, rw = take(r, p, c, u, now, cost, s1, s2, s3, s4, maxdrain)
+    if all and cost > 0 then
+      if not dry then put(ki, u, p, at, expire, a, b, x, y, D, now_us) end
+    else
+      if not all and ok then
+        -- Denied by another limit: nothing is consumed; report this one as it stands.
+        ok, rem, reset, retry, expire, at, a, b, x, y, rw = take(r, p, c, u, now, 0, s1, s2, s3, s4, maxdrain)
+        retry = 0
+      end
+      if not dry then keep(ki, u, p, at, expire, a, b, x, y, D, now_us, rw) end
     end
     local q = (i - 1) * 4
     reply[q + 1], reply[q + 2], reply[q + 3], reply[q + 4] = ok and 1 or 0, rem, reset * u, retry * u

@@ -4,10 +4,13 @@
 -- INCRBY. Its arguments are A[o + 1] .. A[o + m], laid out as ARGV is for
 -- a decision alone; now is the server's time in microseconds.
 --
--- key       the key of the policy's first limit; limit i > 1 uses key..'.'..i
+-- key       the key of the policy's first limit; with several limits it ends
+--           with 16 hex digits, the limit's counter identity, and limit
+--           i > 1 swaps in its own
 -- A[o + 1]  cost (an integer); a negative one, -c, is a dry run (a peek): it
 --           evaluates cost c and writes nothing
 -- then per limit: count, period (us)
+-- then, for limits 2 to n, the 16 hex digits of its counter identity
 -- A[o + 4]  one limit only, optional: present, a new window's key lives one
 --           period from its first request (as INCR then EXPIRE would leave
 --           it); absent, until its window ends
@@ -21,7 +24,8 @@
 -- includes the cost when it was not admitted (and was given back), so the
 -- request was admitted exactly when count <= limit. A cost of 0 or above the
 -- limit only reads. Several limits: per limit {admitted 0/1, remaining,
--- reset-after, retry-after}.
+-- reset-after, retry-after}. A count kept under a larger limit (the rule's
+-- limit lowered) exceeds it, and denies until its window ends.
 
 -- giveback fails a decision over several limits whose limit i met err (a
 -- key of another type: WRONGTYPE) as a whole: it gives back what the
@@ -59,12 +63,12 @@ local function decide(key, A, o, m, now)
   end
 
   -- Several limits: take from each, and give back to all when one denies.
-  local n = (m - 1) / 2
+  local n = m / 3
   local keys, incr, reply, all = {}, {}, {}, true
   for i = 1, n do
     local r, p = tonumber(A[o + 2 * i]), tonumber(A[o + 2 * i + 1])
     local wk = key
-    if i > 1 then wk = wk .. '.' .. i end
+    if i > 1 then wk = string.sub(key, 1, -17) .. A[o + 2 * n + i] end
     local idx = math.floor(now / p)
     if idx * p > now then idx = idx - 1 end
     wk = wk .. ':' .. string.format('%d', idx)
@@ -81,8 +85,8 @@ local function decide(key, A, o, m, now)
       count = (tonumber(count) or 0) + cost
     end
     local q = (i - 1) * 4
-    if cost <= r and count <= r then
-      reply[q + 1], reply[q + 2], reply[q + 3], reply[q + 4] = 1, r - count, reset, 0
+    if cost <= r and (count <= r or cost == 0) then
+      reply[q + 1], reply[q + 2], reply[q + 3], reply[q + 4] = 1, math.max(r - count, 0), reset, 0
     else
       all = false
       local retry = reset

@@ -14,15 +14,17 @@ end
 
 -- Sliding window: key holds "idx prev cur D": the current window's index,
 -- the previous window's count, the current one's, and the TTL's deadline.
+-- None of them depends on the count or U: counts kept under a larger
+-- count exceed r, and deny until they have slid out.
 local function load(key)
   local v = redis.call('GET', key)
-  if not v then return nil, 0, 0, 0 end
+  if not v then return nil, 0, 0, nil, 0 end
   local a, b, c, d = match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%d+)$')
-  if not a then return nil, 0, 0, 0 end
-  return tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+  if not a then return nil, 0, 0, nil, 0 end
+  return tonumber(a), tonumber(b), tonumber(c), nil, tonumber(d)
 end
 
-local function take(r, p, c, now, cost, sidx, sprev, scur)
+local function take(r, p, c, _, now, cost, sidx, sprev, scur)
   local over = cost > c
   if over then cost = 0 end
   local idx, at = window(sidx, now, p)
@@ -34,7 +36,10 @@ local function take(r, p, c, now, cost, sidx, sprev, scur)
     prev, cur = 0, 0
   end
   local w = p - (at - idx * p) -- weight of prev, out of p
-  local held = cdiv(prev * w, p)
+  -- prev kept under a larger count may make prev*w inexact; it then
+  -- holds more than r (2^52/p > 3r), and so does r + 1.
+  local held = r + 1
+  if prev * w < 4503599627370496 then held = cdiv(prev * w, p) end
   local ok, retry = false, 0
   if cur + cost + held <= r then
     cur = cur + cost
@@ -52,9 +57,10 @@ local function take(r, p, c, now, cost, sidx, sprev, scur)
   end
   local rem, reset = max(r - cur - held, 0), expire - at
   if over then return false, rem, reset, max(reset, p), expire, at end
-  return ok, rem, reset, retry, expire, at, idx, prev, cur
+  if cost == 0 then ok, retry = true, 0 end -- counts above a smaller count: nothing to consume
+  return ok, rem, reset, retry, expire, at, idx, prev, cur, nil, false
 end
 
-local function encode(idx, prev, cur, D)
+local function encode(idx, prev, cur, _, D)
   return format('%d %d %d %d', idx, prev, cur, D)
 end
