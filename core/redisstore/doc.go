@@ -97,9 +97,10 @@
 // or year, store.Policy.Location) is prefix + "{" + user + "}:" + rule +
 // ":" + start (rule naming the first limit's counter identity, and a limit
 // after the first adding "." and its place: a new count keeps the counts,
-// limits put in another order start afresh), start being the first instant of its period in Unix
-// seconds (rl:{alice}:llm@…:1767222000 for the day of 2026-01-01 in
-// Europe/Berlin); it expires when its period ends.
+// limits put in another order start afresh), start being the first
+// instant of its period in Unix seconds (rl:{alice}:llm@…:1767222000 for
+// the day of 2026-01-01 in Europe/Berlin); it expires when its period
+// ends.
 //
 // # Calendar periods
 //
