@@ -23,7 +23,7 @@ func TestExampleStore(t *testing.T) { conformance(t) }
 type termsKeyed struct{ *mapStore }
 
 func (s termsKeyed) policy(p *store.Policy) *store.Policy {
-	return &store.Policy{Name: fmt.Sprintf("%s@%x", p.Name, p.Fingerprint()), Algorithm: p.Algorithm, Limits: p.Limits}
+	return &store.Policy{Name: fmt.Sprintf("%s@%x", p.Name, p.Fingerprint()), Algorithm: p.Algorithm, Limits: p.Limits, Location: p.Location}
 }
 
 func (s termsKeyed) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
