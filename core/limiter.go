@@ -75,6 +75,10 @@ type Decision struct {
 	// tier's name, CustomPlan for a LimitProvider's limits, "" for the
 	// rule's own (no plan, or one the configuration lacks).
 	Plan string
+	// Waited is how long Rule's wait (RuleSpec.Wait) held the request
+	// before it was decided: admitted after the wait, Result is the
+	// store's answer then; refused, the refusal's. 0 when it was not held.
+	Waited time.Duration
 
 	// shadow is the count of the rule in shadow mode beside the enforced
 	// Rule, when it waits for the status (see Deferred). The flags above
@@ -110,6 +114,7 @@ type Limiter struct {
 	provider     *provider     // nil: no LimitProvider
 	unknownPlans atomic.Uint64 // see UnknownPlans
 
+	waits      waitRoom // the requests held by their rules' wait
 	storeWarn  logGate  // store failures
 	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
 

@@ -3,9 +3,11 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/rlkit/rlkit/core/store"
 	"math"
 	"strings"
+	"time"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // A pattern is a path with '*' standing for exactly one non-empty segment:
@@ -254,6 +256,11 @@ type Rule struct {
 	index   int      // in Config.rules (the default: len), for a tier's variants
 	penalty *penalty // nil: none (see penalty.go)
 	count   countMode
+	// wait is how long a request may be held for room instead of
+	// refused (0: never), and waitQueue how many of one key at most (see
+	// wait.go).
+	wait      time.Duration
+	waitQueue int
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string // the start of each limit's item in the RateLimit header
