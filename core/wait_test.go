@@ -387,3 +387,133 @@ func TestWaitPlans(t *testing.T) {
 		t.Errorf("the pro plan's search waits %v, want 2s", got)
 	}
 }
+
+// TestWaitNoQueueJumping: a request that arrives when the room a held
+// request waits for has come, before the held one has taken it, queues
+// behind it instead of taking it (the store's clock is moved apart from
+// the limiter's, whose timers hold the held request back).
+func TestWaitNoQueueJumping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Unix(1_700_000_000, 0)
+		ours := store.NewManualClock(t0)   // the limiter's: its timers
+		stores := store.NewManualClock(t0) // the store's
+		st := newRecStore(t, stores)
+		l := core.NewLimiter(waitConfig(t, "1/second", "gcra", "      wait: 3s\n"), core.WithStore(st), core.WithClock(ours))
+		out := make(chan outcome, 3)
+		for _, name := range []string{"a", "b"} {
+			arrive(context.Background(), l, "alice", name, time.Now(), out)
+		}
+		<-out // a
+		stores.Advance(time.Second) // b's room is there; b sleeps on
+		arrive(context.Background(), l, "alice", "c", time.Now(), out)
+		select {
+		case o := <-out:
+			t.Fatalf("%v, while b waits for the room", o)
+		default:
+		}
+		ours.Advance(time.Second)
+		synctest.Wait()
+		if o := <-out; o.name != "b" || !o.d.Allowed || o.d.Waited != time.Second {
+			t.Fatalf("got %v, want b admitted after 1s", o)
+		}
+		stores.Advance(time.Second)
+		ours.Advance(time.Second)
+		synctest.Wait()
+		// c came when the limiter's clock read t0: it waited 2s by it.
+		if o := <-out; o.name != "c" || !o.d.Allowed || o.d.Waited != 2*time.Second {
+			t.Fatalf("got %v, want c admitted after 2s", o)
+		}
+	})
+}
+
+// TestWaitClientGoneBehind: a request held behind another whose context
+// ends leaves the queue at once, refused, and the one behind it moves up:
+// it is admitted a second after the first, not two.
+func TestWaitClientGoneBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, st, _ := waitLimiter(t, waitConfig(t, "1/second", "gcra", "      wait: 3s\n"), bubbleClock{})
+		begin := time.Now()
+		out := make(chan outcome, 4)
+		ctx, cancel := context.WithCancel(context.Background())
+		arrive(context.Background(), l, "alice", "a", begin, out)
+		arrive(context.Background(), l, "alice", "b", begin, out)
+		arrive(ctx, l, "alice", "c", begin, out)
+		arrive(context.Background(), l, "alice", "d", begin, out)
+		<-out // a
+		st.calls()
+		time.Sleep(500 * time.Millisecond)
+		cancel()
+		want := []string{
+			"c: allowed false at +500ms, waited 500ms, retry 2s",
+			"b: allowed true at +1s, waited 1s, retry 0s",
+			"d: allowed true at +2s, waited 2s, retry 0s",
+		}
+		for i, w := range want {
+			if got := (<-out).String(); got != w {
+				t.Errorf("decision %d: got %q, want %q", i, got, w)
+			}
+		}
+		// b takes at +1s; d, the head then, at +1s (denied) and +2s.
+		if got, want := st.calls(), "alice search 1; alice search 1; alice search 1"; got != want {
+			t.Errorf("store calls after a: got %s, want %s", got, want)
+		}
+	})
+}
+
+// TestWaitBucketEstimate: under a token bucket of 2 a second (a token
+// each 500ms) with wait: 700ms, once two requests have emptied it, the
+// third is held 500ms; the fourth, which needs the bucket to hold two
+// tokens (the third's and its own: 1s), is refused at once, Retry-After
+// 1s.
+func TestWaitBucketEstimate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _, _ := waitLimiter(t, waitConfig(t, "2/second", "token_bucket", "      wait: 700ms\n"), bubbleClock{})
+		begin := time.Now()
+		out := make(chan outcome, 4)
+		for _, name := range []string{"a", "b", "c", "d"} {
+			arrive(context.Background(), l, "alice", name, begin, out)
+		}
+		want := []string{
+			"a: allowed true at +0s, waited 0s, retry 0s",
+			"b: allowed true at +0s, waited 0s, retry 0s",
+			"d: allowed false at +0s, waited 0s, retry 1s",
+			"c: allowed true at +500ms, waited 500ms, retry 0s",
+		}
+		for i, w := range want {
+			if got := (<-out).String(); got != w {
+				t.Errorf("decision %d: got %q, want %q", i, got, w)
+			}
+		}
+	})
+}
+
+// TestWaitQueueFullWithRoom: a request refused by a full queue while the
+// room the held one waits for has come (and more: a bucket of 3, at 2 a
+// second) gets a refusal that shows nothing remaining, the room being
+// the held request's, and Retry-After 1 (it would have been admitted
+// with it).
+func TestWaitQueueFullWithRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Unix(1_700_000_000, 0)
+		ours, stores := store.NewManualClock(t0), store.NewManualClock(t0)
+		cfg := waitConfig(t, "2/second", "gcra\n      burst: 3", "      wait: 3s\n      wait_queue: 1\n")
+		l := core.NewLimiter(cfg, core.WithStore(newRecStore(t, stores)), core.WithClock(ours))
+		out := make(chan outcome, 4)
+		for _, name := range []string{"a", "b", "c", "d"} {
+			arrive(context.Background(), l, "alice", name, time.Now(), out)
+		}
+		for range 3 {
+			<-out
+		}
+		stores.Advance(1500 * time.Millisecond) // 3 tokens: d's, and 2 more
+		d := l.Decide(context.Background(), "GET", "/api/search", "alice", false)
+		if d.Allowed || d.Status() != 429 || d.Result.Remaining != 0 || d.Result.Limits[0].Remaining != 0 || d.RetryAfterSeconds() != 1 {
+			t.Errorf("got allowed %v, status %d, remaining %d (%d), Retry-After %d; want a 429, nothing remaining, 1",
+				d.Allowed, d.Status(), d.Result.Remaining, d.Result.Limits[0].Remaining, d.RetryAfterSeconds())
+		}
+		ours.Advance(500 * time.Millisecond)
+		if o := <-out; o.name != "d" || !o.d.Allowed {
+			t.Errorf("got %v, want d admitted", o)
+		}
+	})
+}
