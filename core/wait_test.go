@@ -403,7 +403,7 @@ func TestWaitNoQueueJumping(t *testing.T) {
 		for _, name := range []string{"a", "b"} {
 			arrive(context.Background(), l, "alice", name, time.Now(), out)
 		}
-		<-out // a
+		<-out                       // a
 		stores.Advance(time.Second) // b's room is there; b sleeps on
 		arrive(context.Background(), l, "alice", "c", time.Now(), out)
 		select {
