@@ -403,8 +403,9 @@ func TestWaitNoQueueJumping(t *testing.T) {
 		for _, name := range []string{"a", "b"} {
 			arrive(context.Background(), l, "alice", name, time.Now(), out)
 		}
-		<-out                       // a
-		stores.Advance(time.Second) // b's room is there; b sleeps on
+		<-out // a
+		// b's room is there in the store; b sleeps on.
+		stores.Advance(time.Second)
 		arrive(context.Background(), l, "alice", "c", time.Now(), out)
 		select {
 		case o := <-out:
