@@ -106,6 +106,8 @@ type RuleSpec struct {
 	// first (the request then waits again, within Wait, or is refused).
 	// The queue is the limiter's, in this process: across the replicas
 	// of a service requests are first come, first served within each.
+	// A held request refused in the end is a denial (toward the rule's
+	// penalty too); one admitted is not.
 	// Not with Count failures or successes, nor in shadow mode (the rule
 	// refuses nothing).
 	Wait string

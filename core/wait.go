@@ -210,7 +210,7 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision) (Outcome, 
 	if l.waits.held.Load() == 0 || !l.waits.queued(k) {
 		o, lat := l.take(ctx, a, false, &d.Result, &d.Err)
 		if o != OutcomeDenied || d.Result.RetryAfter > a.rule.wait {
-			return o, lat
+			return o, lat // admitted, failed, or refused at once
 		}
 		return l.hold(ctx, a, k, d, true), lat
 	}
