@@ -109,6 +109,9 @@ var featureRows = []featureRow{
 	{name: "penalty", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      penalty: {after: 10, within: 1m, ban: 15m}", ""))(jsonHandler)
 	}},
+	{name: "wait", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      wait: 2s", ""))(jsonHandler)
+	}},
 	{name: "count-failures-200", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures", ""))(statusHandler(200))
 	}},
@@ -232,6 +235,8 @@ func (s *featureServer) check(tb testing.TB) {
 //     client (2001:db8:ffff::1), in none of the lists either.
 //   - penalty: the search rule with penalty {after: 10, within: 1m, ban:
 //     15m}: one more store call, the ban's check.
+//   - wait: the search rule with wait: 2s, every request admitted at
+//     once (nothing held: one atomic load more than the baseline).
 //   - count-failures-200: the search rule with count: failures, the
 //     handler answering 200: a Peek before the handler, the status
 //     recorded, nothing counted.

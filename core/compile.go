@@ -213,6 +213,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims, Location: win.loc}
 	r.weights = cc.weights(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
+	cc.compileWait(key, label, rs, r)
 	if len(cc.errs) > n || lims == nil {
 		return nil
 	}

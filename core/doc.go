@@ -40,7 +40,9 @@
 // (AllowSpec, BanSpec) pass or refuse identities and networks; a rule's
 // penalty (PenaltySpec) refuses a caller denied too often for a while; a
 // rule may count by outcome, only the requests answered with a failure or
-// only successes (RuleSpec.Count).
+// only successes (RuleSpec.Count); a rule's wait (RuleSpec.Wait) holds a
+// request the store would admit soon, first come, first served, instead
+// of refusing it.
 //
 // # Deciding
 //

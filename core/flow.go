@@ -213,7 +213,15 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
 		a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
-		o, lat := l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
+		var (
+			o   Outcome
+			lat time.Duration
+		)
+		if m.rule.wait == 0 {
+			o, lat = l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
+		} else {
+			o, lat = l.takeOrWait(ctx, a, d) // may hold the request (wait.go)
+		}
 		d.Allowed = d.Result.Allowed
 		switch o {
 		case OutcomeStoreError:
@@ -222,7 +230,10 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 		case OutcomeDenied:
 			l.penalize(ctx, cfg, m.rule, key, d)
 		}
-		if !d.wait(m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
+		switch {
+		case d.Waited != 0:
+			l.reportHeld(a, o, d, lat)
+		case !d.wait(m.rule, m.cost, o, d.Err): // counted by outcome: reported by Complete
 			l.report(a, o, d.Allowed, d.Err, lat)
 		}
 	}

@@ -264,6 +264,9 @@ var configSeeds = []string{
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      penalty: {after: 10, within: 1m, ban: 15m}\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      penalty: {after: 0, within: 1ms, ban: x}\n",
 	// Counting by outcome, and clearing failures on a success.
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      count: failures\n      clear_on_success: true\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      count: successes\n      clear_on_success: yes\n    - name: y\n      paths: [/y]\n      limit: 5/m\n      clear_on_success: [true]\n",
+	// A rule's wait and its queue.
+	"rate_limit:\n  enabled: true\n  rules:\n    - name: r\n      paths: [/r]\n      limit: 5/s\n      algorithm: gcra\n      wait: 2s\n      wait_queue: 20\n    - name: s\n      paths: [/s]\n      limit: 5/s\n      wait: 500ms\n  tiers:\n    pro:\n      rules:\n        r: 10/s\n",
+	"rate_limit:\n  mode: shadow\n  rules:\n    - name: a\n      paths: [/a]\n      limit: 1/s\n      wait: 1min\n      wait_queue: 1000\n    - name: b\n      paths: [/b]\n      limit: 1/s\n      count: failures\n      wait: 61s\n    - name: c\n      paths: [/c]\n      limit: 1/s\n      wait_queue: 0\n    - name: d\n      paths: [/d]\n      limit: 1/s\n      wait: -1ns\n      wait_queue: x\n",
 	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }
 
@@ -428,6 +431,11 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 	for _, r := range c.Rules() {
 		if r.clear && r.count != countFailures {
 			t.Errorf("rule %q clears on success but counts %s", r.Name, r.Count())
+		}
+		// A wait is within its bounds, on a rule that refuses before the
+		// handler; none, no queue.
+		if w := r.wait; w < 0 || w > maxWait || (w == 0) != (r.waitQueue == 0) || w != 0 && (r.shadow || r.byOutcome() || r.waitQueue < 1 || r.waitQueue > maxWaitQueue) {
+			t.Errorf("rule %q: wait %v, queue %d, shadow %v, count %s", r.Name, w, r.waitQueue, r.shadow, r.Count())
 		}
 		if pn := r.penalty; pn != nil {
 			for _, pr := range []*Rule{pn.ban, pn.denials} {

@@ -77,6 +77,10 @@ type Decision struct {
 	// a LimitProvider gave them, which Rule.Plan tells (CustomPlan) and
 	// which leave Plan as it is.
 	Plan string
+	// Waited is how long Rule's wait (RuleSpec.Wait) held the request
+	// before it was decided: admitted after the wait, Result is the
+	// store's answer then; refused, the refusal's. 0 when it was not held.
+	Waited time.Duration
 
 	// shadow is the count of the rule in shadow mode beside the enforced
 	// Rule, when it waits for the status (see Deferred). The flags above
@@ -113,6 +117,7 @@ type Limiter struct {
 	plans        *cache[string] // plan lookups per store key; nil: not cached (no WithLimitCache)
 	unknownPlans atomic.Uint64  // see UnknownPlans
 
+	waits      waitRoom // the requests held by their rules' wait
 	storeWarn  logGate  // store failures
 	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
 

@@ -142,7 +142,7 @@ func parseConfig(data []byte, file string, log *slog.Logger) (*Config, error) {
 		// mapping) has its error already: compile's would repeat it.
 		unread := map[string]bool{}
 		for i, rs := range spec.Rules {
-			if rs.Name == "" && len(rs.Paths) == 0 && len(rs.Methods) == 0 && len(rs.Limit) == 0 && rs.Algorithm == "" && rs.Burst == 0 && len(rs.Weights) == 0 && rs.Mode == "" {
+			if rs.Name == "" && len(rs.Paths) == 0 && len(rs.Methods) == 0 && len(rs.Limit) == 0 && rs.Algorithm == "" && rs.Burst == 0 && len(rs.Weights) == 0 && rs.Mode == "" && rs.Wait == "" && rs.WaitQueue == 0 {
 				unread["rules["+strconv.Itoa(i)+"]"] = true
 			}
 		}

@@ -35,6 +35,11 @@ const (
 	// flight with it filled the counter first (the overshoot RuleSpec.Count
 	// bounds). Event.Allowed is true: it was served.
 	OutcomeOvershoot
+	// OutcomeWaited: held by its rule's wait (RuleSpec.Wait) until the
+	// store admitted it, then counted and admitted; Event.Waited is how
+	// long. A held request that is refused in the end is OutcomeDenied,
+	// with its Waited.
+	OutcomeWaited
 
 	numOutcomes
 )
@@ -44,11 +49,11 @@ const (
 // array.
 const NumOutcomes = int(numOutcomes)
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot", "waited"}
 
 // String returns the outcome's metric label: allowed, denied,
-// shadow_denied, bypassed, exempt, store_error, banned, penalized or
-// overshoot.
+// shadow_denied, bypassed, exempt, store_error, banned, penalized,
+// overshoot or waited.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -83,6 +88,9 @@ type Event struct {
 	// not asked, or when it keeps its counters in this process (see
 	// store.LocalStore).
 	Latency time.Duration
+	// Waited is how long the rule's wait (RuleSpec.Wait) held the request
+	// before it was decided; 0 when it was not held.
+	Waited time.Duration
 }
 
 // Observer receives an Event for every request the limiter decides while

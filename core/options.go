@@ -100,9 +100,13 @@ func WithLatencySampling(n int) Option {
 // reported. Default: slog.Default().
 func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }
 
-// WithClock sets the clock used for latencies and for spacing warnings,
-// and by the memory store NewLimiter makes when no WithStore is given (a
-// store given has its own). Default: store.SystemClock.
+// WithClock sets the clock used for latencies, for spacing warnings and
+// for the waits of rules with a wait (RuleSpec.Wait), and by the memory
+// store NewLimiter makes when no WithStore is given (a store given has
+// its own). The waits are timed by the clock's own timers when it has a
+// method NewTimer(d time.Duration) (<-chan time.Time, func() bool), as
+// store.ManualClock does, so that a test moves them with the clock; else
+// by the runtime's. Default: store.SystemClock.
 func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithWarnInterval sets the least time between two log lines about store

@@ -3,9 +3,11 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/rlkit/rlkit/core/store"
 	"math"
 	"strings"
+	"time"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // A pattern is a path with '*' standing for exactly one non-empty segment:
@@ -299,6 +301,11 @@ type Rule struct {
 	penalty *penalty // nil: none (see penalty.go)
 	count   countMode
 	clear   bool // a success clears the key's failures (RuleSpec.ClearOnSuccess)
+	// wait is how long a request may be held for room instead of
+	// refused (0: never), and waitQueue how many of one key at most (see
+	// wait.go).
+	wait      time.Duration
+	waitQueue int
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string        // the start of each limit's item in the RateLimit header

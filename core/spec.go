@@ -131,6 +131,30 @@ type RuleSpec struct {
 	// proves (see the login guard in the configuration reference). A
 	// rule whose count is not failures refuses it.
 	ClearOnSuccess bool
+	// Wait, when set, holds a request the rule would refuse while the
+	// store says it would be admitted within Wait, and serves it then,
+	// instead of refusing it: a duration ("500ms", "2s", "1m"; also a
+	// period as in a limit, "2sec"), positive and at most a minute. Held
+	// requests of one key are served first come, first served; one whose
+	// wait would pass Wait (the store's Retry-After, or the requests
+	// queued ahead of it) is refused at once, as without Wait; one whose
+	// client goes away (its context ends) leaves the queue and consumes
+	// nothing. Nothing is consumed while waiting: the store is asked
+	// again when the wait is over, and another server may take the room
+	// first (the request then waits again, within Wait, or is refused).
+	// The queue is the limiter's, in this process: across the replicas
+	// of a service requests are first come, first served within each.
+	// A held request refused in the end is a denial (toward the rule's
+	// penalty too); one admitted is not.
+	// Not with Count failures or successes, nor in shadow mode (the rule
+	// refuses nothing).
+	Wait string
+	// WaitQueue is how many requests of one key (the identity the
+	// request counts under) may wait under the rule at once, 1 to 1,000;
+	// past it a request is refused at once. 0 means 100. Only with Wait.
+	// Whatever the rules say, a limiter holds at most 10,000 requests at
+	// once, and refuses at once the requests that would wait beyond.
+	WaitQueue int64
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

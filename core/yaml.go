@@ -332,6 +332,10 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Mode = w.str(v, label, key)
 		case "count":
 			r.Count = w.str(v, label, key)
+		case "wait":
+			r.Wait = w.str(v, label, key)
+		case "wait_queue":
+			r.WaitQueue = w.int(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
 		case "clear_on_success":
@@ -342,7 +346,7 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, clear_on_success or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, clear_on_success, penalty, wait or wait_queue)")
 		}
 	})
 	return r

@@ -49,7 +49,8 @@
 // the request or fails it as the configuration's failure policy says.
 // Rules that count by outcome (count: failures or successes) are refused
 // by New and SetConfig, since an outbound request is decided before its
-// response exists.
+// response exists; so are rules with a wait (core.RuleSpec.Wait), since
+// the Limiter waits for the room itself.
 //
 // # Adapting to the upstream
 //

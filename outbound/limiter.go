@@ -119,7 +119,8 @@ var (
 // counted, only holds apply) in store (nil: a new memstore on the
 // Limiter's clock). A rule that counts by outcome (core.RuleSpec.Count
 // failures or successes) is an error naming the rule: an outbound request
-// is decided before its response exists.
+// is decided before its response exists; so is a rule with a wait
+// (core.RuleSpec.Wait): Wait waits for the room itself.
 func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
@@ -141,7 +142,8 @@ func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// checkConfig refuses rules that count by outcome.
+// checkConfig refuses rules that count by outcome, and rules with a
+// wait.
 func checkConfig(cfg *core.Config) error {
 	if cfg == nil {
 		return nil
@@ -149,6 +151,9 @@ func checkConfig(cfg *core.Config) error {
 	for _, r := range cfg.Rules() {
 		if r.Count() != "all" {
 			return fmt.Errorf("outbound: rule %q counts by outcome (count: %v): an outbound request is decided before its response, so only count: all can be used", r.Name, r.Count())
+		}
+		if r.Wait() != 0 {
+			return fmt.Errorf("outbound: rule %q has wait: %v: an outbound request waits for its room anyway (Wait), on the limiter's clock; leave wait out", r.Name, r.Wait())
 		}
 	}
 	return nil

@@ -420,6 +420,27 @@ rate_limit:
 	}
 }
 
+// TestNewRejectsWait: a rule's wait is refused, naming the rule: Wait
+// waits for the room itself.
+func TestNewRejectsWait(t *testing.T) {
+	cfg := mustParse(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: users
+      paths: ["/users"]
+      limit: "5/second"
+      wait: 2s
+`)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), `rule "users" has wait: 2s`) {
+		t.Fatalf("New = %v, want an error naming rule \"users\" and its wait", err)
+	}
+	l := mustNew(t, mustRate(t, 1, time.Second, 0), newFakeClock())
+	if err := l.SetConfig(cfg); err == nil || l.Core().Config().Rule("users") != nil {
+		t.Fatalf("SetConfig = %v, or swapped in a refused configuration", err)
+	}
+}
+
 func TestDelayHoldsTheKey(t *testing.T) {
 	clk := newFakeClock()
 	l := mustNew(t, nil, clk)

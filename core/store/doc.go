@@ -61,7 +61,7 @@
 // A Clock tells the time as Unix nanoseconds. SystemClock is the wall
 // clock that decisions and counters read unless given another; a
 // ManualClock moves only when told to, so that a test or an example
-// controls every decision. A store that keeps its counters in this process
+// controls every decision, and its timers fire as it moves. A store that keeps its counters in this process
 // reads a Clock; one whose server keeps time (Redis's TIME) reads the
 // server's.
 //

@@ -55,6 +55,9 @@ func (bn banner) print(out io.Writer) error {
 			if c := r.Count(); c != "all" {
 				paths += " (counts " + c + " only)"
 			}
+			if d := r.Wait(); d != 0 {
+				paths += " (holds a request up to " + d.String() + " for room)"
+			}
 			fmt.Fprintf(tw, "  \t%s\t%s\t%s\n", r.Name, limits(r), paths)
 		}
 		tw.Flush()

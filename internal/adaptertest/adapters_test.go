@@ -45,6 +45,16 @@ func TestGin(t *testing.T)     { adaptertest.Run(t, startGin) }
 func TestEcho(t *testing.T)    { adaptertest.Run(t, startEcho) }
 func TestFiber(t *testing.T)   { adaptertest.Run(t, startFiber) }
 
+// TestWaitClientGone: net/http, Gin and Echo end a request's context
+// when its client goes away, so a held request leaves its queue; fasthttp
+// does not tell Fiber, whose held request is served when its turn comes.
+func TestWaitClientGone(t *testing.T) {
+	adaptertest.RunWaitClientGone(t, startNetHTTP, true)
+	adaptertest.RunWaitClientGone(t, startGin, true)
+	adaptertest.RunWaitClientGone(t, startEcho, true)
+	adaptertest.RunWaitClientGone(t, startFiber, false)
+}
+
 // TestSameResponses checks that every adapter answers every request of the
 // table exactly as nethttp does.
 func TestSameResponses(t *testing.T) { adaptertest.Same(t, adapters[0], adapters[1:]...) }

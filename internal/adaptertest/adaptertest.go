@@ -389,6 +389,9 @@ type env struct {
 	limiter *core.Limiter
 	// identified is what the handler's last run got from Identity.
 	identified *atomic.Pointer[identity]
+	// timers tells of the limiter's timers (a rule's wait): "timer" when
+	// one is made, "stop" when one is stopped before it fires.
+	timers chan string
 }
 
 // identity is what the adapter's Identity function returned.
@@ -410,7 +413,8 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		}
 	}
 	clock := store.NewManualClock(t0)
-	rec := &recorder{failing: c.failing}
+	timers := make(chan string, 256)
+	rec := &recorder{failing: c.failing, observed: make(chan struct{}, 1024)}
 	if c.onRedis {
 		m := redistest.StartMini(t)
 		rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
@@ -438,7 +442,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		Store:          rec,
 		Observer:       rec.observe,
 		Logger:         slog.New(logs),
-		LimiterOptions: []core.Option{core.WithClock(clock), core.WithIdentityKey([]byte(identityKey))},
+		LimiterOptions: []core.Option{core.WithClock(&signalClock{clock, timers}), core.WithIdentityKey([]byte(identityKey))},
 	}
 	if c.setup != nil {
 		c.setup(&s)
@@ -461,6 +465,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		base:       base,
 		client:     &http.Client{Transport: tr, Timeout: 10 * time.Second},
 		clock:      clock,
+		timers:     timers,
 		rec:        rec,
 		logs:       logs,
 		failing:    c.failing,
@@ -470,9 +475,34 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 	}
 }
 
+// signalClock is the suite's clock as the limiters read it: the
+// store.ManualClock, whose timers (those of a rule's wait) tell the case
+// when they are made and stopped, so that it moves the clock once a
+// request is held, and knows when one has left.
+type signalClock struct {
+	*store.ManualClock
+	timers chan<- string
+}
+
+func (c *signalClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	ch, stop := c.ManualClock.NewTimer(d)
+	c.timers <- "timer"
+	return ch, func() bool {
+		stopped := stop()
+		if stopped {
+			c.timers <- "stop"
+		}
+		return stopped
+	}
+}
+
 // send sends r and reads the whole response.
-func (e *env) send(r req) (*Response, error) {
-	hr, err := http.NewRequest(r.method, e.base+r.path, nil)
+func (e *env) send(r req) (*Response, error) { return e.sendContext(context.Background(), r) }
+
+// sendContext is send under ctx: when ctx ends, the client gives up the
+// request and closes its connection.
+func (e *env) sendContext(ctx context.Context, r req) (*Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, r.method, e.base+r.path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -656,6 +686,9 @@ type recorder struct {
 	mu     sync.Mutex
 	takes  []string
 	events []core.Event
+	// observed receives once for each event (up to its buffer), for the
+	// cases that wait for one.
+	observed chan struct{}
 }
 
 // identityKey keys the hash of secret identities in every limiter of the
@@ -742,6 +775,10 @@ func (r *recorder) observe(e core.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
+	select {
+	case r.observed <- struct{}{}:
+	default: // no case is waiting for this many
+	}
 }
 
 // drain returns and forgets what was recorded.

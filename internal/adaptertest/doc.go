@@ -51,9 +51,14 @@
 // compares their answers as Same does: the fault suite's
 // TestFaultPathSpellings.
 //
+// RunWaitClientGone runs the case of a request held by its rule's wait
+// whose client goes away: the wiring says whether its framework ends the
+// request's context then (net/http, Gin and Echo do; Fiber does not).
+//
 // The stores read a store.ManualClock, so every Reset and Retry-After value
-// is exact; the suite moves the clock and never sleeps. Some cases run a
-// second time, named "<case>Redis", over the Redis store (its scripts in
-// miniredis, whose clock the suite sets before each call), with the same
-// expectations.
+// is exact; the suite moves the clock and never sleeps. The limiters' waits
+// run on the same clock's timers, which tell the cases when a request is
+// held. Some cases run a second time, named "<case>Redis", over the Redis
+// store (its scripts in miniredis, whose clock the suite sets before each
+// call), with the same expectations.
 package adaptertest

@@ -11,7 +11,7 @@ import (
 // this file, deniedCases, planCases, listCases, outcomeCases,
 // interplayCases and calendarCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
