@@ -95,8 +95,8 @@ func TestReloadKeepsCustomCounts(t *testing.T) {
 	e.clock.Advance(30 * time.Second)
 	e.expect("/search", "", true, 2)
 	e.expect("/search", "", true, 1)
-	if d := e.expect("/search", "", true, 0); d.Plan != core.CustomPlan {
-		t.Fatalf("plan %q, want %q", d.Plan, core.CustomPlan)
+	if d := e.expect("/search", "", true, 0); d.Rule.Plan() != core.CustomPlan {
+		t.Fatalf("rule plan %q, want %q", d.Rule.Plan(), core.CustomPlan)
 	}
 	e.expect("/search", "", false, 0)
 }

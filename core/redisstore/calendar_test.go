@@ -75,7 +75,7 @@ func calendarRedis(t *testing.T, c redis.UniversalClient, loc *time.Location) {
 	if err != nil || !r.Allowed || r.Limits[0].Remaining != 1 || r.Limits[1].Remaining != 3 {
 		t.Fatalf("Take: %+v, %v; want admitted, 1 and 3 left", r, err)
 	}
-	rule := "rl:{alice}:llm@" + fmt.Sprintf("%016x", p.Fingerprint())
+	rule := "rl:{alice}:llm@" + fmt.Sprintf("%016x", p.CounterID(0))
 	for i, ps := range []algo.Periods{day, month} {
 		key := rule
 		if i > 0 {
