@@ -273,7 +273,7 @@ func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
 
 func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
 	r, p, c := l.Count, int64(l.Period), l.Capacity(TokenBucket)
-	anchor, owed := s.A, min(s.B, c+r) // owed < c+r in any state Take returns
+	anchor, owed := s.A, min(s.B, c+2*r) // owed < c+r in any state Take returns, < c+2r in one Charge returns
 	if anchor-now > MaxDrain {
 		anchor = now // not a state Take returns
 	}

@@ -57,6 +57,9 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		test("Isolation/"+a.String(), func(e *env) { isolation(e, a) })
 		test("Concurrency/"+a.String(), func(e *env) { concurrency(e, a, "100/hour") })
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
+		for _, c := range chargeTests {
+			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.charger(), a) })
+		}
 	}
 	test("PenaltyBan", penaltyBan)
 }

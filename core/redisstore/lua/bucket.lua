@@ -13,7 +13,7 @@ end
 local function take(r, p, c, now, cost, anchor, owed, _, maxdrain)
   local over = cost > c
   if over then cost = 0 end
-  owed = min(owed, c + r)
+  owed = min(owed, c + 2 * r) -- below c + r after a take, c + 2r after a charge
   if anchor - now > maxdrain then anchor = now end
   local elapsed = max(now - anchor, 0)
   local m = fdiv(elapsed, p)
