@@ -197,6 +197,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
 	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims}
 	r.weights = cc.weights(key, label, rs, r)
+	cc.cost(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	if len(cc.errs) > n || lims == nil {
 		return nil

@@ -324,6 +324,8 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Mode = w.str(v, label, key)
 		case "count":
 			r.Count = w.str(v, label, key)
+		case "cost":
+			r.Cost = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
 		case "clear_on_success":
@@ -334,7 +336,7 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, clear_on_success or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, cost, clear_on_success or penalty)")
 		}
 	})
 	return r
