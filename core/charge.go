@@ -167,4 +167,3 @@ func costOf(c int64, m *match) {
 	c = min(c, algo.MaxCount)
 	m.cost, m.shadowCost = c, c
 }
-

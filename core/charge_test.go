@@ -201,9 +201,9 @@ func TestWithCostReplacesWeights(t *testing.T) {
 		remaining int64
 	}{
 		{"/v1/batch", 3, true, 7},
-		{"/v1/batch/big", 0, true, 3},  // 0: the weight, 4
-		{"/v1/batch", -1, true, 2},     // below 0: the weight, 1
-		{"/v1/batch", 11, false, 2},    // over the capacity: refused, nothing taken
+		{"/v1/batch/big", 0, true, 3}, // 0: the weight, 4
+		{"/v1/batch", -1, true, 2},    // below 0: the weight, 1
+		{"/v1/batch", 11, false, 2},   // over the capacity: refused, nothing taken
 		{"/v1/batch", 1 << 62, false, 2},
 		{"/v1/batch", 2, true, 0},
 	} {
