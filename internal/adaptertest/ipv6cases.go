@@ -8,9 +8,10 @@ import (
 )
 
 // allCases is the table Run and Same go through: cases, the cases of
-// this file, deniedCases, planCases, listCases and outcomeCases.
+// this file, deniedCases, planCases, listCases, outcomeCases,
+// interplayCases, catchAllCases and costCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), costCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
