@@ -26,7 +26,7 @@ package algo
 // The returned State is one Take reads back; ExpireAt is the instant from
 // which it equals the zero State, as Outcome.ExpireAt is.
 func Charge(a Algorithm, s State, l Limit, now, cost int64) (next State, charged, expireAt int64) {
-	w := debtLimit(a, l)
+	w := DebtLimit(a, l)
 	var o Outcome
 	room := s
 	Apply(a, &room, &w, now, 0, &o) // Remaining: the units left before the debt's bound
@@ -38,10 +38,12 @@ func Charge(a Algorithm, s State, l Limit, now, cost int64) (next State, charged
 	return s, charged, o.ExpireAt
 }
 
-// debtLimit is l with its capacity widened by Count, the most a counter
-// may owe past l (see Charge). The state words mean the same under both:
-// only the comparison with the capacity changes.
-func debtLimit(a Algorithm, l Limit) Limit {
+// DebtLimit is l with its capacity widened by Count, the most a counter
+// may owe past l (see Charge): under it, a Take of cost 0 reports as
+// Remaining the most a Charge may consume. The state words mean the same
+// under both: only the comparison with the capacity changes. (Ports of
+// Charge to other languages, such as the Redis store's Lua, use it.)
+func DebtLimit(a Algorithm, l Limit) Limit {
 	switch a {
 	case TokenBucket, GCRA:
 		l.Burst = l.Capacity(a) + l.Count

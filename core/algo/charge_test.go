@@ -160,7 +160,7 @@ func TestChargeNeverOwesMoreThanCount(t *testing.T) {
 				} else {
 					st, _ = Take(a, st, l, now, cost)
 				}
-				w := debtLimit(a, l)
+				w := DebtLimit(a, l)
 				_, o := Take(a, st, w, now, 0)
 				if !o.Allowed {
 					t.Fatalf("%v %v step %d: owes more than Count past the capacity (state %+v)", a, l, i, st)

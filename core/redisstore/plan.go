@@ -23,6 +23,10 @@ type plan struct {
 	tail []any
 	// resetArgs is the reset script's ARGV: tail without the layout's 1.
 	resetArgs []any
+	// chargeTail is the charge script's ARGV after the cost (see
+	// chargePlan); chargeErr, when the policy cannot be charged exactly.
+	chargeTail []any
+	chargeErr  error
 }
 
 // unitFor returns the time unit (microseconds) the scripts count limit l in:
@@ -90,5 +94,6 @@ func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
 	if incrExpire {
 		pl.tail = append(pl.tail, int64(1))
 	}
+	pl.chargeTail, pl.chargeErr = chargePlan(p, pl)
 	return pl, nil
 }

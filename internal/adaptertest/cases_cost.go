@@ -71,7 +71,7 @@ func costCases() []testCase {
 		{
 			name:   "CostResponse",
 			config: costConfig,
-			redis:  false,
+			redis:  true,
 			steps: []step{
 				// Admitted while a unit is left (a peek of cost 1); each
 				// charged what its handler reported.
@@ -93,7 +93,7 @@ func costCases() []testCase {
 		{
 			name:   "CostBeforeTheHandler",
 			config: costConfig,
-			redis:  false,
+			redis:  true,
 			steps: []step{
 				{req: batch("4"), want: ok(draft("batch", 10, 60, 6, 24)...), take: "X-User:alice batch 4"},
 				{req: batch(""), want: ok(draft("batch", 10, 60, 5, 30)...), take: "X-User:alice batch 1"}, // none: 1
