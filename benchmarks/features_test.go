@@ -117,6 +117,21 @@ var featureRows = []featureRow{
 	{name: "clear-on-success-200", base: "count-failures-200", status: 200, header: [2]string{"RateLimit", `"search"`}, uncounted: true, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      count: failures\n      clear_on_success: true", ""))(statusHandler(200))
 	}},
+	// A rule charged by response against the same rule taking the same
+	// cost before the handler: the added cost of the peek, the charge and
+	// the Decision the handler reports its cost through.
+	{name: "token-bucket-1000", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      algorithm: token_bucket\n      weights:\n        /api/search: 1000", ""))(jsonHandler)
+	}},
+	{name: "cost-response", base: "token-bucket-1000", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		report := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !core.SetCost(r.Context(), 1000) {
+				panic("cost-response: the rule does not charge by response")
+			}
+			jsonHandler(w, r)
+		})
+		return nethttp.New(featuresConfig(tb, "\n      algorithm: token_bucket\n      cost: response", ""))(report)
+	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 			w.Header().Set("Content-Type", "application/problem+json")
