@@ -125,6 +125,21 @@ var featureRows = []featureRow{
 		yaml := strings.Replace(adaptertest.ExampleConfig, `limit: "10/second"`, `limit: "2000000000/day"`+"\n      window: calendar\n      timezone: Europe/Berlin", 1)
 		return nethttp.New(adaptertest.Config(tb, yaml))(jsonHandler)
 	}},
+	// A rule charged by response against the same rule taking the same
+	// cost before the handler: the added cost of the peek, the charge and
+	// the Decision the handler reports its cost through.
+	{name: "token-bucket-1000", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      algorithm: token_bucket\n      weights:\n        /api/search: 1000", ""))(jsonHandler)
+	}},
+	{name: "cost-response", base: "token-bucket-1000", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		report := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !core.SetCost(r.Context(), 1000) {
+				panic("cost-response: the rule does not charge by response")
+			}
+			jsonHandler(w, r)
+		})
+		return nethttp.New(featuresConfig(tb, "\n      algorithm: token_bucket\n      cost: response", ""))(report)
+	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 			w.Header().Set("Content-Type", "application/problem+json")

@@ -212,6 +212,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst, win)
 	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims, Location: win.loc}
 	r.weights = cc.weights(key, label, rs, r)
+	cc.cost(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	cc.compileWait(key, label, rs, r)
 	if len(cc.errs) > n || lims == nil {

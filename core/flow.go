@@ -50,6 +50,17 @@ type Flow[R any] struct {
 	// of IPv6 clients (clientip.Config.ClientAddr): the address the allow
 	// and ban networks are matched against. nil means ClientIP.
 	ClientAddr func(R) string
+	// Cost returns the cost of a request known before the handler, from
+	// the request itself (the size of a batch it sends): above 0, it
+	// replaces the weight of its path (RuleSpec.Weights), under the
+	// enforced rule and the rule in shadow mode alike; 0 or less keeps
+	// the weight. A cost above a rule's capacity is refused as any
+	// request with no room is (429), and one above 2^31 − 1 counts as
+	// 2^31 − 1. Under a rule charged by response it is the cost charged
+	// when the handler reports none (see RuleSpec.Cost). It is asked only
+	// for a request that counts under some rule, after Key. nil means
+	// none: the weights alone.
+	Cost func(R) int64
 	// Plan returns the caller's plan (see TierSpec), asked only when the
 	// configuration has plans, after Key; nil means none: every caller
 	// counts under the rules' own limits, as does one whose plan is "" or
@@ -136,6 +147,9 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
 		plan = f.plan(l, cfg, key, r)
+	}
+	if f.Cost != nil && (m.rule != nil || m.shadow != nil) {
+		costOf(f.Cost(r), &m)
 	}
 	l.count(ctx, cfg, &m, key, plan, d)
 	return nil
@@ -328,7 +342,7 @@ func (l *Limiter) take(ctx context.Context, a ask, peek bool, res *store.Result,
 	var cancel context.CancelFunc
 	for c := ctx; ; {
 		if peek {
-			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.cost)
+			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.rule.peekCost(a.cost))
 		} else {
 			*res, *err = l.store.Take(c, a.key, a.rule.Policy, a.cost)
 		}

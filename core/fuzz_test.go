@@ -262,6 +262,9 @@ var configSeeds = []string{
 	"rate_limit:\n  enabled: true\n  allow:\n    identities: [sub:ops, 203.0.113.9, \"X-Api-Key:hmac:0123456789abcdef0123456789abcdef\"]\n    networks: [10.0.0.0/8, 2001:db8::/32, 192.0.2.1]\n  ban:\n    networks: [198.51.100.0/24, \"::ffff:203.0.113.0/120\"]\n",
 	"rate_limit:\n  ban:\n    networks: [10.0.0.0/8, 10.1.0.0/16]\n  allow:\n    networks: [10.2.0.0/16, 10.0.0.1/8]\n    identities: [\"\", sha256:00]\n",
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      penalty: {after: 10, within: 1m, ban: 15m}\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      penalty: {after: 0, within: 1ms, ban: x}\n",
+	// Costs known after the response, and what they cannot be.
+	"rate_limit:\n  enabled: true\n  rules:\n    - name: llm\n      paths: [/v1/chat]\n      limit: 100000/hour\n      algorithm: token_bucket\n      cost: response\n    - name: s\n      paths: [/s]\n      limit: 5/m\n      algorithm: sliding_window\n      cost: response\n",
+	"rate_limit:\n  rules:\n    - name: a\n      paths: [/a]\n      limit: 5/m\n      cost: response\n    - name: b\n      paths: [/b]\n      limit: 5/m\n      algorithm: gcra\n      cost: response\n      count: failures\n      weights: {/b: 2}\n    - name: c\n      paths: [/c]\n      limit: 5/m\n      cost: [response]\n    - name: d\n      paths: [/d]\n      limit: 5/m\n      cost: request\n",
 	// Counting by outcome, and clearing failures on a success.
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      count: failures\n      clear_on_success: true\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      count: successes\n      clear_on_success: yes\n    - name: y\n      paths: [/y]\n      limit: 5/m\n      clear_on_success: [true]\n",
 	// A rule's wait and its queue.

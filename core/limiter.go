@@ -53,7 +53,8 @@ type Decision struct {
 	Penalty bool
 
 	style HeaderStyle
-	waits bool // Rule's count (at Cost; Err its Peek's error) waits for the status (see Deferred)
+	waits bool          // Rule's count (at Cost; Err its Peek's error) waits for the status (see Deferred)
+	bill  *atomic.Int64 // the cost the handler reports (SetCost), when a rule charges by response
 
 	// Rule is the rule the request counted against: the enforced rule
 	// that applies, else (when only a rule in shadow mode applies) that
@@ -108,9 +109,10 @@ type Limiter struct {
 	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
-	local         bool      // the store is a store.LocalStore: its calls are not timed
-	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
-	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
+	local         bool          // the store is a store.LocalStore: its calls are not timed
+	charger       store.Charger // the store, when it can charge by response; else nil
+	sampleMask    uint32        // a store call is timed when a random number & sampleMask is 0
+	hmacs         sync.Pool     // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
 	provider     *provider      // nil: no LimitProvider
@@ -132,7 +134,10 @@ type Limiter struct {
 
 // NewLimiter returns a Limiter for cfg, configured by opts (counting in a
 // memory store unless WithStore gives another). A nil or disabled cfg
-// passes every request untouched.
+// passes every request untouched. A cfg with a rule charged by response
+// (RuleSpec.Cost) over a store that is not a store.Charger panics, naming
+// the rule and the store: a program that could never charge must not
+// start.
 func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l := &Limiter{
 		log:         slog.Default(),
@@ -157,6 +162,10 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	}
 	if ls, ok := l.store.(store.LocalStore); ok && ls.Local() {
 		l.local = true
+	}
+	l.charger, _ = l.store.(store.Charger)
+	if err := l.chargeError(cfg); err != nil {
+		panic("core.NewLimiter: " + err.Error())
 	}
 	return l
 }

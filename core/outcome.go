@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -15,9 +16,12 @@ const (
 	countAll       countMode = iota // every request, before the handler: the default
 	countFailures                   // status 400 and above
 	countSuccesses                  // status below 400
+	countResponse                   // every request, charged its cost once answered (RuleSpec.Cost)
 )
 
-var countModeNames = [...]string{"all", "failures", "successes"}
+// countModeNames are the modes as the count field writes them: a rule
+// charged by response counts all.
+var countModeNames = [...]string{"all", "failures", "successes", "all"}
 
 // Count returns which requests the rule counts, as the configuration
 // writes it (RuleSpec.Count): all, failures or successes.
@@ -87,6 +91,7 @@ func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
 	} else {
 		d.shadow = pending{rule: rule, cost: cost, err: err}
 	}
+	d.openBill(rule)
 	return true
 }
 
@@ -162,9 +167,20 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		var (
 			res store.Result
 			err error
+			o   Outcome
+			lat time.Duration
 		)
 		a := ask{key: d.Key, rule: p.rule, cost: p.cost, plan: d.Plan}
-		o, lat := l.take(ctx, a, false, &res, &err)
+		if p.rule.count == countResponse {
+			// Charged what the handler reported, into debt if need be.
+			a.cost = d.billed(p.cost)
+			if i == 0 {
+				d.Cost = a.cost
+			}
+			o, lat = l.charge(ctx, a, &res, &err)
+		} else {
+			o, lat = l.take(ctx, a, false, &res, &err)
+		}
 		switch o {
 		case OutcomeStoreError:
 			l.warnAs(p.rule, "served: its outcome is not counted", err)
@@ -180,5 +196,5 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		}
 		l.report(a, o, true, err, lat)
 	}
-	d.waits, d.shadow = false, pending{}
+	d.waits, d.shadow, d.bill = false, pending{}, nil
 }

@@ -43,9 +43,18 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // too); a rule that is new or renamed, or whose algorithm changed, starts
 // from zero, and so does a limit of a new period (the rule's other limits
 // keep their counts). The swap is logged with the rules in each case.
+//
+// A cfg with a rule charged by response (RuleSpec.Cost) over a store that
+// is not a store.Charger is refused as a file that does not load is: the
+// running configuration stays, and the error is logged and counted in
+// ReloadStats.
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
+	if err := l.chargeError(cfg); err != nil {
+		l.refuse(err, "")
+		return
+	}
 	l.swap(cfg, "")
 }
 
@@ -66,17 +75,26 @@ func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	if err == nil {
 		cfg, err = parseConfig(data, file, l.log)
 	}
+	if err == nil {
+		err = l.chargeError(cfg)
+	}
 	if err != nil {
-		l.reloadMu.Lock()
-		l.reload.Failures++
-		l.reload.LastError = err
-		l.reloadMu.Unlock()
-		l.log.Error("rlkit: rate-limit config reload failed; the running configuration stays",
-			slog.String("file", file), slog.String("error", err.Error()))
+		l.refuse(err, file)
 		return err
 	}
 	l.swap(cfg, file)
 	return nil
+}
+
+// refuse counts and logs a reload refused with err (of file, if any):
+// the running configuration stays.
+func (l *Limiter) refuse(err error, file string) {
+	l.reloadMu.Lock()
+	l.reload.Failures++
+	l.reload.LastError = err
+	l.reloadMu.Unlock()
+	l.log.Error("rlkit: rate-limit config reload failed; the running configuration stays",
+		slog.String("file", file), slog.String("error", err.Error()))
 }
 
 func (l *Limiter) swap(cfg *Config, file string) {

@@ -82,7 +82,8 @@ type RuleSpec struct {
 	// Burst is the capacity of token_bucket and gcra rules (0 = the count).
 	Burst int64
 	// Weights give the cost of one request on a path (default 1), first
-	// match in order.
+	// match in order. An adapter's WithCost may give it per request
+	// instead (see adapter.Settings.Cost).
 	Weights []WeightSpec
 	// Mode is enforce or shadow (see Spec.Mode); empty means the
 	// configuration's.
@@ -155,6 +156,28 @@ type RuleSpec struct {
 	// Whatever the rules say, a limiter holds at most 10,000 requests at
 	// once, and refuses at once the requests that would wait beyond.
 	WaitQueue int64
+	// Cost is when the cost of a request is known: before the handler
+	// (when empty: 1, or the weight of its path, or what the adapter's
+	// WithCost says) or, with "response", once the handler has answered
+	// it: the tokens a model's answer took, the bytes a download sent,
+	// the rows a query read. Under cost: response a request is admitted
+	// while its caller has at least one unit left (the limiter asks the
+	// store what a request of cost 1 would get, consuming nothing), and
+	// once the handler has answered, the cost it reported with SetCost
+	// (else the cost known before the handler, else 1) is charged
+	// whatever is left (store.Charger): the caller may go into debt, and
+	// every request of its is then refused (429, Retry-After the time
+	// until enough has come back for a request of cost 1) until time has
+	// paid the debt back. A caller owes at most one period's count past
+	// the limit: the rest of a larger cost is not charged. It needs a
+	// store that is a store.Charger (the memory and Redis stores are),
+	// and sliding_window, token_bucket or gcra (a fixed window forgets
+	// its count, and so the debt, when it ends); the rule counts every
+	// response (count: all) and has no weights. Requests of one caller in
+	// flight together all pass while it has a unit left, and each is
+	// charged its own cost after: at most one period's count past the
+	// limit in all.
+	Cost string
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

@@ -336,6 +336,8 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Wait = w.str(v, label, key)
 		case "wait_queue":
 			r.WaitQueue = w.int(v, label, key)
+		case "cost":
+			r.Cost = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
 		case "clear_on_success":
@@ -346,7 +348,7 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, clear_on_success, penalty, wait or wait_queue)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait or wait_queue)")
 		}
 	})
 	return r

@@ -71,6 +71,18 @@ func WithBypass(fn func(echo.Context) bool) Option { return func(o *options) { o
 // Default: none (every caller counts under the rules' own limits).
 func WithPlan(fn func(echo.Context) string) Option { return func(o *options) { o.Plan = fn } }
 
+// WithCost sets the cost of a request known before the handler, from the
+// request itself (the size of a batch, from a header or a query
+// parameter): above 0 it replaces the weight of the request's path
+// (rules[].weights), 0 or less keeps it. A cost above the rule's
+// capacity is refused (429), as a request with no room left is; under a
+// rule charged by response (cost: response) it is the cost charged when
+// the handler reports none (core.SetCost). The client controls what it
+// sends: a cost it can lower is a cost it can dodge, so take it from
+// what the handler will do (the batch it will process), not from a
+// plain claim. See core.Flow.Cost. Default: none (the weights).
+func WithCost(fn func(echo.Context) int64) Option { return func(o *options) { o.Cost = fn } }
+
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware returns what fn returns, and the handler does not run.
 // Default: 401 with {"detail": "Unauthorized"}.
@@ -140,7 +152,7 @@ func (o *options) handler(next echo.HandlerFunc) echo.HandlerFunc {
 			return nil
 		}
 		d.SetHeaders(c.Response().Header())
-		if o.inCtx {
+		if o.inCtx || d.ChargesResponse() { // the handler reports its cost (core.SetCost)
 			withDecision(c, d)
 		}
 		if !d.Deferred() {

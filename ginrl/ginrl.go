@@ -62,6 +62,18 @@ func WithBypass(fn func(*gin.Context) bool) Option { return func(o *options) { o
 // Default: none (every caller counts under the rules' own limits).
 func WithPlan(fn func(*gin.Context) string) Option { return func(o *options) { o.Plan = fn } }
 
+// WithCost sets the cost of a request known before the handler, from the
+// request itself (the size of a batch, from a header or a query
+// parameter): above 0 it replaces the weight of the request's path
+// (rules[].weights), 0 or less keeps it. A cost above the rule's
+// capacity is refused (429), as a request with no room left is; under a
+// rule charged by response (cost: response) it is the cost charged when
+// the handler reports none (core.SetCost). The client controls what it
+// sends: a cost it can lower is a cost it can dodge, so take it from
+// what the handler will do (the batch it will process), not from a
+// plain claim. See core.Flow.Cost. Default: none (the weights).
+func WithCost(fn func(*gin.Context) int64) Option { return func(o *options) { o.Cost = fn } }
+
 // WithErrorHandler sets the response to a request whose KeyFunc failed;
 // the middleware aborts the chain after it. Default: 401 with
 // {"detail": "Unauthorized"}.
@@ -127,7 +139,7 @@ func New(limits core.Limits, opts ...Option) gin.HandlerFunc {
 			c.Abort()
 		default:
 			d.SetHeaders(c.Writer.Header())
-			if inCtx {
+			if inCtx || d.ChargesResponse() { // the handler reports its cost (core.SetCost)
 				withDecision(c, d)
 			}
 			if d.Deferred() { // counted by outcome: once the handler has answered

@@ -144,7 +144,7 @@ func (i *Interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServer
 	if err := i.decide(ctx, info.FullMethod, &d, func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }); err != nil {
 		return nil, err
 	}
-	if i.inCtx {
+	if i.inCtx || d.ChargesResponse() { // the handler reports its cost (core.SetCost)
 		ctx = withDecision(ctx, d)
 	}
 	if !d.Deferred() {
@@ -166,7 +166,7 @@ func (i *Interceptor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 		return err
 	}
 	in := ss
-	if i.inCtx {
+	if i.inCtx || d.ChargesResponse() {
 		in = &decisionStream{ServerStream: ss, ctx: withDecision(ctx, d)}
 	}
 	if !d.Deferred() {

@@ -55,6 +55,18 @@ func WithBypass(fn func(*http.Request) bool) Option { return func(o *options) { 
 // Default: none (every caller counts under the rules' own limits).
 func WithPlan(fn func(*http.Request) string) Option { return func(o *options) { o.Plan = fn } }
 
+// WithCost sets the cost of a request known before the handler, from the
+// request itself (the size of a batch, from a header or a query
+// parameter): above 0 it replaces the weight of the request's path
+// (rules[].weights), 0 or less keeps it. A cost above the rule's
+// capacity is refused (429), as a request with no room left is; under a
+// rule charged by response (cost: response) it is the cost charged when
+// the handler reports none (core.SetCost). The client controls what it
+// sends: a cost it can lower is a cost it can dodge, so take it from
+// what the handler will do (the batch it will process), not from a
+// plain claim. See core.Flow.Cost. Default: none (the weights).
+func WithCost(fn func(*http.Request) int64) Option { return func(o *options) { o.Cost = fn } }
+
 // WithErrorHandler sets the response to a request whose KeyFunc failed.
 // Default: 401 with {"detail": "Unauthorized"}.
 func WithErrorHandler(fn func(http.ResponseWriter, *http.Request, error)) Option {
@@ -113,7 +125,7 @@ func New(limits core.Limits, opts ...Option) func(http.Handler) http.Handler {
 			case d.Deferred(): // counted by outcome: once the handler has answered
 				d.SetHeaders(w.Header())
 				in := r
-				if inCtx {
+				if inCtx || d.ChargesResponse() { // the handler reports its cost (core.SetCost)
 					in = withDecision(r, d)
 				}
 				serveCounted(lim, next, w, in, r.Context(), &d)

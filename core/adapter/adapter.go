@@ -26,8 +26,8 @@ func Limiter(limits core.Limits) *core.Limiter {
 }
 
 // Settings are the settings every adapter has over its framework's
-// request type R (each adapter's WithKeyFunc, WithBypass and WithPlan),
-// which its core.Flow calls.
+// request type R (each adapter's WithKeyFunc, WithBypass, WithPlan and
+// WithCost), which its core.Flow calls.
 type Settings[R any] struct {
 	// Key returns the caller's identity (see core.Flow.Key); nil means
 	// none: every request counts under its client IP.
@@ -36,6 +36,9 @@ type Settings[R any] struct {
 	Bypass func(R) bool
 	// Plan returns the caller's plan (see core.Flow.Plan).
 	Plan func(R) string
+	// Cost returns the cost of a request known before the handler (see
+	// core.Flow.Cost); nil means none: the rules' weights.
+	Cost func(R) int64
 }
 
 // ClientIP is how a middleware finds the client of a request R: its
@@ -69,6 +72,7 @@ func (s Settings[R]) Flow(lim *core.Limiter, ip ClientIP[R]) *core.Flow[R] {
 		Key:        s.Key,
 		Bypass:     s.Bypass,
 		Plan:       s.Plan,
+		Cost:       s.Cost,
 		ClientIP:   ip.IP,
 		ClientAddr: ip.Addr,
 	}

@@ -317,9 +317,10 @@ func sliding(s *State, l *Limit, now, cost int64, out *Outcome) {
 
 func tokenBucket(s *State, l *Limit, now, cost int64, out *Outcome) {
 	r, p, c := l.Count, int64(l.Period), l.Capacity(TokenBucket)
-	// owed < c+r in any state Take returns under l; one kept under a larger
-	// capacity carries over up to that (see Apply).
-	anchor, owed := s.A, min(s.B, c+r)
+	// owed < c+r in any state Take returns under l, < c+2r in one Charge
+	// returns; one kept under a larger capacity carries over up to that
+	// (see Apply).
+	anchor, owed := s.A, min(s.B, c+2*r)
 	if anchor-now > MaxDrain {
 		anchor = now // not a state Take returns
 	}

@@ -28,6 +28,10 @@ type plan struct {
 	// calendar holds, for calendar limits, the tail of the periods last
 	// asked for (see tailAt); tail is then nil.
 	calendar atomic.Pointer[calendarTail]
+	// chargeTail is the charge script's ARGV after the cost (see
+	// chargePlan); chargeErr, when the policy cannot be charged exactly.
+	chargeTail []any
+	chargeErr  error
 }
 
 // calendarTail is the tail of a plan of calendar limits while the
@@ -152,5 +156,6 @@ func newPlan(p *store.Policy, incrExpire bool) (*plan, error) {
 	if incrExpire {
 		pl.tail = append(pl.tail, int64(1))
 	}
+	pl.chargeTail, pl.chargeErr = chargePlan(p, pl)
 	return pl, nil
 }

@@ -59,6 +59,9 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
 		test("NewTerms/"+a.String(), func(e *env) { newTerms(e, a) })
 		test("NewTermsSeveralLimits/"+a.String(), func(e *env) { newTermsSeveral(e, a) })
+		for _, c := range chargeTests {
+			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.charger(), a) })
+		}
 	}
 	test("PenaltyBan", penaltyBan)
 	test("Calendar", calendar)

@@ -76,6 +76,7 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		nethttp.WithBypass(func(r *http.Request) bool {
 			return r.Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
+		nethttp.WithCost(func(r *http.Request) int64 { return adaptertest.BatchCost(r.Header.Get(adaptertest.BatchHeader)) }),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, nethttp.WithPlan(func(r *http.Request) string { return s.Plan(r.Header.Get(s.PlanHeader)) }))
@@ -91,6 +92,7 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 	mw := nethttp.New(lim, opts...)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Served(nethttp.Identity(r, lim, opts...))
+		adaptertest.ReportCost(r.Context(), r.Header.Get(adaptertest.CostHeader))
 		w.Header().Set("Content-Type", "application/json")
 		if v := r.Header.Get(adaptertest.StatusHeader); v != "" {
 			w.WriteHeader(adaptertest.Status(v))
@@ -164,6 +166,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		ginrl.WithBypass(func(c *gin.Context) bool {
 			return c.GetHeader(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
+		ginrl.WithCost(func(c *gin.Context) int64 { return adaptertest.BatchCost(c.GetHeader(adaptertest.BatchHeader)) }),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, ginrl.WithPlan(func(c *gin.Context) string { return s.Plan(c.GetHeader(s.PlanHeader)) }))
@@ -178,6 +181,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 	r.Use(ginrl.New(lim, opts...))
 	ok := func(c *gin.Context) {
 		s.Served(ginrl.Identity(c, lim, opts...))
+		adaptertest.ReportCost(c.Request.Context(), c.GetHeader(adaptertest.CostHeader))
 		c.Data(adaptertest.Status(c.GetHeader(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request.Context(), decision(ginrl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
@@ -200,6 +204,9 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 		echorl.WithBypass(func(c echo.Context) bool {
 			return c.Request().Header.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
+		echorl.WithCost(func(c echo.Context) int64 {
+			return adaptertest.BatchCost(c.Request().Header.Get(adaptertest.BatchHeader))
+		}),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, echorl.WithPlan(func(c echo.Context) string { return s.Plan(c.Request().Header.Get(s.PlanHeader)) }))
@@ -215,6 +222,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	e.Use(echorl.New(lim, opts...))
 	ok := func(c echo.Context) error {
 		s.Served(echorl.Identity(c, lim, opts...))
+		adaptertest.ReportCost(c.Request().Context(), c.Request().Header.Get(adaptertest.CostHeader))
 		return c.Blob(adaptertest.Status(c.Request().Header.Get(adaptertest.StatusHeader)), "application/json", []byte(body(s, c.Request().Context(), decision(echorl.DecisionOf(c)))))
 	}
 	for _, route := range s.Routes {
@@ -237,6 +245,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 		fiberrl.WithBypass(func(c *fiber.Ctx) bool {
 			return c.Get(adaptertest.RoleHeader) == adaptertest.SuperAdmin
 		}),
+		fiberrl.WithCost(func(c *fiber.Ctx) int64 { return adaptertest.BatchCost(c.Get(adaptertest.BatchHeader)) }),
 	}
 	if s.PlanHeader != "" {
 		opts = append(opts, fiberrl.WithPlan(func(c *fiber.Ctx) string { return s.Plan(c.Get(s.PlanHeader)) }))
@@ -251,6 +260,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 	mw := fiberrl.New(lim, opts...)
 	ok := func(c *fiber.Ctx) error {
 		s.Served(fiberrl.Identity(c, lim, opts...))
+		adaptertest.ReportCost(c.UserContext(), c.Get(adaptertest.CostHeader))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(adaptertest.Status(c.Get(adaptertest.StatusHeader))).SendString(body(s, c.UserContext(), decision(fiberrl.DecisionOf(c))))
 	}

@@ -726,7 +726,7 @@ func (r *recorder) clear(key string) string {
 	return key
 }
 
-var _ store.Store = (*recorder)(nil)
+var _ store.Charger = (*recorder)(nil)
 
 func (r *recorder) Take(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	r.mu.Lock()
@@ -750,6 +750,23 @@ func (r *recorder) Peek(ctx context.Context, key string, p *store.Policy, cost i
 	}
 	r.setTime()
 	return r.store.Peek(ctx, key, p, cost)
+}
+
+// Charge records "charge key rule cost", then charges in the store (a
+// store.Charger), or fails.
+func (r *recorder) Charge(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
+	r.mu.Lock()
+	r.takes = append(r.takes, "charge "+r.clear(key)+" "+p.Name+" "+strconv.FormatInt(cost, 10))
+	r.mu.Unlock()
+	if r.failing {
+		return store.Result{}, errStoreDown
+	}
+	c, ok := r.store.(store.Charger)
+	if !ok {
+		return store.Result{}, fmt.Errorf("adaptertest: the store %T is not a store.Charger", r.store)
+	}
+	r.setTime()
+	return c.Charge(ctx, key, p, cost)
 }
 
 // Reset records "reset key rule", then resets in the store, or fails.

@@ -253,6 +253,8 @@ func (e *env) checkDeferred(where string, s step, calls []string, events []core.
 		outcome = core.OutcomeDenied
 	case len(calls) == 1 || strings.HasPrefix(calls[1], "reset "):
 		evCost = "0" // served, and its status not counted (a success may clear the failures)
+	case strings.HasPrefix(calls[1], "charge "):
+		evCost = calls[1][strings.LastIndexByte(calls[1], ' ')+1:] // charged what the handler reported
 	}
 	if len(calls) > 2 || len(events) != 1 {
 		t.Fatalf("%s: %d store calls and %d events; want a check, maybe a count, and one event", where, len(calls), len(events))

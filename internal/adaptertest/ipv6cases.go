@@ -9,9 +9,9 @@ import (
 
 // allCases is the table Run and Same go through: cases, the cases of
 // this file, deniedCases, planCases, listCases, outcomeCases,
-// interplayCases and calendarCases.
+// interplayCases, catchAllCases, calendarCases, waitCases and costCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,

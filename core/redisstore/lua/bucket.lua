@@ -23,7 +23,7 @@ local function take(r, p, c, u, now, cost, anchor, owed, su, _, maxdrain)
   -- What a request that consumes nothing leaves: moving the anchor would
   -- count the whole periods since at this rate, which new terms may change.
   local sa, so = anchor, owed
-  owed = min(owed, c + r)
+  owed = min(owed, c + 2 * r) -- below c + r after a take, c + 2r after a charge
   if anchor - now > maxdrain then anchor = now end
   local elapsed = max(now - anchor, 0)
   local m = fdiv(elapsed, p)
