@@ -189,8 +189,9 @@ func Take(a Algorithm, s State, l Limit, now, cost int64) (State, Outcome) {
 // rate), the units of GCRA's theoretical arrival time (the time they take
 // at the old rate, converted to l's). What a token bucket or GCRA had
 // spent beyond l's capacity carries over up to the capacity plus Count,
-// one period's refill: its owner then waits at most a period longer than
-// the cost's own refill. A GCRA state kept under another Count, or
+// one period's refill, for GCRA, and plus twice Count for a token bucket
+// (whose state may hold a debt that long: see Charge): its owner then
+// waits at most one period (two) longer than the cost's own refill. A GCRA state kept under another Count, or
 // holding more than that, is rewritten under l, and *s holds it even when
 // the request is denied (except for a cost above the capacity, which
 // leaves s as it is), so that the state is converted once.

@@ -74,7 +74,8 @@ func TestNewTermsWindows(t *testing.T) {
 // TestNewTermsTokenBucket: a bucket of 10 with 4 tokens left has spent 6;
 // with a burst of 20 it has 14 left, and refills at the new rate (20 per
 // minute: one token per 3s). Spent beyond a lowered capacity carries over
-// up to the capacity plus one period's refill.
+// up to the capacity plus two periods' refill (the most a bucket charged
+// into debt keeps: see Charge).
 func TestNewTermsTokenBucket(t *testing.T) {
 	runTermSteps(t, TokenBucket, []termStep{
 		{0, perMinute(10, 0), 6, true, 4, 0},
@@ -82,20 +83,20 @@ func TestNewTermsTokenBucket(t *testing.T) {
 		{0, perMinute(20, 20), 14, true, 0, 0},
 		{0, perMinute(20, 20), 1, false, 0, 3 * s1},
 		{3 * s1, perMinute(20, 20), 1, true, 0, 0},
-		// 10 per minute, a burst of 5, 21 owed: the 5 and 10 more (one
-		// period's) carry over, refilled at 10 per minute from the anchor:
-		// a token is 66s from it.
-		{3 * s1, perMinute(10, 5), 1, false, 0, 63 * s1},
-		{65 * s1, perMinute(10, 5), 1, false, 0, s1},
-		{66 * s1, perMinute(10, 5), 1, true, 0, 0},
+		// 10 per minute, a burst of 5, 21 owed: all of it carries over
+		// (under 5 + 2×10), refilled at 10 per minute from the anchor: a
+		// token is 17 refills, 102s, from it.
+		{3 * s1, perMinute(10, 5), 1, false, 0, 99 * s1},
+		{101 * s1, perMinute(10, 5), 1, false, 0, s1},
+		{102 * s1, perMinute(10, 5), 1, true, 0, 0},
 	})
 	// 50 of a burst of 100 spent, the burst lowered to 10 at 10/minute:
-	// 20 owed carry over (10 + 10), so a token is 66s away, not 246s.
+	// 30 owed carry over (10 + 2×10), so a token is 126s away, not 246s.
 	runTermSteps(t, TokenBucket, []termStep{
 		{0, perMinute(10, 100), 50, true, 50, 0},
-		{0, perMinute(10, 10), 1, false, 0, 66 * s1},
+		{0, perMinute(10, 10), 1, false, 0, 126 * s1},
 		{0, perMinute(10, 10), 0, true, 0, 0},
-		{66 * s1, perMinute(10, 10), 1, true, 0, 0},
+		{126 * s1, perMinute(10, 10), 1, true, 0, 0},
 	})
 }
 
