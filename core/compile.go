@@ -187,11 +187,18 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		r.methods = append(r.methods, m)
 	}
 	r.methods = withHead(r.methods)
-	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
+	var lims []algo.Limit
+	bounded := rs.Concurrent != 0 || cc.ln[key+".concurrent"] != 0 // concurrent written, even badly
+	r.conc = cc.concurrency(key, label, name, rs)
+	if len(rs.Limit) > 0 || !bounded {
+		lims = cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst)
+	} else {
+		cc.unlimited(key, label, rs)
+	}
 	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims}
 	r.weights = cc.weights(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
-	if len(cc.errs) > n || lims == nil {
+	if len(cc.errs) > n || lims == nil && r.conc == nil {
 		return nil
 	}
 	r.prepare()

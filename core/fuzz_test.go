@@ -217,6 +217,10 @@ var configSeeds = []string{
 	"rate_limit:\n  enabled: true\n  allow:\n    identities: [sub:ops, 203.0.113.9, \"X-Api-Key:hmac:0123456789abcdef0123456789abcdef\"]\n    networks: [10.0.0.0/8, 2001:db8::/32, 192.0.2.1]\n  ban:\n    networks: [198.51.100.0/24, \"::ffff:203.0.113.0/120\"]\n",
 	"rate_limit:\n  ban:\n    networks: [10.0.0.0/8, 10.1.0.0/16]\n  allow:\n    networks: [10.2.0.0/16, 10.0.0.1/8]\n    identities: [\"\", sha256:00]\n",
 	"rate_limit:\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      penalty: {after: 10, within: 1m, ban: 15m}\n    - name: x\n      paths: [/x]\n      limit: 5/m\n      penalty: {after: 0, within: 1ms, ban: x}\n",
+	// Concurrency limits, alone and with limits, their lease, and the
+	// fields a rule without a limit may not have.
+	"rate_limit:\n  enabled: true\n  rules:\n    - name: r\n      paths: [/r]\n      concurrent: 2\n    - name: s\n      paths: [/s]\n      limit: 5/s\n      concurrent: 3\n      lease: 2m\n  tiers:\n    pro:\n      rules:\n        r: 10/s\n",
+	"rate_limit:\n  rules:\n    - name: r\n      paths: [/r]\n      concurrent: 0\n      lease: 0s\n    - name: s\n      paths: [/s]\n      concurrent: -1\n      burst: 2\n      weights: {/s: 2}\n      count: failures\n    - name: t\n      paths: [/t]\n      limit: 1/s\n      lease: 1d\n      concurrent: x\n",
 	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }
 
@@ -322,8 +326,16 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			t.Errorf("two rules named %q", r.Name)
 		}
 		seen[r.Name] = true
-		if err := r.Policy.Validate(); err != nil {
+		if r.conc != nil {
+			if err := r.conc.Validate(); err != nil || r.conc.Name != r.Name {
+				t.Errorf("rule %q: concurrency %q: %v", r.Name, r.conc.Name, err)
+			}
+		}
+		if err := r.Policy.Validate(); err != nil && (r.conc == nil || r.rated()) {
 			t.Errorf("rule %q: %v", r.Name, err)
+		}
+		if !r.rated() && (len(r.weights) > 0 || r.penalty != nil || r.byOutcome()) {
+			t.Errorf("rule %q has no limit, and weights, a penalty or a count by outcome", r.Name)
 		}
 		if r.Policy.Name != r.Name {
 			t.Errorf("rule %q has policy %q", r.Name, r.Policy.Name)
@@ -350,8 +362,8 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			if v == nil || v.Name != r.Name || v.Plan() != plan || v.Policy.Name != r.Name+"@"+plan || v.Shadow() != r.Shadow() || v.Policy.Algorithm != r.Policy.Algorithm {
 				t.Fatalf("plan %q, rule %q: variant %+v", plan, r.Name, v)
 			}
-			if err := v.Policy.Validate(); err != nil {
-				t.Errorf("plan %q, rule %q: %v", plan, r.Name, err)
+			if err := v.Policy.Validate(); err != nil && v.rated() || v.conc != r.conc {
+				t.Errorf("plan %q, rule %q: %v, or another concurrency limit", plan, r.Name, err)
 			}
 			if _, over := v.heaviest(v.Policy.Capacity()); over || len(v.policyValue) != 1 || !slices.Equal(v.Paths(), r.Paths()) {
 				t.Errorf("plan %q, rule %q: a weight over the capacity, unprepared, or other paths", plan, r.Name)

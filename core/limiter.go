@@ -51,6 +51,12 @@ type Decision struct {
 	// remaining until then. It is set on the request whose denial started
 	// the ban too.
 	Penalty bool
+	// ConcurrencyDenied reports a request refused by its rule's
+	// concurrency limit (RuleSpec.Concurrent): as many requests of its
+	// identity under the rule as the limit allows were in flight. Not
+	// Allowed: 429 with the rule's body, Retry-After 1, and no rate-limit
+	// header (nothing was counted against the rule's limits).
+	ConcurrencyDenied bool
 
 	style HeaderStyle
 	waits bool // Rule's count (at Cost; Err its Peek's error) waits for the status (see Deferred)
@@ -81,6 +87,10 @@ type Decision struct {
 	// share one word, and a count that waits is kept apart only when Rule
 	// does not hold it, so that the Decision, which adapters copy, stays small.
 	shadow pending
+	// hold is the slots the request holds of its rules' concurrency
+	// limits (RuleSpec.Concurrent), which Complete gives back; nil when
+	// none.
+	hold *hold
 }
 
 // Limiter turns requests into decisions: it matches the rule, asks the store,
@@ -102,9 +112,10 @@ type Limiter struct {
 	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
-	local         bool      // the store is a store.LocalStore: its calls are not timed
-	sampleMask    uint32    // a store call is timed when a random number & sampleMask is 0
-	hmacs         sync.Pool // of *mac: HMAC-SHA256 under identityKey
+	slots         store.ConcurrencyStore // the store, when it bounds requests in flight; else nil
+	local         bool                   // the store is a store.LocalStore: its calls are not timed
+	sampleMask    uint32                 // a store call is timed when a random number & sampleMask is 0
+	hmacs         sync.Pool              // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
 	provider     *provider     // nil: no LimitProvider
@@ -124,7 +135,9 @@ type Limiter struct {
 
 // NewLimiter returns a Limiter for cfg, configured by opts (counting in a
 // memory store unless WithStore gives another). A nil or disabled cfg
-// passes every request untouched.
+// passes every request untouched. It panics when a rule of cfg bounds
+// requests in flight (RuleSpec.Concurrent) and the store cannot (it is no
+// store.ConcurrencyStore): a misuse found when the program starts.
 func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l := &Limiter{
 		log:         slog.Default(),
@@ -146,6 +159,10 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l.provider = newProvider(l.providerOpts)
 	if ls, ok := l.store.(store.LocalStore); ok && ls.Local() {
 		l.local = true
+	}
+	l.slots, _ = l.store.(store.ConcurrencyStore)
+	if err := l.runnable(cfg); err != nil {
+		panic("core.NewLimiter: " + err.Error())
 	}
 	return l
 }
@@ -217,11 +234,28 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // id, an API key, a client IP); bypass lets a request through uncounted (a
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too, and so
 // do identities of the allow list (AllowSpec); every other request counts
-// under the rule Config.Match gives (a Deferred Decision, under a rule
-// that counts by outcome, is counted by Complete once the request is
-// answered). An identity that is an IP address is also the client IP of
-// the network lists: in a banned network it is refused (Decision.Banned)
-// before anything else, in an allowed one it passes uncounted.
+// under the rule Config.Match gives. An identity that is an IP address is
+// also the client IP of the network lists: in a banned network it is
+// refused (Decision.Banned) before anything else, in an allowed one it
+// passes uncounted.
+//
+// When the Decision is Deferred, the caller owes the limiter a call of
+// Complete once the request is answered, with its status: a rule that
+// counts by outcome (RuleSpec.Count) counts it then, and a rule with a
+// concurrency limit (RuleSpec.Concurrent) gets its slot back then. Call
+// it in a defer, so that a panic completes the request too:
+//
+//	d := l.Decide(ctx, "GET", "/api/search", user, false)
+//	if !d.Allowed {
+//		return // answer d.Status() with d.Body()
+//	}
+//	status := http.StatusOK
+//	defer func() { l.Complete(ctx, &d, status) }()
+//
+// A slot also comes back when ctx ends, should Complete not have come
+// first; a Decision that is not Deferred (refused, exempt, bypassed, or
+// under a rule that needs nothing after the request) holds nothing, and
+// Complete does nothing for it.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }
@@ -379,13 +413,7 @@ func (l *Limiter) warnAs(rule *Rule, policy string, err error) {
 // (of this limiter), naming the key (never a secret: see SecretIdentity)
 // and the denials held back since the rule's last line.
 func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *store.Result) {
-	g, ok := l.shadowLogs.Load(rule.Name)
-	if !ok {
-		fresh := new(logGate)
-		fresh.init()
-		g, _ = l.shadowLogs.LoadOrStore(rule.Name, fresh)
-	}
-	suppressed, ok := g.(*logGate).pass(l.clock.Now(), l.warnEvery)
+	suppressed, ok := l.shadowGate(rule)
 	if !ok {
 		return
 	}
@@ -396,4 +424,16 @@ func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *store.Re
 		slog.String("limit", res.Limit.String()),
 		slog.Duration("retry_after", res.RetryAfter.Round(time.Millisecond)),
 		slog.Int64("suppressed", suppressed))
+}
+
+// shadowGate is the log gate of rule's would-be denials: it reports
+// whether one gets a line now, and how many it held back before.
+func (l *Limiter) shadowGate(rule *Rule) (suppressed int64, ok bool) {
+	g, ok := l.shadowLogs.Load(rule.Name)
+	if !ok {
+		fresh := new(logGate)
+		fresh.init()
+		g, _ = l.shadowLogs.LoadOrStore(rule.Name, fresh)
+	}
+	return g.(*logGate).pass(l.clock.Now(), l.warnEvery)
 }

@@ -35,6 +35,11 @@ const (
 	// flight with it filled the counter first (the overshoot RuleSpec.Count
 	// bounds). Event.Allowed is true: it was served.
 	OutcomeOvershoot
+	// OutcomeConcurrencyDenied: the rule's concurrency limit refused the
+	// request (429, Decision.ConcurrencyDenied): as many requests of its
+	// identity under the rule as RuleSpec.Concurrent allows were in
+	// flight. Nothing was counted against the rule's limits.
+	OutcomeConcurrencyDenied
 
 	numOutcomes
 )
@@ -44,11 +49,11 @@ const (
 // array.
 const NumOutcomes = int(numOutcomes)
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot", "concurrency_denied"}
 
 // String returns the outcome's metric label: allowed, denied,
-// shadow_denied, bypassed, exempt, store_error, banned, penalized or
-// overshoot.
+// shadow_denied, bypassed, exempt, store_error, banned, penalized,
+// overshoot or concurrency_denied.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

@@ -60,14 +60,17 @@ type pending struct {
 	err  error // the Peek's error (the request passed on the failure policy)
 }
 
-// Deferred reports that the request was let through without being
-// counted: a rule that applies counts by outcome (see RuleSpec.Count), and its
-// count waits for the response status. An adapter that gets an allowed,
-// deferred Decision runs the handler, finds the status the client gets,
-// and calls Limiter.Complete with it, once; for every other Decision it
-// calls nothing. (The rate-limit headers, written before the handler, are
-// those the count would give.)
-func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil }
+// Deferred reports that the request was let through with something left
+// for Limiter.Complete to do once it is answered: a rule that applies
+// counts by outcome (see RuleSpec.Count), and its count waits for the
+// response status; or the request holds a slot of a rule's concurrency
+// limit (see RuleSpec.Concurrent), which goes back then. An adapter that
+// gets an allowed, deferred Decision runs the handler, finds the status
+// the client gets, and calls Limiter.Complete with it, once, also when
+// the handler panics (in a defer); for every other Decision it calls
+// nothing. (The rate-limit headers, written before the handler, are those
+// the count would give.)
+func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil || d.hold != nil }
 
 // wait makes the count of rule (at cost) under d wait for the response
 // status, when the rule counts by outcome, its Peek (outcome o) admitted
@@ -101,12 +104,15 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
 }
 
-// Complete counts a request whose Decision was deferred (see
+// Complete finishes a request whose Decision was deferred (see
 // Decision.Deferred), once the handler has answered it with status: each
 // rule of d that counts by outcome takes the request's cost when its mode
-// counts status (see Rule.Counts), and takes nothing otherwise. It
-// does nothing for a Decision that is not deferred, and counts a
-// Decision once: it clears what d deferred.
+// counts status (see Rule.Counts), and takes nothing otherwise; and the
+// slots the request holds of its rules' concurrency limits (see
+// RuleSpec.Concurrent) go back, unless the end of the request's context
+// gave them back first. It does nothing for a Decision that is not
+// deferred, and finishes a Decision once: it clears what d deferred (a
+// slot goes back once, even when a copy of d is completed too).
 //
 // Each rule's event goes to the Observer now (none went when the request
 // was decided): OutcomeAllowed with the cost when counted, with Cost 0
@@ -122,6 +128,10 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	if !d.Deferred() {
 		return
+	}
+	if h := d.hold; h != nil {
+		d.hold = nil
+		defer h.end(ctx) // once counted (and should counting panic)
 	}
 	var cancel context.CancelFunc
 	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 )
@@ -39,15 +40,25 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // changed, or that is new or renamed, starts from zero (a store may say
 // otherwise: see redisstore.WithIncrExpireKeys). The swap is logged with
 // the rules in each case.
+//
+// A cfg with a rule that bounds requests in flight (RuleSpec.Concurrent)
+// while the store cannot (it is no store.ConcurrencyStore) is refused:
+// the running configuration stays, and the refusal is logged and counted
+// in ReloadStats, as a file that does not load is.
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
+	if err := l.runnable(cfg); err != nil {
+		l.refuse(fmt.Errorf("rate-limit config: %w", err), "")
+		return
+	}
 	l.swap(cfg, "")
 }
 
 // ReloadFile loads the configuration in file (LoadConfig) and swaps it in
-// (see SetConfig). When the file does not load, the running configuration
-// stays: the error is returned, logged, and counted in ReloadStats.
+// (see SetConfig). When the file does not load, or cannot run on the
+// store (see SetConfig), the running configuration stays: the error is
+// returned, logged, and counted in ReloadStats.
 func (l *Limiter) ReloadFile(file string) error {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
@@ -62,17 +73,28 @@ func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	if err == nil {
 		cfg, err = parseConfig(data, file, l.log)
 	}
+	if err == nil {
+		if err = l.runnable(cfg); err != nil {
+			err = fmt.Errorf("rate-limit config %s: %w", file, err)
+		}
+	}
 	if err != nil {
-		l.reloadMu.Lock()
-		l.reload.Failures++
-		l.reload.LastError = err
-		l.reloadMu.Unlock()
-		l.log.Error("rlkit: rate-limit config reload failed; the running configuration stays",
-			slog.String("file", file), slog.String("error", err.Error()))
+		l.refuse(err, file)
 		return err
 	}
 	l.swap(cfg, file)
 	return nil
+}
+
+// refuse counts and logs a reload refused with err (of file, "" for
+// SetConfig). l.loadMu is held.
+func (l *Limiter) refuse(err error, file string) {
+	l.reloadMu.Lock()
+	l.reload.Failures++
+	l.reload.LastError = err
+	l.reloadMu.Unlock()
+	l.log.Error("rlkit: rate-limit config reload failed; the running configuration stays",
+		slog.String("file", file), slog.String("error", err.Error()))
 }
 
 func (l *Limiter) swap(cfg *Config, file string) {

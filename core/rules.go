@@ -254,6 +254,7 @@ type Rule struct {
 	index   int      // in Config.rules (the default: len), for a tier's variants
 	penalty *penalty // nil: none (see penalty.go)
 	count   countMode
+	conc    *store.Concurrency // nil: no concurrency limit (see inflight.go)
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string // the start of each limit's item in the RateLimit header

@@ -319,13 +319,17 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Count = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
+		case "concurrent":
+			r.Concurrent = w.int(v, label, key)
+		case "lease":
+			r.Lease = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, penalty, concurrent or lease)")
 		}
 	})
 	return r

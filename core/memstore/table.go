@@ -49,13 +49,15 @@ func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 // hash identifies the counters of key under p; it is also the slot hash of
 // the policy's first limit.
 func (s *Store) hash(key string, p *store.Policy) uint64 {
-	var k uint64
+	return max(s.keyHash(key)^p.Fingerprint(), 1)
+}
+
+// keyHash is the seeded hash of key alone.
+func (s *Store) keyHash(key string) uint64 {
 	if wordBits == 64 {
-		k = uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))
-	} else {
-		k = maphash.String(s.seed, key)
+		return uint64(memhash(unsafe.Pointer(unsafe.StringData(key)), s.seed64, uintptr(len(key))))
 	}
-	return max(k^p.Fingerprint(), 1)
+	return maphash.String(s.seed, key)
 }
 
 // wordBits is the width of uintptr: memhash hashes to a uintptr, so a

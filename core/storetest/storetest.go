@@ -59,6 +59,15 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		test("ConcurrencyTwoLimits/"+a.String(), func(e *env) { concurrency(e, a, "100/hour", "1000/day") })
 	}
 	test("PenaltyBan", penaltyBan)
+	for _, c := range inFlightChecks {
+		test(c.name, func(e *env) {
+			cs, ok := e.st.(store.ConcurrencyStore)
+			if !ok {
+				e.Skipf("%T is no store.ConcurrencyStore: it bounds no requests in flight", e.st)
+			}
+			c.fn(e, cs)
+		})
+	}
 }
 
 type env struct {

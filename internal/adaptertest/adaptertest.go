@@ -368,7 +368,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 	clock := store.NewManualClock(t0)
 	mem := memstore.New(memstore.WithClock(clock))
 	t.Cleanup(func() { _ = mem.Close() })
-	rec := &recorder{store: mem, failing: c.failing}
+	rec := &recorder{store: mem, failing: c.failing, released: make(chan string, 64)}
 	logs := &logRecorder{}
 	served := new(atomic.Int64)
 	identified := new(atomic.Pointer[identity])
@@ -414,8 +414,11 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 }
 
 // send sends r and reads the whole response.
-func (e *env) send(r req) (*Response, error) {
-	hr, err := http.NewRequest(r.method, e.base+r.path, nil)
+func (e *env) send(r req) (*Response, error) { return e.sendCtx(context.Background(), r) }
+
+// sendCtx sends r under ctx and reads the whole response.
+func (e *env) sendCtx(ctx context.Context, r req) (*Response, error) {
+	hr, err := http.NewRequestWithContext(ctx, r.method, e.base+r.path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -589,6 +592,12 @@ type recorder struct {
 	mu     sync.Mutex
 	takes  []string
 	events []core.Event
+	// slots records the calls about requests in flight, "acquire key
+	// rule" (with " refused" when every slot was held) and "release key
+	// rule", apart from takes; released gets the key and rule of each
+	// Release, when a case waits for one.
+	slots    []string
+	released chan string
 }
 
 // identityKey keys the hash of secret identities in every limiter of the
@@ -655,6 +664,54 @@ func (r *recorder) Reset(ctx context.Context, key string, p *store.Policy) (bool
 		return false, errStoreDown
 	}
 	return r.store.Reset(ctx, key, p)
+}
+
+var _ store.ConcurrencyStore = (*recorder)(nil)
+
+// Acquire records "acquire key rule" (" refused" added when every slot
+// was held), then takes a slot in the memory store, or fails.
+func (r *recorder) Acquire(ctx context.Context, key string, c *store.Concurrency) (uint64, bool, error) {
+	if r.failing {
+		r.slotCall("acquire " + r.clear(key) + " " + c.Name + " failed")
+		return 0, false, errStoreDown
+	}
+	lease, ok, err := r.store.(store.ConcurrencyStore).Acquire(ctx, key, c)
+	call := "acquire " + r.clear(key) + " " + c.Name
+	if !ok {
+		call += " refused"
+	}
+	r.slotCall(call)
+	return lease, ok, err
+}
+
+// Release records "release key rule" and gives the slot back in the
+// memory store.
+func (r *recorder) Release(ctx context.Context, key string, c *store.Concurrency, lease uint64) error {
+	call := r.clear(key) + " " + c.Name
+	err := r.store.(store.ConcurrencyStore).Release(ctx, key, c, lease)
+	r.slotCall("release " + call)
+	if r.released != nil {
+		select {
+		case r.released <- call:
+		default:
+		}
+	}
+	return err
+}
+
+func (r *recorder) slotCall(call string) {
+	r.mu.Lock()
+	r.slots = append(r.slots, call)
+	r.mu.Unlock()
+}
+
+// drainSlots returns and forgets the calls about requests in flight.
+func (r *recorder) drainSlots() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.slots
+	r.slots = nil
+	return s
 }
 
 func (r *recorder) observe(e core.Event) {

@@ -8,9 +8,10 @@ import (
 )
 
 // allCases is the table Run and Same go through: cases, the cases of
-// this file, deniedCases, planCases, listCases and outcomeCases.
+// this file, deniedCases, planCases, listCases, outcomeCases,
+// interplayCases and concurrentCases.
 func allCases() []testCase {
-	return slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases())
+	return slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), concurrentCases())
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
