@@ -61,6 +61,15 @@
 //     at least three times the limit at one key; exactly the limit (100) is
 //     admitted, and no call fails.
 //
+// A store.ConcurrencyStore also gets the InFlight checks (skipped for
+// another store): ExactCount (a limit of 3 takes exactly 3 slots, each
+// Release frees one), Isolation (keys, names, and the counters of a
+// policy of the same name never share slots; a Reset frees none),
+// LimitChange (slots belong to the name, whatever the limit),
+// ReleaseOnce (a slot released twice frees one), Concurrency (goroutines
+// taking and releasing never hold more than the limit at once) and
+// BadConcurrency (a limit below 1 is store.ErrBadConcurrency).
+//
 // And once, PenaltyBan, what a rule's penalty relies on. Under a GCRA
 // policy of 1 per hour, burst 1, a Take at cost 0 consumes nothing and
 // reports the state as it stands: Remaining 1 while the unit is free,
