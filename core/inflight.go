@@ -299,17 +299,22 @@ func (h *hold) end(ctx context.Context) {
 
 // release gives back the slots h holds, once (a copy of the Decision
 // completed again, or the context's end after Complete, gives back
-// nothing more). ctx is the request's: the store is asked under a context
-// that is not cancelled with it and, for a store not in this process,
-// ends after a second. A store failure is logged: the slot comes back
-// with its lease.
+// nothing more). ctx is the request's: a store not in this process is
+// asked under a context that is not cancelled with it and ends after a
+// second (one in this process, a store.LocalStore, reads no context). A
+// store failure is logged: the slot comes back with its lease.
 func (h *hold) release(ctx context.Context) {
 	if h.done.Swap(true) {
 		return
 	}
 	l := h.l
-	ctx, cancel := l.detach(ctx)
-	defer cancel()
+	if !l.local { // a store in this process needs no deadline
+		var cancel context.CancelFunc
+		ctx, cancel = l.detach(ctx)
+		defer cancel()
+	} else if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	for _, s := range h.slots {
 		if s.rule == nil {
 			continue

@@ -54,10 +54,30 @@ func (cc *compiler) countMode(key, rule, mode string) countMode {
 }
 
 // pending is the count of one rule that waits for the response status.
+// It is kept small (a Decision holds one, and adapters copy Decisions):
+// the Peek's error, rare, is held behind a pointer.
 type pending struct {
 	rule *Rule // nil: nothing waits
 	cost int64
-	err  error // the Peek's error (the request passed on the failure policy)
+	err  *error // the Peek's error (the request passed on the failure policy); nil: none
+}
+
+// pendingOf is the pending count of rule at cost whose Peek failed with
+// err (nil: it did not).
+func pendingOf(rule *Rule, cost int64, err error) pending {
+	p := pending{rule: rule, cost: cost}
+	if err != nil {
+		p.err = &err
+	}
+	return p
+}
+
+// peekErr is the Peek's error, or nil.
+func (p *pending) peekErr() error {
+	if p.err == nil {
+		return nil
+	}
+	return *p.err
 }
 
 // Deferred reports that the request was let through with something left
@@ -88,7 +108,7 @@ func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
 	if rule == d.Rule {
 		d.waits = true
 	} else {
-		d.shadow = pending{rule: rule, cost: cost, err: err}
+		d.shadow = pendingOf(rule, cost, err)
 	}
 	return true
 }
@@ -136,7 +156,10 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	var cancel context.CancelFunc
 	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
 	if d.waits {
-		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err}
+		waiting[0] = pending{rule: d.Rule, cost: d.Cost}
+		if d.Err != nil {
+			waiting[0].err = &d.Err
+		}
 	}
 	for i := range waiting {
 		p := &waiting[i]
@@ -148,7 +171,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			if p.err != nil {
 				o, cost = OutcomeStoreError, p.cost
 			}
-			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.err, 0)
+			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.peekErr(), 0)
 			continue
 		}
 		if cancel == nil {

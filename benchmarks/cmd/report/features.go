@@ -20,6 +20,7 @@ var featuresRows = []struct{ name, base, label string }{
 	{"penalty", "baseline", "+ a `penalty` on the matched rule (the ban's check)"},
 	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
 	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
+	{"concurrent", "baseline", "+ `concurrent: 64` beside the limit (a slot taken and given back)"},
 	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
 	{"decision-context", "baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
 	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
