@@ -411,3 +411,65 @@ func TestConcurrentExactUnderLoad(t *testing.T) {
 		t.Fatalf("in flight at the end: %d, want 0", n)
 	}
 }
+
+// TestConcurrentShadowBeside: a rule in shadow mode with a concurrency
+// limit beside an enforced rule takes a slot only for a request the
+// enforced rule lets through; under a file in shadow mode, the shadow
+// rule alone decides nothing, and its slots go back on Complete.
+func TestConcurrentShadowBeside(t *testing.T) {
+	c := newConcLimiter(t, `rate_limit:
+  enabled: true
+  rules:
+    - name: tight
+      paths: ["/x"]
+      limit: "1/minute"
+    - name: watch
+      paths: ["/x"]
+      limit: "100/minute"
+      concurrent: 1
+      mode: shadow
+`)
+	ctx := context.Background()
+	d1 := c.Decide(ctx, "GET", "/x", "alice", false) // admitted: both count, the shadow rule takes its slot
+	d2 := c.Decide(ctx, "GET", "/x", "alice", false) // refused by tight: the shadow rule takes no slot
+	if !d1.Allowed || d1.ShadowDenied || d2.Allowed || d2.ShadowDenied || d2.Deferred() {
+		t.Fatalf("d1 %+v\nd2 %+v", d1, d2)
+	}
+	if n := c.inFlight(t, "watch", "alice"); n != 1 {
+		t.Fatalf("shadow slots held: %d, want 1", n)
+	}
+	ev := c.drain()
+	if len(ev) != 4 || ev[1].Rule != "watch" || ev[1].Outcome != core.OutcomeAllowed || ev[3].Rule != "watch" || ev[3].Outcome != core.OutcomeAllowed || ev[3].Cost != 1 {
+		t.Fatalf("events: %+v", ev)
+	}
+	c.Complete(ctx, &d1, 200)
+	if n := c.inFlight(t, "watch", "alice"); n != 0 {
+		t.Fatalf("shadow slots held after Complete: %d, want 0", n)
+	}
+
+	// A file in shadow mode: the rule answers, headers only with
+	// WithShadowHeaders; its would-be refusal is reported.
+	s := newConcLimiter(t, `rate_limit:
+  enabled: true
+  mode: shadow
+  rules:
+    - name: watch
+      paths: ["/x"]
+      limit: "100/minute"
+      concurrent: 1
+`)
+	a := s.Decide(ctx, "GET", "/x", "bob", false)
+	b := s.Decide(ctx, "GET", "/x", "bob", false)
+	if !a.Allowed || a.ShadowDenied || !b.Allowed || !b.ShadowDenied || a.Rule == nil || a.Rule.Name != "watch" || !a.Deferred() || b.Deferred() {
+		t.Fatalf("a %+v\nb %+v", a, b)
+	}
+	ev = s.drain()
+	if len(ev) != 2 || ev[1].Outcome != core.OutcomeShadowDenied || !ev[1].Allowed || ev[1].Cost != 1 {
+		t.Fatalf("events: %+v", ev)
+	}
+	s.Complete(ctx, &a, 200)
+	s.Complete(ctx, &b, 200)
+	if n := s.inFlight(t, "watch", "bob"); n != 0 {
+		t.Fatalf("slots held after Complete: %d, want 0", n)
+	}
+}
