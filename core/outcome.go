@@ -67,7 +67,8 @@ type pending struct {
 func pendingOf(rule *Rule, cost int64, err error) pending {
 	p := pending{rule: rule, cost: cost}
 	if err != nil {
-		p.err = &err
+		e := err // on the heap only when there is one
+		p.err = &e
 	}
 	return p
 }
@@ -154,12 +155,13 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		defer h.end(ctx) // once counted (and should counting panic)
 	}
 	var cancel context.CancelFunc
-	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
+	// The enforced rule's count and the shadow rule's, each with its
+	// Peek's error.
+	waiting := [2]pending{1: d.shadow}
+	peekErrs := [2]error{1: d.shadow.peekErr()}
 	if d.waits {
 		waiting[0] = pending{rule: d.Rule, cost: d.Cost}
-		if d.Err != nil {
-			waiting[0].err = &d.Err
-		}
+		peekErrs[0] = d.Err
 	}
 	for i := range waiting {
 		p := &waiting[i]
@@ -168,10 +170,10 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		}
 		if !p.rule.Counts(status) {
 			o, cost := OutcomeAllowed, int64(0) // not counted
-			if p.err != nil {
+			if peekErrs[i] != nil {
 				o, cost = OutcomeStoreError, p.cost
 			}
-			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.peekErr(), 0)
+			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, peekErrs[i], 0)
 			continue
 		}
 		if cancel == nil {
