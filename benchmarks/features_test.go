@@ -140,6 +140,21 @@ var featureRows = []featureRow{
 		})
 		return nethttp.New(featuresConfig(tb, "\n      algorithm: token_bucket\n      cost: response", ""))(report)
 	}},
+	{name: "concurrent", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		h := nethttp.New(featuresConfig(tb, "\n      concurrent: 64", ""))(jsonHandler)
+		// The slot is taken and given back: 65 requests in a row are all
+		// admitted.
+		r := httptest.NewRequest("GET", "/api/search", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		for i := range 65 {
+			w := &sink{h: make(http.Header)}
+			h.ServeHTTP(w, r)
+			if w.code != 200 {
+				tb.Fatalf("concurrent: request %d got %d: a slot was not given back", i, w.code)
+			}
+		}
+		return h
+	}},
 	{name: "denied-handler", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		denied := func(w http.ResponseWriter, r *http.Request, d *core.Decision) {
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -264,6 +279,10 @@ func (s *featureServer) check(tb testing.TB) {
 //     Europe/Berlin and 2,000,000,000 per calendar day: the period kept
 //     per policy (no time-zone arithmetic within it), and the
 //     RateLimit-Policy value of the period.
+//   - concurrent: the search rule with concurrent: 64 beside its limit:
+//     a slot of the memory store taken before the limit's count and
+//     given back by Complete once the handler has answered (the
+//     request's status recorded, its Decision holding the slot).
 //   - denied-handler: nethttp.WithDeniedHandler with a problem+json
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler

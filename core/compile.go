@@ -209,13 +209,20 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		algoKey = key + ".algorithm"
 	}
 	win := cc.window(windowSpec{prefix: key + ".", rule: label, window: rs.Window, timezone: rs.Timezone, algorithm: a, algorithmKey: algoKey})
-	lims := cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst, win)
+	var lims []algo.Limit
+	bounded := rs.Concurrent != 0 || cc.ln[key+".concurrent"] != 0 // concurrent written, even badly
+	r.conc = cc.concurrency(key, label, name, rs)
+	if len(rs.Limit) > 0 || !bounded {
+		lims = cc.limits(key+".limit", key+".burst", label, rs.Limit, rs.Burst, win)
+	} else {
+		cc.unlimited(key, label, rs)
+	}
 	r.Policy = &store.Policy{Name: name, Algorithm: a, Limits: lims, Location: win.loc}
 	r.weights = cc.weights(key, label, rs, r)
 	cc.cost(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	cc.compileWait(key, label, rs, r)
-	if len(cc.errs) > n || lims == nil {
+	if len(cc.errs) > n || lims == nil && r.conc == nil {
 		return nil
 	}
 	r.prepare()

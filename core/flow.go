@@ -226,37 +226,50 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
-		var (
-			o   Outcome
-			lat time.Duration
-		)
-		if m.rule.wait == 0 {
-			o, lat = l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
-		} else {
-			o, lat = l.takeOrWait(ctx, a, d) // may hold the request (wait.go)
+		// A rule with a concurrency limit takes its slot first (and
+		// may decide the request there).
+		if m.rule.conc == nil || l.bounded(ctx, cfg, m.rule, m.cost, key, d) {
+			a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
+			var (
+				o   Outcome
+				lat time.Duration
+			)
+			if m.rule.wait == 0 {
+				o, lat = l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
+			} else {
+				o, lat = l.takeOrWait(ctx, a, d) // may hold the request (wait.go)
+			}
+			d.Allowed = d.Result.Allowed
+			switch o {
+			case OutcomeStoreError:
+				d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
+				l.warn(m.rule, d.Allowed, d.Err)
+			case OutcomeDenied:
+				l.penalize(ctx, cfg, m.rule, key, d)
+			}
+			switch {
+			case d.Waited != 0:
+				l.reportHeld(a, o, d, lat)
+			case !d.wait(m.rule, m.cost, o, d.Err): // counted by outcome: reported by Complete
+				l.report(a, o, d.Allowed, d.Err, lat)
+			}
 		}
-		d.Allowed = d.Result.Allowed
-		switch o {
-		case OutcomeStoreError:
-			d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
-			l.warn(m.rule, d.Allowed, d.Err)
-		case OutcomeDenied:
-			l.penalize(ctx, cfg, m.rule, key, d)
-		}
-		switch {
-		case d.Waited != 0:
-			l.reportHeld(a, o, d, lat)
-		case !d.wait(m.rule, m.cost, o, d.Err): // counted by outcome: reported by Complete
-			l.report(a, o, d.Allowed, d.Err, lat)
+		if d.hold != nil && !d.Allowed {
+			l.giveBack(ctx, d) // refused by the limits: the slot goes back
 		}
 	}
-	if m.shadow == nil {
-		return
+	if m.shadow != nil {
+		l.countShadow(ctx, m, d)
 	}
-	// The rule in shadow mode: its answer is the Decision's when no rule
-	// is enforced (its headers written only WithShadowHeaders), else it
-	// is only reported.
+	if d.hold != nil {
+		l.watch(ctx, d)
+	}
+}
+
+// countShadow counts the request of d under m.shadow, the rule in shadow
+// mode: its answer is the Decision's when no rule is enforced (its
+// headers written only WithShadowHeaders), else it is only reported.
+func (l *Limiter) countShadow(ctx context.Context, m *match, d *Decision) {
 	var (
 		res  store.Result
 		err  error
@@ -266,11 +279,18 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 	if m.rule == nil {
 		d.Rule, d.Cost = m.shadow, m.shadowCost
 		into, errp = &d.Result, &d.Err
-		if !l.shadowHeaders {
+		if !l.shadowHeaders || !m.shadow.rated() {
 			d.style = HeadersNone
 		}
 	}
-	a := ask{key: key, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
+	busy := false // the rule's concurrency limit would refuse the request
+	if m.shadow.conc != nil && d.Allowed {
+		busy = l.shadowSlot(ctx, m.shadow, m.shadowCost, d) == OutcomeShadowDenied
+	}
+	if !m.shadow.rated() {
+		return // a concurrency limit only: reported by shadowSlot, or nothing to count
+	}
+	a := ask{key: d.Key, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
@@ -278,7 +298,11 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 		l.warn(m.shadow, true, *errp)
 	case OutcomeDenied:
 		o, d.ShadowDenied = OutcomeShadowDenied, true
-		l.shadowDenied(m.shadow, key, m.shadowCost, into)
+		l.shadowDenied(m.shadow, d.Key, m.shadowCost, into)
+	case OutcomeAllowed:
+		if busy {
+			o = OutcomeShadowDenied // no status to count: enforced, the rule would refuse it
+		}
 	}
 	switch {
 	case d.wait(m.shadow, a.cost, o, *errp):

@@ -51,6 +51,12 @@ type Decision struct {
 	// and rate-limit headers that show nothing remaining until then. It
 	// is set on the request whose denial started the ban too.
 	Penalty bool
+	// ConcurrencyDenied reports a request refused by its rule's
+	// concurrency limit (RuleSpec.Concurrent): as many requests of its
+	// identity under the rule as the limit allows were in flight. Not
+	// Allowed: 429 with the rule's body, Retry-After 1, and no rate-limit
+	// header (nothing was counted against the rule's limits).
+	ConcurrencyDenied bool
 
 	style HeaderStyle
 	waits bool          // Rule's count (at Cost; Err its Peek's error) waits for the status (see Deferred)
@@ -88,6 +94,10 @@ type Decision struct {
 	// share one word, and a count that waits is kept apart only when Rule
 	// does not hold it, so that the Decision, which adapters copy, stays small.
 	shadow pending
+	// hold is the slots the request holds of its rules' concurrency
+	// limits (RuleSpec.Concurrent), which Complete gives back; nil when
+	// none.
+	hold *hold
 }
 
 // Limiter turns requests into decisions: it matches the rule, asks the store,
@@ -109,10 +119,11 @@ type Limiter struct {
 	clock         store.Clock
 	warnEvery     int64
 	identityKey   []byte
-	local         bool          // the store is a store.LocalStore: its calls are not timed
-	charger       store.Charger // the store, when it can charge by response; else nil
-	sampleMask    uint32        // a store call is timed when a random number & sampleMask is 0
-	hmacs         sync.Pool     // of *mac: HMAC-SHA256 under identityKey
+	charger       store.Charger          // the store, when it can charge by response; else nil
+	slots         store.ConcurrencyStore // the store, when it bounds requests in flight; else nil
+	local         bool                   // the store is a store.LocalStore: its calls are not timed
+	sampleMask    uint32                 // a store call is timed when a random number & sampleMask is 0
+	hmacs         sync.Pool              // of *mac: HMAC-SHA256 under identityKey
 
 	providerOpts providerOptions
 	provider     *provider      // nil: no LimitProvider
@@ -137,7 +148,9 @@ type Limiter struct {
 // passes every request untouched. A cfg with a rule charged by response
 // (RuleSpec.Cost) over a store that is not a store.Charger panics, naming
 // the rule and the store: a program that could never charge must not
-// start.
+// start. So does a cfg with a rule that bounds requests in flight
+// (RuleSpec.Concurrent) over a store that cannot (it is no
+// store.ConcurrencyStore).
 func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l := &Limiter{
 		log:         slog.Default(),
@@ -164,7 +177,11 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 		l.local = true
 	}
 	l.charger, _ = l.store.(store.Charger)
+	l.slots, _ = l.store.(store.ConcurrencyStore)
 	if err := l.chargeError(cfg); err != nil {
+		panic("core.NewLimiter: " + err.Error())
+	}
+	if err := l.runnable(cfg); err != nil {
 		panic("core.NewLimiter: " + err.Error())
 	}
 	return l
@@ -237,11 +254,28 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // id, an API key, a client IP); bypass lets a request through uncounted (a
 // super-admin). Exempt paths (Config.Exempt) pass uncounted too, and so
 // do identities of the allow list (AllowSpec); every other request counts
-// under the rule Config.Match gives (a Deferred Decision, under a rule
-// that counts by outcome, is counted by Complete once the request is
-// answered). An identity that is an IP address is also the client IP of
-// the network lists: in a banned network it is refused (Decision.Banned)
-// before anything else, in an allowed one it passes uncounted.
+// under the rule Config.Match gives. An identity that is an IP address is
+// also the client IP of the network lists: in a banned network it is
+// refused (Decision.Banned) before anything else, in an allowed one it
+// passes uncounted.
+//
+// When the Decision is Deferred, the caller owes the limiter a call of
+// Complete once the request is answered, with its status: a rule that
+// counts by outcome (RuleSpec.Count) counts it then, and a rule with a
+// concurrency limit (RuleSpec.Concurrent) gets its slot back then. Call
+// it in a defer, so that a panic completes the request too:
+//
+//	d := l.Decide(ctx, "GET", "/api/search", user, false)
+//	if !d.Allowed {
+//		return // answer d.Status() with d.Body()
+//	}
+//	status := http.StatusOK
+//	defer func() { l.Complete(ctx, &d, status) }()
+//
+// A slot also comes back when ctx ends, should Complete not have come
+// first; a Decision that is not Deferred (refused, exempt, bypassed, or
+// under a rule that needs nothing after the request) holds nothing, and
+// Complete does nothing for it.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }
@@ -399,13 +433,7 @@ func (l *Limiter) warnAs(rule *Rule, policy string, err error) {
 // (of this limiter), naming the key (never a secret: see SecretIdentity)
 // and the denials held back since the rule's last line.
 func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *store.Result) {
-	g, ok := l.shadowLogs.Load(rule.Name)
-	if !ok {
-		fresh := new(logGate)
-		fresh.init()
-		g, _ = l.shadowLogs.LoadOrStore(rule.Name, fresh)
-	}
-	suppressed, ok := g.(*logGate).pass(l.clock.Now(), l.warnEvery)
+	suppressed, ok := l.shadowGate(rule)
 	if !ok {
 		return
 	}
@@ -416,4 +444,16 @@ func (l *Limiter) shadowDenied(rule *Rule, key string, cost int64, res *store.Re
 		slog.String("limit", res.Limit.String()),
 		slog.Duration("retry_after", res.RetryAfter.Round(time.Millisecond)),
 		slog.Int64("suppressed", suppressed))
+}
+
+// shadowGate is the log gate of rule's would-be denials: it reports
+// whether one gets a line now, and how many it held back before.
+func (l *Limiter) shadowGate(rule *Rule) (suppressed int64, ok bool) {
+	g, ok := l.shadowLogs.Load(rule.Name)
+	if !ok {
+		fresh := new(logGate)
+		fresh.init()
+		g, _ = l.shadowLogs.LoadOrStore(rule.Name, fresh)
+	}
+	return g.(*logGate).pass(l.clock.Now(), l.warnEvery)
 }

@@ -112,7 +112,8 @@ func ReadConfigFile(file string) ([]byte, error) {
 // fields, in snake_case: enabled, algorithm, rules, default, exempt_paths,
 // headers, failure, mode, tiers, allow (identities, networks), ban
 // (networks); per rule: name, paths, methods, limit, algorithm, burst,
-// weights, mode, count, penalty (after, within, ban); and per plan of
+// weights, mode, count, penalty (after, within, ban), concurrent, lease;
+// and per plan of
 // tiers: default, rules, each rule's limits as a string, a list or
 // {limit, burst}). Unknown fields are errors. data must be UTF-8 text that
 // YAML allows, and none of U+2028, U+2029 or a byte order mark past the

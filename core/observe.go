@@ -40,6 +40,11 @@ const (
 	// long. A held request that is refused in the end is OutcomeDenied,
 	// with its Waited.
 	OutcomeWaited
+	// OutcomeConcurrencyDenied: the rule's concurrency limit refused the
+	// request (429, Decision.ConcurrencyDenied): as many requests of its
+	// identity under the rule as RuleSpec.Concurrent allows were in
+	// flight. Nothing was counted against the rule's limits.
+	OutcomeConcurrencyDenied
 
 	numOutcomes
 )
@@ -49,11 +54,11 @@ const (
 // array.
 const NumOutcomes = int(numOutcomes)
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot", "waited"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "bypassed", "exempt", "store_error", "banned", "penalized", "overshoot", "waited", "concurrency_denied"}
 
 // String returns the outcome's metric label: allowed, denied,
 // shadow_denied, bypassed, exempt, store_error, banned, penalized,
-// overshoot or waited.
+// overshoot, waited or concurrency_denied.
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

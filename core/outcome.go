@@ -58,20 +58,44 @@ func (cc *compiler) countMode(key, rule, mode string) countMode {
 }
 
 // pending is the count of one rule that waits for the response status.
+// It is kept small (a Decision holds one, and adapters copy Decisions):
+// the Peek's error, rare, is held behind a pointer.
 type pending struct {
 	rule *Rule // nil: nothing waits
 	cost int64
-	err  error // the Peek's error (the request passed on the failure policy)
+	err  *error // the Peek's error (the request passed on the failure policy); nil: none
 }
 
-// Deferred reports that the request was let through without being
-// counted: a rule that applies counts by outcome (see RuleSpec.Count), and its
-// count waits for the response status. An adapter that gets an allowed,
-// deferred Decision runs the handler, finds the status the client gets,
-// and calls Limiter.Complete with it, once; for every other Decision it
-// calls nothing. (The rate-limit headers, written before the handler, are
-// those the count would give.)
-func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil }
+// pendingOf is the pending count of rule at cost whose Peek failed with
+// err (nil: it did not).
+func pendingOf(rule *Rule, cost int64, err error) pending {
+	p := pending{rule: rule, cost: cost}
+	if err != nil {
+		e := err // on the heap only when there is one
+		p.err = &e
+	}
+	return p
+}
+
+// peekErr is the Peek's error, or nil.
+func (p *pending) peekErr() error {
+	if p.err == nil {
+		return nil
+	}
+	return *p.err
+}
+
+// Deferred reports that the request was let through with something left
+// for Limiter.Complete to do once it is answered: a rule that applies
+// counts by outcome (see RuleSpec.Count), and its count waits for the
+// response status; or the request holds a slot of a rule's concurrency
+// limit (see RuleSpec.Concurrent), which goes back then. An adapter that
+// gets an allowed, deferred Decision runs the handler, finds the status
+// the client gets, and calls Limiter.Complete with it, once, also when
+// the handler panics (in a defer); for every other Decision it calls
+// nothing. (The rate-limit headers, written before the handler, are those
+// the count would give.)
+func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil || d.hold != nil }
 
 // wait makes the count of rule (at cost) under d wait for the response
 // status, when the rule counts by outcome, its Peek (outcome o) admitted
@@ -89,7 +113,7 @@ func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
 	if rule == d.Rule {
 		d.waits = true
 	} else {
-		d.shadow = pending{rule: rule, cost: cost, err: err}
+		d.shadow = pendingOf(rule, cost, err)
 	}
 	d.openBill(rule)
 	return true
@@ -106,12 +130,15 @@ func (l *Limiter) detach(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(context.WithoutCancel(ctx), retryTimeout)
 }
 
-// Complete counts a request whose Decision was deferred (see
+// Complete finishes a request whose Decision was deferred (see
 // Decision.Deferred), once the handler has answered it with status: each
 // rule of d that counts by outcome takes the request's cost when its mode
-// counts status (see Rule.Counts), and takes nothing otherwise. It
-// does nothing for a Decision that is not deferred, and counts a
-// Decision once: it clears what d deferred.
+// counts status (see Rule.Counts), and takes nothing otherwise; and the
+// slots the request holds of its rules' concurrency limits (see
+// RuleSpec.Concurrent) go back, unless the end of the request's context
+// gave them back first. It does nothing for a Decision that is not
+// deferred, and finishes a Decision once: it clears what d deferred (a
+// slot goes back once, even when a copy of d is completed too).
 //
 // A success under a rule that clears on one (RuleSpec.ClearOnSuccess)
 // resets the failures counted under that rule for d.Key, and nothing
@@ -133,10 +160,18 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	if !d.Deferred() {
 		return
 	}
+	if h := d.hold; h != nil {
+		d.hold = nil
+		defer h.end(ctx) // once counted (and should counting panic)
+	}
 	var cancel context.CancelFunc
-	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
+	// The enforced rule's count and the shadow rule's, each with its
+	// Peek's error.
+	waiting := [2]pending{1: d.shadow}
+	peekErrs := [2]error{1: d.shadow.peekErr()}
 	if d.waits {
-		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err}
+		waiting[0] = pending{rule: d.Rule, cost: d.Cost}
+		peekErrs[0] = d.Err
 	}
 	for i := range waiting {
 		p := &waiting[i]
@@ -148,7 +183,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			defer cancel()
 		}
 		if !p.rule.Counts(status) {
-			o, cost, err := OutcomeAllowed, int64(0), p.err // not counted
+			o, cost, err := OutcomeAllowed, int64(0), peekErrs[i] // not counted
 			if err != nil {
 				o, cost = OutcomeStoreError, p.cost
 			}

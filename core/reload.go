@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -47,7 +48,9 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // A cfg with a rule charged by response (RuleSpec.Cost) over a store that
 // is not a store.Charger is refused as a file that does not load is: the
 // running configuration stays, and the error is logged and counted in
-// ReloadStats.
+// ReloadStats. So is a cfg with a rule that bounds requests in flight
+// (RuleSpec.Concurrent) while the store cannot (it is no
+// store.ConcurrencyStore).
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
@@ -55,12 +58,17 @@ func (l *Limiter) SetConfig(cfg *Config) {
 		l.refuse(err, "")
 		return
 	}
+	if err := l.runnable(cfg); err != nil {
+		l.refuse(fmt.Errorf("rate-limit config: %w", err), "")
+		return
+	}
 	l.swap(cfg, "")
 }
 
 // ReloadFile loads the configuration in file (LoadConfig) and swaps it in
-// (see SetConfig). When the file does not load, the running configuration
-// stays: the error is returned, logged, and counted in ReloadStats.
+// (see SetConfig). When the file does not load, or cannot run on the
+// store (see SetConfig), the running configuration stays: the error is
+// returned, logged, and counted in ReloadStats.
 func (l *Limiter) ReloadFile(file string) error {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()
@@ -77,6 +85,11 @@ func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	}
 	if err == nil {
 		err = l.chargeError(cfg)
+		if err == nil {
+			if err = l.runnable(cfg); err != nil {
+				err = fmt.Errorf("rate-limit config %s: %w", file, err)
+			}
+		}
 	}
 	if err != nil {
 		l.refuse(err, file)
@@ -86,8 +99,8 @@ func (l *Limiter) reloadData(data []byte, err error, file string) error {
 	return nil
 }
 
-// refuse counts and logs a reload refused with err (of file, if any):
-// the running configuration stays.
+// refuse counts and logs a reload refused with err (of file, "" for
+// SetConfig). l.loadMu is held.
 func (l *Limiter) refuse(err error, file string) {
 	l.reloadMu.Lock()
 	l.reload.Failures++

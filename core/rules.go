@@ -306,6 +306,7 @@ type Rule struct {
 	// wait.go).
 	wait      time.Duration
 	waitQueue int
+	conc      *store.Concurrency // nil: no concurrency limit (see inflight.go)
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string        // the start of each limit's item in the RateLimit header

@@ -61,7 +61,9 @@ type RuleSpec struct {
 	// covers HEAD too: routers (net/http's ServeMux, Fiber) serve a HEAD
 	// request with the GET handler, so a GET rule must count it.
 	Methods []string
-	// Limit holds one or more limits ("10/second"); all must admit.
+	// Limit holds one or more limits ("10/second"); all must admit. It
+	// may be left out of a rule with Concurrent, which then bounds
+	// requests in flight only.
 	Limit []string
 	// Algorithm overrides the configuration's default.
 	Algorithm string
@@ -178,6 +180,29 @@ type RuleSpec struct {
 	// charged its own cost after: at most one period's count past the
 	// limit in all.
 	Cost string
+	// Concurrent, when above 0, bounds the requests of one identity in
+	// flight at once under the rule (a concurrency limit, beside or
+	// instead of Limit): a request that finds Concurrent of its
+	// identity's requests under the rule still running is refused with
+	// 429, Retry-After: 1 and the rule's body, and no rate-limit header
+	// (Decision.Busy). A slot is taken before the handler runs and given
+	// back when the request is over (Limiter.Complete, which every
+	// adapter calls when the handler returns or panics), or when its
+	// context ends (the client went away), whichever comes first; a
+	// request costs one slot whatever its weight. With Limit too, both
+	// must admit: a request refused by the limit takes no slot, and one
+	// refused for lack of a slot consumes nothing of the limit. A rule in
+	// shadow mode takes slots and reports the requests it would refuse
+	// (OutcomeShadowDenied), refusing none. The store must bound
+	// requests in flight (a store.ConcurrencyStore: package memstore and
+	// package redisstore do). 0 (the default) means no bound; a negative
+	// value, or 0 written in a file, is an error.
+	Concurrent int64
+	// Lease is how long a slot stays taken in a store shared by
+	// processes (package redisstore) when the process that took it dies
+	// before giving it back: a period as in a limit ("30s", "2m"), at
+	// least a second. Empty means 30s. It needs Concurrent.
+	Lease string
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

@@ -374,6 +374,9 @@ func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule
 		}
 	}
 	for _, v := range rules {
+		if !v.rated() {
+			continue // a concurrency limit only: no counter (its slots are requests in flight)
+		}
 		c, e := l.store.Reset(ctx, key, v.Policy)
 		if e != nil && err == nil {
 			err = e

@@ -212,12 +212,12 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision) (Outcome, 
 		if o != OutcomeDenied || d.Result.RetryAfter > a.rule.wait {
 			return o, lat // admitted, failed, or refused at once
 		}
-		return l.hold(ctx, a, k, d, true), lat
+		return l.queue(ctx, a, k, d, true), lat
 	}
-	return l.hold(ctx, a, k, d, false), 0
+	return l.queue(ctx, a, k, d, false), 0
 }
 
-// hold queues the request of count a in the queue k and keeps it until
+// queue queues the request of count a in the queue k and keeps it until
 // the store admits it (OutcomeWaited) or it is refused (OutcomeDenied),
 // filling d. took says that the store was asked (and denied it, d.Result
 // its answer). It is refused at once, without waiting, when the queue
@@ -229,7 +229,7 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision) (Outcome, 
 // nothing. It is held at most the rule's wait and a store call: it asks
 // the store only at the head, where the waiters ahead, which came no
 // later, have left. d.Waited is how long it was held.
-func (l *Limiter) hold(ctx context.Context, a ask, k waitKey, d *Decision, took bool) Outcome {
+func (l *Limiter) queue(ctx context.Context, a ask, k waitKey, d *Decision, took bool) Outcome {
 	start := l.clock.Now()
 	deadline := start + int64(a.rule.wait)
 	w := &waiter{cost: a.cost, turn: make(chan struct{})}

@@ -342,13 +342,17 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Penalty = w.penalty(v, fkey, label)
 		case "clear_on_success":
 			r.ClearOnSuccess = w.bool(v, label, key)
+		case "concurrent":
+			r.Concurrent = w.int(v, label, key)
+		case "lease":
+			r.Lease = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait or wait_queue)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent or lease)")
 		}
 	})
 	return r

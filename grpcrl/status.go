@@ -19,7 +19,10 @@ import (
 //   - over a limit (or under a penalty): ResourceExhausted, the message
 //     "Rate limit exceeded for '<rule>' requests" and a google.rpc.RetryInfo
 //     detail whose retry_delay is the wait, d.Result.RetryAfter (the
-//     retry-after metadata gives it in whole seconds, rounded up);
+//     retry-after metadata gives it in whole seconds, rounded up), or one
+//     second for a call refused by its rule's concurrency limit
+//     (d.ConcurrencyDenied: as many calls of its identity in flight as
+//     the rule allows);
 //   - the store failed and the policy is fail-closed: Unavailable,
 //     "Rate limiter unavailable", RetryInfo of one second;
 //   - a banned network (d.Banned): PermissionDenied, "Forbidden", no
@@ -36,7 +39,11 @@ func DeniedStatus(d *core.Decision) *status.Status {
 	case http.StatusServiceUnavailable:
 		return withRetry(status.New(codes.Unavailable, "Rate limiter unavailable"), time.Second)
 	}
-	return withRetry(status.New(codes.ResourceExhausted, "Rate limit exceeded for '"+d.Rule.Name+"' requests"), d.Result.RetryAfter)
+	wait := d.Result.RetryAfter
+	if d.ConcurrencyDenied {
+		wait = time.Second // no wait is known: a slot comes back when a call ends
+	}
+	return withRetry(status.New(codes.ResourceExhausted, "Rate limit exceeded for '"+d.Rule.Name+"' requests"), wait)
 }
 
 // withRetry adds a RetryInfo detail of delay to st.

@@ -16,6 +16,19 @@ type Waiter interface {
 	Wait(ctx context.Context, method, path, key string) error
 }
 
+// Starter is a Waiter whose requests may hold something while in flight:
+// a slot of a rule's concurrency limit (core.RuleSpec.Concurrent), under
+// which at most that many requests of a key are in flight at once
+// (Limiter is one). Start waits as Wait does and returns done, which the
+// caller calls once the request is over: its response body closed, or no
+// response. done is never nil when err is nil, and calls after the first
+// do nothing. A Transport calls Start, not Wait, on a Waiter that is a
+// Starter.
+type Starter interface {
+	Waiter
+	Start(ctx context.Context, method, path, key string) (done func(), err error)
+}
+
 // Delayer holds a key back: no request under key starts until d from now
 // has passed. A shorter or earlier hold than one already in place changes
 // nothing.

@@ -52,6 +52,26 @@
 // response exists; so are rules with a wait (core.RuleSpec.Wait), since
 // the Limiter waits for the room itself.
 //
+// # Requests in flight
+//
+// A rule's concurrency limit (concurrent: N, core.RuleSpec.Concurrent)
+// lets at most N requests of a key be in flight at once (GitHub asks its
+// clients to send their requests one at a time: concurrent: 1). A request
+// over it waits, as one over a rate limit does, in its key's queue, until
+// a slot comes back or its context ends (ctx.Err(), no slot taken): a
+// slot given back in this process wakes the head of the queue at once,
+// one given back by another process sharing the store (Redis) is seen
+// within 50 ms. The Transport holds the slot from the request's start
+// until its response body is closed, or gives it back at once when the
+// request gets no response (an error) or a response without a body; a
+// retry takes a slot of its own, its wait bounded by the retry budget.
+// The request's context ending gives the slot back too. Limiter.Start
+// returns the done that gives it back (Starter); a request Wait starts
+// gives its slot back when Observe is told of an answer under its key
+// (Report). The store must bound requests in flight
+// (store.ConcurrencyStore: memstore and redisstore do): New and SetConfig
+// refuse the configuration otherwise.
+//
 // # Adapting to the upstream
 //
 // ReadSignal reads what a response says of the upstream's own limit: the

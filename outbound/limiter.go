@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rlkit/rlkit/core"
@@ -110,7 +112,7 @@ type Limiter struct {
 }
 
 var (
-	_ Waiter   = (*Limiter)(nil)
+	_ Starter  = (*Limiter)(nil)
 	_ Delayer  = (*Limiter)(nil)
 	_ Observer = (*Limiter)(nil)
 )
@@ -122,7 +124,7 @@ var (
 // is decided before its response exists; so is a rule with a wait
 // (core.RuleSpec.Wait): Wait waits for the room itself.
 func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
-	if err := checkConfig(cfg); err != nil {
+	if err := checkConfig(cfg, nil); err != nil {
 		return nil, err
 	}
 	l := &Limiter{clock: SystemClock, seed: maphash.MakeSeed()}
@@ -133,7 +135,13 @@ func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	if st == nil {
 		st = memstore.New(memstore.WithClock(cc))
 	}
-	l.core = core.NewLimiter(cfg, append([]core.Option{core.WithStore(st), core.WithClock(cc)}, l.coreOpts...)...)
+	copts := append([]core.Option{core.WithStore(st), core.WithClock(cc)}, l.coreOpts...)
+	// The store the core limiter counts in (WithCoreOptions may name
+	// another) must bound requests in flight for a concurrency limit.
+	if err := checkConfig(cfg, core.NewLimiter(nil, copts...).Store()); err != nil {
+		return nil, err
+	}
+	l.core = core.NewLimiter(cfg, copts...)
 	ls, local := l.core.Store().(store.LocalStore) // the store it counts in, WithCoreOptions' or st
 	l.remote = !local || !ls.Local()
 	for i := range l.shards {
@@ -142,9 +150,10 @@ func New(cfg *core.Config, st store.Store, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// checkConfig refuses rules that count by outcome, and rules with a
-// wait.
-func checkConfig(cfg *core.Config) error {
+// checkConfig refuses rules that count by outcome, rules with a wait
+// and, with st not nil, concurrency limits when st cannot bound requests
+// in flight.
+func checkConfig(cfg *core.Config, st store.Store) error {
 	if cfg == nil {
 		return nil
 	}
@@ -155,6 +164,9 @@ func checkConfig(cfg *core.Config) error {
 		if r.Wait() != 0 {
 			return fmt.Errorf("outbound: rule %q has wait: %v: an outbound request waits for its room anyway (Wait), on the limiter's clock; leave wait out", r.Name, r.Wait())
 		}
+		if _, ok := st.(store.ConcurrencyStore); st != nil && r.Concurrent() > 0 && !ok {
+			return fmt.Errorf("outbound: rule %q sets concurrent, and the store (%T) bounds no requests in flight (it is no store.ConcurrencyStore)", r.Name, st)
+		}
 	}
 	return nil
 }
@@ -164,7 +176,7 @@ func checkConfig(cfg *core.Config) error {
 // outcome is an error naming the rule, and the running configuration
 // stays.
 func (l *Limiter) SetConfig(cfg *core.Config) error {
-	if err := checkConfig(cfg); err != nil {
+	if err := checkConfig(cfg, l.core.Store()); err != nil {
 		return err
 	}
 	l.core.SetConfig(cfg)
@@ -192,7 +204,66 @@ func (l *Limiter) now() int64 { return l.clock.Now().UnixNano() }
 // ErrBanned for a banned key. A request on an exempt path, or with
 // limiting off, waits only for the key's holds; one under a rule in shadow
 // mode is counted and never waits for it.
+//
+// Under a rule with a concurrency limit (core.RuleSpec.Concurrent), a
+// request also waits for a slot: at most that many requests of the key
+// are in flight at once. A request Wait starts holds its slot until
+// Observe is told of an answer under the key (each Observe gives back
+// the oldest slot a request Wait started under the key holds): a caller
+// that reports every request (Report, as package grpcrl's client
+// interceptors do) frees each slot once its answer came. Start gives the
+// caller the end of the request instead.
 func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
+	var q request
+	if err := l.wait(ctx, method, path, key, &q); err != nil || q.held == nil {
+		return err
+	}
+	done := l.finish(q.skey, q.held)
+	sh := l.shard(q.skey)
+	sh.mu.Lock()
+	ks := sh.state(q.skey, l.now())
+	ks.held = append(ks.held, done)
+	sh.mu.Unlock()
+	return nil
+}
+
+// Start implements Starter: it waits as Wait does, and returns done,
+// which the caller calls once the request is over (its response read and
+// closed, or no response): under a rule with a concurrency limit
+// (core.RuleSpec.Concurrent) it gives back the request's slot and wakes
+// the next request of the key waiting for one. Calls of done after the
+// first do nothing; done is never nil when err is nil. A request whose
+// context ends gives its slot back then (core.Limiter.Complete), should
+// done not have come first.
+func (l *Limiter) Start(ctx context.Context, method, path, key string) (done func(), err error) {
+	var q request
+	if err := l.wait(ctx, method, path, key, &q); err != nil {
+		return nil, err
+	}
+	if q.held == nil {
+		return nop, nil
+	}
+	return l.finish(q.skey, q.held), nil
+}
+
+func nop() {}
+
+// finish returns the done of a request of the store key skey admitted
+// with d, which holds slots: it completes d, once, and wakes the
+// requests of the key waiting for a slot.
+func (l *Limiter) finish(skey string, d *core.Decision) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.core.Complete(context.Background(), d, http.StatusOK)
+			l.shard(skey).freed(skey)
+		})
+	}
+}
+
+// wait is Wait, filling q: the request it decides; q.held is the
+// admitting Decision when it holds slots to give back.
+func (l *Limiter) wait(ctx context.Context, method, path, key string, q *request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -203,9 +274,10 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 	// first); an exempt path waits in a queue of its own, behind no rule.
 	counted := cfg.Enabled()
 	rule := ""
+	bounded := false // the rule bounds requests in flight
 	if counted && !cfg.Exempt(p) {
 		if r, cost := cfg.Match(method, p); r != nil {
-			rule = r.Name
+			rule, bounded = r.Name, r.Concurrent() > 0
 			if c := r.Policy.Capacity(); cost > c {
 				return fmt.Errorf("%w (rule %q: cost %d, capacity %d)", ErrNeverAdmitted, r.Name, cost, c)
 			}
@@ -225,21 +297,25 @@ func (l *Limiter) Wait(ctx context.Context, method, path, key string) error {
 		now = l.now()
 		r = sh.reserve(ks, now)
 	}
-	q := request{method: method, path: p, key: key, skey: skey, counted: counted}
-	now, err := l.head(ctx, &q, sh, ks, r, now)
+	*q = request{method: method, path: p, key: key, skey: skey, counted: counted, bounded: bounded}
+	now, err := l.head(ctx, q, sh, ks, r, now)
 	sh.leave(skey, ks, rule, nil, now)
 	return err
 }
 
 // request is one request Wait decides: method on path under the identity
 // key, whose store key is skey; counted says that the core limiter decides
-// it (limiting is on).
+// it (limiting is on), bounded that its rule bounds requests in flight.
+// held is the Decision that admitted it when it holds slots to give back
+// (core.Decision.Deferred).
 type request struct {
 	method  string
 	path    core.Path
 	key     string
 	skey    string
 	counted bool
+	bounded bool
+	held    *core.Decision
 }
 
 // head is the wait of request q, at the head of its queue (ks in shard
@@ -261,6 +337,10 @@ func (l *Limiter) head(ctx context.Context, q *request, sh *shard, ks *keyState,
 			sh.unreserve(ks, r)
 			return now, err
 		}
+		var freed <-chan struct{} // closed when a slot comes back in this process
+		if q.bounded {
+			freed = sh.watchFreed(ks) // before asking: a slot given back after the answer wakes it
+		}
 		retry, err := l.ask(ctx, q)
 		if err == nil && retry == 0 {
 			return now, nil // started: the reservation stands
@@ -269,7 +349,7 @@ func (l *Limiter) head(ctx context.Context, q *request, sh *shard, ks *keyState,
 		if err != nil {
 			return now, err
 		}
-		if err := Sleep(ctx, l.clock, retry); err != nil {
+		if err := sleepOr(ctx, l.clock, retry, freed); err != nil {
 			return now, err
 		}
 		now = l.now()
@@ -322,10 +402,19 @@ func (l *Limiter) ask(ctx context.Context, q *request) (time.Duration, error) {
 	case !ok || (l.remote && ctx.Err() != nil):
 		// Done while a store in another process decided: the request is
 		// not sent, though an admission the store made stays counted (a
-		// store.Store cannot give it back).
+		// store.Store cannot give it back; a slot it took goes back with
+		// the end of ctx).
 		return 0, ctx.Err()
 	case d.Allowed:
+		if d.Deferred() { // it holds a slot to give back
+			q.held = new(core.Decision)
+			*q.held = d
+		}
 		return 0, nil
+	case d.ConcurrencyDenied:
+		// Every slot is held: ask again when one comes back in this
+		// process, or after busyRetry (one given back elsewhere).
+		return busyRetry, nil
 	case ctx.Err() != nil:
 		return 0, ctx.Err()
 	case d.Err != nil:
@@ -359,6 +448,12 @@ func detach[T any](ctx context.Context, f func() T) (v T, ok bool) {
 // minRetry is the least sleep between two asks of the store, should a
 // store deny with no RetryAfter.
 const minRetry = time.Millisecond
+
+// busyRetry is the longest a request waiting for a slot of a concurrency
+// limit sleeps between two asks: a slot given back in this process wakes
+// it at once, one given back by another process (a shared store), or by
+// the end of a request's context, is seen at the next ask.
+const busyRetry = 50 * time.Millisecond
 
 // Delay implements Delayer: no request under key starts until d from now
 // has passed, however long d is (the program asks for it; what upstreams
@@ -408,7 +503,9 @@ func (l *Limiter) holdLocal(key string, d time.Duration) {
 // the budget of a newer one; within one window the lower count wins. Holds
 // (at most MaxHold) apply as Delay's do (and so go to the HoldStore); the
 // budget stays in the process. Each call also counts one request under key
-// as no longer in flight.
+// as no longer in flight, and gives back the oldest slot of a concurrency
+// limit that a request Wait started under key holds (see Wait; a request
+// Start started gives its slot back with its done).
 //
 // While the latest answer observed under key reported a remaining count
 // (with a reset), the key probes whenever it has no budget in force (none
@@ -455,8 +552,17 @@ func (l *Limiter) Observe(ctx context.Context, key string, s Signal) {
 		ks.hold = max(ks.hold, now+int64(hold))
 	}
 	ks.probeDone()
+	var done func() // the oldest slot a request Wait started holds
+	if len(ks.held) > 0 {
+		done = ks.held[0]
+		ks.held[0] = nil
+		ks.held = ks.held[1:]
+	}
 	sh.drop(skey, ks, now)
 	sh.mu.Unlock()
+	if done != nil {
+		done()
+	}
 	if hold > 0 {
 		// The hold is what the upstream said, whatever becomes of the
 		// request: write it even when ctx is ending (the hold store's own

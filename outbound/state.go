@@ -63,6 +63,12 @@ type keyState struct {
 	probed    chan struct{} // closed (and dropped) when the probe is observed or undone
 	reports   bool          // the upstream has reported a remaining count
 	queues    []queue       // one per rule with requests waiting
+	// held are the dones of the requests Wait started holding slots of a
+	// concurrency limit, oldest first: Observe calls one per answer.
+	held []func()
+	// freed, when a request waits for a slot, is closed (and dropped)
+	// when a request under the key gives one back in this process.
+	freed chan struct{}
 }
 
 // queue is the line of one rule's requests under a key.
@@ -96,7 +102,7 @@ func (sh *shard) state(key string, now int64) *keyState {
 
 // idle reports whether ks is in the state of a key never seen.
 func (ks *keyState) idle(now int64) bool {
-	return len(ks.queues) == 0 && ks.hold <= now && ks.budgetEnd <= now &&
+	return len(ks.queues) == 0 && len(ks.held) == 0 && ks.hold <= now && ks.budgetEnd <= now &&
 		(ks.inflight == [2]int64{} || now-ks.lastStart >= 2*inflightTTL)
 }
 
@@ -319,4 +325,26 @@ func (ks *keyState) limit(now, r int64, reset time.Duration) {
 		return
 	}
 	ks.budget = min(ks.budget, b)
+}
+
+// watchFreed returns the channel closed when a request under ks gives
+// back a slot in this process.
+func (sh *shard) watchFreed(ks *keyState) <-chan struct{} {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ks.freed == nil {
+		ks.freed = make(chan struct{})
+	}
+	return ks.freed
+}
+
+// freed wakes the requests under key waiting for a slot: one was given
+// back.
+func (sh *shard) freed(key string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ks := sh.keys[key]; ks != nil && ks.freed != nil {
+		close(ks.freed)
+		ks.freed = nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -174,12 +175,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL != nil {
 		path = req.URL.EscapedPath()
 	}
-	if err := t.wait(ctx, req.Method, path, key); err != nil {
+	done, err := t.wait(ctx, req.Method, path, key)
+	if err != nil {
 		closeBody(req.Body)
 		return nil, err
 	}
 	deadline := t.clock.Now().Add(t.budget)
-	resp, d, limited, err := t.send(ctx, req, key)
+	resp, d, limited, err := t.send(ctx, req, key, done)
 	for attempt := 1; ; attempt++ {
 		if err != nil {
 			return nil, err
@@ -195,28 +197,38 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !ok {
 			return resp, nil
 		}
-		if !t.await(ctx, req.Method, path, key, wait, deadline) {
+		done, ok := t.await(ctx, req.Method, path, key, wait, deadline)
+		if !ok {
 			closeBody(retry.Body)
 			return resp, nil
 		}
 		drain(resp)
-		resp, d, limited, err = t.send(ctx, retry, key)
+		resp, d, limited, err = t.send(ctx, retry, key, done)
 	}
 }
 
-// wait waits on the Waiter, if any.
-func (t *Transport) wait(ctx context.Context, method, path, key string) error {
-	if t.waiter == nil {
-		return nil
+// wait waits on the Waiter, if any: Start when it is a Starter, whose
+// done it returns; else Wait, and done is nil.
+func (t *Transport) wait(ctx context.Context, method, path, key string) (done func(), err error) {
+	switch w := t.waiter.(type) {
+	case nil:
+		return nil, nil
+	case Starter:
+		return w.Start(ctx, method, path, key)
 	}
-	return t.waiter.Wait(ctx, method, path, key)
+	return nil, t.waiter.Wait(ctx, method, path, key)
 }
 
 // send sends req, tells the Waiter what the response said, and returns
 // with the response whether it is a rate-limit answer and the wait it asks
-// for (throttled).
-func (t *Transport) send(ctx context.Context, req *http.Request, key string) (resp *http.Response, wait time.Duration, limited bool, err error) {
+// for (throttled). done (nil: none) is called when the request is over: at
+// once when it got no response (or one with no body), else when its body
+// is closed.
+func (t *Transport) send(ctx context.Context, req *http.Request, key string, done func()) (resp *http.Response, wait time.Duration, limited bool, err error) {
 	resp, err = t.base.RoundTrip(req)
+	if done != nil {
+		resp = endWith(resp, err, done)
+	}
 	if err != nil {
 		if t.waiter != nil {
 			Report(ctx, t.waiter, key, Signal{})
@@ -269,15 +281,88 @@ func (t *Transport) held(d time.Duration) time.Duration {
 }
 
 // await waits wait, then for the Waiter, both within the deadline and
-// ctx, and reports whether the retry may start.
-func (t *Transport) await(ctx context.Context, method, path, key string, wait time.Duration, deadline time.Time) bool {
-	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(t.clock.Now())) // the budget left, on the Transport's clock
+// ctx, and reports whether the retry may start, with the done of its
+// start (see wait).
+func (t *Transport) await(ctx context.Context, method, path, key string, wait time.Duration, deadline time.Time) (done func(), ok bool) {
+	bctx, cancel := context.WithTimeout(ctx, deadline.Sub(t.clock.Now())) // the budget left, on the Transport's clock
 	defer cancel()
-	if Sleep(ctx, t.clock, wait) != nil {
-		return false
+	if Sleep(bctx, t.clock, wait) != nil {
+		return nil, false
 	}
-	return t.wait(ctx, method, path, key) == nil
+	s, starts := t.waiter.(Starter)
+	if !starts {
+		_, err := t.wait(bctx, method, path, key)
+		return nil, err == nil
+	}
+	// The request a Starter starts holds its slot under a context of its
+	// own, ended with ctx or the request (done), never with the budget,
+	// whose end would give the slot back while the request runs: the
+	// start waits on a goroutine, given up on at the budget's end.
+	sctx, scancel := context.WithCancel(ctx)
+	type started struct {
+		done func()
+		err  error
+	}
+	res := make(chan started, 1)
+	go func() {
+		d, err := s.Start(sctx, method, path, key)
+		res <- started{d, err}
+	}()
+	var r started
+	select {
+	case r = <-res:
+	case <-bctx.Done():
+		scancel() // the start ends at once
+		if r = <-res; r.err == nil {
+			r.done() // admitted as the budget ended: not sent
+		}
+		return nil, false
+	}
+	if r.err != nil {
+		scancel()
+		return nil, false
+	}
+	return func() { r.done(); scancel() }, true
 }
+
+// endWith makes done run once the request that got resp (or err) is
+// over: at once when it has no response or a response without a body,
+// else when the body is closed (a body that is also an io.Writer, a
+// protocol switch's, stays one).
+func endWith(resp *http.Response, err error, done func()) *http.Response {
+	if err != nil || resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		done()
+		return resp
+	}
+	b := &endBody{ReadCloser: resp.Body, done: done}
+	if w, ok := resp.Body.(io.Writer); ok {
+		resp.Body = &endRWBody{endBody: b, w: w}
+	} else {
+		resp.Body = b
+	}
+	return resp
+}
+
+// endBody is a response body that calls done when it is closed.
+type endBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *endBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// endRWBody is an endBody over a body that is also an io.Writer.
+type endRWBody struct {
+	*endBody
+	w io.Writer
+}
+
+func (b *endRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
 // CloseIdleConnections closes the idle connections of the base transport,
 // when it has such a method; http.Client.CloseIdleConnections calls it.

@@ -69,6 +69,19 @@
 // policies with several limits and the counters being moved wait for it;
 // decisions on the other existing counters do not.
 //
+// # Requests in flight
+//
+// The store bounds requests in flight too (store.ConcurrencyStore, for a
+// rule's concurrent: limit): the slots a key holds under a limit are one
+// more counter, in a cell of its own, whose state is their number.
+// Acquire and Release on an existing key allocate nothing and take no
+// shard lock, as decisions do. Slots need no lease: they go with the
+// process. While slots are held the counter never expires and weighs
+// as much as they take of the limit (all of it: the last to be evicted);
+// once none is, it is the first to go. A counter eviction drops while
+// slots are held forgets them: its key may then have up to the limit in
+// flight again, and its Releases find nothing to give back.
+//
 // # Reset and Stats
 //
 // Reset removes a key's counters under a policy and reports whether any

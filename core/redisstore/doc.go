@@ -126,6 +126,22 @@
 // that gains a limit, or a new algorithm, counts afresh in it, and one
 // back to a single fixed-window limit finds its plain keys again).
 //
+// # Requests in flight
+//
+// The store bounds requests in flight too (store.ConcurrencyStore, for a
+// rule's concurrent: limit): the slots of one key under one limit are a
+// sorted set, prefix + "{" + user + "}:" + name + ":inflight" (user and
+// name escaped as above; the suffix, which no counter's key has, keeps it
+// apart from them), in the user's Cluster slot. Each member is a lease,
+// 64 random bits, scored with the instant it ends on the server's clock.
+// Acquire is one script: it drops the leases that have ended, and adds
+// one when fewer than the limit remain; Release is one script that
+// removes it. A process that dies holding slots loses them for one lease
+// (the rule's lease:, 30s by default) at most: the next Acquire after
+// that drops them. The set's TTL is its longest lease, and it goes with
+// its last member. Neither call is batched or answered from the deny
+// cache.
+//
 // # Failures
 //
 // Every call is bounded by a timeout (WithTimeout, 100ms, plus at most one

@@ -15,5 +15,8 @@ func (quiet) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the fault tests cause many.
 	redis.SetLogger(quiet{})
+	if addr := os.Getenv(leaseHolderEnv); addr != "" {
+		holdLeases(addr) // never returns
+	}
 	os.Exit(m.Run())
 }

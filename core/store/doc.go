@@ -52,7 +52,12 @@
 // hits, each server node's circuit breaker) for metrics, which read it
 // when scraped, never on the request path. A LocalStore keeps its
 // counters in this process: the limiter does not time its calls, which
-// take less than reading the clock twice would. An error whose chain
+// take less than reading the clock twice would. A ConcurrencyStore bounds
+// requests in flight (a rule's concurrent: limit): Acquire takes one of a
+// Concurrency's slots of a key when fewer than its Limit are held,
+// Release gives it back; a store shared by processes lets a slot nobody
+// released come back after the Concurrency's Lease. A configuration with
+// such a limit cannot run on a store without it. An error whose chain
 // holds a method StoreErrorKind() string names its own kind for the
 // metrics' error label; ErrorKind classifies the others.
 //

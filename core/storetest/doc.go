@@ -73,6 +73,15 @@
 //     lowered below what was spent denies until it drains at its new
 //     rate.
 //
+// A store.ConcurrencyStore also gets the InFlight checks (skipped for
+// another store): ExactCount (a limit of 3 takes exactly 3 slots, each
+// Release frees one), Isolation (keys, names, and the counters of a
+// policy of the same name never share slots; a Reset frees none),
+// LimitChange (slots belong to the name, whatever the limit),
+// ReleaseOnce (a slot released twice frees one), Concurrency (goroutines
+// taking and releasing never hold more than the limit at once) and
+// BadConcurrency (a limit below 1 is store.ErrBadConcurrency).
+//
 // And once each:
 //
 //   - Calendar: a fixed-window policy of 3 per calendar day and 5 per

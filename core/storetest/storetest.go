@@ -65,6 +65,15 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 	}
 	test("PenaltyBan", penaltyBan)
 	test("Calendar", calendar)
+	for _, c := range inFlightChecks {
+		test(c.name, func(e *env) {
+			cs, ok := e.st.(store.ConcurrencyStore)
+			if !ok {
+				e.Skipf("%T is no store.ConcurrencyStore: it bounds no requests in flight", e.st)
+			}
+			c.fn(e, cs)
+		})
+	}
 }
 
 type env struct {

@@ -2,6 +2,7 @@ package adaptertest_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v2"
+	fiberrecover "github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/labstack/echo/v4"
 	"go.uber.org/goleak"
 
@@ -100,7 +102,7 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		_, _ = io.WriteString(w, body(s, r.Context(), decision(nethttp.DecisionOf(r))))
 	})
 	if len(s.Routes) == 0 {
-		return adaptertest.ServeHTTP(t, mw(ok))
+		return adaptertest.ServeHTTP(t, recoverer(mw(ok)))
 	}
 	// Inside a ServeMux, so that the middleware sees r.Pattern.
 	mux := http.NewServeMux()
@@ -108,7 +110,21 @@ func startNetHTTP(t *testing.T, s adaptertest.Setup) string {
 		mux.Handle(bracePattern(r), mw(ok))
 	}
 	mux.Handle("/", mw(ok))
-	return adaptertest.ServeHTTP(t, mux)
+	return adaptertest.ServeHTTP(t, recoverer(mux))
+}
+
+// recoverer answers 500 to a request whose handler panics, as the
+// recovery middleware of an application over net/http does (the other
+// wirings use their framework's own).
+func recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if recover() != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // body is what the handler behind the adapter answers: OKBody, or with
@@ -178,7 +194,7 @@ func startGin(t *testing.T, s adaptertest.Setup) string {
 		}))
 	}
 	r := gin.New()
-	r.Use(ginrl.New(lim, opts...))
+	r.Use(gin.RecoveryWithWriter(io.Discard), ginrl.New(lim, opts...))
 	ok := func(c *gin.Context) {
 		s.Served(ginrl.Identity(c, lim, opts...))
 		adaptertest.ReportCost(c.Request.Context(), c.GetHeader(adaptertest.CostHeader))
@@ -219,7 +235,7 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Use(echorl.New(lim, opts...))
+	e.Use(echoRecover, echorl.New(lim, opts...))
 	ok := func(c echo.Context) error {
 		s.Served(echorl.Identity(c, lim, opts...))
 		adaptertest.ReportCost(c.Request().Context(), c.Request().Header.Get(adaptertest.CostHeader))
@@ -230,6 +246,22 @@ func startEcho(t *testing.T, s adaptertest.Setup) string {
 	}
 	e.Any("/*", ok)
 	return adaptertest.ServeHTTP(t, e)
+}
+
+// echoRecover is what Echo's middleware.Recover does, without its stack
+// trace (package middleware would add a module to go.mod for the
+// tests): a panic of the handlers after it goes to Echo's error handler
+// as a 500.
+func echoRecover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				c.Error(echo.NewHTTPError(http.StatusInternalServerError, fmt.Sprint(r)))
+				err = nil
+			}
+		}()
+		return next(c)
+	}
 }
 
 func startFiber(t *testing.T, s adaptertest.Setup) string {
@@ -267,6 +299,7 @@ func startFiber(t *testing.T, s adaptertest.Setup) string {
 	// Case-sensitive like the other routers, so that every case reads the
 	// same; fiberrl's own tests cover Fiber's case-insensitive default.
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, CaseSensitive: true})
+	app.Use(fiberrecover.New())
 	if len(s.Routes) == 0 {
 		app.Use(mw)
 		app.All("/*", ok)

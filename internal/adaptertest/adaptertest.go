@@ -414,7 +414,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 	}
 	clock := store.NewManualClock(t0)
 	timers := make(chan string, 256)
-	rec := &recorder{failing: c.failing, observed: make(chan struct{}, 1024)}
+	rec := &recorder{failing: c.failing, observed: make(chan struct{}, 1024), released: make(chan string, 64)}
 	if c.onRedis {
 		m := redistest.StartMini(t)
 		rc := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
@@ -689,6 +689,12 @@ type recorder struct {
 	// observed receives once for each event (up to its buffer), for the
 	// cases that wait for one.
 	observed chan struct{}
+	// slots records the calls about requests in flight, "acquire key
+	// rule" (with " refused" when every slot was held) and "release key
+	// rule", apart from takes; released gets the key and rule of each
+	// Release, when a case waits for one.
+	slots    []string
+	released chan string
 }
 
 // identityKey keys the hash of secret identities in every limiter of the
@@ -786,6 +792,54 @@ func (r *recorder) setTime() {
 	if r.sync != nil {
 		r.sync()
 	}
+}
+
+var _ store.ConcurrencyStore = (*recorder)(nil)
+
+// Acquire records "acquire key rule" (" refused" added when every slot
+// was held), then takes a slot in the memory store, or fails.
+func (r *recorder) Acquire(ctx context.Context, key string, c *store.Concurrency) (uint64, bool, error) {
+	if r.failing {
+		r.slotCall("acquire " + r.clear(key) + " " + c.Name + " failed")
+		return 0, false, errStoreDown
+	}
+	lease, ok, err := r.store.(store.ConcurrencyStore).Acquire(ctx, key, c)
+	call := "acquire " + r.clear(key) + " " + c.Name
+	if !ok {
+		call += " refused"
+	}
+	r.slotCall(call)
+	return lease, ok, err
+}
+
+// Release records "release key rule" and gives the slot back in the
+// memory store.
+func (r *recorder) Release(ctx context.Context, key string, c *store.Concurrency, lease uint64) error {
+	call := r.clear(key) + " " + c.Name
+	err := r.store.(store.ConcurrencyStore).Release(ctx, key, c, lease)
+	r.slotCall("release " + call)
+	if r.released != nil {
+		select {
+		case r.released <- call:
+		default:
+		}
+	}
+	return err
+}
+
+func (r *recorder) slotCall(call string) {
+	r.mu.Lock()
+	r.slots = append(r.slots, call)
+	r.mu.Unlock()
+}
+
+// drainSlots returns and forgets the calls about requests in flight.
+func (r *recorder) drainSlots() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.slots
+	r.slots = nil
+	return s
 }
 
 func (r *recorder) observe(e core.Event) {

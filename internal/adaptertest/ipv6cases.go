@@ -9,9 +9,10 @@ import (
 
 // allCases is the table Run and Same go through: cases, the cases of
 // this file, deniedCases, planCases, listCases, outcomeCases,
-// interplayCases, catchAllCases, calendarCases, waitCases and costCases.
+// interplayCases, catchAllCases, calendarCases, waitCases, costCases and
+// concurrentCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases(), concurrentCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,

@@ -134,7 +134,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	check := func(err error) { errs = append(errs, err) }
 	var err error
 	m.decisions, err = meter.Int64Counter("rlkit.decisions", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests the rate limiter decided, by the rule they counted under and outcome (allowed, denied, shadow_denied, bypassed, exempt, store_error, banned, penalized, overshoot, waited); a request a shadow rule counts beside an enforced one is counted under each."))
+		metric.WithDescription("Requests the rate limiter decided, by the rule they counted under and outcome (allowed, denied, shadow_denied, bypassed, exempt, store_error, banned, penalized, overshoot, waited, concurrency_denied); a request a shadow rule counts beside an enforced one is counted under each."))
 	check(err)
 	m.duration, err = meter.Float64Histogram("rlkit.store.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the rate limiter's store calls, by rule."),

@@ -38,7 +38,7 @@ func newDescs(name func(string) string, constLabels prometheus.Labels) descs {
 		return prometheus.NewDesc(name(n), help, labels, constLabels)
 	}
 	return descs{
-		decisions:       desc("decisions_total", "Requests the rate limiter decided, by the rule they counted under and outcome (allowed, denied, shadow_denied, bypassed, exempt, store_error, banned, penalized, overshoot, waited); a request a shadow rule counts beside an enforced one is counted under each.", "rule", "outcome"),
+		decisions:       desc("decisions_total", "Requests the rate limiter decided, by the rule they counted under and outcome (allowed, denied, shadow_denied, bypassed, exempt, store_error, banned, penalized, overshoot, waited, concurrency_denied); a request a shadow rule counts beside an enforced one is counted under each.", "rule", "outcome"),
 		duration:        desc("store_duration_seconds", "Duration of the rate limiter's store calls, by rule.", "rule"),
 		storeErrors:     desc("store_errors_total", "Failed rate limiter store calls, by kind of error.", "kind"),
 		keys:            desc("store_keys", "Keys the rate limiter's store holds.", "store"),

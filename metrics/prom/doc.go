@@ -30,7 +30,7 @@
 // shadow mode counts beside the enforced rule (or the default limit), so
 // such a request is a decision of each. outcome is one of allowed,
 // denied, shadow_denied, bypassed, exempt, store_error, banned,
-// penalized, overshoot and waited (core.Outcome); rule is the rule's name from the
+// penalized, overshoot, waited and concurrency_denied (core.Outcome); rule is the rule's name from the
 // configuration ("default" for the default limit, "" for an exempt path
 // and a banned network, which fall under no rule); state is closed, open
 // or half_open; store is the store's own name (memory, redis); node a

@@ -21,6 +21,7 @@ var featuresRows = []struct{ name, base, label string }{
 	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
 	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
 	{"calendar", "baseline", "+ `window: calendar` on the matched rule (per calendar day in Europe/Berlin)"},
+	{"concurrent", "baseline", "+ `concurrent: 64` beside the limit (a slot taken and given back)"},
 	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
 	{"decision-context", "baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
 	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
