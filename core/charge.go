@@ -38,7 +38,7 @@ func (cc *compiler) cost(key, label string, rs RuleSpec, r *Rule) {
 		}
 		cc.fail(key+".weights", label, "weights", strings.Join(paths, ", "), "a rule charged by response takes each request's cost from its handler (core.SetCost): it has no weights")
 	}
-	if r.Policy != nil && r.Policy.Algorithm == algo.FixedWindow {
+	if r.Policy != nil && len(r.Policy.Limits) > 0 && r.Policy.Algorithm == algo.FixedWindow {
 		cc.fail(key+".cost", label, "cost", costResponse, "the rule counts in a fixed_window, which forgets its count, and what a caller owes, when the window ends: charge by response under sliding_window, token_bucket or gcra")
 	}
 	if len(cc.errs) == n {

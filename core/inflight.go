@@ -98,6 +98,18 @@ func (cc *compiler) unlimited(key, label string, rs RuleSpec) {
 	if rs.Penalty != nil {
 		cc.fail(key+".penalty", label, "penalty", "", "a penalty follows denials by a rule's limits, and %s", why)
 	}
+	if rs.Wait != "" {
+		cc.fail(key+".wait", label, "wait", rs.Wait, "a request waits for room under a rule's limits, and %s: a request that finds every slot taken is refused at once", why)
+	}
+	if rs.Window != "" {
+		cc.fail(key+".window", label, "window", rs.Window, "a window counts a rule's limits, and %s", why)
+	}
+	if rs.Timezone != "" {
+		cc.fail(key+".timezone", label, "timezone", rs.Timezone, "a time zone places a calendar rule's periods, and %s", why)
+	}
+	if rs.Cost != "" {
+		cc.fail(key+".cost", label, "cost", rs.Cost, "a cost is charged against a rule's limits, and %s", why)
+	}
 }
 
 // errNoSlots is the error of a configuration that bounds requests in

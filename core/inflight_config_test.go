@@ -95,6 +95,15 @@ func TestConcurrentConfigErrors(t *testing.T) {
 			[]string{at + `7: rule "api": field "count": value "failures": count says which requests a rule's limits count, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`}},
 		{"penalty without limit", concurrentRule("concurrent: 2", "penalty: {after: 3, within: 1m, ban: 1h}"),
 			[]string{at + `7: rule "api": field "penalty": a penalty follows denials by a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`}},
+		{"wait without limit", concurrentRule("concurrent: 2", "wait: 2s"),
+			[]string{at + `7: rule "api": field "wait": value "2s": a request waits for room under a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each): a request that finds every slot taken is refused at once`}},
+		{"calendar without limit", concurrentRule("concurrent: 2", "window: calendar", "timezone: Europe/Berlin"),
+			[]string{
+				at + `7: rule "api": field "window": value "calendar": a window counts a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`,
+				at + `8: rule "api": field "timezone": value "Europe/Berlin": a time zone places a calendar rule's periods, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`,
+			}},
+		{"cost without limit", concurrentRule("concurrent: 2", "cost: response"),
+			[]string{at + `7: rule "api": field "cost": value "response": a cost is charged against a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
