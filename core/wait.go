@@ -63,6 +63,9 @@ func (cc *compiler) compileWait(key, label string, rs RuleSpec, r *Rule) {
 	case r.shadow:
 		cc.fail(key+".wait", label, "wait", rs.Wait, "a rule in shadow mode refuses nothing, so no request would wait")
 		return
+	case r.count == countResponse:
+		cc.fail(key+".wait", label, "wait", rs.Wait, "a rule charged by response (cost: response) admits while its caller has a unit left and charges after the handler; wait applies to rules that count before it")
+		return
 	case r.byOutcome():
 		cc.fail(key+".wait", label, "wait", rs.Wait, "a rule that counts %s decides after the handler; wait applies to rules that count all requests", r.Count())
 		return

@@ -352,6 +352,7 @@ func TestWaitConfig(t *testing.T) {
 		{rule("      wait: soon"), 0, `rate-limit config w.yaml:7: rule "search": field "wait": value "soon": want a duration such as 500ms, 2s or 1m`},
 		{rule("      wait: [2s]"), 0, `rate-limit config w.yaml:7: rule "search": field "wait": want a string`},
 		{rule("      count: failures", "      wait: 2s"), 0, `rate-limit config w.yaml:8: rule "search": field "wait": value "2s": a rule that counts failures decides after the handler; wait applies to rules that count all requests`},
+		{rule("      algorithm: gcra", "      cost: response", "      wait: 2s"), 0, `rate-limit config w.yaml:9: rule "search": field "wait": value "2s": a rule charged by response (cost: response) admits while its caller has a unit left and charges after the handler; wait applies to rules that count before it`},
 		{rule("      mode: shadow", "      wait: 2s"), 0, `rate-limit config w.yaml:8: rule "search": field "wait": value "2s": a rule in shadow mode refuses nothing, so no request would wait`},
 		{strings.Replace(rule("      wait: 2s"), "enabled: true", "enabled: true\n  mode: shadow", 1), 0, `rate-limit config w.yaml:8: rule "search": field "wait": value "2s": a rule in shadow mode refuses nothing, so no request would wait`},
 		{rule("      wait_queue: 5"), 0, `rate-limit config w.yaml:7: rule "search": field "wait_queue": value "5": wait_queue needs wait: it bounds the requests held by the rule's wait`},
