@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -355,5 +357,95 @@ func TestFaultServerRedisKillStop(t *testing.T) {
 		if r.err != nil || r.status != want || !r.counted {
 			t.Fatalf("fresh user, request %d after recovery: status %d, counted %v, err %v; want %d, counted", i+1, r.status, r.counted, r.err, want)
 		}
+	}
+}
+
+// TestFaultLoginWave: a wave of wrong passwords sent together from one
+// client, each request holding back the last byte of its body so that all
+// of them are decided before any is answered, reaches the login handler
+// at most limit + concurrent times (5 + 2): the login rule's concurrency
+// limit refuses the rest at once, 429, and the failures counted once
+// answered refuse what comes after. Without the concurrency limit, every
+// request of the wave passes the check together.
+func TestFaultLoginWave(t *testing.T) {
+	t.Parallel()
+	awayFromMinuteEdge(t)
+	s := start(t)
+	addr := strings.TrimPrefix(s.base, "http://")
+	const wave = 100
+	body := `{"user":"demo-user","password":"guess"}`
+	head := fmt.Sprintf("POST /login HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, len(body))
+	var (
+		sent     sync.WaitGroup
+		answered sync.WaitGroup
+		counts   sync.Map // status → *atomic.Int64
+		failures atomic.Int64
+	)
+	count := func(status int) {
+		v, _ := counts.LoadOrStore(status, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+	release := make(chan struct{})
+	sent.Add(wave)
+	answered.Add(wave)
+	for range wave {
+		go func() {
+			defer answered.Done()
+			conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				sent.Done()
+				failures.Add(1)
+				t.Errorf("dial: %v", err)
+				return
+			}
+			defer conn.Close()
+			_, err = io.WriteString(conn, head+body[:len(body)-1])
+			sent.Done()
+			if err != nil {
+				failures.Add(1)
+				t.Errorf("write: %v", err)
+				return
+			}
+			<-release
+			br := bufio.NewReader(conn)
+			// A request refused at once has its answer waiting; one that
+			// reached the handler waits for the last byte.
+			_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := br.Peek(1); err != nil {
+				_ = conn.SetReadDeadline(time.Time{})
+				if _, err := io.WriteString(conn, body[len(body)-1:]); err != nil {
+					failures.Add(1)
+					t.Errorf("write the last byte: %v", err)
+					return
+				}
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				failures.Add(1)
+				t.Errorf("read: %v", err)
+				return
+			}
+			resp.Body.Close()
+			count(resp.StatusCode)
+		}()
+	}
+	sent.Wait()
+	time.Sleep(time.Second) // every request of the wave decided
+	close(release)
+	answered.Wait()
+	get := func(status int) int64 {
+		if v, ok := counts.Load(status); ok {
+			return v.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	reached, refused := get(http.StatusUnauthorized), get(http.StatusTooManyRequests)
+	if reached < 1 || reached > 5+2 {
+		t.Errorf("%d wrong passwords reached the handler, want 1 to 7 (limit 5 + concurrent 2)", reached)
+	}
+	if reached+refused+failures.Load() != wave {
+		counts.Range(func(k, v any) bool { t.Logf("status %v: %d", k, v.(*atomic.Int64).Load()); return true })
+		t.Errorf("answers: %d 401, %d 429, %d failed; want %d in all", reached, refused, failures.Load(), wave)
 	}
 }
