@@ -314,7 +314,6 @@ func TestConcurrentStoreFails(t *testing.T) {
 	}
 }
 
-
 // TestConcurrentNeedsTheStore: a configuration with a concurrency limit
 // cannot run on a store without slots: NewLimiter panics, SetConfig and
 // ReloadFile refuse it and keep the running configuration.
