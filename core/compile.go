@@ -124,8 +124,9 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if len(def) == 0 {
 		def = []string{defaultLimit}
 	}
+	defKey := cc.key("default_key", "", "default_key", spec.DefaultKey, nil, true)
 	if lims := cc.limits("default", "default", DefaultRuleName, def, 0); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow}
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims}, shadow: c.shadow, key: defKey}
 		c.def.prepare()
 		if c.shadow {
 			c.shadowDef = c.def
@@ -180,6 +181,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		set = &cc.taken[1]
 	}
 	r.paths = cc.paths(key, label, rs, set, cc.exempt)
+	r.key = cc.key(key+".key", label, "key", rs.Key, r.paths, false)
 	for j, m := range rs.Methods {
 		if !methodRE.MatchString(m) {
 			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")

@@ -57,10 +57,19 @@ type Flow[R any] struct {
 	// never from a plain request header. Its string is looked up, never
 	// kept.
 	Plan func(R) string
+	// Header returns the value of the request's header of the canonical
+	// name (gRPC: its metadata entry), "" when it has none; the
+	// framework's memory it points into need not outlive the call. It is
+	// asked only for rules that count per a header (RuleSpec.Key). nil
+	// means none: such a rule counts every request under the header's
+	// fallback, the client IP.
+	Header func(r R, name string) string
 	// FoldCase says that the router matches paths without regard to ASCII
 	// case (Fiber's default): every spelling of a path is then also taken
 	// in lower case (see Path), so that "/API/search", which such a router
-	// serves by the handler of "/api/search", counts under its rule.
+	// serves by the handler of "/api/search", counts under its rule; and
+	// a path parameter a rule counts per (RuleSpec.Key) is taken in lower
+	// case, so that "/kb/A" and "/kb/a", one handler's, count as one.
 	FoldCase bool
 }
 
@@ -120,17 +129,26 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 		return nil
 	}
 	// 3. The key function names the caller, else the client IP.
-	id, err := f.Identity(r)
+	var c caller
+	id, named, err := f.identity(r)
 	if err != nil {
 		return err
 	}
-	// 4. The request counts under its rules (its plan's, if any). (The
-	// plan is kept out of m: a match returned in registers is not copied.)
-	var plan string
+	c.id = id
+	// 4. The request counts under its rules (its plan's, if any), each
+	// per its key. (The plan is kept out of m: a match returned in
+	// registers is not copied.)
 	if f.Plan != nil && cfg.tiers != nil {
-		plan = f.Plan(r)
+		c.plan = f.Plan(r)
 	}
-	l.count(ctx, cfg, &m, id, plan, d)
+	if m.keyed() {
+		k := keyReq{l: l, id: id, named: named, path: path, fold: f.FoldCase}
+		if !named { // the identity is the client IP
+			k.ip, k.haveIP = id, true
+		}
+		c.rule, c.shadow = f.ruleKey(r, m.rule, &k), f.ruleKey(r, m.shadow, &k)
+	}
+	l.count(ctx, cfg, &m, &c, d)
 	return nil
 }
 
@@ -139,15 +157,33 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 // the key function's. Adapters give it to handlers that reset a caller's
 // counters (Limiter.Reset).
 func (f *Flow[R]) Identity(r R) (id string, err error) {
+	id, _, err = f.identity(r)
+	return id, err
+}
+
+// identity is Identity, and whether the key function named the caller
+// (else id is the client IP).
+func (f *Flow[R]) identity(r R) (id string, named bool, err error) {
 	if f.Key != nil {
 		if id, err = f.Key(r); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	if id == "" && f.ClientIP != nil {
+	if id != "" {
+		return id, true, nil
+	}
+	if f.ClientIP != nil {
 		id = f.ClientIP(r)
 	}
-	return id, nil
+	return id, false, nil
+}
+
+// caller is who a request counts for: its identity and plan, and the
+// store keys of its rules that count per a key of their own (RuleSpec.Key;
+// "" for a rule that counts per the caller, under Limiter.Key(id)).
+type caller struct {
+	id, plan     string
+	rule, shadow string
 }
 
 // cheaprand is the runtime's per-thread random number generator: a
@@ -161,27 +197,39 @@ func cheaprand() uint32
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count counts one request of identity under the rules of m (from cfg),
-// or their variants for its plan (a tier's name, or "") or its custom
-// limits (limitsFor), and fills d in place (a Decision is large to copy):
-// the enforced rule decides, with the failure policy; the rule in shadow
-// mode, if any, is counted too and only reported.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
-	key := l.Key(identity)
+// count counts one request of c under the rules of m (from cfg), or
+// their variants for its plan (a tier's name, or "") or its custom limits
+// (limitsFor), each under its key, and fills d in place (a Decision is
+// large to copy): the enforced rule decides, with the failure policy; the
+// rule in shadow mode, if any, is counted too and only reported. The
+// allow list, plans and a LimitProvider know the caller by its own key
+// (Limiter.Key), whatever key its rules count per.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, c *caller, d *Decision) {
+	key := l.Key(c.id)
 	if cfg.extras && cfg.allowsKey(key) {
 		l.bypassed(m)
 		d.Allowed = true
 		return
 	}
-	d.Key = key
-	if plan != "" || l.provider != nil {
-		l.limitsFor(ctx, cfg, m, plan, key, d)
+	if c.plan != "" || l.provider != nil {
+		l.limitsFor(ctx, cfg, m, c.plan, key, d)
+	}
+	rkey, skey := key, key // the enforced rule's and the shadow rule's
+	if c.rule != "" {
+		rkey = c.rule
+	}
+	if c.shadow != "" {
+		skey = c.shadow
+	}
+	d.Key = rkey
+	if m.rule == nil {
+		d.Key = skey
 	}
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
-	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
+	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, rkey, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		a := ask{key: key, rule: m.rule, cost: m.cost}
+		a := ask{key: rkey, rule: m.rule, cost: m.cost}
 		o, lat := l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
 		switch o {
@@ -189,9 +237,9 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
 			l.warn(m.rule, d.Allowed, d.Err)
 		case OutcomeDenied:
-			l.penalize(ctx, cfg, m.rule, key, d)
+			l.penalize(ctx, cfg, m.rule, rkey, d)
 		}
-		if !d.wait(m.rule, m.cost, o, d.Err) { // counted by outcome: reported by Complete
+		if !d.wait(a, o, d.Err) { // counted by outcome: reported by Complete
 			l.report(a, o, d.Allowed, d.Err, lat)
 		}
 	}
@@ -214,7 +262,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			d.style = HeadersNone
 		}
 	}
-	a := ask{key: key, rule: m.shadow, cost: m.shadowCost}
+	a := ask{key: skey, rule: m.shadow, cost: m.shadowCost}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
@@ -222,10 +270,10 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 		l.warn(m.shadow, true, *errp)
 	case OutcomeDenied:
 		o, d.ShadowDenied = OutcomeShadowDenied, true
-		l.shadowDenied(m.shadow, key, m.shadowCost, into)
+		l.shadowDenied(m.shadow, skey, m.shadowCost, into)
 	}
 	switch {
-	case d.wait(m.shadow, a.cost, o, *errp):
+	case d.wait(a, o, *errp):
 		return // counted by outcome: reported by Complete
 	case o == OutcomeAllowed && m.shadow.byOutcome():
 		a.cost = 0 // the enforced rule refused the request: no status to count

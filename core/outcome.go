@@ -57,7 +57,8 @@ func (cc *compiler) countMode(key, rule, mode string) countMode {
 type pending struct {
 	rule *Rule // nil: nothing waits
 	cost int64
-	err  error // the Peek's error (the request passed on the failure policy)
+	err  error  // the Peek's error (the request passed on the failure policy)
+	key  string // the rule's store key (see RuleSpec.Key)
 }
 
 // Deferred reports that the request was let through without being
@@ -69,23 +70,23 @@ type pending struct {
 // those the count would give.)
 func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil }
 
-// wait makes the count of rule (at cost) under d wait for the response
-// status, when the rule counts by outcome, its Peek (outcome o) admitted
-// the request or failed (error err), and the request goes to the handler
-// (d.Allowed, after the failure policy: a fail-closed 503 counts nothing,
-// and neither does a rule in shadow mode beside an enforced rule that
-// refused the request). When rule is d.Rule, cost and err are d.Cost and
-// d.Err, and the count waits as d.waits; else rule is the rule in shadow
-// mode beside the enforced d.Rule, kept in d.shadow. It reports whether
-// the count waits; the caller reports the event when it does not.
-func (d *Decision) wait(rule *Rule, cost int64, o Outcome, err error) bool {
-	if !rule.byOutcome() || !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
+// wait makes the count a under d wait for the response status, when its
+// rule counts by outcome, its Peek (outcome o) admitted the request or
+// failed (error err), and the request goes to the handler (d.Allowed,
+// after the failure policy: a fail-closed 503 counts nothing, and neither
+// does a rule in shadow mode beside an enforced rule that refused the
+// request). When a's rule is d.Rule, its cost, key and err are d.Cost,
+// d.Key and d.Err, and the count waits as d.waits; else it is the rule in
+// shadow mode beside the enforced d.Rule, kept in d.shadow. It reports
+// whether the count waits; the caller reports the event when it does not.
+func (d *Decision) wait(a ask, o Outcome, err error) bool {
+	if !a.rule.byOutcome() || !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
 		return false
 	}
-	if rule == d.Rule {
+	if a.rule == d.Rule {
 		d.waits = true
 	} else {
-		d.shadow = pending{rule: rule, cost: cost, err: err}
+		d.shadow = pending{rule: a.rule, cost: a.cost, err: err, key: a.key}
 	}
 	return true
 }
@@ -126,7 +127,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	var cancel context.CancelFunc
 	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
 	if d.waits {
-		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err}
+		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err, key: d.Key}
 	}
 	for i := range waiting {
 		p := &waiting[i]
@@ -138,7 +139,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			if p.err != nil {
 				o, cost = OutcomeStoreError, p.cost
 			}
-			l.report(ask{key: d.Key, rule: p.rule, cost: cost}, o, true, p.err, 0)
+			l.report(ask{key: p.key, rule: p.rule, cost: cost}, o, true, p.err, 0)
 			continue
 		}
 		if cancel == nil {
@@ -149,7 +150,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			res store.Result
 			err error
 		)
-		a := ask{key: d.Key, rule: p.rule, cost: p.cost}
+		a := ask{key: p.key, rule: p.rule, cost: p.cost}
 		o, lat := l.take(ctx, a, false, &res, &err)
 		switch o {
 		case OutcomeStoreError:
@@ -161,7 +162,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			// passing the check together, still end in a ban.
 			o = OutcomeOvershoot
 			if i == 0 && !p.rule.shadow { // a shadow rule's penalty does nothing
-				l.penalize(ctx, l.cfg.Load(), p.rule, d.Key, &Decision{})
+				l.penalize(ctx, l.cfg.Load(), p.rule, p.key, &Decision{})
 			}
 		}
 		l.report(a, o, true, err, lat)

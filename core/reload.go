@@ -109,14 +109,15 @@ func (l *Limiter) swap(cfg *Config, file string) {
 // of their counters.
 type ruleChanges struct {
 	kept     []string // same policy: counters carry over
-	changed  []string // policy changed: counters start from zero
+	changed  []string // policy or key changed: counters start from zero
 	added    []string // new: counters start from zero
 	removed  []string
 	shadowed []string // enforced before (limiting on), in shadow mode now
 }
 
-// diffRules compares the rules (with the default) of old and new by name
-// and policy fingerprint, in one pass over each.
+// diffRules compares the rules (with the default) of old and new by name,
+// policy fingerprint and key (RuleSpec.Key: a rule counted per another key
+// finds none of its old counters), in one pass over each.
 func diffRules(old, new *Config) ruleChanges {
 	before := map[string]*Rule{}
 	for _, r := range withDefault(old) {
@@ -130,7 +131,7 @@ func diffRules(old, new *Config) ruleChanges {
 		case o == nil:
 			ch.added = append(ch.added, r.Name)
 			continue
-		case o.Policy.Fingerprint() == r.Policy.Fingerprint():
+		case o.Policy.Fingerprint() == r.Policy.Fingerprint() && o.Key() == r.Key():
 			ch.kept = append(ch.kept, r.Name)
 		default:
 			ch.changed = append(ch.changed, r.Name)

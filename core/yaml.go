@@ -262,6 +262,8 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.Mode = w.str(v, "", key)
 		case "default":
 			s.Default = w.strs(v, key, "", key, true)
+		case "default_key":
+			s.DefaultKey = w.str(v, "", key)
 		case "exempt_paths":
 			s.ExemptPaths = w.strs(v, key, "", key, false)
 		case "allow":
@@ -278,7 +280,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		case "tiers":
 			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, exempt_paths, headers, failure, mode, tiers, allow or ban)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)")
 		}
 	})
 	return s
@@ -319,13 +321,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Count = w.str(v, label, key)
 		case "penalty":
 			r.Penalty = w.penalty(v, fkey, label)
+		case "key":
+			r.Key = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count or penalty)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, burst, weights, mode, count, penalty or key)")
 		}
 	})
 	return r
