@@ -10,7 +10,7 @@ import (
 // allCases is the table Run and Same go through: cases, the cases of
 // this file, deniedCases, planCases, listCases and outcomeCases.
 func allCases() []testCase {
-	return slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases())
+	return slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), keyCases())
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
