@@ -365,15 +365,20 @@ func (r *Rule) paramIn(pos []int, s string, fold bool) (string, bool) {
 
 // segment returns the i-th segment (from 0) of path, which starts with
 // '/' and has more than i segments.
+// (A loop over bytes: the segments are short, and IndexByte's setup
+// costs more than it saves.)
 func segment(path string, i int) string {
-	rest := path[1:]
-	for ; i > 0; i-- {
-		rest = rest[strings.IndexByte(rest, '/')+1:]
+	start := 1
+	for j := 1; j < len(path); j++ {
+		if path[j] != '/' {
+			continue
+		}
+		if i == 0 {
+			return path[start:j]
+		}
+		i, start = i-1, j+1
 	}
-	if j := strings.IndexByte(rest, '/'); j >= 0 {
-		return rest[:j]
-	}
-	return rest
+	return path[start:]
 }
 
 // resetKey is the store key Limiter.Reset resets for identity under
