@@ -24,9 +24,10 @@ import (
 //  3. the key function names the caller; an error rejects the request
 //     (the adapter answers with its error handler), and an empty identity
 //     falls back to the client IP;
-//  4. the limiter counts the request under the rule that applies, unless
-//     the identity is allowed (AllowSpec) or under the rule's penalty
-//     (PenaltySpec).
+//  4. the limiter counts the request under the rule that applies, per the
+//     rule's key (RuleSpec.Key: the identity, or the client IP, a header,
+//     a path parameter), unless the identity is allowed (AllowSpec) or
+//     the key is under the rule's penalty (PenaltySpec).
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
 // Header, Status and Body) when it is not Allowed, or, when the

@@ -223,7 +223,11 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // that counts by outcome, is counted by Complete once the request is
 // answered). An identity that is an IP address is also the client IP of
 // the network lists: in a banned network it is refused (Decision.Banned)
-// before anything else, in an allowed one it passes uncounted.
+// before anything else, in an allowed one it passes uncounted. Under a
+// rule with a key of its own (RuleSpec.Key), Decide has no request but
+// path: identity is both the user part and the ip part (and so what a
+// header part, which no request carries here, falls back to), and a
+// param part is read from path.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }

@@ -14,7 +14,9 @@ import (
 // PenaltySpec is a rule's penalty as written (rules[i].penalty): after
 // After denials of one identity under the rule within Within, the rule
 // refuses that identity for Ban without asking its counters, with 429
-// and Retry-After the rest of the ban.
+// and Retry-After the rest of the ban. Under a rule with a key of its own
+// (RuleSpec.Key) the identity is that key: a rule keyed by ip bans the
+// client IP.
 //
 // The penalty is kept in the limiter's store, so the servers of one Redis
 // share it: a ban is a GCRA counter of one request per Ban (policy
