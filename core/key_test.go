@@ -400,6 +400,11 @@ func TestRuleKeyProvider(t *testing.T) {
 	if len(asked) != 1 || asked[0] != "alice login" {
 		t.Errorf("the provider was asked %q, want [alice login]", asked)
 	}
+	// A reset of the rule's key asks the provider nothing: it knows
+	// callers, not keys.
+	if _, err := e.flow.Limiter.Reset(context.Background(), "192.0.2.1", "login"); err != nil || len(asked) != 1 {
+		t.Errorf("Reset: %v; the provider was asked %q, want only [alice login]", err, asked)
+	}
 }
 
 // TestRuleKeyShadowAndOutcome: a rule in shadow mode beside the enforced

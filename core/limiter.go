@@ -268,7 +268,10 @@ var ErrUnknownRule = errors.New("no such rule")
 // that ignores case, Flow.FoldCase). A request without the header counted
 // under its client IP, "ip:<address>": reset that counter, and any of a
 // key of several parts (for which Reset returns an error), by its store
-// key, with ResetKey.
+// key, with ResetKey. Under such a rule the limits a LimitProvider gives
+// a caller count under the rule's key, and neither Reset nor ResetKey
+// finds those counters (the provider is asked by caller, not by key):
+// they end with their windows.
 func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared bool, err error) {
 	r := l.cfg.Load().Rule(rule)
 	if r == nil {
