@@ -137,6 +137,10 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	cc.tiers(spec.Tiers, c)
 	c.lists = cc.lists(spec.Allow, spec.Ban)
 	c.extras = c.lists != nil || c.tiers != nil
+	c.keyed = c.def != nil && c.def.key != nil
+	for _, r := range c.rules {
+		c.keyed = c.keyed || r.key != nil
+	}
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)

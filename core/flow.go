@@ -130,26 +130,26 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 		return nil
 	}
 	// 3. The key function names the caller, else the client IP.
-	var c caller
 	id, named, err := f.identity(r)
 	if err != nil {
 		return err
 	}
-	c.id = id
 	// 4. The request counts under its rules (its plan's, if any), each
 	// per its key. (The plan is kept out of m: a match returned in
 	// registers is not copied.)
+	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
-		c.plan = f.Plan(r)
+		plan = f.Plan(r)
 	}
-	if m.keyed() {
+	if cfg.keyed && m.keyed() {
+		// The rules' own keys go to count in d (see count).
 		k := keyReq{l: l, id: id, named: named, path: path, fold: f.FoldCase}
 		if !named { // the identity is the client IP
 			k.ip, k.haveIP = id, true
 		}
-		c.rule, c.shadow = f.ruleKey(r, m.rule, &k), f.ruleKey(r, m.shadow, &k)
+		d.Key, d.shadow.key = f.ruleKey(r, m.rule, &k), f.ruleKey(r, m.shadow, &k)
 	}
-	l.count(ctx, cfg, &m, &c, d)
+	l.count(ctx, cfg, &m, id, plan, d)
 	return nil
 }
 
@@ -179,14 +179,6 @@ func (f *Flow[R]) identity(r R) (id string, named bool, err error) {
 	return id, false, nil
 }
 
-// caller is who a request counts for: its identity and plan, and the
-// store keys of its rules that count per a key of their own (RuleSpec.Key;
-// "" for a rule that counts per the caller, under Limiter.Key(id)).
-type caller struct {
-	id, plan     string
-	rule, shadow string
-}
-
 // cheaprand is the runtime's per-thread random number generator: a
 // nanosecond, no lock, not for security (it picks the store calls that are
 // timed).
@@ -198,39 +190,36 @@ func cheaprand() uint32
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count counts one request of c under the rules of m (from cfg), or
-// their variants for its plan (a tier's name, or "") or its custom limits
-// (limitsFor), each under its key, and fills d in place (a Decision is
-// large to copy): the enforced rule decides, with the failure policy; the
-// rule in shadow mode, if any, is counted too and only reported. The
-// allow list, plans and a LimitProvider know the caller by its own key
-// (Limiter.Key), whatever key its rules count per.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, c *caller, d *Decision) {
-	key := l.Key(c.id)
+// count counts one request of identity under the rules of m (from cfg),
+// or their variants for its plan (a tier's name, or "") or its custom
+// limits (limitsFor), each under its key, and fills d in place (a
+// Decision is large to copy): the enforced rule decides, with the failure
+// policy; the rule in shadow mode, if any, is counted too and only
+// reported. d comes zero but for the store keys of the rules that count
+// per a key of their own (RuleSpec.Key): the enforced rule's in d.Key, the
+// shadow rule's in d.shadow.key; the others count under the caller's key.
+// The allow list, plans and a LimitProvider know the caller by its own
+// key (Limiter.Key), whatever key its rules count per.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
+	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
+		d.Key, d.shadow.key = "", ""
 		l.bypassed(m)
 		d.Allowed = true
 		return
 	}
-	if c.plan != "" || l.provider != nil {
-		l.limitsFor(ctx, cfg, m, c.plan, key, d)
+	if plan != "" || l.provider != nil {
+		l.limitsFor(ctx, cfg, m, plan, key, d)
 	}
-	rkey, skey := key, key // the enforced rule's and the shadow rule's
-	if c.rule != "" {
-		rkey = c.rule
+	if cfg.keyed { // key becomes the deciding rule's (see ruleKeys)
+		key = ruleKeys(key, m, d)
 	}
-	if c.shadow != "" {
-		skey = c.shadow
-	}
-	d.Key = rkey
-	if m.rule == nil {
-		d.Key = skey
-	}
+	d.Key = key
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
-	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, rkey, d) {
+	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
-		a := ask{key: rkey, rule: m.rule, cost: m.cost}
+		a := ask{key: key, rule: m.rule, cost: m.cost}
 		o, lat := l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
 		d.Allowed = d.Result.Allowed
 		switch o {
@@ -238,7 +227,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, c *caller, d
 			d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
 			l.warn(m.rule, d.Allowed, d.Err)
 		case OutcomeDenied:
-			l.penalize(ctx, cfg, m.rule, rkey, d)
+			l.penalize(ctx, cfg, m.rule, key, d)
 		}
 		if !d.wait(a, o, d.Err) { // counted by outcome: reported by Complete
 			l.report(a, o, d.Allowed, d.Err, lat)
@@ -262,6 +251,10 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, c *caller, d
 		if !l.shadowHeaders {
 			d.style = HeadersNone
 		}
+	}
+	skey := key
+	if cfg.keyed {
+		skey, d.shadow.key = d.shadow.key, ""
 	}
 	a := ask{key: skey, rule: m.shadow, cost: m.shadowCost}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)

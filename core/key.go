@@ -80,6 +80,30 @@ func (m *match) keyed() bool {
 	return m.rule != nil && m.rule.key != nil || m.shadow != nil && m.shadow.key != nil
 }
 
+// ruleKeys resolves the store keys of m's rules, given in d.Key (the
+// enforced rule's) and d.shadow.key (the rule in shadow mode's) by the
+// flow, "" for a rule that counts under the caller's key: it returns the
+// key of the rule that decides (the enforced one, else the one in shadow
+// mode), and leaves the shadow rule's, if there is one, in d.shadow.key,
+// key where it was "", for Limiter.count to take when it counts that rule.
+func ruleKeys(key string, m *match, d *Decision) string {
+	skey := d.shadow.key
+	if skey == "" {
+		skey = key
+	}
+	d.shadow.key = ""
+	if m.shadow != nil {
+		d.shadow.key = skey
+	}
+	switch {
+	case m.rule == nil:
+		return skey
+	case d.Key != "":
+		return d.Key
+	}
+	return key
+}
+
 // key compiles the key spec at fkey (field field) of the rule label whose
 // paths are paths, or of the default limit (def); nil for user, the
 // default, or when the spec has a problem.
