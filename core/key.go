@@ -11,10 +11,9 @@ import (
 
 // A rule's key (RuleSpec.Key) says what the rule counts per: the caller
 // (user, the default), the client IP, a request header, a path parameter,
-// or several of those together. A rule keyed by user alone counts under
-// Limiter.Key(identity), as every rule did before keys were chosen per
-// rule. Any other key is its parts in order, joined by '|', each a tag and
-// a value:
+// or several of those together. A rule keyed by user alone, as is every
+// rule that names no key, counts under Limiter.Key(identity). Any other
+// key is its parts in order, joined by '|', each a tag and a value:
 //
 //	u:<Limiter.Key(identity)>    user, when the key function named the caller
 //	ip:<client IP>               ip, and the fallback of every other part
@@ -230,7 +229,7 @@ func (f *Flow[R]) ruleKey(r R, rule *Rule, k *keyReq) string {
 	if rule == nil || rule.key == nil {
 		return ""
 	}
-	var buf [2 * store.MaxKeyLen]byte
+	var buf [store.MaxKeyLen]byte // a longer key is bounded (boundKey)
 	b := buf[:0]
 	for i := range rule.key.parts {
 		p := &rule.key.parts[i]
@@ -297,7 +296,12 @@ func (l *Limiter) appendSecret(b []byte, label, secret string) []byte {
 
 // appendEscaped appends s with '%' and keySep escaped ("%25", "%7C").
 func appendEscaped[S string | []byte](b []byte, s S) []byte {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for i < len(s) && s[i] != '%' && s[i] != keySep {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
 		b = appendEscapedByte(b, s[i])
 	}
 	return b
@@ -326,6 +330,9 @@ const (
 // appendParam appends the value of the segment seg found in a spelling of
 // mode: decoded once, in lower case with fold, escaped.
 func appendParam(b []byte, seg string, mode paramMode, fold bool) []byte {
+	if !fold && mode == decodedAll {
+		return appendEscaped(b, seg)
+	}
 	for i := 0; i < len(seg); i++ {
 		c := seg[i]
 		if c == '%' && mode != decodedAll {
@@ -357,7 +364,13 @@ func appendParam(b []byte, seg string, mode paramMode, fold bool) []byte {
 func (r *Rule) param(pos []int, p Path, fold bool) (seg string, mode paramMode, ok bool) {
 	s := string(p)
 	if clean(s) {
-		seg, ok = r.paramIn(pos, s, fold)
+		// A clean path is its only spelling, which the rule matched: with
+		// one path, the rule's path is the one (segment checks the depth).
+		if len(r.paths) == 1 {
+			seg, ok = segment(s, pos[0])
+		} else {
+			seg, ok = r.paramIn(pos, s, fold)
+		}
 		return seg, decodedAll, ok
 	}
 	d, sd := decode(s, false), decode(s, true)
@@ -381,28 +394,31 @@ func (r *Rule) param(pos []int, p Path, fold bool) (seg string, mode paramMode, 
 func (r *Rule) paramIn(pos []int, s string, fold bool) (string, bool) {
 	for i := range r.paths {
 		if r.paths[i].matchCase(s, fold) {
-			return segment(s, pos[i]), true
+			return segment(s, pos[i])
 		}
 	}
 	return "", false
 }
 
 // segment returns the i-th segment (from 0) of path, which starts with
-// '/' and has more than i segments.
-// (A loop over bytes: the segments are short, and IndexByte's setup
-// costs more than it saves.)
-func segment(path string, i int) string {
+// '/', and whether it is a segment of its own, not empty. (A loop over
+// bytes: the segments are short, and IndexByte's setup costs more than
+// it saves.)
+func segment(path string, i int) (string, bool) {
+	if path == "" || path[0] != '/' {
+		return "", false
+	}
 	start := 1
 	for j := 1; j < len(path); j++ {
 		if path[j] != '/' {
 			continue
 		}
 		if i == 0 {
-			return path[start:j]
+			return path[start:j], j > start
 		}
 		i, start = i-1, j+1
 	}
-	return path[start:]
+	return path[start:], i == 0 && len(path) > start
 }
 
 // resetKey is the store key Limiter.Reset resets for identity under
