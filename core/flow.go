@@ -147,7 +147,10 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 		if !named { // the identity is the client IP
 			k.ip, k.haveIP = id, true
 		}
-		d.Key, d.shadow.key = f.ruleKey(r, m.rule, &k), f.ruleKey(r, m.shadow, &k)
+		d.Key = f.ruleKey(r, m.rule, &k)
+		if key := f.ruleKey(r, m.shadow, &k); key != "" {
+			d.shadow.more = &pendingMore{key: key}
+		}
 	}
 	l.count(ctx, cfg, &m, id, plan, d)
 	return nil
@@ -196,14 +199,15 @@ const retryTimeout = time.Second
 // Decision is large to copy): the enforced rule decides, with the failure
 // policy; the rule in shadow mode, if any, is counted too and only
 // reported. d comes zero but for the store keys of the rules that count
-// per a key of their own (RuleSpec.Key): the enforced rule's in d.Key, the
-// shadow rule's in d.shadow.key; the others count under the caller's key.
-// The allow list, plans and a LimitProvider know the caller by its own
-// key (Limiter.Key), whatever key its rules count per.
+// per a key of their own (RuleSpec.Key), which the flow puts there: the
+// enforced rule's in d.Key, the shadow rule's in d.shadow.more; the
+// others count under the caller's key. The allow list, plans and a
+// LimitProvider know the caller by its own key (Limiter.Key), whatever
+// key its rules count per.
 func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
 	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
-		d.Key, d.shadow.key = "", ""
+		d.Key, d.shadow.more = "", nil
 		l.bypassed(m)
 		d.Allowed = true
 		return
@@ -211,8 +215,8 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	if plan != "" || l.provider != nil {
 		l.limitsFor(ctx, cfg, m, plan, key, d)
 	}
-	if cfg.keyed { // key becomes the deciding rule's (see ruleKeys)
-		key = ruleKeys(key, m, d)
+	if cfg.keyed { // key becomes the deciding rule's
+		key = decidingKey(key, m, d)
 	}
 	d.Key = key
 	d.style = l.headerStyle(cfg)
@@ -254,7 +258,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 	}
 	skey := key
 	if cfg.keyed {
-		skey, d.shadow.key = d.shadow.key, ""
+		skey = l.shadowKey(identity, d)
 	}
 	a := ask{key: skey, rule: m.shadow, cost: m.shadowCost}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)

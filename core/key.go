@@ -79,28 +79,28 @@ func (m *match) keyed() bool {
 	return m.rule != nil && m.rule.key != nil || m.shadow != nil && m.shadow.key != nil
 }
 
-// ruleKeys resolves the store keys of m's rules, given in d.Key (the
-// enforced rule's) and d.shadow.key (the rule in shadow mode's) by the
-// flow, "" for a rule that counts under the caller's key: it returns the
-// key of the rule that decides (the enforced one, else the one in shadow
-// mode), and leaves the shadow rule's, if there is one, in d.shadow.key,
-// key where it was "", for Limiter.count to take when it counts that rule.
-func ruleKeys(key string, m *match, d *Decision) string {
-	skey := d.shadow.key
-	if skey == "" {
-		skey = key
-	}
-	d.shadow.key = ""
-	if m.shadow != nil {
-		d.shadow.key = skey
-	}
+// decidingKey returns the store key of the rule of m that decides, the
+// enforced one, else the one in shadow mode, given the caller's (key) and
+// the rules' own (see Limiter.count).
+func decidingKey(key string, m *match, d *Decision) string {
 	switch {
-	case m.rule == nil:
-		return skey
-	case d.Key != "":
+	case m.rule == nil && d.shadow.more != nil:
+		return d.shadow.more.key
+	case m.rule != nil && d.Key != "":
 		return d.Key
 	}
 	return key
+}
+
+// shadowKey returns the store key of the rule in shadow mode, given to
+// Limiter.count in d.shadow.more, which it clears, else the caller's, the
+// key of identity.
+func (l *Limiter) shadowKey(identity string, d *Decision) string {
+	if more := d.shadow.more; more != nil {
+		d.shadow.more = nil
+		return more.key
+	}
+	return l.Key(identity)
 }
 
 // key compiles the key spec at fkey (field field) of the rule label whose

@@ -541,3 +541,27 @@ func TestRuleKeyErrors(t *testing.T) {
 	_, err := NewConfig(Spec{Enabled: true, Rules: []RuleSpec{{Name: "a", Paths: []string{"/a"}, Limit: []string{"1/s"}, Key: "param:kb"}}})
 	checkConfigError(t, err, `rate-limit config: rule "a": field "key": value "param:kb": "param:kb": path "/a" has no parameter kb (every path of the rule must name it, as :kb or {kb})`)
 }
+
+// TestRuleKeyShadowOnly: a rule in shadow mode that no enforced rule goes
+// with decides the Decision, under its own key.
+func TestRuleKeyShadowOnly(t *testing.T) {
+	e := newKeyEnv(t, `
+rate_limit:
+  enabled: true
+  mode: shadow
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "1/minute"
+      key: ip
+`)
+	for i, want := range []Outcome{OutcomeAllowed, OutcomeShadowDenied} {
+		d := e.decide(&keyReqT{user: "alice", ip: "192.0.2.1"}, "/login")
+		if d.Rule == nil || d.Rule.Name != "login" || d.Key != "ip:192.0.2.1" || !d.Allowed || d.shadow != (pending{}) {
+			t.Errorf("request %d: %+v, want allowed under login, key ip:192.0.2.1, nothing pending", i, d)
+		}
+		if ev := e.events[len(e.events)-1]; ev.Key != "ip:192.0.2.1" || ev.Outcome != want {
+			t.Errorf("request %d: event %+v, want %v under ip:192.0.2.1", i, ev, want)
+		}
+	}
+}

@@ -57,8 +57,18 @@ func (cc *compiler) countMode(key, rule, mode string) countMode {
 type pending struct {
 	rule *Rule // nil: nothing waits
 	cost int64
-	err  error  // the Peek's error (the request passed on the failure policy)
-	key  string // the rule's store key (see RuleSpec.Key)
+	// more is what few counts have (a Decision, which adapters copy,
+	// stays small): nil without a Peek error, under the Decision's Key.
+	more *pendingMore
+}
+
+// pendingMore is a pending count's Peek error (the request passed on the
+// failure policy) and store key, when it has an error or a key other than
+// its Decision's (a rule in shadow mode with a key of its own: see
+// RuleSpec.Key).
+type pendingMore struct {
+	err error
+	key string
 }
 
 // Deferred reports that the request was let through without being
@@ -86,7 +96,10 @@ func (d *Decision) wait(a ask, o Outcome, err error) bool {
 	if a.rule == d.Rule {
 		d.waits = true
 	} else {
-		d.shadow = pending{rule: a.rule, cost: a.cost, err: err, key: a.key}
+		d.shadow = pending{rule: a.rule, cost: a.cost}
+		if err != nil || a.key != d.Key {
+			d.shadow.more = &pendingMore{err: err, key: a.key}
+		}
 	}
 	return true
 }
@@ -125,9 +138,18 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		return
 	}
 	var cancel context.CancelFunc
-	waiting := [2]pending{1: d.shadow} // the enforced rule's, the shadow rule's
+	type count struct {
+		rule *Rule
+		cost int64
+		err  error
+		key  string
+	}
+	waiting := [2]count{1: {rule: d.shadow.rule, cost: d.shadow.cost, key: d.Key}} // the enforced rule's, the shadow rule's
+	if more := d.shadow.more; more != nil {
+		waiting[1].err, waiting[1].key = more.err, more.key
+	}
 	if d.waits {
-		waiting[0] = pending{rule: d.Rule, cost: d.Cost, err: d.Err, key: d.Key}
+		waiting[0] = count{rule: d.Rule, cost: d.Cost, err: d.Err, key: d.Key}
 	}
 	for i := range waiting {
 		p := &waiting[i]
