@@ -130,7 +130,7 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 		return nil
 	}
 	// 3. The key function names the caller, else the client IP.
-	id, named, err := f.identity(r)
+	id, err := f.Identity(r)
 	if err != nil {
 		return err
 	}
@@ -143,10 +143,14 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	}
 	if cfg.keyed && m.keyed() {
 		// The rules' own keys go to count in d (see count).
-		k := keyReq{l: l, id: id, named: named, path: path, fold: f.FoldCase}
-		if !named { // the identity is the client IP
-			k.ip, k.haveIP = id, true
+		k := keyReq{l: l, id: id, path: path, fold: f.FoldCase}
+		if f.ClientIP != nil {
+			k.ip = f.ClientIP(r)
 		}
+		// An identity that is the client IP is the client IP's, whether
+		// the key function fell back to it or named it (Limiter.Decide's
+		// identity is its client IP: one that is an IP address is that).
+		k.named = id != k.ip || !listIP(id).IsValid()
 		d.Key = f.ruleKey(r, m.rule, &k)
 		if key := f.ruleKey(r, m.shadow, &k); key != "" {
 			d.shadow.more = &pendingMore{key: key}
@@ -161,25 +165,15 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 // the key function's. Adapters give it to handlers that reset a caller's
 // counters (Limiter.Reset).
 func (f *Flow[R]) Identity(r R) (id string, err error) {
-	id, _, err = f.identity(r)
-	return id, err
-}
-
-// identity is Identity, and whether the key function named the caller
-// (else id is the client IP).
-func (f *Flow[R]) identity(r R) (id string, named bool, err error) {
 	if f.Key != nil {
 		if id, err = f.Key(r); err != nil {
-			return "", false, err
+			return "", err
 		}
 	}
-	if id != "" {
-		return id, true, nil
-	}
-	if f.ClientIP != nil {
+	if id == "" && f.ClientIP != nil {
 		id = f.ClientIP(r)
 	}
-	return id, false, nil
+	return id, nil
 }
 
 // cheaprand is the runtime's per-thread random number generator: a

@@ -15,7 +15,7 @@ import (
 // rule that names no key, counts under Limiter.Key(identity). Any other
 // key is its parts in order, joined by '|', each a tag and a value:
 //
-//	u:<Limiter.Key(identity)>    user, when the key function named the caller
+//	u:<Limiter.Key(identity)>    user, when the key function named the caller (not its client IP)
 //	ip:<client IP>               ip, and the fallback of every other part
 //	h:<Name>:hmac:<32 hex>       header:<Name>, the value's keyed hash
 //	p:<value>                    param:<name>, decoded once
@@ -94,7 +94,10 @@ func decidingKey(key string, m *match, d *Decision) string {
 
 // shadowKey returns the store key of the rule in shadow mode, given to
 // Limiter.count in d.shadow.more, which it clears, else the caller's, the
-// key of identity.
+// key of identity. (Out of line: count, which calls it only for a
+// configuration with keys, stays small.)
+//
+//go:noinline
 func (l *Limiter) shadowKey(identity string, d *Decision) string {
 	if more := d.shadow.more; more != nil {
 		d.shadow.more = nil
@@ -213,13 +216,12 @@ func headerName(s string) bool {
 // keyReq is what the keys of one request are built from, beside the
 // request itself (Flow.ruleKey).
 type keyReq struct {
-	l      *Limiter
-	id     string // the identity: the key function's, else the client IP
-	named  bool   // id is the key function's
-	ip     string // the client IP, once haveIP
-	haveIP bool
-	path   Path
-	fold   bool // see Flow.FoldCase
+	l     *Limiter
+	id    string // the identity: the key function's, else the client IP
+	named bool   // id is not the client IP (nor, for Limiter.Decide, an IP address)
+	ip    string // the client IP
+	path  Path
+	fold  bool // see Flow.FoldCase
 }
 
 // ruleKey returns the store key of request r under rule, when the rule
@@ -256,12 +258,6 @@ func (f *Flow[R]) ruleKey(r R, rule *Rule, k *keyReq) string {
 			}
 		}
 		// ip, and what every other part falls back to.
-		if !k.haveIP {
-			if f.ClientIP != nil {
-				k.ip = f.ClientIP(r)
-			}
-			k.haveIP = true
-		}
 		b = appendEscaped(append(b, tagIP...), k.ip)
 	}
 	return boundKey(b)

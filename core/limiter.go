@@ -225,9 +225,10 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // the network lists: in a banned network it is refused (Decision.Banned)
 // before anything else, in an allowed one it passes uncounted. Under a
 // rule with a key of its own (RuleSpec.Key), Decide has no request but
-// path: identity is both the user part and the ip part (and so what a
-// header part, which no request carries here, falls back to), and a
-// param part is read from path.
+// path: identity is both the user part (the client IP's, "ip:<address>",
+// when it is an IP address) and the ip part (and so what a header part,
+// which no request carries here, falls back to), and a param part is
+// read from path.
 func (l *Limiter) Decide(ctx context.Context, method string, path Path, identity string, bypass bool) Decision {
 	return l.DecidePlan(ctx, method, path, identity, "", bypass)
 }

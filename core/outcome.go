@@ -89,17 +89,26 @@ func (d *Decision) Deferred() bool { return d.waits || d.shadow.rule != nil }
 // d.Key and d.Err, and the count waits as d.waits; else it is the rule in
 // shadow mode beside the enforced d.Rule, kept in d.shadow. It reports
 // whether the count waits; the caller reports the event when it does not.
+// (It inlines to one test for a rule that counts every request.)
 func (d *Decision) wait(a ask, o Outcome, err error) bool {
-	if !a.rule.byOutcome() || !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
+	return a.rule.byOutcome() && d.waitOutcome(a, o, err)
+}
+
+// waitOutcome is wait for a rule that counts by outcome: kept out of
+// line, so that wait inlines small.
+//
+//go:noinline
+func (d *Decision) waitOutcome(a ask, o Outcome, err error) bool {
+	if !d.Allowed || o != OutcomeAllowed && o != OutcomeStoreError {
 		return false
 	}
 	if a.rule == d.Rule {
 		d.waits = true
-	} else {
-		d.shadow = pending{rule: a.rule, cost: a.cost}
-		if err != nil || a.key != d.Key {
-			d.shadow.more = &pendingMore{err: err, key: a.key}
-		}
+		return true
+	}
+	d.shadow = pending{rule: a.rule, cost: a.cost}
+	if err != nil || a.key != d.Key {
+		d.shadow.more = &pendingMore{err: err, key: a.key}
 	}
 	return true
 }
