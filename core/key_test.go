@@ -193,6 +193,7 @@ func TestRuleKeyCollisions(t *testing.T) {
 	}{
 		// A user named as an IP is not that IP's anonymous caller.
 		{&keyReqT{user: "192.0.2.1", ip: "192.0.2.7"}, &keyReqT{ip: "192.0.2.1"}, "/kb/k1/upload", "/kb/k1/upload"},
+		{&keyReqT{user: "192.0.2.1", ip: "192.0.2.7"}, &keyReqT{user: "192.0.2.7", ip: "192.0.2.7"}, "/kb/k1/upload", "/kb/k1/upload"},
 		// Nor is a user named as another part's key.
 		{&keyReqT{user: "ip:192.0.2.1", ip: "192.0.2.7"}, &keyReqT{ip: "192.0.2.1"}, "/kb/k1/upload", "/kb/k1/upload"},
 		// A separator in a user or a parameter spells no other split.
@@ -284,6 +285,7 @@ func TestRuleKeyDecide(t *testing.T) {
 		{"/api/search", "alice", "alice"},
 		{"/kb/k%31/search", "alice", "p:k1"},
 		{"/kb/k1/upload", "alice", "u:alice|p:k1"},
+		{"/kb/k1/upload", "192.0.2.1", "ip:192.0.2.1|p:k1"}, // an IP address is the client IP's
 		{"/api/data", "192.0.2.1", "ip:192.0.2.1"},
 		{"/api/ip-data", "alice", "ip:alice|ip:alice"},
 	} {
