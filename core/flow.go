@@ -143,14 +143,17 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	}
 	if cfg.keyed && m.keyed() {
 		// The rules' own keys go to count in d (see count).
-		k := keyReq{l: l, id: id, path: path, fold: f.FoldCase}
-		if f.ClientIP != nil {
-			k.ip = f.ClientIP(r)
+		k := keyReq{l: l, id: id, ip: id, path: path, fold: f.FoldCase}
+		if f.Key != nil {
+			if f.ClientIP != nil {
+				k.ip = f.ClientIP(r)
+			}
+			// An identity that is the client IP is the client IP's,
+			// whether the key function fell back to it or named it
+			// (Limiter.Decide's identity is its client IP: one that is
+			// an IP address is that).
+			k.named = id != k.ip || !listIP(id).IsValid()
 		}
-		// An identity that is the client IP is the client IP's, whether
-		// the key function fell back to it or named it (Limiter.Decide's
-		// identity is its client IP: one that is an IP address is that).
-		k.named = id != k.ip || !listIP(id).IsValid()
 		d.Key = f.ruleKey(r, m.rule, &k)
 		if key := f.ruleKey(r, m.shadow, &k); key != "" {
 			d.shadow.more = &pendingMore{key: key}
