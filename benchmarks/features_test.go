@@ -26,6 +26,18 @@ func featuresConfig(tb testing.TB, rule, top string) *core.Config {
 	return adaptertest.Config(tb, yaml+top)
 }
 
+// kbPath is the path of the rows keyed by a parameter: the search rule's
+// path there is "/api/kb/{kb}/search" (kbConfig).
+const kbPath = "/api/kb/kb-01/search"
+
+// kbConfig is featuresConfig with the search rule on "/api/kb/{kb}/search",
+// its lines followed by rule.
+func kbConfig(tb testing.TB, rule string) *core.Config {
+	yaml := strings.Replace(adaptertest.ExampleConfig, `paths: ["/api/search"]`, `paths: ["/api/kb/{kb}/search"]`, 1)
+	yaml = strings.Replace(yaml, `limit: "10/second"`, `limit: "2000000000/hour"`+rule, 1)
+	return adaptertest.Config(tb, yaml)
+}
+
 // featureLists returns the allow and ban sections of the lists row: 10,000
 // banned IPv4 /24s (100.0.0.0/24 … 100.39.15.0/24) and 10,000 allowed IPv6
 // /48s (2001:db8:0::/48 …), as YAML under rate_limit.
@@ -53,14 +65,14 @@ func statusHandler(status int) http.Handler {
 }
 
 // A featureRow is one row of BenchmarkFeatures: a handler serving GET
-// /api/search from addr (default 192.0.2.1:1234), the status and a header
+// path (default /api/search) from addr (default 192.0.2.1:1234), the status and a header
 // value (name: part of the value) an admitted request gets, and the row it
 // is compared with; uncounted when the request is not counted (its
 // RateLimit header's remaining stays the same from one request to the
 // next).
 type featureRow struct {
 	name, base string
-	addr       string
+	path, addr string
 	status     int
 	header     [2]string
 	uncounted  bool
@@ -172,6 +184,15 @@ var featureRows = []featureRow{
 		})
 		return nethttp.New(core.NewLimiter(featuresConfig(tb, "", ""), core.WithDecisionContext(true)))(read)
 	}},
+	{name: "key-ip", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      key: ip", ""))(jsonHandler)
+	}},
+	{name: "baseline-kb", path: kbPath, status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(kbConfig(tb, ""))(jsonHandler)
+	}},
+	{name: "key-user-param", base: "baseline-kb", path: kbPath, status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(kbConfig(tb, "\n      key: user+param:kb"))(jsonHandler)
+	}},
 	{name: "baseline-again", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "", ""))(jsonHandler)
 	}},
@@ -209,7 +230,7 @@ type featureServer struct {
 }
 
 func newFeatureServer(tb testing.TB, row featureRow) *featureServer {
-	r := httptest.NewRequest("GET", "/api/search", nil)
+	r := httptest.NewRequest("GET", cmp.Or(row.path, "/api/search"), nil)
 	r.RemoteAddr = cmp.Or(row.addr, "192.0.2.1:1234")
 	s := &featureServer{row: row, h: row.build(tb), r: r, w: &sink{h: make(http.Header)}}
 	s.serve()
@@ -287,6 +308,13 @@ func (s *featureServer) check(tb testing.TB) {
 //     body, on an admitted request (it should cost nothing).
 //   - decision-context: core.WithDecisionContext(true), the handler
 //     reading the Decision back (nethttp.DecisionOf).
+//   - key-ip: the search rule with key: ip, counted under "ip:192.0.2.1"
+//     (the baseline, without a key function, counts under "192.0.2.1").
+//   - baseline-kb: the baseline with the search rule on
+//     "/api/kb/{kb}/search", GET /api/kb/kb-01/search.
+//   - key-user-param: that rule with key: user+param:kb, counted under
+//     "ip:192.0.2.1|p:kb-01" (no key function: the user part is the
+//     client IP): the parameter read from the path and the key built.
 //   - baseline-again: the baseline's middleware built a second time, the
 //     same in every way: what it "adds" is what the method cannot tell
 //     from nothing.

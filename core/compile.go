@@ -131,11 +131,12 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if spec.Algorithm != "" {
 		defAlgoKey = "algorithm"
 	}
+	defKey := cc.key("default_key", "", "default_key", spec.DefaultKey, nil, true)
 	defWin := cc.window(windowSpec{prefix: "default_", rule: DefaultRuleName, window: spec.DefaultWindow, timezone: spec.DefaultTimezone, algorithm: defAlgo, algorithmKey: defAlgoKey})
 	if defWin.loc != nil && len(spec.Default) == 0 {
 		cc.fail("default_window", DefaultRuleName, "default_window", spec.DefaultWindow, "a calendar default limit needs a default of limits per day, month or year (default: \"10000/day\"): the built-in %s is not one", defaultLimit)
 	} else if lims := cc.limits("default", "default", DefaultRuleName, def, 0, defWin); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow}
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow, key: defKey}
 		c.def.prepare()
 		if c.shadow {
 			c.shadowDef = c.def
@@ -146,6 +147,10 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	cc.tiers(spec.Tiers, c)
 	c.lists = cc.lists(spec.Allow, spec.Ban)
 	c.extras = c.lists != nil || c.tiers != nil
+	c.keyed = c.def != nil && c.def.key != nil
+	for _, r := range c.rules {
+		c.keyed = c.keyed || r.key != nil
+	}
 	cc.errs = append(cc.errs, ex.errs...)
 	if len(cc.errs) > 0 {
 		return nil, joinErrors(cc.errs)
@@ -197,6 +202,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 		set = &cc.taken[1]
 	}
 	r.paths = cc.paths(key, label, rs, set, cc.exempt)
+	r.key = cc.key(key+".key", label, "key", rs.Key, r.paths, false)
 	for j, m := range rs.Methods {
 		if !methodRE.MatchString(m) {
 			cc.fail(key+".methods."+strconv.Itoa(j), label, "methods", m, "a method is an upper-case token such as GET")

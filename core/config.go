@@ -56,7 +56,10 @@ type Config struct {
 	// extras: the configuration has allow or ban lists, or plans. Without
 	// them a request tests this one flag (beside enabled) for them, and is
 	// decided by its rules alone.
-	extras     bool
+	extras bool
+	// keyed: a rule or the default counts per a key of its own
+	// (RuleSpec.Key); without one a request tests this flag for keys.
+	keyed      bool
 	rules      []*Rule
 	def        *Rule
 	exempt     []pattern

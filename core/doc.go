@@ -50,7 +50,8 @@
 // counting in a store (WithStore: package memstore in one process, package
 // redisstore across replicas; any store.Store that passes package
 // storetest). Counting is per identity (a user id, an API key, a client
-// IP), per rule, per window. A Decision says whether the request may
+// IP), per rule, per window; a rule's key (RuleSpec.Key) may count it per
+// client IP, request header or path parameter instead, or per several. A Decision says whether the request may
 // proceed, under which rule and key, with what remains; it writes the
 // rate-limit headers (the IETF draft RateLimit-Policy and RateLimit by
 // default, legacy X-RateLimit-* or none) and, when denied, the 429 with

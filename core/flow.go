@@ -25,9 +25,10 @@ import (
 //  3. the key function names the caller; an error rejects the request
 //     (the adapter answers with its error handler), and an empty identity
 //     falls back to the client IP;
-//  4. the limiter counts the request under the rule that applies, unless
-//     the identity is allowed (AllowSpec) or under the rule's penalty
-//     (PenaltySpec).
+//  4. the limiter counts the request under the rule that applies, per the
+//     rule's key (RuleSpec.Key: the identity, or the client IP, a header,
+//     a path parameter), unless the identity is allowed (AllowSpec) or
+//     the key is under the rule's penalty (PenaltySpec).
 //
 // The adapter then writes the Decision: Decision.WriteDenied (or
 // Header, Status and Body) when it is not Allowed, or, when the
@@ -72,10 +73,19 @@ type Flow[R any] struct {
 	// the caller's identity alone. Without the cache its string is looked
 	// up, never kept; with it, it is kept with the key.
 	Plan func(R) string
+	// Header returns the value of the request's header of the canonical
+	// name (gRPC: its metadata entry), "" when it has none; the
+	// framework's memory it points into need not outlive the call. It is
+	// asked only for rules that count per a header (RuleSpec.Key). nil
+	// means none: such a rule counts every request under the header's
+	// fallback, the client IP.
+	Header func(r R, name string) string
 	// FoldCase says that the router matches paths without regard to ASCII
 	// case (Fiber's default): every spelling of a path is then also taken
 	// in lower case (see Path), so that "/API/search", which such a router
-	// serves by the handler of "/api/search", counts under its rule.
+	// serves by the handler of "/api/search", counts under its rule; and
+	// a path parameter a rule counts per (RuleSpec.Key) is taken in lower
+	// case, so that "/kb/A" and "/kb/a", one handler's, count as one.
 	FoldCase bool
 
 	given bool // Plan reads a plan given with the request (DecidePlan): never cached
@@ -141,17 +151,35 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	if err != nil {
 		return err
 	}
-	// 4. The request counts under its rules (its plan's, if any). (The
-	// plan is kept out of m: a match returned in registers is not copied.)
-	key := l.Key(id)
+	// 4. The request counts under its rules (its plan's, if any), each
+	// per its key. (The plan is kept out of m: a match returned in
+	// registers is not copied.)
 	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
-		plan = f.plan(l, cfg, key, r)
+		plan = f.plan(l, cfg, l.Key(id), r)
 	}
 	if f.Cost != nil && (m.rule != nil || m.shadow != nil) {
 		costOf(f.Cost(r), &m)
 	}
-	l.count(ctx, cfg, &m, key, plan, d)
+	if cfg.keyed && m.keyed() {
+		// The rules' own keys go to count in d (see count).
+		k := keyReq{l: l, id: id, ip: id, path: path, fold: f.FoldCase}
+		if f.Key != nil {
+			if f.ClientIP != nil {
+				k.ip = f.ClientIP(r)
+			}
+			// An identity that is the client IP is the client IP's,
+			// whether the key function fell back to it or named it
+			// (Limiter.Decide's identity is its client IP: one that is
+			// an IP address is that).
+			k.named = id != k.ip || !listIP(id).IsValid()
+		}
+		d.Key = f.ruleKey(r, m.rule, &k)
+		if key := f.ruleKey(r, m.shadow, &k); key != "" {
+			d.shadow.more = &pendingMore{key: key}
+		}
+	}
+	l.count(ctx, cfg, &m, id, plan, d)
 	return nil
 }
 
@@ -207,21 +235,32 @@ func cheaprand() uint32
 // cancelled while the first one ran (see take).
 const retryTimeout = time.Second
 
-// count counts one request of the caller of store key under the rules of
-// m (from cfg), or their variants for its plan (a tier's name, or "") or
-// its custom limits (limitsFor), and fills d in place (a Decision is
-// large to copy): the enforced rule decides, with the failure policy; the
-// rule in shadow mode, if any, is counted too and only reported.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan string, d *Decision) {
+// count counts one request of identity under the rules of m (from cfg),
+// or their variants for its plan (a tier's name, or "") or its custom
+// limits (limitsFor), each under its key, and fills d in place (a
+// Decision is large to copy): the enforced rule decides, with the failure
+// policy; the rule in shadow mode, if any, is counted too and only
+// reported. d comes zero but for the store keys of the rules that count
+// per a key of their own (RuleSpec.Key), which the flow puts there: the
+// enforced rule's in d.Key, the shadow rule's in d.shadow.more; the
+// others count under the caller's key. The allow list, plans and a
+// LimitProvider know the caller by its own key (Limiter.Key), whatever
+// key its rules count per.
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
+	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
+		d.Key, d.shadow.more = "", nil
 		l.bypassed(m)
 		d.Allowed = true
 		return
 	}
-	d.Key = key
 	if plan != "" || l.provider != nil {
 		l.limitsFor(ctx, cfg, m, plan, key, d)
 	}
+	if cfg.keyed { // key becomes the deciding rule's
+		key = decidingKey(key, m, d)
+	}
+	d.Key = key
 	d.style = l.headerStyle(cfg)
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
@@ -250,7 +289,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 			switch {
 			case d.Waited != 0:
 				l.reportHeld(a, o, d, lat)
-			case !d.wait(m.rule, m.cost, o, d.Err): // counted by outcome: reported by Complete
+			case !d.wait(a, o, d.Err): // counted by outcome: reported by Complete
 				l.report(a, o, d.Allowed, d.Err, lat)
 			}
 		}
@@ -259,7 +298,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 		}
 	}
 	if m.shadow != nil {
-		l.countShadow(ctx, m, d)
+		l.countShadow(ctx, cfg, m, identity, d)
 	}
 	if d.hold != nil {
 		l.watch(ctx, d)
@@ -269,7 +308,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, key, plan st
 // countShadow counts the request of d under m.shadow, the rule in shadow
 // mode: its answer is the Decision's when no rule is enforced (its
 // headers written only WithShadowHeaders), else it is only reported.
-func (l *Limiter) countShadow(ctx context.Context, m *match, d *Decision) {
+func (l *Limiter) countShadow(ctx context.Context, cfg *Config, m *match, identity string, d *Decision) {
 	var (
 		res  store.Result
 		err  error
@@ -283,6 +322,10 @@ func (l *Limiter) countShadow(ctx context.Context, m *match, d *Decision) {
 			d.style = HeadersNone
 		}
 	}
+	skey := d.Key
+	if cfg.keyed {
+		skey = l.shadowKey(identity, d)
+	}
 	busy := false // the rule's concurrency limit would refuse the request
 	if m.shadow.conc != nil && d.Allowed {
 		busy = l.shadowSlot(ctx, m.shadow, m.shadowCost, d) == OutcomeShadowDenied
@@ -290,7 +333,7 @@ func (l *Limiter) countShadow(ctx context.Context, m *match, d *Decision) {
 	if !m.shadow.rated() {
 		return // a concurrency limit only: reported by shadowSlot, or nothing to count
 	}
-	a := ask{key: d.Key, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
+	a := ask{key: skey, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
 	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
@@ -298,14 +341,14 @@ func (l *Limiter) countShadow(ctx context.Context, m *match, d *Decision) {
 		l.warn(m.shadow, true, *errp)
 	case OutcomeDenied:
 		o, d.ShadowDenied = OutcomeShadowDenied, true
-		l.shadowDenied(m.shadow, d.Key, m.shadowCost, into)
+		l.shadowDenied(m.shadow, skey, m.shadowCost, into)
 	case OutcomeAllowed:
 		if busy {
 			o = OutcomeShadowDenied // no status to count: enforced, the rule would refuse it
 		}
 	}
 	switch {
-	case d.wait(m.shadow, a.cost, o, *errp):
+	case d.wait(a, o, *errp):
 		return // counted by outcome: reported by Complete
 	case o == OutcomeAllowed && m.shadow.byOutcome():
 		a.cost = 0 // the enforced rule refused the request: no status to count

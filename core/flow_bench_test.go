@@ -15,7 +15,9 @@ import (
 // BenchmarkFlow measures the shared request flow of the adapters on an
 // allowed request, by its parts: Decide with a key, with the client IP, by
 // route, for a path with several spellings (escaped, unclean), with a
-// secret identity (hashed), Limiter.Decide, and writing the headers.
+// secret identity (hashed), under rules keyed by the client IP and by
+// user and a path parameter (RuleSpec.Key), Limiter.Decide, and writing
+// the headers.
 func BenchmarkFlow(b *testing.B) {
 	cfg, err := core.NewConfig(core.Spec{
 		Enabled: true,
@@ -48,6 +50,32 @@ func BenchmarkFlow(b *testing.B) {
 	run("Decide/key-spelled", &req{user: "alice"}, "/api/x/..//s%65arch/", "")
 	// A secret identity (HeaderKey's): its keyed hash is the store key.
 	run("Decide/key-secret", &req{user: core.SecretIdentity("X-Api-Key", "sk_live_0123456789abcdef")}, "/api/search", "")
+	// Rules with keys of their own (RuleSpec.Key): the key built per
+	// request, and a parameter read from the path.
+	keyed, err := core.NewConfig(core.Spec{
+		Enabled: true,
+		Rules: []core.RuleSpec{
+			{Name: "search", Paths: []string{"/api/search"}, Limit: []string{"2000000000/hour"}, Key: "ip"},
+			{Name: "kb", Paths: []string{"/api/kb/{kb}/search"}, Limit: []string{"2000000000/hour"}, Key: "user+param:kb"},
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := f.Limiter
+	f.Limiter = core.NewLimiter(keyed, core.WithStore(memstore.New()))
+	run("Decide/key-ip", &req{user: "alice", addr: "192.0.2.1:1234"}, "/api/search", "")
+	f.Limiter = core.NewLimiter(keyed, core.WithStore(memstore.New()))
+	kb := &req{user: "alice", addr: "192.0.2.1:1234"}
+	b.Run("Decide/key-user-param", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if d, err := f.Decide(ctx, kb, "GET", "/api/kb/kb-01/search", ""); err != nil || !d.Allowed || d.Key != "u:alice|p:kb-01" {
+				b.Fatal(d, err)
+			}
+		}
+	})
+	f.Limiter = plain
 	b.Run("Limiter.Decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // refParam matches a router parameter: ":name" or "{name}".
@@ -191,6 +195,9 @@ func FuzzPattern(f *testing.F) {
 
 // configSeeds are realistic and hostile configurations.
 var configSeeds = []string{
+	// Keys per rule.
+	"rate_limit:\n  enabled: true\n  default_key: ip\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 5/m\n      key: ip\n      penalty: {after: 3, within: 1m, ban: 15m}\n    - name: kb\n      paths: [\"/kb/{kb}/search\", /v2/:org/kb/:kb]\n      limit: 9/s\n      key: user+param:kb\n    - name: api\n      paths: [/api/*]\n      limit: 9/s\n      key: ip + header:x-api-key\n  tiers:\n    pro:\n      rules:\n        kb: 20/s\n",
+	"rate_limit:\n  default_key: param:kb\n  rules:\n    - name: a\n      paths: [/a/:kb, /b/*, /c/:kb/:kb]\n      limit: 1/s\n      key: \"param:kb+param:kb+user+ip+header:\"\n    - name: b\n      paths: [/b]\n      limit: 1/s\n      key: [ip]\n    - name: c\n      paths: [/c]\n      limit: 1/s\n      key: \"user++header:A|B+user:x+IP\"\n",
 	// Plans (tiers).
 	"rate_limit:\n  enabled: true\n  rules:\n    - name: s\n      paths: [/s, /s/b]\n      limit: 9/s\n      algorithm: gcra\n      weights: {/s/b: 3}\n  tiers:\n    free:\n      default: 5/m\n      rules:\n        s: {limit: [2/s, 9/m], burst: 4}\n    pro:\n      rules:\n        s: 20/s\n    x: {}\n",
 	"rate_limit:\n  tiers:\n    custom: {}\n    a b: {rules: {s: 1/s}}\n    p:\n      rules:\n        default: 1/s\n        s:\n",
@@ -443,6 +450,32 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			}
 		}
 	}
+	// A rule's key reads each parameter it names from every path of the
+	// rule, at a segment that path names so.
+	for _, r := range append(c.Rules(), c.Default()) {
+		if r.key == nil {
+			if r.Key() != "user" {
+				t.Errorf("rule %q: no key, Key() %q", r.Name, r.Key())
+			}
+			continue
+		}
+		if len(r.key.parts) == 0 || len(r.key.parts) > maxKeyParts || r.Key() == "user" {
+			t.Errorf("rule %q: key %q of %d parts", r.Name, r.Key(), len(r.key.parts))
+		}
+		for _, p := range r.key.parts {
+			if p.kind != keyParam {
+				continue
+			}
+			if len(p.pos) != len(r.paths) {
+				t.Fatalf("rule %q: param:%s at %d positions for %d paths", r.Name, p.name, len(p.pos), len(r.paths))
+			}
+			for i := range r.paths {
+				if pat := &r.paths[i]; p.pos[i] < 0 || p.pos[i] >= len(pat.names) || pat.names[p.pos[i]] != p.name {
+					t.Errorf("rule %q: param:%s at segment %d of %q", r.Name, p.name, p.pos[i], pat.raw)
+				}
+			}
+		}
+	}
 	for _, r := range c.Rules() {
 		if r.clear && r.count != countFailures {
 			t.Errorf("rule %q clears on success but counts %s", r.Name, r.Count())
@@ -498,4 +531,73 @@ func checkCompiled(t *testing.T, c *Config, paths []string) {
 			}
 		}
 	}
+}
+
+// FuzzRuleKeyParam: a parameter's value counts under one key however the
+// path spells it (each of its bytes escaped or not, a dot segment before
+// it, plain or escaped, a trailing slash; in any case behind a router
+// that ignores case),
+// and no two values share a key.
+func FuzzRuleKeyParam(f *testing.F) {
+	for _, seed := range []string{"k1", "a|b", "a%7Cb", "%", "%2", "%zz", "%252F", "x y", "é", "p:1", "..", ".", "K1", "\x00", strings.Repeat("k", 200)} {
+		f.Add(seed, uint64(0))
+		f.Add(seed, uint64(0x5555))
+	}
+	cfg, err := NewConfig(Spec{Enabled: true, Rules: []RuleSpec{{Name: "kb", Paths: []string{"/kb/{kb}/search"}, Limit: []string{"1/s"}, Key: "param:kb"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	l := NewLimiter(cfg)
+	key := func(p Path, fold bool) string {
+		d, _ := (&Flow[int]{Limiter: l, FoldCase: fold}).Decide(context.Background(), 0, "GET", p, "")
+		if d.Rule == nil || d.Rule.Name != "kb" {
+			return ""
+		}
+		return d.Key
+	}
+	f.Fuzz(func(t *testing.T, v string, mask uint64) {
+		if v == "" || v == "." || v == ".." || strings.ContainsAny(v, "/?#") {
+			return
+		}
+		// v as sent is the value decoded once: escape every '%' of it.
+		plain := strings.ReplaceAll(v, "%", "%25")
+		want := key(Path("/kb/"+plain+"/search"), false)
+		if want == "" || len(want) > store.MaxKeyLen {
+			t.Fatalf("%q: key %q, want one of at most %d bytes", v, want, store.MaxKeyLen)
+		}
+		var b strings.Builder
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; mask>>(i%64)&1 == 1 || c == '%' {
+				fmt.Fprintf(&b, "%%%02X", c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+		for _, p := range []string{"/kb/" + b.String() + "/search", "/kb/x/../" + b.String() + "/search/", "/kb/x/%2e%2E/" + b.String() + "/search", "/kb/" + b.String() + "/./search"} {
+			if got := key(Path(p), false); got != want {
+				t.Errorf("%q: %s counts under %q, %s under %q", v, plain, want, p, got)
+			}
+		}
+		// Behind a router that ignores case: as the value in lower case.
+		lower := strings.ReplaceAll(asciiCase(v, 'A', 'a'), "%", "%25")
+		if got, want := key(Path("/KB/"+asciiCase(b.String(), 'a', 'A')+"/SEARCH"), true), key(Path("/kb/"+lower+"/search"), false); got != want {
+			t.Errorf("%q folded: %q, want %q", v, got, want)
+		}
+		// Another value, another key.
+		if other := key(Path("/kb/"+plain+"x/search"), false); other == want {
+			t.Errorf("%q and %q share the key %q", v, v+"x", want)
+		}
+	})
+}
+
+// asciiCase is s with the ASCII letters from..from+25 moved to to..to+25:
+// ('A', 'a') lowers, ('a', 'A') raises, and no other byte changes.
+func asciiCase(s string, from, to byte) string {
+	b := []byte(s)
+	for i, c := range b {
+		if from <= c && c <= from+25 {
+			b[i] = c - from + to
+		}
+	}
+	return string(b)
 }

@@ -74,9 +74,11 @@ type Decision struct {
 	// Err is the store's error. With fail-open the request is Allowed and
 	// carries no rate-limit headers; with fail-closed it is denied with 503.
 	Err error
-	// Key is the store key the request counted under (see Limiter.Key):
-	// never a secret, so it may be logged; Limiter.ResetKey takes it.
-	// "" when nothing was counted.
+	// Key is the store key the request counted under: Limiter.Key of its
+	// identity under a rule keyed by user (the default), the rule's own
+	// key under another (see RuleSpec.Key); that of Rule. Never a secret,
+	// so it may be logged; Limiter.ResetKey takes it. "" when nothing was
+	// counted.
 	Key string
 	// Plan is the caller's plan as the configuration knows it: a tier's
 	// name, or "" (no plan, or one the configuration lacks). Rule counted
@@ -257,7 +259,11 @@ func (l *Limiter) failsOpen(cfg *Config) bool {
 // under the rule Config.Match gives. An identity that is an IP address is
 // also the client IP of the network lists: in a banned network it is
 // refused (Decision.Banned) before anything else, in an allowed one it
-// passes uncounted.
+// passes uncounted. Under a rule with a key of its own (RuleSpec.Key),
+// Decide has no request but path: identity is both the user part (the
+// client IP's, "ip:<address>", when it is an IP address) and the ip part
+// (and so what a header part, which no request carries here, falls back
+// to), and a param part is read from path.
 //
 // When the Decision is Deferred, the caller owes the limiter a call of
 // Complete once the request is answered, with its status: a rule that
@@ -307,8 +313,29 @@ var ErrUnknownRule = errors.New("no such rule")
 // first address under clientip.Config.IPv6PrefixLen, e.g.
 // "2001:db8:0:1::" for any address of 2001:db8:0:1::/64). An unknown rule
 // is ErrUnknownRule.
+//
+// A rule that counts per another key than the caller (RuleSpec.Key) takes
+// identity as that key's value: for ip the client IP (as above: for
+// IPv6 its network's first address); for header:<Name> the header's value
+// (or adapter.HeaderIdentity(name, value)), hashed as the requests'; for
+// param:<name> the parameter's value, decoded (lower case behind a router
+// that ignores case, Flow.FoldCase). A request without the header counted
+// under its client IP, "ip:<address>": reset that counter, and any of a
+// key of several parts (for which Reset returns an error), by its store
+// key, with ResetKey. Under such a rule the limits a LimitProvider gives
+// a caller count under the rule's key, and neither Reset nor ResetKey
+// finds those counters (the provider is asked by caller, not by key):
+// they end with their windows.
 func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared bool, err error) {
-	return l.ResetKey(ctx, l.Key(identity), rule)
+	r := l.cfg.Load().Rule(rule)
+	if r == nil {
+		return false, fmt.Errorf("rate-limit reset: rule %q: %w", rule, ErrUnknownRule)
+	}
+	key, err := l.resetKey(r, identity)
+	if err != nil {
+		return false, err
+	}
+	return l.ResetKey(ctx, key, rule)
 }
 
 // ResetKey is Reset by store key: the key a log line, an Event or
@@ -330,12 +357,21 @@ func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool,
 // SecretIdentity, "<label>:hmac:<hex>", the first 128 bits of
 // HMAC-SHA256(identity key, secret) in hex (see WithIdentityKey); for any
 // other, identity bounded by store.BoundKey. It is the key stores hold, the
-// Observer sees and log lines name.
+// Observer sees and log lines name, under every rule keyed by user (the
+// default; see RuleSpec.Key): a rule keyed otherwise counts under a key of
+// its own, which Decision.Key and Event.Key name.
 func (l *Limiter) Key(identity string) string {
 	label, secret, ok := secretParts(identity)
 	if !ok {
 		return store.BoundKey(identity)
 	}
+	var buf [store.MaxKeyLen]byte
+	return string(l.secretKey(buf[:0], label, secret))
+}
+
+// secretKey appends the store key of SecretIdentity(label, secret) to b
+// (see Key), allocating nothing when b has room.
+func (l *Limiter) secretKey(b []byte, label, secret string) []byte {
 	m, _ := l.hmacs.Get().(*mac)
 	if m == nil {
 		m = &mac{h: hmac.New(sha256.New, l.identityKey)}
@@ -345,17 +381,17 @@ func (l *Limiter) Key(identity string) string {
 	m.h.Write(m.in)
 	clear(m.in) // keep no secret in pooled memory
 	sum := m.h.Sum(m.sum[:0])
-	var buf [store.MaxKeyLen]byte
-	b := append(buf[:0], label...)
+	start := len(b)
+	b = append(b, label...)
 	b = append(b, hmacMark...)
 	b = hex.AppendEncode(b, sum[:16])
 	if cap(m.in) <= 4096 {
 		l.hmacs.Put(m)
 	}
-	if len(b) > store.MaxKeyLen {
-		return store.BoundKey(string(b))
+	if len(b)-start > store.MaxKeyLen {
+		return append(b[:start], store.BoundKey(string(b[start:]))...)
 	}
-	return string(b)
+	return b
 }
 
 // mac is an HMAC with its buffers, reused (Limiter.hmacs) so that hashing

@@ -17,7 +17,8 @@ import (
 // accepted them (Observer outcome bypassed).
 type AllowSpec struct {
 	// Identities are the store keys of callers (see Limiter.Key) a request
-	// is matched by, after the key function names it: the identity itself
+	// is matched by, after the key function names it, whatever key its
+	// rule counts per (RuleSpec.Key): the identity itself
 	// for a plain one ("sub:ops-bot", "user:42", an IPv4 client IP), and
 	// for a secret identity (an API key through an adapter's HeaderKey)
 	// its keyed hash, "X-Api-Key:hmac:<32 hex digits>", so that no key is

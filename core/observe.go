@@ -76,9 +76,10 @@ type Event struct {
 	// (also when its custom limits applied). Plans are named by the
 	// configuration, so it suits a metric label.
 	Plan string
-	// Key is the store key of a counted request (the identity, bounded by
-	// store.BoundKey; a secret identity as its keyed hash: see
-	// SecretIdentity); "" when nothing was counted. Never use it as a
+	// Key is the store key of a counted request under Rule (the identity,
+	// bounded by store.BoundKey; a secret identity as its keyed hash: see
+	// SecretIdentity; under a rule with a key of its own, RuleSpec.Key,
+	// that key); "" when nothing was counted. Never use it as a
 	// metric label: clients choose it.
 	Key     string
 	Outcome Outcome

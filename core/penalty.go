@@ -17,7 +17,9 @@ import (
 // refuses that identity for Ban without counting its requests, with 429
 // and Retry-After the longer of the rest of the ban and the rule's own
 // wait, so that a client that waits what it is told is never refused
-// again for coming early.
+// again for coming early. Under a rule with a key of its own
+// (RuleSpec.Key) the identity is that key: a rule keyed by ip bans the
+// client IP.
 //
 // The penalty is kept in the limiter's store, so the servers of one Redis
 // share it: a ban is a GCRA counter of one request per Ban (policy

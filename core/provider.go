@@ -15,7 +15,9 @@ import (
 // precedence over the caller's plan (see TierSpec) and the rule's own
 // limits.
 //
-// key is the caller's store key (Limiter.Key, Decision.Key): the identity
+// key is the caller's store key (Limiter.Key; Decision.Key under a rule
+// keyed by user, the default: under a rule with a key of its own,
+// RuleSpec.Key, the caller's limits count under that key): the identity
 // as the key function gave it ("sub:alice" for JWTSubject), but a secret
 // identity (an API key, see SecretIdentity) as its keyed hash
 // ("X-Api-Key:hmac:<hex>"), so no secret reaches the provider or its

@@ -154,7 +154,8 @@ type ruleChanges struct {
 	// afresh: the algorithm changed, or no limit's period stayed, and the
 	// rule starts from zero ("api"); or a limit of a new period starts
 	// from zero beside limits that carry over ("api(1000/day)", the rule
-	// then in newTerms).
+	// then in newTerms); or the rule counts per another key (RuleSpec.Key),
+	// under which it finds none of its old counters.
 	afresh   []string
 	added    []string // new (or renamed): counters start from zero
 	removed  []string
@@ -163,7 +164,8 @@ type ruleChanges struct {
 
 // diffRules compares the rules (with the default) of old and new by name
 // and policy: its fingerprint (the terms), then its counters' identity
-// (algorithm and periods), in one pass over each.
+// (algorithm and periods), and key (RuleSpec.Key: a rule counted per
+// another key finds none of its old counters), in one pass over each.
 func diffRules(old, new *Config) ruleChanges {
 	before := map[string]*Rule{}
 	for _, r := range withDefault(old) {
@@ -177,6 +179,8 @@ func diffRules(old, new *Config) ruleChanges {
 		case o == nil:
 			ch.added = append(ch.added, r.Name)
 			continue
+		case o.Key() != r.Key():
+			ch.afresh = append(ch.afresh, r.Name)
 		case o.Policy.Fingerprint() == r.Policy.Fingerprint():
 			ch.kept = append(ch.kept, r.Name)
 		default:

@@ -39,6 +39,10 @@ type pattern struct {
 	literal bool     // no wildcard: matching is string equality
 	slash   bool     // raw ends in '/' and is not "/"
 	rest    bool     // raw ends in "/**": segs, then any number of segments (none included)
+	// names holds, by segment, the name of a wildcard written ":name" or
+	// "{name}" ("" for '*' and literal segments); nil when the pattern
+	// names none. A rule's key reads parameters by name (see keyPart).
+	names []string
 }
 
 func compilePattern(p string) (pattern, error) {
@@ -70,6 +74,12 @@ func compilePattern(p string) (pattern, error) {
 			return pattern{}, err
 		}
 		if wild {
+			if s != "*" {
+				if pat.names == nil {
+					pat.names = make([]string, len(pat.segs))
+				}
+				pat.names[i] = paramName(s)
+			}
 			pat.segs[i] = "*"
 			if first < 0 {
 				first = i
@@ -190,6 +200,29 @@ func routerSegment(s string, before []string, last bool) (bool, error) {
 	return false, nil
 }
 
+// paramName is the name of a wildcard segment ":name" or "{name}".
+func paramName(s string) string {
+	if s[0] == ':' {
+		return s[1:]
+	}
+	return s[1 : len(s)-1]
+}
+
+// param returns the index of the segment named name, and whether the
+// pattern has exactly one; n is how many segments bear the name.
+func (p *pattern) param(name string) (i, n int) {
+	i = -1
+	for j, s := range p.names {
+		if s == name {
+			if n == 0 {
+				i = j
+			}
+			n++
+		}
+	}
+	return i, n
+}
+
 // nameLen is the length of the parameter name s starts with: an ASCII
 // letter or '_', then letters, digits and '_'; 0 when s starts with none.
 func nameLen(s string) int {
@@ -307,6 +340,7 @@ type Rule struct {
 	wait      time.Duration
 	waitQueue int
 	conc      *store.Concurrency // nil: no concurrency limit (see inflight.go)
+	key       *ruleKey           // what it counts per; nil: the caller (see key.go)
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string        // the start of each limit's item in the RateLimit header

@@ -36,6 +36,9 @@ type Spec struct {
 	// interval) but denies none, and by default writes no rate-limit
 	// header: roll a limit out, watch whom it would stop, then enforce it.
 	Mode string
+	// DefaultKey is what the default limit counts per, as RuleSpec.Key
+	// (but param, which needs a rule's paths): empty means user.
+	DefaultKey string
 	// Tiers are the plans: each a name, and limits per rule and a
 	// default that callers on that plan count under (see TierSpec).
 	Tiers []TierSpec
@@ -203,6 +206,23 @@ type RuleSpec struct {
 	// before giving it back: a period as in a limit ("30s", "2m"), at
 	// least a second. Empty means 30s. It needs Concurrent.
 	Lease string
+	// Key is what the rule counts per: empty or "user" (the caller, as
+	// the key function names it, else its client IP), "ip" (the client
+	// IP, as the limiter's clientip.Config derives it: IPv6 grouped per
+	// prefix), "header:<Name>" (the value of a request header, kept only
+	// as a keyed hash), "param:<name>" (the path segment the rule's
+	// ":name" or "{name}" matched, decoded), or up to four of those
+	// joined by '+' ("user+param:kb", "ip+header:X-Api-Key"): one counter
+	// per combination. A part the request lacks (no such header, an
+	// empty one; a caller the key function does not name) counts in its
+	// place under the client IP. Every path of the rule must name a
+	// param part's parameter. The allow list, plans and a LimitProvider
+	// still know the caller by its identity; penalties, Decision.Key,
+	// Event.Key and Limiter.Reset go by the rule's key. Values a client
+	// chooses (a header, a parameter) give it a counter per value it
+	// sends: combine them with ip or user unless something before the
+	// limiter checks them.
+	Key string
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

@@ -362,13 +362,15 @@ func (l *Limiter) ruleFor(ctx context.Context, t *tier, r *Rule, key string) *Ru
 }
 
 // resetAll forgets key's counters under r and each of its variants: every
-// plan's, and the LimitProvider's (asked when its answer is not cached).
+// plan's, and the LimitProvider's (asked when its answer is not cached),
+// but under a rule with a key of its own (RuleSpec.Key): the provider
+// knows callers, and key is not one.
 func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule) (cleared bool, err error) {
 	rules := []*Rule{r}
 	for _, name := range cfg.Plans() {
 		rules = append(rules, cfg.tiers[name].of(r))
 	}
-	if l.provider != nil {
+	if l.provider != nil && r.key == nil {
 		if v := l.provider.rule(ctx, l, r, key); v != nil {
 			rules = append(rules, v)
 		}

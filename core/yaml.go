@@ -273,6 +273,8 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.DefaultWindow = w.str(v, "", key)
 		case "default_timezone":
 			s.DefaultTimezone = w.str(v, "", key)
+		case "default_key":
+			s.DefaultKey = w.str(v, "", key)
 		case "exempt_paths":
 			s.ExemptPaths = w.strs(v, key, "", key, false)
 		case "allow":
@@ -289,7 +291,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		case "tiers":
 			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, exempt_paths, headers, failure, mode, tiers, allow or ban)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)")
 		}
 	})
 	return s
@@ -346,13 +348,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Concurrent = w.int(v, label, key)
 		case "lease":
 			r.Lease = w.str(v, label, key)
+		case "key":
+			r.Key = w.str(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent or lease)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease or key)")
 		}
 	})
 	return r

@@ -307,7 +307,7 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[echo.Context] {
 			r := c.Request()
 			return cip.ClientAddr(r.RemoteAddr, r.Header.Values)
 		},
-	})
+	}, header)
 }
 
 // Identity returns the identity a middleware that New builds with lim and

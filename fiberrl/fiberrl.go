@@ -405,7 +405,7 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[*fiber.Ctx] {
 		ip.IP = func(c *fiber.Ctx) string { return peerIP(c, &cip, false) }
 		ip.Addr = func(c *fiber.Ctx) string { return peerIP(c, &cip, true) }
 	}
-	flow := o.Flow(lim, ip)
+	flow := o.Flow(lim, ip, header)
 	if key := o.Key; key != nil {
 		flow.Key = func(c *fiber.Ctx) (string, error) {
 			id, err := key(c)

@@ -226,6 +226,49 @@ func TestCaseFolding(t *testing.T) {
 	}
 }
 
+// TestCaseFoldingParamKey: behind an app that ignores case, "/kb/K1" is
+// served as "/kb/k1", so a rule keyed by the parameter counts both under
+// one key, in lower case, with the route and without; a CaseSensitive
+// app counts them apart, as written.
+func TestCaseFoldingParamKey(t *testing.T) {
+	for _, sensitive := range []bool{false, true} {
+		for _, route := range []bool{false, true} {
+			cfg := adaptertest.Config(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: kb
+      paths: ["/api/kb/:kb/search"]
+      limit: "10/minute"
+      key: param:kb
+`)
+			var keys []string
+			lim := core.NewLimiter(cfg, core.WithObserver(func(e core.Event) { keys = append(keys, e.Key) }))
+			app := fiber.New(fiber.Config{DisableStartupMessage: true, CaseSensitive: sensitive})
+			ok := func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) }
+			if route {
+				app.Get("/api/kb/:id/search", fiberrl.New(lim), ok)
+			} else {
+				app.Use(fiberrl.New(lim))
+				app.All("/*", ok)
+			}
+			for _, p := range []string{"/api/kb/k1/search", "/api/kb/K1/search", "/API/KB/%4B1/SEARCH"} {
+				test(t, app, "GET", p).Body.Close()
+			}
+			want := []string{"p:k1", "p:k1", "p:k1"}
+			switch {
+			case sensitive && route:
+				want = []string{"p:k1", "p:K1"} // the third is not the route's
+			case sensitive:
+				want = []string{"p:k1", "p:K1", "0.0.0.0"} // nor the rule's: the default's, per caller
+			}
+			if !slices.Equal(keys, want) {
+				t.Errorf("CaseSensitive %v, route %v: keys %q, want %q", sensitive, route, keys, want)
+			}
+		}
+	}
+}
+
 // TestErrorHandlerNil: WithErrorHandler(nil) is the default: a failing key
 // function gets 401 {"detail": "Unauthorized"}, never a nil call (which
 // would take the whole process down: fasthttp recovers no panic).

@@ -220,7 +220,7 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[*gin.Context] {
 	return o.Flow(lim, adapter.ClientIP[*gin.Context]{
 		IP:   func(c *gin.Context) string { return cip.ClientIP(c.Request.RemoteAddr, c.Request.Header.Values) },
 		Addr: func(c *gin.Context) string { return cip.ClientAddr(c.Request.RemoteAddr, c.Request.Header.Values) },
-	})
+	}, header)
 }
 
 // Identity returns the identity a middleware that New builds with lim and

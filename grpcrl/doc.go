@@ -55,6 +55,12 @@
 // same API key in the same-named header, or the same client IP, so a service
 // that serves one API over both, on one store, counts a caller once.
 //
+// A rule's key (core.RuleSpec.Key) reads a call as it reads a request:
+// ip is the peer's IP, header:<Name> the first value of the metadata entry
+// of that name (hashed), and param:<name> the segment of the full method
+// the rule's pattern names ("/shop.Orders/{method}" with param:method
+// counts each method apart).
+//
 // # Answers
 //
 // Every call counted carries the rate-limit headers an HTTP adapter writes,

@@ -232,6 +232,7 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[call] {
 		Limiter:    lim,
 		ClientIP:   func(c call) string { return cip.ClientIP(peerAddr(c.ctx), incoming(c.ctx)) },
 		ClientAddr: func(c call) string { return cip.ClientAddr(peerAddr(c.ctx), incoming(c.ctx)) },
+		Header:     func(c call, name string) string { return first(c.ctx, lowerName(name)) },
 	}
 	if o.key != nil {
 		f.Key = func(c call) (string, error) { return o.key(c.ctx, c.method) }

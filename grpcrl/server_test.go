@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -460,4 +461,49 @@ func TestPlan(t *testing.T) {
 	want["retry-after"] = "1"
 	checkExhausted(t, "pat 3", r, "say", time.Second, want)
 	checkOK(t, "sam", say(t, conn, "hi", bearer("good-sam")...), allowedMD("say", 3, 60, 2, 60))
+}
+
+// TestRuleKeys: a rule keyed by a header reads the call's metadata entry
+// of that name (hashed; without it, the peer's IP), and a rule keyed by
+// a parameter reads the segment of the full method its pattern names.
+func TestRuleKeys(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	obs := core.WithObserver(func(e core.Event) {
+		mu.Lock()
+		got = append(got, e.Rule+" "+e.Key)
+		mu.Unlock()
+	})
+	conn, _ := serve(t, config(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: say
+      paths: ["/test.Echo/Say"]
+      limit: "3/minute"
+      key: header:X-Api-Key
+    - name: methods
+      paths: ["/test.Echo/{method}"]
+      limit: "3/minute"
+      key: ip+param:method
+`), core.WithStore(memAt(t, store.NewManualClock(start))), obs, core.WithIdentityKey([]byte("k")), keys)
+	for _, c := range []struct {
+		method string
+		md     []string
+	}{
+		{sayMethod, apiKey("alice")}, {sayMethod, apiKey("alice")}, {sayMethod, nil},
+		{"/test.Echo/Other", nil}, {"/test.Echo/Ping", nil}, {"/test.Echo/Other", apiKey("bob")},
+	} {
+		if r := invoke(t, conn, c.method, "hi", c.md...); r.code != codes.OK {
+			t.Fatalf("%s %q: %v %q", c.method, c.md, r.code, r.msg)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	alice := "h:" + core.NewLimiter(nil, core.WithIdentityKey([]byte("k"))).Key(core.SecretIdentity("X-Api-Key", "alice"))
+	want := []string{"say " + alice, "say " + alice, "say ip:127.0.0.1",
+		"methods ip:127.0.0.1|p:Other", "methods ip:127.0.0.1|p:Ping", "methods ip:127.0.0.1|p:Other"}
+	if !slices.Equal(got, want) {
+		t.Errorf("keys %q, want %q", got, want)
+	}
 }

@@ -224,7 +224,7 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[*http.Request] {
 	return o.Flow(lim, adapter.ClientIP[*http.Request]{
 		IP:   func(r *http.Request) string { return cip.ClientIP(r.RemoteAddr, r.Header.Values) },
 		Addr: func(r *http.Request) string { return cip.ClientAddr(r.RemoteAddr, r.Header.Values) },
-	})
+	}, header)
 }
 
 // Identity returns the identity a middleware that New builds with lim and

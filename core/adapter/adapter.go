@@ -65,8 +65,11 @@ type Options[R, E, D any] struct {
 }
 
 // Flow returns the request flow of a middleware that decides with lim
-// under s, finding a request's client with ip.
-func (s Settings[R]) Flow(lim *core.Limiter, ip ClientIP[R]) *core.Flow[R] {
+// under s, finding a request's client with ip and reading its headers
+// with header (core.Flow.Header: the value of the header of a canonical
+// name, "" when it has none; HeaderKey and JWTSubject take the same
+// function).
+func (s Settings[R]) Flow(lim *core.Limiter, ip ClientIP[R], header func(r R, name string) string) *core.Flow[R] {
 	return &core.Flow[R]{
 		Limiter:    lim,
 		Key:        s.Key,
@@ -75,6 +78,7 @@ func (s Settings[R]) Flow(lim *core.Limiter, ip ClientIP[R]) *core.Flow[R] {
 		Cost:       s.Cost,
 		ClientIP:   ip.IP,
 		ClientAddr: ip.Addr,
+		Header:     header,
 	}
 }
 

@@ -42,7 +42,7 @@ rate_limit:
 	settings := adapter.Settings[*request]{Key: adapter.HeaderKey("X-User", header)}
 	flow := settings.Flow(lim, adapter.ClientIP[*request]{
 		IP: func(r *request) string { return r.peer }, // no proxy in front
-	})
+	}, header)
 
 	for _, r := range []*request{
 		{method: "GET", path: "/health", peer: "192.0.2.1"},

@@ -352,6 +352,10 @@ type testCase struct {
 	redis bool
 	// onRedis is that second run (see onRedis).
 	onRedis bool
+	// keyed: the configuration has rules that count per another key than
+	// the caller's (core.RuleSpec.Key), so the key counted is not always
+	// the one the adapter's Identity gives.
+	keyed bool
 }
 
 // onRedis returns table with, after each case marked redis, its run
@@ -392,6 +396,8 @@ type env struct {
 	// timers tells of the limiter's timers (a rule's wait): "timer" when
 	// one is made, "stop" when one is stopped before it fires.
 	timers chan string
+	// keyed is the case's (testCase.keyed).
+	keyed bool
 }
 
 // identity is what the adapter's Identity function returned.
@@ -472,6 +478,7 @@ func newEnv(t *testing.T, c *testCase, start Start) *env {
 		served:     served,
 		identified: identified,
 		limiter:    lim,
+		keyed:      c.keyed,
 	}
 }
 
@@ -565,8 +572,9 @@ func (e *env) step(i int, s step) {
 			t.Fatalf("%s: %s", where, msg)
 		}
 	}
-	// The handler's Identity names the key the request counted under.
-	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing {
+	// The handler's Identity names the key the request counted under
+	// (under a rule keyed by user).
+	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing && !e.keyed {
 		key := strings.Fields(strings.TrimPrefix(s.take, "peek "))[0] // every call's key is the same
 		switch {
 		case got == nil:
@@ -707,27 +715,42 @@ var keyer = core.NewLimiter(nil, core.WithIdentityKey([]byte(identityKey)))
 
 // hashed maps the store key of "X-User:<name>" (HeaderKey's identity: a
 // keyed hash, see core.SecretIdentity) back to "X-User:<name>", for the
-// names the cases use, so that the table reads as the identities.
+// names the cases use, so that the table reads as the identities; and so
+// for the X-Api-Key values of the cases of rules keyed by that header.
 var hashed = func() map[string]string {
 	m := map[string]string{}
-	for _, name := range []string{"alice", "Alice", "bob", "böb"} {
+	for _, id := range []string{"X-User:alice", "X-User:Alice", "X-User:bob", "X-User:böb", "X-Api-Key:key1", "X-Api-Key:key2"} {
+		label, name, _ := strings.Cut(id, ":")
 		// Worked out here, not by core: a limiter that stored the
 		// identity in clear must fail.
 		h := hmac.New(sha256.New, []byte(identityKey))
 		h.Write([]byte(name))
-		m["X-User:hmac:"+hex.EncodeToString(h.Sum(nil)[:16])] = "X-User:" + name
+		m[label+":hmac:"+hex.EncodeToString(h.Sum(nil)[:16])] = id
 	}
 	return m
 }()
 
-// clear is key with a hashed X-User identity shown as "X-User:<name>"; a
-// key in clear is marked so, to fail the cases.
+// clear is key with each hashed identity in it (the whole key, or a part
+// of a rule's key: see core.RuleSpec.Key) shown as "X-User:<name>" or
+// "X-Api-Key:<value>"; a key holding one in clear is marked so, to fail
+// the cases.
 func (r *recorder) clear(key string) string {
 	if c, ok := hashed[key]; ok {
 		return c
 	}
-	if strings.HasPrefix(key, "X-User:") && !strings.HasPrefix(key, "X-User:hmac:") {
-		return "in-clear!" + key
+	for _, label := range []string{"X-User:", "X-Api-Key:"} {
+		for rest := key; ; {
+			i := strings.Index(rest, label)
+			if i < 0 {
+				break
+			}
+			if rest = rest[i+len(label):]; !strings.HasPrefix(rest, "hmac:") {
+				return "in-clear!" + key
+			}
+		}
+	}
+	for h, id := range hashed {
+		key = strings.ReplaceAll(key, h, id)
 	}
 	return key
 }

@@ -10,9 +10,9 @@ import (
 // allCases is the table Run and Same go through: cases, the cases of
 // this file, deniedCases, planCases, listCases, outcomeCases,
 // interplayCases, catchAllCases, calendarCases, waitCases, costCases and
-// concurrentCases.
+// concurrentCases and keyCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases(), concurrentCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases(), concurrentCases(), keyCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,

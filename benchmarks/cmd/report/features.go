@@ -24,6 +24,9 @@ var featuresRows = []struct{ name, base, label string }{
 	{"concurrent", "baseline", "+ `concurrent: 64` beside the limit (a slot taken and given back)"},
 	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
 	{"decision-context", "baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
+	{"key-ip", "baseline", "+ `key: ip` on the matched rule (the key built per request)"},
+	{"baseline-kb", "", "`nethttp`, the matched rule on `/api/kb/{kb}/search` (baseline of the next row)"},
+	{"key-user-param", "baseline-kb", "+ `key: user+param:kb` (the parameter read from the path, the key built)"},
 	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
 	{"gin-baseline", "", "`ginrl` on Gin, the same configuration (baseline of the next row)"},
 	{"gin-decision-context", "gin-baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
@@ -36,7 +39,7 @@ var featuresRows = []struct{ name, base, label string }{
 // allocations as the difference of the rows' medians.
 func renderFeatures(b *strings.Builder, r *results) {
 	b.WriteString("## Customer features\n\n")
-	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, calendar quotas, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
+	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, calendar quotas, keys per rule, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
 		"Each row is its own benchmark (time, B/op, allocs/op). \"Added time\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus its baseline's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
 		"Added bytes and allocations are the difference of the rows' medians. " +
 		"The rows are served in an order shuffled every round, so that no row always pays for the traces of the same predecessor in the caches; the baseline built a second time (\"the baseline again\") shows what such a difference can be when there is none.\n\n")
