@@ -401,8 +401,8 @@ func TestRuleKeyProvider(t *testing.T) {
 	})
 	e := newKeyEnv(t, keysYAML, WithLimitProvider(p))
 	d := e.decide(&keyReqT{user: "alice", ip: "192.0.2.1"}, "/login")
-	if d.Plan != CustomPlan || d.Key != "ip:192.0.2.1" || d.Result.Remaining != 4 {
-		t.Errorf("custom limits: plan %q, key %q, remaining %d; want %s, ip:192.0.2.1, 4", d.Plan, d.Key, d.Result.Remaining, CustomPlan)
+	if d.Rule.Plan() != CustomPlan || d.Key != "ip:192.0.2.1" || d.Result.Remaining != 4 {
+		t.Errorf("custom limits: rule plan %q, key %q, remaining %d; want %s, ip:192.0.2.1, 4", d.Rule.Plan(), d.Key, d.Result.Remaining, CustomPlan)
 	}
 	if len(asked) != 1 || asked[0] != "alice login" {
 		t.Errorf("the provider was asked %q, want [alice login]", asked)
