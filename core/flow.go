@@ -328,7 +328,7 @@ func (l *Limiter) countShadow(ctx context.Context, cfg *Config, m *match, identi
 	}
 	busy := false // the rule's concurrency limit would refuse the request
 	if m.shadow.conc != nil && d.Allowed {
-		busy = l.shadowSlot(ctx, m.shadow, m.shadowCost, d) == OutcomeShadowDenied
+		busy = l.shadowSlot(ctx, m.shadow, m.shadowCost, skey, d) == OutcomeShadowDenied
 	}
 	if !m.shadow.rated() {
 		return // a concurrency limit only: reported by shadowSlot, or nothing to count

@@ -136,16 +136,17 @@ func (l *Limiter) runnable(cfg *Config) error {
 // by Complete or when the request's context ends, whichever comes first.
 type hold struct {
 	l     *Limiter
-	key   string
 	slots [2]slot     // the enforced rule's, the shadow rule's
 	stop  func() bool // stops the release at the context's end; nil when none waits
 	done  atomic.Bool
 }
 
-// slot is one slot a request holds.
+// slot is one slot a request holds, under key (its rule's key: see
+// RuleSpec.Key).
 type slot struct {
 	rule  *Rule // nil: none
 	lease uint64
+	key   string
 }
 
 // acquire asks the store for a slot of a.key under a.rule's concurrency
@@ -188,13 +189,13 @@ func (l *Limiter) acquire(ctx context.Context, a ask, lease *uint64, err *error)
 	return OutcomeAllowed, latency
 }
 
-// hold records the slot lease of rule as d's (i: 0 the enforced rule's,
-// 1 the shadow rule's).
-func (l *Limiter) hold(d *Decision, i int, rule *Rule, lease uint64) {
+// hold records the slot lease of rule, taken under key, as d's (i: 0 the
+// enforced rule's, 1 the shadow rule's).
+func (l *Limiter) hold(d *Decision, i int, rule *Rule, lease uint64, key string) {
 	if d.hold == nil {
-		d.hold = &hold{l: l, key: d.Key}
+		d.hold = &hold{l: l}
 	}
-	d.hold.slots[i] = slot{rule: rule, lease: lease}
+	d.hold.slots[i] = slot{rule: rule, lease: lease, key: key}
 }
 
 // bounded takes the slot of a request of key at cost under rule, the
@@ -219,7 +220,7 @@ func (l *Limiter) bounded(ctx context.Context, cfg *Config, rule *Rule, cost int
 	case OutcomeConcurrencyDenied:
 		d.Allowed, d.ConcurrencyDenied, d.style = false, true, HeadersNone // nothing of the limits was asked
 	default:
-		l.hold(d, 0, rule, lease)
+		l.hold(d, 0, rule, lease, key)
 		if rule.rated() {
 			return true
 		}
@@ -234,12 +235,13 @@ func (l *Limiter) bounded(ctx context.Context, cfg *Config, rule *Rule, cost int
 // shadowSlot takes the slot of the request of d (whose enforced rule, if
 // any, let it through) under the rule in shadow mode m.shadow, which
 // bounds requests in flight, at cost: reporting a request it would refuse
-// (d.ShadowDenied) and refusing none. It returns the outcome to report
-// for the rule: the slot's when the rule has no limit (and it reports
-// it), else OutcomeShadowDenied when it would refuse the request,
-// whatever its limits say, and OutcomeAllowed otherwise.
-func (l *Limiter) shadowSlot(ctx context.Context, rule *Rule, cost int64, d *Decision) Outcome {
-	a := ask{key: d.Key, rule: rule, cost: cost}
+// (d.ShadowDenied) and refusing none; key is the rule's (RuleSpec.Key).
+// It returns the outcome to report for the rule: the slot's when the rule
+// has no limit (and it reports it), else OutcomeShadowDenied when it
+// would refuse the request, whatever its limits say, and OutcomeAllowed
+// otherwise.
+func (l *Limiter) shadowSlot(ctx context.Context, rule *Rule, cost int64, key string, d *Decision) Outcome {
+	a := ask{key: key, rule: rule, cost: cost}
 	var (
 		lease uint64
 		err   error
@@ -253,9 +255,9 @@ func (l *Limiter) shadowSlot(ctx context.Context, rule *Rule, cost int64, d *Dec
 		}
 	case OutcomeConcurrencyDenied:
 		o, d.ShadowDenied = OutcomeShadowDenied, true
-		l.shadowBusy(rule, d.Key)
+		l.shadowBusy(rule, key)
 	default:
-		l.hold(d, 1, rule, lease)
+		l.hold(d, 1, rule, lease, key)
 	}
 	if !rule.rated() {
 		l.report(a, o, true, err, lat)
@@ -331,7 +333,7 @@ func (h *hold) release(ctx context.Context) {
 		if s.rule == nil {
 			continue
 		}
-		if err := l.slots.Release(ctx, h.key, s.rule.conc, s.lease); err != nil {
+		if err := l.slots.Release(ctx, s.key, s.rule.conc, s.lease); err != nil {
 			l.warnAs(s.rule, "a slot not given back: it comes back when its lease ends", err)
 		}
 	}

@@ -567,3 +567,35 @@ rate_limit:
 		}
 	}
 }
+
+// TestRuleKeyShadowSlot: a rule in shadow mode with a concurrency limit
+// takes its slots under its own key, not the enforced rule's: keyed by ip
+// beside a rule keyed by user, two users of one address fill its one
+// slot; keyed by user beside a rule keyed by ip, they do not.
+func TestRuleKeyShadowSlot(t *testing.T) {
+	for _, tt := range []struct {
+		name, enforced, shadow string
+		bobDenied              bool
+	}{
+		{"shadow per ip", "user", "ip", true},
+		{"shadow per user", "ip", "user", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newKeyEnv(t, yamlLines("rate_limit:", "  enabled: true", "  rules:",
+				"    - {name: x, paths: [/x], limit: 100/minute, key: "+tt.enforced+"}",
+				"    - {name: watch, paths: [/x], limit: 100/minute, key: "+tt.shadow+", concurrent: 1, mode: shadow}"))
+			alice := e.decide(&keyReqT{user: "alice", ip: "192.0.2.1"}, "/x")
+			bob := e.decide(&keyReqT{user: "bob", ip: "192.0.2.1"}, "/x")
+			if alice.ShadowDenied || bob.ShadowDenied != tt.bobDenied || !alice.Allowed || !bob.Allowed {
+				t.Fatalf("alice shadow-denied %v, bob %v (allowed %v, %v); want false, %v, both allowed", alice.ShadowDenied, bob.ShadowDenied, alice.Allowed, bob.Allowed, tt.bobDenied)
+			}
+			// Completed, each gives its slot back under the key it took it:
+			// a third request of bob's finds the slot free.
+			e.flow.Limiter.Complete(context.Background(), &alice, 200)
+			e.flow.Limiter.Complete(context.Background(), &bob, 200)
+			if again := e.decide(&keyReqT{user: "bob", ip: "192.0.2.1"}, "/x"); again.ShadowDenied {
+				t.Fatalf("after both completed, bob is shadow-denied: a slot was given back under another key")
+			}
+		})
+	}
+}

@@ -388,7 +388,7 @@ func (l *Limiter) timer(d time.Duration) (<-chan time.Time, func() bool) {
 // held (d.Waited > 0).
 func (l *Limiter) reportHeld(a ask, o Outcome, d *Decision, latency time.Duration) {
 	if l.observer != nil {
-		l.observer(Event{Rule: a.rule.Name, Plan: a.rule.plan, Key: a.key, Outcome: o, Allowed: d.Allowed, Cost: a.cost, Err: d.Err, Latency: latency, Waited: d.Waited})
+		l.observer(Event{Rule: a.rule.Name, Plan: a.plan, Key: a.key, Outcome: o, Allowed: d.Allowed, Cost: a.cost, Err: d.Err, Latency: latency, Waited: d.Waited})
 	}
 }
 
