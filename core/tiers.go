@@ -301,10 +301,10 @@ func (l *Limiter) UnknownPlans() uint64 { return l.unknownPlans.Load() }
 // DecidePlan is Decide for a caller on plan: the request counts under the
 // plan's limits (see TierSpec) when the configuration has that plan, else
 // under the rules' own. Decide is DecidePlan with plan "".
-func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, identity, plan string, bypass bool) Decision {
+func (l *Limiter) DecidePlan(ctx context.Context, method string, path Path, identity, plan string, bypass bool) (d Decision) {
 	f := directFlow
 	f.Limiter = l
-	d, _ := f.Decide(ctx, direct{identity: identity, plan: plan, bypass: bypass}, method, path, "")
+	_ = f.DecideTo(ctx, &d, direct{identity: identity, plan: plan, bypass: bypass}, method, path, "") // written in place: a Decision is large to copy
 	return d
 }
 
