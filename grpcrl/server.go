@@ -48,6 +48,7 @@ type options struct {
 	plan    func(ctx context.Context, fullMethod string) string
 	onError func(ctx context.Context, fullMethod string, err error) error
 	denied  DeniedHandler
+	cost    func(ctx context.Context, fullMethod string) int64
 }
 
 // WithKeyFunc sets how a call's identity is found (JWTSubject,
@@ -75,6 +76,18 @@ func WithBypass(fn func(ctx context.Context, fullMethod string) bool) Option {
 // caller counts under the rules' own limits).
 func WithPlan(fn func(ctx context.Context, fullMethod string) string) Option {
 	return func(o *options) { o.plan = fn }
+}
+
+// WithCost sets the cost of a call known before the handler runs (the
+// size of a batch a metadata entry or the method announces), beside the
+// rules' weights: above 0 it replaces the weight of the call's method, 0
+// or less keeps it; a cost above the rule's capacity is refused with
+// ResourceExhausted, nothing taken. Under a rule charged by response
+// (cost: response) it is what a handler that reports no cost with
+// core.SetCost is charged. Take it from what the handler will do, not
+// from what the client merely says. Default: none (the weights).
+func WithCost(fn func(ctx context.Context, fullMethod string) int64) Option {
+	return func(o *options) { o.cost = fn }
 }
 
 // WithErrorHandler sets the error a call whose KeyFunc failed ends with
@@ -242,6 +255,9 @@ func (o *options) flow(lim *core.Limiter) *core.Flow[call] {
 	}
 	if o.plan != nil {
 		f.Plan = func(c call) string { return o.plan(c.ctx, c.method) }
+	}
+	if o.cost != nil {
+		f.Cost = func(c call) int64 { return o.cost(c.ctx, c.method) }
 	}
 	return f
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -505,5 +506,44 @@ rate_limit:
 		"methods ip:127.0.0.1|p:Other", "methods ip:127.0.0.1|p:Ping", "methods ip:127.0.0.1|p:Other"}
 	if !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
+	}
+}
+
+// TestCost: WithCost's answer is a call's cost (5 of a limit of 12: two
+// calls, then ResourceExhausted), replacing the method's weight; 0 keeps
+// the weight (1); a cost above the capacity is refused, nothing taken.
+func TestCost(t *testing.T) {
+	cfg := config(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: say
+      paths: ["/test.Echo/Say"]
+      limit: "12/minute"
+`)
+	var cost atomic.Int64
+	conn, e := serve(t, cfg, core.WithStore(memAt(t, store.NewManualClock(start))),
+		grpcrl.WithCost(func(_ context.Context, fullMethod string) int64 {
+			if fullMethod != "/test.Echo/Say" {
+				t.Errorf("WithCost asked for %q", fullMethod)
+			}
+			return cost.Load()
+		}))
+	cost.Store(13)
+	// A refusal consumes nothing: the metadata shows what is left.
+	over := allowedMD("say", 12, 60, 12, 60)
+	over["retry-after"] = "60"
+	checkExhausted(t, "over the capacity", say(t, conn, "hi"), "say", time.Minute, over)
+	cost.Store(5)
+	checkOK(t, "cost 5", say(t, conn, "hi"), allowedMD("say", 12, 60, 7, 60))
+	checkOK(t, "cost 5 again", say(t, conn, "hi"), allowedMD("say", 12, 60, 2, 60))
+	cost.Store(0)
+	checkOK(t, "the weight, 1", say(t, conn, "hi"), allowedMD("say", 12, 60, 1, 60))
+	cost.Store(5)
+	left := allowedMD("say", 12, 60, 1, 60)
+	left["retry-after"] = "60"
+	checkExhausted(t, "cost 5 with 1 left", say(t, conn, "hi"), "say", time.Minute, left)
+	if got := e.served.Load(); got != 3 {
+		t.Fatalf("handler ran %d times, want 3", got)
 	}
 }
