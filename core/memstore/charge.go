@@ -3,9 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
 
-	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -32,55 +30,21 @@ func (s *Store) ChargeAt(r *store.Result, key string, p *store.Policy, cost, now
 		*r = store.Result{}
 		return
 	}
-	var (
-		states [store.MaxLimits]algo.State
-		exp    [store.MaxLimits]int64
-		hs     [store.MaxLimits]uint64
-		cs     [store.MaxLimits]*cell
-		metas  [store.MaxLimits]uint64
-		dup    [store.MaxLimits]bool
-	)
 	// Under the shard's mutex, as a decision over several limits: a
 	// charge is rare (once per request served, under the rules that
 	// charge by response), and this way one code path serves every policy.
-	k := s.keyHash(key)
-	sh := s.shard(k)
-	sh.mu.Lock()
-	t := *sh.tab.Load()
-	for i := range p.Limits {
-		hs[i] = counterHash(k, p, i)
-		if _, cs[i] = s.lookup(t, hs[i]); cs[i] != nil {
-			if dup[i] = slices.Contains(cs[:i], cs[i]); !dup[i] {
-				metas[i], _ = lockCell(cs[i])
-			}
-			states[i] = cs[i].st
-		}
-	}
-	*r = store.EvaluateCharge(p, &states, &exp, now, cost)
+	var c counters
+	s.lockCounters(&c, key, p)
+	*r = store.EvaluateCharge(p, &c.states, &c.exp, now, cost)
 	charged := cost > 0
-	for i, l := range p.Limits {
-		if charged {
+	if charged {
+		for i, l := range p.Limits {
 			// The level of the state after the charge: at the limit
 			// while it owes (a peek of cost 1 finds nothing left).
-			metas[i] = pack(exp[i], level(l.Capacity(p.Algorithm), r.Limits[i].Remaining+b2i(r.Allowed)))
-			if cs[i] != nil {
-				cs[i].st = states[i]
-			}
+			c.keep(i, level(l.Capacity(p.Algorithm), r.Limits[i].Remaining+b2i(r.Allowed)))
 		}
 	}
-	for i := range p.Limits {
-		if cs[i] != nil && !dup[i] {
-			unlockCell(cs[i], metas[i])
-		}
-	}
-	if charged {
-		for i := range p.Limits {
-			if cs[i] == nil {
-				s.insert(sh, hs[i], metas[i], states[i], now)
-			}
-		}
-	}
-	sh.mu.Unlock()
+	s.unlockCounters(&c, p, charged, now)
 }
 
 // b2i is 1 for true, 0 for false.

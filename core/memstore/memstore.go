@@ -339,55 +339,78 @@ func (s *Store) lockCounter(t []uint64, h uint64) (*cell, uint64) {
 }
 
 func (s *Store) takeMany(key string, p *store.Policy, cost, now int64, write bool) store.Result {
-	var (
-		states [store.MaxLimits]algo.State
-		exp    [store.MaxLimits]int64
-		hs     [store.MaxLimits]uint64
-		cs     [store.MaxLimits]*cell  // the counters found
-		metas  [store.MaxLimits]uint64 // of the cells found, as locked
-		dup    [store.MaxLimits]bool   // cs[i] is an earlier limit's cell
-	)
-	k := s.keyHash(key)
-	sh := s.shard(k)
-	sh.mu.Lock()
-	t := *sh.tab.Load()
-	for i := range p.Limits {
-		hs[i] = counterHash(k, p, i)
-		if _, cs[i] = s.lookup(t, hs[i]); cs[i] != nil {
-			// Two limits whose hashes are equal share one counter (as two
-			// keys would): its cell is locked once.
-			if dup[i] = slices.Contains(cs[:i], cs[i]); !dup[i] {
-				metas[i], _ = lockCell(cs[i])
-			}
-			states[i] = cs[i].st
-		}
-	}
-	r := store.Evaluate(p, &states, &exp, now, cost) // on copies of the states
+	var c counters
+	s.lockCounters(&c, key, p)
+	r := store.Evaluate(p, &c.states, &c.exp, now, cost) // on copies of the states
 	admit := write && r.Allowed && cost > 0
 	for i := range p.Limits {
 		// A token bucket or GCRA found keeps its state as it stands even
 		// when nothing is consumed: one kept under other terms is
 		// rewritten (see store.Evaluate), and its expiry moves with them.
-		if admit || write && cs[i] != nil && p.Algorithm >= algo.TokenBucket {
-			metas[i] = pack(exp[i], level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
-			if cs[i] != nil {
-				cs[i].st = states[i]
-			}
+		if admit || write && c.cs[i] != nil && p.Algorithm >= algo.TokenBucket {
+			c.keep(i, level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
 		}
 	}
+	s.unlockCounters(&c, p, admit, now)
+	return r
+}
+
+// counters are the cells of one key's limits under a policy, found and
+// locked by lockCounters, with copies of their states, to be written
+// back and unlocked by unlockCounters.
+type counters struct {
+	sh     *shard
+	states [store.MaxLimits]algo.State
+	exp    [store.MaxLimits]int64
+	hs     [store.MaxLimits]uint64
+	cs     [store.MaxLimits]*cell  // the counters found
+	metas  [store.MaxLimits]uint64 // of the cells found, as locked
+	dup    [store.MaxLimits]bool   // cs[i] is an earlier limit's cell
+}
+
+// lockCounters locks the shard of key and the cells of p's limits for
+// key that exist, into c, and copies their states.
+func (s *Store) lockCounters(c *counters, key string, p *store.Policy) {
+	k := s.keyHash(key)
+	c.sh = s.shard(k)
+	c.sh.mu.Lock()
+	t := *c.sh.tab.Load()
+	for i := range p.Limits {
+		c.hs[i] = counterHash(k, p, i)
+		if _, c.cs[i] = s.lookup(t, c.hs[i]); c.cs[i] != nil {
+			// Two limits whose hashes are equal share one counter (as two
+			// keys would): its cell is locked once.
+			if c.dup[i] = slices.Contains(c.cs[:i], c.cs[i]); !c.dup[i] {
+				c.metas[i], _ = lockCell(c.cs[i])
+			}
+			c.states[i] = c.cs[i].st
+		}
+	}
+}
+
+// keep makes limit i's new state in c the one to write, at level lvl.
+func (c *counters) keep(i int, lvl uint64) {
+	c.metas[i] = pack(c.exp[i], lvl)
+	if c.cs[i] != nil {
+		c.cs[i].st = c.states[i]
+	}
+}
+
+// unlockCounters unlocks the cells c locked and, with insert, adds the
+// limits' counters not found, then unlocks the shard.
+func (s *Store) unlockCounters(c *counters, p *store.Policy, insert bool, now int64) {
 	// Unlock before inserting: an insert may evict, and eviction locks.
 	for i := range p.Limits {
-		if cs[i] != nil && !dup[i] {
-			unlockCell(cs[i], metas[i])
+		if c.cs[i] != nil && !c.dup[i] {
+			unlockCell(c.cs[i], c.metas[i])
 		}
 	}
-	if admit {
+	if insert {
 		for i := range p.Limits {
-			if cs[i] == nil {
-				s.insert(sh, hs[i], metas[i], states[i], now)
+			if c.cs[i] == nil {
+				s.insert(c.sh, c.hs[i], c.metas[i], c.states[i], now)
 			}
 		}
 	}
-	sh.mu.Unlock()
-	return r
+	c.sh.mu.Unlock()
 }
