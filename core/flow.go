@@ -156,7 +156,7 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	// registers is not copied.)
 	var plan string
 	if f.Plan != nil && cfg.tiers != nil {
-		plan = f.plan(l, cfg, l.Key(id), r)
+		plan = f.plan(l, cfg, id, r)
 	}
 	if f.Cost != nil && (m.rule != nil || m.shadow != nil) {
 		costOf(f.Cost(r), &m)
@@ -183,16 +183,17 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	return nil
 }
 
-// plan returns the plan of r's caller, whose store key is key: Plan's
-// answer, kept per key for the TTL of the limiter's cache when it has one
-// (WithLimitCache), concurrent misses of one key waiting for one lookup.
+// plan returns the plan of r's caller, of identity id: Plan's answer,
+// kept per store key (Limiter.Key(id), worked out only then) for the TTL
+// of the limiter's cache when it has one (WithLimitCache), concurrent
+// misses of one key waiting for one lookup.
 // The plan a Flow is given per request (Limiter.DecidePlan) is not
 // cached: it costs nothing.
-func (f *Flow[R]) plan(l *Limiter, cfg *Config, key string, r R) string {
+func (f *Flow[R]) plan(l *Limiter, cfg *Config, id string, r R) string {
 	if l.plans == nil || f.given {
 		return f.Plan(r)
 	}
-	return l.plans.get(l.clock, cacheKey{key: key}, func(string) (string, int64) {
+	return l.plans.get(l.clock, cacheKey{key: l.Key(id)}, func(string) (string, int64) {
 		return keptPlan(cfg, f.Plan(r)), l.plans.ttl
 	})
 }
