@@ -158,12 +158,17 @@ func (l *Limiter) chargeError(cfg *Config) error {
 }
 
 // costOf is the cost known before the handler from the request
-// (Flow.Cost's answer) put in m, in place of the weights, when above 0;
+// (Flow.Cost's answer) put in m and h (the stacked rules), in place of the weights, when above 0;
 // bounded by 2^31 − 1, which is above every rule's capacity.
-func costOf(c int64, m *match) {
+func costOf(c int64, m *match, h *stackHits) {
 	if c <= 0 {
 		return
 	}
 	c = min(c, algo.MaxCount)
 	m.cost, m.shadowCost = c, c
+	if h != nil {
+		for i := range h.costs[:h.n] {
+			h.costs[i] = c
+		}
+	}
 }

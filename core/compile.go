@@ -114,7 +114,9 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	for i, rs := range spec.Rules {
 		if r := cc.rule(i, rs); r != nil {
 			c.rules = append(c.rules, r)
-			if r.shadow {
+			if r.stack {
+				c.stacks = append(c.stacks, r)
+			} else if r.shadow {
 				c.shadows = append(c.shadows, r)
 			} else {
 				c.enforced = append(c.enforced, r)
@@ -144,6 +146,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 			c.enfDef = c.def
 		}
 	}
+	cc.stackNames(spec.Rules, c)
 	cc.tiers(spec.Tiers, c)
 	c.lists = cc.lists(spec.Allow, spec.Ban)
 	c.extras = c.lists != nil || c.tiers != nil
@@ -200,6 +203,14 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	set := &cc.taken[0] // a rule's paths are taken from the earlier rules of its mode
 	if r.shadow {
 		set = &cc.taken[1]
+	}
+	if rs.Stack {
+		// A stacked rule takes no path from the rules after it, and none
+		// from it: its paths are checked against exempt_paths and one
+		// another only.
+		r.stack = true
+		set = new([]pathClaim)
+		cc.stacked(key, label, rs)
 	}
 	r.paths = cc.paths(key, label, rs, set, cc.exempt)
 	r.key = cc.key(key+".key", label, "key", rs.Key, r.paths, false)

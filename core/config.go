@@ -70,6 +70,10 @@ type Config struct {
 	// requests are matched against each set apart (see Spec.Mode).
 	enforced, shadows []*Rule
 	enfDef, shadowDef *Rule
+	// stacks are the stacked rules (RuleSpec.Stack), of either mode, in
+	// order: each counts every request it matches, beside the rule that
+	// applies.
+	stacks []*Rule
 	// upper: a rule or weight pattern holds an ASCII upper-case letter, so
 	// that a route's answer (worked out case by case) may differ from
 	// matching without regard to case.

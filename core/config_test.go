@@ -472,7 +472,7 @@ func checkConfigError(t *testing.T, err error, want ...string) {
 
 const (
 	unknownSection = `unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)`
-	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease or key)`
+	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key or stack)`
 	unknownAlgo    = `(want fixed_window, sliding_window, token_bucket or gcra)`
 	unitsWanted    = `(want second, minute, hour or day)`
 	shadowed       = `which comes first: this path would never apply here`

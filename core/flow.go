@@ -142,7 +142,7 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	}
 	// 2. So does a bypassed caller, and an allowed network.
 	if f.Bypass != nil && f.Bypass(r) || cfg.allowsIP(ip) {
-		l.bypassed(&m)
+		l.bypassed(&m, nil)
 		d.Allowed = true
 		return nil
 	}
@@ -158,10 +158,22 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	if f.Plan != nil && cfg.tiers != nil {
 		plan = f.plan(l, cfg, id, r)
 	}
-	if f.Cost != nil && (m.rule != nil || m.shadow != nil) {
-		costOf(f.Cost(r), &m)
+	// The stacked rules it counts under too (see stack.go): kept apart
+	// from m, whose contents go to the heap, so that hits stays on the
+	// stack.
+	var (
+		hits stackHits
+		h    *stackHits // &hits when the request counts under a stacked rule
+	)
+	if cfg.stacks != nil {
+		if cfg.matchStacks(method, path, f.FoldCase, &hits); hits.n > 0 {
+			h = &hits
+		}
 	}
-	if cfg.keyed && m.keyed() {
+	if f.Cost != nil && (m.rule != nil || m.shadow != nil || h != nil) {
+		costOf(f.Cost(r), &m, h)
+	}
+	if cfg.keyed && (m.keyed() || h.keyed()) {
 		// The rules' own keys go to count in d (see count).
 		k := keyReq{l: l, id: id, ip: id, path: path, fold: f.FoldCase}
 		if f.Key != nil {
@@ -178,8 +190,13 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 		if key := f.ruleKey(r, m.shadow, &k); key != "" {
 			d.shadow.more = &pendingMore{key: key}
 		}
+		if h != nil {
+			for i, rule := range h.rules[:h.n] {
+				h.keys[i] = f.ruleKey(r, rule, &k)
+			}
+		}
 	}
-	l.count(ctx, cfg, &m, id, plan, d)
+	l.count(ctx, cfg, &m, caller{identity: id, plan: plan}, h, d)
 	return nil
 }
 
@@ -247,17 +264,22 @@ const retryTimeout = time.Second
 // others count under the caller's key. The allow list, plans and a
 // LimitProvider know the caller by its own key (Limiter.Key), whatever
 // key its rules count per.
-func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, plan string, d *Decision) {
+func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, h *stackHits, d *Decision) {
+	identity := who.identity
 	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
 		d.Key, d.shadow.more = "", nil
-		l.bypassed(m)
+		l.bypassed(m, h)
 		d.Allowed = true
 		return
 	}
-	if plan != "" || l.provider != nil {
-		l.limitsFor(ctx, cfg, m, plan, key, d)
+	if who.plan != "" || l.provider != nil {
+		t := l.limitsFor(ctx, cfg, m, who.plan, key, d)
+		if h != nil {
+			l.stackRulesFor(ctx, t, h, key, d)
+		}
 	}
+	user := key // the caller's store key, of the rules keyed by user
 	if cfg.keyed { // key becomes the deciding rule's
 		key = decidingKey(key, m, d)
 	}
@@ -270,6 +292,9 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 		// may decide the request there).
 		if m.rule.conc == nil || l.bounded(ctx, cfg, m.rule, m.cost, key, d) {
 			a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
+			if h != nil && h.enforcedStacks() {
+				a.stack = newStackCall(a, m.rule.byOutcome(), h, user)
+			}
 			var (
 				o   Outcome
 				lat time.Duration
@@ -279,24 +304,39 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, identity, pl
 			} else {
 				o, lat = l.takeOrWait(ctx, a, d) // may hold the request (wait.go)
 			}
-			d.Allowed = d.Result.Allowed
-			switch o {
-			case OutcomeStoreError:
-				d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
-				l.warn(m.rule, d.Allowed, d.Err)
-			case OutcomeDenied:
-				l.penalize(ctx, cfg, m.rule, key, d)
-			}
-			switch {
-			case d.Waited != 0:
-				l.reportHeld(a, o, d, lat)
-			case !d.wait(a, o, d.Err): // counted by outcome: reported by Complete
-				l.report(a, o, d.Allowed, d.Err, lat)
+			if a.stack.decided(o) {
+				l.settleStack(ctx, cfg, a, o, lat, d)
+			} else {
+				a.stack.free() // if any: the rule's wait refused the request before asking
+				d.Allowed = d.Result.Allowed
+				switch o {
+				case OutcomeStoreError:
+					d.Result, d.Allowed = store.Result{}, l.failsOpen(cfg)
+					l.warn(m.rule, d.Allowed, d.Err)
+				case OutcomeDenied:
+					l.penalize(ctx, cfg, m.rule, key, d)
+				}
+				switch {
+				case d.Waited != 0:
+					l.reportHeld(a, o, d, lat)
+				case !d.wait(a, o, d.Err): // counted by outcome: reported by Complete
+					l.report(a, o, d.Allowed, d.Err, lat)
+				}
 			}
 		}
 		if d.hold != nil && !d.Allowed {
 			l.giveBack(ctx, d) // refused by the limits: the slot goes back
 		}
+	} else if m.rule == nil && h != nil && h.enforcedStacks() {
+		// No rule applies but stacked ones (the default limit is in
+		// shadow mode): they decide.
+		a := ask{plan: d.Plan}
+		a.stack = newStackCall(a, false, h, user)
+		o, lat := l.take(ctx, a, false, &d.Result, &d.Err)
+		l.settleStack(ctx, cfg, a, o, lat, d)
+	}
+	if h != nil {
+		l.countShadowStacks(ctx, h, user, d)
 	}
 	if m.shadow != nil {
 		l.countShadow(ctx, cfg, m, identity, d)
@@ -316,7 +356,7 @@ func (l *Limiter) countShadow(ctx context.Context, cfg *Config, m *match, identi
 		into = &res
 		errp = &err
 	)
-	if m.rule == nil {
+	if d.Rule == nil { // nothing enforced counted the request
 		d.Rule, d.Cost = m.shadow, m.shadowCost
 		into, errp = &d.Result, &d.Err
 		if !l.shadowHeaders || !m.shadow.rated() {
@@ -365,6 +405,9 @@ type ask struct {
 	rule *Rule
 	cost int64
 	plan string
+	// stack, when set, is the count of the request under stacked rules
+	// too (see stack.go): take asks the store about every rule at once.
+	stack *stackCall
 }
 
 // report passes the event of one rule's count a to the observer, if any,
@@ -386,7 +429,7 @@ func (l *Limiter) emit(a ask, o Outcome, allowed bool, err error, latency time.D
 
 // bypassed reports a bypassed request, under each rule it would count
 // under.
-func (l *Limiter) bypassed(m *match) {
+func (l *Limiter) bypassed(m *match, h *stackHits) {
 	if l.observer == nil {
 		return
 	}
@@ -395,6 +438,11 @@ func (l *Limiter) bypassed(m *match) {
 	}
 	if m.shadow != nil {
 		l.observer(Event{Rule: m.shadow.Name, Outcome: OutcomeBypassed, Allowed: true})
+	}
+	if h != nil {
+		for _, r := range h.rules[:h.n] {
+			l.observer(Event{Rule: r.Name, Outcome: OutcomeBypassed, Allowed: true})
+		}
 	}
 }
 
@@ -409,7 +457,9 @@ func (l *Limiter) take(ctx context.Context, a ask, peek bool, res *store.Result,
 	}
 	var cancel context.CancelFunc
 	for c := ctx; ; {
-		if peek {
+		if a.stack != nil {
+			l.takeStack(c, a.stack, res, err)
+		} else if peek {
 			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.rule.peekCost(a.cost))
 		} else {
 			*res, *err = l.store.Take(c, a.key, a.rule.Policy, a.cost)

@@ -185,15 +185,35 @@ func retryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 // appendRateLimit appends the RateLimit header value: one item per limit,
 // each its prepared start (Rule.rateItems: the limit's name and ";r="),
 // the units remaining, ";t=" and the seconds until the limit resets.
+// A request counted under stacked rules (RuleSpec.Stack) lists every
+// rule's items, in order.
 func (d *Decision) appendRateLimit(b []byte) []byte {
-	for i, item := range d.Rule.rateItems {
-		l := &d.Result.Limits[i&(store.MaxLimits-1)] // a policy has at most MaxLimits limits
+	if d.stack != nil {
+		return d.stack.appendRateLimit(b)
+	}
+	return appendItems(b, d.Rule.rateItems, &d.Result.Limits)
+}
+
+// appendItems appends the RateLimit items of one rule: each limit's
+// prepared start (items) and its state (ls).
+func appendItems(b []byte, items []string, ls *[store.MaxLimits]store.LimitState) []byte {
+	for i, item := range items {
+		l := &ls[i&(store.MaxLimits-1)] // a policy has at most MaxLimits limits
 		b = append(b, item...)
 		b = appendDecimal(b, l.Remaining)
 		b = append(b, ";t="...)
 		b = appendDecimal(b, ceilSeconds(l.ResetAfter))
 	}
 	return b
+}
+
+// policyHeader is the RateLimit-Policy value of d's response: its Rule's,
+// or, counted under stacked rules, every rule's.
+func (d *Decision) policyHeader() []string {
+	if d.stack != nil {
+		return d.stack.policyHeader()
+	}
+	return d.Rule.policyHeader()
 }
 
 // appendRateLimit indexes Result.Limits by i&(MaxLimits-1): MaxLimits must
@@ -317,7 +337,7 @@ func (d *Decision) SetHeaders(h http.Header) {
 		return
 	}
 	var tmp [len(largeValue{}.b)]byte
-	h[hdrPolicy] = d.Rule.policyHeader()
+	h[hdrPolicy] = d.policyHeader()
 	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }
 

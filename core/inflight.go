@@ -118,9 +118,16 @@ var errNoSlots = errors.New("the store bounds no requests in flight (it is no st
 
 // runnable reports why cfg cannot run on the limiter's store: a rule that
 // bounds requests in flight (RuleSpec.Concurrent) on a store that is no
-// store.ConcurrencyStore.
+// store.ConcurrencyStore, or a stacked rule (RuleSpec.Stack) on one that
+// is no store.MultiTaker.
 func (l *Limiter) runnable(cfg *Config) error {
-	if l.slots != nil || cfg == nil {
+	if cfg == nil {
+		return nil
+	}
+	if _, ok := l.store.(store.MultiTaker); !ok && len(cfg.stacks) > 0 {
+		return fmt.Errorf("rule %q is stacked (stack: true), and %w: %T", cfg.stacks[0].Name, errNoMultiTaker, l.store)
+	}
+	if l.slots != nil {
 		return nil
 	}
 	for _, r := range cfg.rules {

@@ -100,6 +100,9 @@ type Decision struct {
 	// limits (RuleSpec.Concurrent), which Complete gives back; nil when
 	// none.
 	hold *hold
+	// stack is what the request counted under beside Rule, when stacked
+	// rules (RuleSpec.Stack) counted it too; nil otherwise.
+	stack *stackRecord
 }
 
 // Limiter turns requests into decisions: it matches the rule, asks the store,
@@ -152,7 +155,9 @@ type Limiter struct {
 // the rule and the store: a program that could never charge must not
 // start. So does a cfg with a rule that bounds requests in flight
 // (RuleSpec.Concurrent) over a store that cannot (it is no
-// store.ConcurrencyStore).
+// store.ConcurrencyStore), and one with stacked rules (RuleSpec.Stack)
+// over a store that cannot take several limits at once (it is no
+// store.MultiTaker).
 func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	l := &Limiter{
 		log:         slog.Default(),

@@ -66,9 +66,6 @@ type pending struct {
 	// more is what few counts have (a Decision, which adapters copy,
 	// stays small): nil without a Peek error, under the Decision's Key.
 	more *pendingMore
-	// A Decision of 224 bytes, 7 × 32, is cleared and copied in fewer
-	// cycles than one of 216 (measured: Limiter.Decide 8% faster).
-	_ [8]byte
 }
 
 // pendingMore is a pending count's Peek error (the request passed on the
@@ -184,6 +181,11 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	}
 	if d.waits {
 		waiting[0] = count{rule: d.Rule, cost: d.Cost, err: d.Err, key: d.Key}
+		if s := d.stack; s != nil && s.pending.rule != nil {
+			// Counted under stacked rules too: Rule may be another.
+			p := &s.pending
+			waiting[0] = count{rule: p.rule, cost: p.cost, err: p.err, key: p.key}
+		}
 	}
 	for i := range waiting {
 		p := &waiting[i]
@@ -221,7 +223,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 		if p.rule.count == countResponse {
 			// Charged what the handler reported, into debt if need be.
 			a.cost = d.billed(p.cost)
-			if i == 0 {
+			if i == 0 && d.Rule == p.rule {
 				d.Cost = a.cost
 			}
 			o, lat = l.charge(ctx, a, &res, &err)

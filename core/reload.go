@@ -50,7 +50,9 @@ func (l *Limiter) ReloadStats() ReloadStats {
 // running configuration stays, and the error is logged and counted in
 // ReloadStats. So is a cfg with a rule that bounds requests in flight
 // (RuleSpec.Concurrent) while the store cannot (it is no
-// store.ConcurrencyStore).
+// store.ConcurrencyStore), and one with stacked rules (RuleSpec.Stack)
+// while the store cannot take several limits at once (it is no
+// store.MultiTaker).
 func (l *Limiter) SetConfig(cfg *Config) {
 	l.loadMu.Lock()
 	defer l.loadMu.Unlock()

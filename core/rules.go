@@ -341,6 +341,7 @@ type Rule struct {
 	waitQueue int
 	conc      *store.Concurrency // nil: no concurrency limit (see inflight.go)
 	key       *ruleKey           // what it counts per; nil: the caller (see key.go)
+	stack     bool               // counted beside the rule that applies (RuleSpec.Stack; see stack.go)
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string        // the start of each limit's item in the RateLimit header

@@ -223,6 +223,27 @@ type RuleSpec struct {
 	// sends: combine them with ip or user unless something before the
 	// limiter checks them.
 	Key string
+	// Stack makes the rule a stacked limit: it is matched apart from the
+	// other rules, and counts every request its paths (and methods)
+	// match in addition to the one rule that applies to it (the first
+	// matching rule that is not stacked, else the default limit), as
+	// nginx counts every limit_req of a location. A per-user limit of
+	// 1000 an hour over "/api/**" stacked on each route's own limit is
+	// the common case. A request is refused when any rule it counts
+	// under refuses it, and a refused request consumes from none of them:
+	// the store takes all of them at once or nothing (a
+	// store.MultiTaker). The rate-limit headers report the most
+	// restrictive of the rules (Decision.Rule: when refused, the refusing
+	// rule with the longest wait; else the one with the fewest units
+	// left), and the draft RateLimit and RateLimit-Policy headers list
+	// every rule counted, each under its own names. A stacked rule has
+	// its own key, algorithm, weights, window, mode and plan limits; it
+	// does not take the paths of the rules after it (a path may be
+	// matched by a stacked rule and an ordinary one), and it has none of
+	// count, clear_on_success, cost: response, concurrent, lease, wait,
+	// wait_queue or penalty, which belong to the rule that applies. At
+	// most 8 rules of a file are stacked.
+	Stack bool
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

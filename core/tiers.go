@@ -329,8 +329,9 @@ var directFlow = Flow[direct]{
 // limitsFor replaces the rules of m by what the caller of key on plan
 // ("" for none) counts under: the LimitProvider's limits for it, else its
 // plan's, else the rules' own; and sets d.Plan to the plan, when the
-// configuration has it (custom limits leave it so).
-func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, key string, d *Decision) {
+// configuration has it (custom limits leave it so). It returns that plan
+// (nil when none), for the stacked rules (stackRulesFor).
+func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, key string, d *Decision) *tier {
 	var t *tier
 	if plan != "" {
 		if t = cfg.tiers[plan]; t == nil {
@@ -340,6 +341,19 @@ func (l *Limiter) limitsFor(ctx context.Context, cfg *Config, m *match, plan, ke
 	m.rule = l.ruleFor(ctx, t, m.rule, key)
 	m.shadow = l.ruleFor(ctx, t, m.shadow, key)
 	if t != nil && (m.rule != nil || m.shadow != nil) {
+		d.Plan = t.name
+	}
+	return t
+}
+
+// stackRulesFor makes the stacked rules of h the variants the caller of
+// key on the plan t (nil: none) counts under, as limitsFor does the
+// rules of a match.
+func (l *Limiter) stackRulesFor(ctx context.Context, t *tier, h *stackHits, key string, d *Decision) {
+	for i, r := range h.rules[:h.n] {
+		h.rules[i] = l.ruleFor(ctx, t, r, key)
+	}
+	if t != nil {
 		d.Plan = t.name
 	}
 }

@@ -306,7 +306,7 @@ func (l *Limiter) estimate(ctx context.Context, a ask, ahead int64, d *Decision)
 	p := a.rule.Policy
 	total, capacity := ahead+a.cost, p.Capacity()
 	probe := a
-	probe.cost = min(total, capacity)
+	probe.cost, probe.stack = min(total, capacity), nil // the rule's own answer: a Peek
 	if o, _ := l.take(ctx, probe, true, &d.Result, &d.Err); o == OutcomeStoreError {
 		return 0, o
 	}

@@ -350,13 +350,15 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Lease = w.str(v, label, key)
 		case "key":
 			r.Key = w.str(v, label, key)
+		case "stack":
+			r.Stack = w.bool(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease or key)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key or stack)")
 		}
 	})
 	return r
