@@ -62,6 +62,9 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		for _, c := range chargeTests {
 			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.charger(), a) })
 		}
+		for _, c := range takeAllChecks {
+			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.multiTaker(), a) })
+		}
 	}
 	test("PenaltyBan", penaltyBan)
 	test("Calendar", calendar)
