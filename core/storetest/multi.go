@@ -180,24 +180,38 @@ func takeAllSeveralLimits(e *env, mt store.MultiTaker, a algo.Algorithm) {
 	global := e.policy("global", a, "10/hour")
 	e.align(time.Hour)
 	k := e.key("u")
-	takes := []store.Take{{Key: k, Policy: global, Cost: 1}, {Key: k, Policy: p, Cost: 1}}
-	rs := e.takeAll(mt, true, takes...)
-	e.result("the global take", rs[0], true, 9)
-	e.result("the multi-limit take", rs[1], true, 1)
-	if rs[1].Limits[0].Remaining != 1 || rs[1].Limits[1].Remaining != 4 {
-		e.Fatalf("per-limit remaining %+v, want 1 and 4", rs[1].Limits[:2])
-	}
-	e.takeAll(mt, true, takes...)
-	rs = e.takeAll(mt, false, takes...)
-	e.result("the global take", rs[0], true, 8)
-	e.result("the multi-limit take", rs[1], false, 0)
-	if rs[1].Limit != p.Limits[0] || rs[1].Limits[1].Remaining != 3 {
-		e.Fatalf("denied by %v with the day at %d, want the hour limit and 3", rs[1].Limit, rs[1].Limits[1].Remaining)
-	}
+	e.twoThenDenied(mt, store.Take{Key: k, Policy: global, Cost: 1}, store.Take{Key: k, Policy: p, Cost: 1}, 1)
 	e.expect(k, global, 1, true, 7)
 	if r := e.peekAt(k, p, 0); r.Limits[0].Remaining != 0 || r.Limits[1].Remaining != 3 {
 		e.Fatalf("the multi-limit policy afterwards: %+v, want 0 and 3 left", r.Limits[:2])
 	}
+}
+
+// twoThenDenied calls TakeAll with takes three times. takes[d] is under
+// a policy of two limits, 2 and 5 per period, the other take under one
+// of 10 per period, for keys they have not counted yet: the first two
+// calls are admitted, with the states each limit shows; the third is
+// denied by the first limit of takes[d]'s policy, its second at 3, and
+// the other take reports its counter as it stands, 8 left. It returns
+// the third call's results.
+func (e *env) twoThenDenied(mt store.MultiTaker, t0, t1 store.Take, d int) []store.Result {
+	e.Helper()
+	takes := []store.Take{t0, t1}
+	o, p := 1-d, takes[d].Policy
+	rs := e.takeAll(mt, true, takes...)
+	e.result("the other take", rs[o], true, 9)
+	e.result("the take of two limits", rs[d], true, 1)
+	if rs[d].Limits[0].Remaining != 1 || rs[d].Limits[1].Remaining != 4 {
+		e.Fatalf("per-limit remaining %+v, want 1 and 4", rs[d].Limits[:2])
+	}
+	e.takeAll(mt, true, takes...)
+	rs = e.takeAll(mt, false, takes...)
+	e.result("the other take", rs[o], true, 8)
+	e.result("the take of two limits", rs[d], false, 0)
+	if rs[d].Limit != p.Limits[0] || rs[d].Limits[1].Remaining != 3 {
+		e.Fatalf("denied by %v with %v at %d, want %v and 3", rs[d].Limit, p.Limits[1], rs[d].Limits[1].Remaining, p.Limits[0])
+	}
+	return rs
 }
 
 // takeAllCalendar: a policy of calendar limits (2 a day, 5 a month, in
@@ -205,18 +219,8 @@ func takeAllSeveralLimits(e *env, mt store.MultiTaker, a algo.Algorithm) {
 // day ends: exactly an hour in virtual time, from the last hour of a
 // day) takes nothing from the other take.
 func takeAllCalendar(e *env, mt store.MultiTaker, a algo.Algorithm) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		e.Fatal(err)
-	}
-	cal := &store.Policy{Name: e.prefix + "calendar", Location: ny}
-	for _, s := range []string{"2/day", "5/month"} {
-		l, err := algo.ParseCalendarLimit(s)
-		if err != nil {
-			e.Fatal(err)
-		}
-		cal.Limits = append(cal.Limits, l)
-	}
+	cal := e.calendarPolicy("calendar", "2/day", "5/month")
+	ny := cal.Location
 	global := e.policy("global", a, "10/hour")
 	if e.virtual() {
 		// The last hour of a day in New York, after the clock's reading.
@@ -234,23 +238,15 @@ func takeAllCalendar(e *env, mt store.MultiTaker, a algo.Algorithm) {
 		}
 	}
 	k := e.key("u")
-	takes := []store.Take{{Key: k, Policy: cal, Cost: 1}, {Key: k, Policy: global, Cost: 1}}
-	rs := e.takeAll(mt, true, takes...)
-	e.result("the calendar take", rs[0], true, 1)
-	e.takeAll(mt, true, takes...)
-	rs = e.takeAll(mt, false, takes...)
-	e.result("the calendar take", rs[0], false, 0)
-	e.result("the global take", rs[1], true, 8)
-	if rs[0].Limit != cal.Limits[0] || rs[0].Limits[1].Remaining != 3 {
-		e.Fatalf("denied by %v with the month at %d, want the day and 3", rs[0].Limit, rs[0].Limits[1].Remaining)
-	}
+	c, g := store.Take{Key: k, Policy: cal, Cost: 1}, store.Take{Key: k, Policy: global, Cost: 1}
+	rs := e.twoThenDenied(mt, c, g, 0)
 	if alone := e.take(k, cal, 1); !e.sameResult(rs[0], alone) {
 		e.Fatalf("the denied calendar take answered %+v, a Take alone %+v; want the same answer", rs[0], alone)
 	}
 	if e.virtual() {
 		e.duration("RetryAfter", rs[0].RetryAfter, time.Hour) // to midnight
 		e.sleep(time.Hour)
-		rs = e.takeAll(mt, true, takes...)
+		rs = e.takeAll(mt, true, c, g)
 		e.result("the calendar take on a new day", rs[0], true, 1)
 	}
 }
