@@ -279,8 +279,9 @@ func (s *Store) takeOne(r *store.Result, k uint64, p *store.Policy, cost, now in
 // lock; a key the index read without the mutex does not show is decided
 // by takeMany, under the mutex, which inserts it when admitted.
 func (s *Store) takeCalendar(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
-	h := counterHash(s.keyHash(key), p, 0)
-	c, m := s.lockCounter(*s.shard(h).tab.Load(), h)
+	k := s.keyHash(key)
+	h := counterHash(k, p, 0)
+	c, m := s.lockCounter(*s.shard(k).tab.Load(), h)
 	if c == nil {
 		*r = s.takeMany(key, p, cost, now, write)
 		return
