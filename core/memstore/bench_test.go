@@ -178,3 +178,31 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 	}
 	b.ReportMetric(perKey, "bytes/key")
 }
+
+// BenchmarkTakeAll measures a request counted under two policies of one
+// key (a stacked rule over a route's own) on an existing key with the
+// store's clock: one TakeAll of the two takes, all or nothing, beside two
+// Takes, one after the other (which are not).
+func BenchmarkTakeAll(b *testing.B) {
+	for _, a := range []algo.Algorithm{algo.FixedWindow, algo.GCRA} {
+		s := memstore.New()
+		global, route := policy(a), policy(a)
+		route.Name = "bench-route"
+		takes := []store.Take{{Key: "user-42", Policy: global, Cost: 1}, {Key: "user-42", Policy: route, Cost: 1}}
+		var rs [2]store.Result
+		_, _ = s.TakeAll(ctx, takes, rs[:])
+		b.Run("takeall/"+a.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = s.TakeAll(ctx, takes, rs[:])
+			}
+		})
+		b.Run("take×2/"+a.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink, _ = s.Take(ctx, "user-42", global, 1)
+				sink, _ = s.Take(ctx, "user-42", route, 1)
+			}
+		})
+	}
+}

@@ -142,8 +142,10 @@ func log16(x int64) int {
 // shard is freed) it always succeeds for a cell the index shows. Nothing
 // deadlocks: a decision without the mutex holds one cell and waits for
 // nothing while it does; only holders of a shard's mutex wait for a cell
-// while holding others (takeMany), and the cells of one shard are locked
-// only under that shard's mutex (compact holds them all).
+// while holding others (takeMany, TakeAll), and the cells of one shard are
+// locked only under that shard's mutex, so their other holders wait for
+// nothing. Those that hold several shards' mutexes (TakeAll, compact,
+// which holds them all) take them in increasing order, before any cell.
 func lockCell(c *cell) (uint64, bool) {
 	if m := atomic.LoadUint64(&c.meta); m != 0 && m&lockBit == 0 && atomic.CompareAndSwapUint64(&c.meta, m, m|lockBit) {
 		return m, true

@@ -44,7 +44,7 @@ func (s *Store) ChargeAt(r *store.Result, key string, p *store.Policy, cost, now
 			c.keep(i, level(l.Capacity(p.Algorithm), r.Limits[i].Remaining+b2i(r.Allowed)))
 		}
 	}
-	s.unlockCounters(&c, p, charged, now)
+	s.unlockCounters(&c, p, now)
 }
 
 // b2i is 1 for true, 0 for false.

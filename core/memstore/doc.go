@@ -69,6 +69,24 @@
 // policies with several limits and the counters being moved wait for it;
 // decisions on the other existing counters do not.
 //
+// # Several takes at once
+//
+// TakeAll (store.MultiTaker: a request under its first-matching rule and
+// the rules stacked on it) decides up to store.MaxTakes takes, each a key
+// under a policy, in one atomic step: it locks the shards of the takes'
+// keys, each once and in increasing order (as Sweep's compaction does,
+// so no two callers wait for each other in a cycle), then the cells of
+// their counters, evaluates the takes in order (store.Evaluate, as for a
+// policy of several limits; a counter two takes share is counted by both,
+// the second on what the first left), and writes back only when every
+// take is admitted. A denied call writes nothing, but the state of a
+// token bucket or GCRA kept under other terms, as a denied Take does.
+// Counters are created, and a full shard evicts, only once every cell is
+// unlocked. Decisions on those keys without the mutex (Take on a
+// one-limit policy, Acquire, Release) wait for its cells only, and never
+// see part of a call. It allocates nothing for existing keys: its working
+// set is fixed arrays, store.MaxTakes × store.MaxLimits counters.
+//
 // # Requests in flight
 //
 // The store bounds requests in flight too (store.ConcurrencyStore, for a
@@ -92,7 +110,7 @@
 //
 // # Time
 //
-// Take and Peek read the store's clock (store.SystemClock unless WithClock
-// says otherwise) once per decision; TakeAt and PeekAt take the instant
-// from the caller.
+// Take, Peek and TakeAll read the store's clock (store.SystemClock unless
+// WithClock says otherwise) once per decision; TakeAt and PeekAt take the
+// instant from the caller.
 package memstore

@@ -279,8 +279,9 @@ func (s *Store) takeOne(r *store.Result, k uint64, p *store.Policy, cost, now in
 // lock; a key the index read without the mutex does not show is decided
 // by takeMany, under the mutex, which inserts it when admitted.
 func (s *Store) takeCalendar(r *store.Result, key string, p *store.Policy, cost, now int64, write bool) {
-	h := counterHash(s.keyHash(key), p, 0)
-	c, m := s.lockCounter(*s.shard(h).tab.Load(), h)
+	k := s.keyHash(key)
+	h := counterHash(k, p, 0)
+	c, m := s.lockCounter(*s.shard(k).tab.Load(), h)
 	if c == nil {
 		*r = s.takeMany(key, p, cost, now, write)
 		return
@@ -351,7 +352,7 @@ func (s *Store) takeMany(key string, p *store.Policy, cost, now int64, write boo
 			c.keep(i, level(p.Limits[i].Capacity(p.Algorithm), r.Limits[i].Remaining))
 		}
 	}
-	s.unlockCounters(&c, p, admit, now)
+	s.unlockCounters(&c, p, now)
 	return r
 }
 
@@ -364,19 +365,39 @@ type counters struct {
 	exp    [store.MaxLimits]int64
 	hs     [store.MaxLimits]uint64
 	cs     [store.MaxLimits]*cell  // the counters found
-	metas  [store.MaxLimits]uint64 // of the cells found, as locked
-	dup    [store.MaxLimits]bool   // cs[i] is an earlier limit's cell
+	metas  [store.MaxLimits]uint64 // of the cells found, as locked; of a counter kept, its new word
+	// dup[i]: limit i's counter is held elsewhere, an earlier limit's
+	// cell (cs[i] is that cell) or another take's counter (TakeAll; cs[i]
+	// is nil): it is neither unlocked nor inserted through limit i.
+	dup [store.MaxLimits]bool
 }
 
 // lockCounters locks the shard of key and the cells of p's limits for
 // key that exist, into c, and copies their states.
 func (s *Store) lockCounters(c *counters, key string, p *store.Policy) {
-	k := s.keyHash(key)
-	c.sh = s.shard(k)
+	s.placeCounters(c, s.keyHash(key), p)
 	c.sh.mu.Lock()
-	t := *c.sh.tab.Load()
+	s.findCounters(c, p)
+}
+
+// placeCounters sets the shard and the hashes of the counters of p's
+// limits for the key of hash k.
+func (s *Store) placeCounters(c *counters, k uint64, p *store.Policy) {
+	c.sh = s.shard(k)
 	for i := range p.Limits {
 		c.hs[i] = counterHash(k, p, i)
+	}
+}
+
+// findCounters finds the counters of p's limits in c's shard, whose mutex
+// the caller holds, but those dup marks already, locks the cells of those
+// that exist, and copies their states.
+func (s *Store) findCounters(c *counters, p *store.Policy) {
+	t := *c.sh.tab.Load()
+	for i := range p.Limits {
+		if c.dup[i] {
+			continue
+		}
 		if _, c.cs[i] = s.lookup(t, c.hs[i]); c.cs[i] != nil {
 			// Two limits whose hashes are equal share one counter (as two
 			// keys would): its cell is locked once.
@@ -388,7 +409,8 @@ func (s *Store) lockCounters(c *counters, key string, p *store.Policy) {
 	}
 }
 
-// keep makes limit i's new state in c the one to write, at level lvl.
+// keep makes limit i's new state in c the one to write, at level lvl: a
+// counter found is written back, one missing is inserted.
 func (c *counters) keep(i int, lvl uint64) {
 	c.metas[i] = pack(c.exp[i], lvl)
 	if c.cs[i] != nil {
@@ -396,21 +418,31 @@ func (c *counters) keep(i int, lvl uint64) {
 	}
 }
 
-// unlockCounters unlocks the cells c locked and, with insert, adds the
-// limits' counters not found, then unlocks the shard.
-func (s *Store) unlockCounters(c *counters, p *store.Policy, insert bool, now int64) {
+// unlockCounters unlocks the cells c locked and adds the counters kept
+// that were missing, then unlocks the shard.
+func (s *Store) unlockCounters(c *counters, p *store.Policy, now int64) {
 	// Unlock before inserting: an insert may evict, and eviction locks.
+	c.unlockCells(p)
+	s.insertKept(c, p, now)
+	c.sh.mu.Unlock()
+}
+
+// unlockCells unlocks the cells c locked, writing their meta words.
+func (c *counters) unlockCells(p *store.Policy) {
 	for i := range p.Limits {
 		if c.cs[i] != nil && !c.dup[i] {
 			unlockCell(c.cs[i], c.metas[i])
 		}
 	}
-	if insert {
-		for i := range p.Limits {
-			if c.cs[i] == nil {
-				s.insert(c.sh, c.hs[i], c.metas[i], c.states[i], now)
-			}
+}
+
+// insertKept adds to c's shard (under its mutex, with no cell of it
+// locked) the counters c keeps that were missing: a meta word is never 0
+// once kept.
+func (s *Store) insertKept(c *counters, p *store.Policy, now int64) {
+	for i := range p.Limits {
+		if c.cs[i] == nil && !c.dup[i] && c.metas[i] != 0 {
+			s.insert(c.sh, c.hs[i], c.metas[i], c.states[i], now)
 		}
 	}
-	c.sh.mu.Unlock()
 }

@@ -76,11 +76,14 @@ const wordBits = 32 << (^uintptr(0) >> 63)
 func memhash(p unsafe.Pointer, h, s uintptr) uintptr
 
 // shard returns the shard of the counters of the key of hash k.
-func (s *Store) shard(k uint64) *shard {
+func (s *Store) shard(k uint64) *shard { return &s.shards[s.shardIndex(k)] }
+
+// shardIndex returns the index of the shard of the key of hash k.
+func (s *Store) shardIndex(k uint64) int {
 	if s.shift >= 64 {
-		return &s.shards[0]
+		return 0
 	}
-	return &s.shards[k>>s.shift]
+	return int(k >> s.shift)
 }
 
 // lookup returns the entry of the index t that shows the counter of hash

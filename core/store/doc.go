@@ -57,7 +57,12 @@
 // Concurrency's slots of a key when fewer than its Limit are held,
 // Release gives it back; a store shared by processes lets a slot nobody
 // released come back after the Concurrency's Lease. A configuration with
-// such a limit cannot run on a store without it. An error whose chain
+// such a limit cannot run on a store without it. A MultiTaker counts one
+// request under several policies, each for a key of its own, all or
+// nothing (rules stacked on a request's first-matching rule): TakeAll
+// consumes every take's cost when all are admitted, and none when any is
+// denied; a configuration with stacked rules cannot run on a store
+// without it. An error whose chain
 // holds a method StoreErrorKind() string names its own kind for the
 // metrics' error label; ErrorKind classifies the others.
 //

@@ -30,9 +30,15 @@ type MultiTaker interface {
 	// RetryAfter the time until that take alone would be admitted), and
 	// for each take that would have been admitted its limits' state as it
 	// stands (Allowed, RetryAfter 0: a Take of cost 0). allowed reports
-	// whether all were admitted. The takes may name the same key under
-	// different policies; two takes of the same key and policy count as
-	// one counter taken twice.
+	// whether all were admitted.
+	//
+	// The takes may name the same key under different policies, each
+	// counted on its own counters. Takes that share a counter (the same
+	// key under the same policy, or under policies whose limits share a
+	// CounterID) count against it one after the other, in the order
+	// given: each is evaluated on what the admitted takes before it left,
+	// so two takes of cost 2 need 4 units, and a denied take's answer is
+	// on that state too.
 	//
 	// A store whose takes cannot all be decided in one atomic step (keys
 	// on different Redis Cluster nodes) decides them in steps and gives

@@ -15,21 +15,8 @@ import (
 // minute at most is waited for when midnight is near), the counts are
 // exact and each wait ends with the day, or the month.
 func calendar(e *env) {
-	ny, err := time.LoadLocation("America/New_York")
-	if err != nil {
-		e.Fatal(err)
-	}
-	p := &store.Policy{Name: e.prefix + "calendar", Location: ny}
-	for _, s := range []string{"3/day", "5/month"} {
-		l, err := algo.ParseCalendarLimit(s)
-		if err != nil {
-			e.Fatal(err)
-		}
-		p.Limits = append(p.Limits, l)
-	}
-	if err := p.Validate(); err != nil {
-		e.Fatal(err)
-	}
+	p := e.calendarPolicy("calendar", "3/day", "5/month")
+	ny := p.Location
 	k := e.key("u")
 	if !e.virtual() {
 		calendarRealTime(e, p, k)
@@ -64,6 +51,17 @@ func calendar(e *env) {
 	e.durations(r, 24*h, 22*24*h)
 	e.clock.Set(time.Date(2025, 4, 1, 0, 0, 0, 0, ny))
 	e.expect(k, p, 3, true, 0) // April: both afresh
+}
+
+// calendarPolicy makes the policy named name of the given calendar
+// limits (algo.ParseCalendarLimit) in America/New_York.
+func (e *env) calendarPolicy(name string, limits ...string) *store.Policy {
+	e.Helper()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		e.Fatal(err)
+	}
+	return e.parsed(&store.Policy{Name: e.prefix + name, Location: ny}, algo.ParseCalendarLimit, limits)
 }
 
 // durations checks the ResetAfter of r's two limits: exactly day and

@@ -82,6 +82,21 @@
 // taking and releasing never hold more than the limit at once) and
 // BadConcurrency (a limit below 1 is store.ErrBadConcurrency).
 //
+// A store.MultiTaker also gets the TakeAll checks, once per algorithm
+// (skipped for another store): Admitted (takes of one key under two
+// policies and of another key consume each their cost exactly, and a take
+// of cost 0 creates nothing), Denied (a call with a denied take consumes
+// from no counter, whichever place it has; the denied take answers what
+// a Take alone does, the others what a Peek of cost 0 does),
+// SameCounterTwice (two takes of one key and policy count twice against
+// one counter, the second on what the first left), SeveralLimits and
+// Calendar (policies of two limits, and of calendar limits, inside a
+// call), Concurrency (goroutines under a global policy of 50 and a
+// route's of 20 for one key admit exactly 20, and the global counter
+// shows exactly 20; then under two more routes exactly the 30 the global
+// policy has left) and BadTakes (no takes, too many, too few results, no
+// policy, no limits or too many: store.ErrBadPolicy, nothing taken).
+//
 // And once each:
 //
 //   - Calendar: a fixed-window policy of 3 per calendar day and 5 per

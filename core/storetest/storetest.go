@@ -62,6 +62,9 @@ func Run(t *testing.T, newStore func() store.Store, opts ...Option) {
 		for _, c := range chargeTests {
 			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.charger(), a) })
 		}
+		for _, c := range takeAllChecks {
+			test(c.name+"/"+a.String(), func(e *env) { c.fn(e, e.multiTaker(), a) })
+		}
 	}
 	test("PenaltyBan", penaltyBan)
 	test("Calendar", calendar)
@@ -89,9 +92,15 @@ func (e *env) key(k string) string { return e.prefix + k }
 
 func (e *env) policy(name string, a algo.Algorithm, limits ...string) *store.Policy {
 	e.Helper()
-	p := &store.Policy{Name: e.prefix + name, Algorithm: a}
+	return e.parsed(&store.Policy{Name: e.prefix + name, Algorithm: a}, algo.ParseLimit, limits)
+}
+
+// parsed adds to p the limits parse makes of limits, and checks that p
+// is valid.
+func (e *env) parsed(p *store.Policy, parse func(string) (algo.Limit, error), limits []string) *store.Policy {
+	e.Helper()
 	for _, s := range limits {
-		l, err := algo.ParseLimit(s)
+		l, err := parse(s)
 		if err != nil {
 			e.Fatal(err)
 		}
