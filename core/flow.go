@@ -279,7 +279,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 			l.stackRulesFor(ctx, t, h, key, d)
 		}
 	}
-	user := key // the caller's store key, of the rules keyed by user
+	user := key    // the caller's store key, of the rules keyed by user
 	if cfg.keyed { // key becomes the deciding rule's
 		key = decidingKey(key, m, d)
 	}

@@ -37,7 +37,7 @@ func newKeyEnv(t *testing.T, yaml string, opts ...Option) *keyEnv {
 	}
 	e := &keyEnv{t: t, clock: store.NewManualClock(time.Unix(1_700_000_040, 0))}
 	opts = append([]Option{
-		WithClock(e.clock), WithStore(naiveMulti{memstore.New(memstore.WithClock(e.clock))}),
+		WithClock(e.clock), WithStore(memstore.New(memstore.WithClock(e.clock))),
 		WithObserver(func(ev Event) { e.events = append(e.events, ev) }),
 	}, opts...)
 	e.flow = &Flow[*keyReqT]{

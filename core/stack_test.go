@@ -133,7 +133,6 @@ func TestStackHeaders(t *testing.T) {
 	}
 }
 
-
 func TestStackLegacyHeaders(t *testing.T) {
 	e := newKeyEnv(t, strings.Replace(stackYAML, "enabled: true", "enabled: true\n  headers: legacy", 1))
 	e.stackExpect("alice", "/api/other", "global", 4)
