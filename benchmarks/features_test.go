@@ -187,6 +187,14 @@ var featureRows = []featureRow{
 	{name: "key-ip", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      key: ip", ""))(jsonHandler)
 	}},
+	// A rule stacked on every request's own (one store call for both):
+	// the added cost of the second take, the listing of both in the
+	// headers and the Decision's record of them.
+	{name: "stack", base: "baseline", status: 200, header: [2]string{"RateLimit", `, "global";r=`}, build: func(tb testing.TB) http.Handler {
+		yaml := strings.Replace(adaptertest.ExampleConfig, "  rules:\n", "  rules:\n    - name: global\n      stack: true\n      paths: [\"/api/**\"]\n      limit: \"2000000000/hour\"\n", 1)
+		yaml = strings.Replace(yaml, `limit: "10/second"`, `limit: "2000000000/hour"`, 1)
+		return nethttp.New(adaptertest.Config(tb, yaml))(jsonHandler)
+	}},
 	{name: "baseline-kb", path: kbPath, status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(kbConfig(tb, ""))(jsonHandler)
 	}},

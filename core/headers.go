@@ -290,9 +290,16 @@ type largeValue struct {
 	b [112]byte
 }
 
+// hugeValue is a smallValue for up to 240 bytes (the 256-byte size
+// class): the RateLimit value of a request counted under stacked rules.
+type hugeValue struct {
+	v [1]string
+	b [240]byte
+}
+
 // headerValue returns b as a header value in memory of its own: a slice of
 // capacity 1, so a handler that Adds to the header appends to a copy. A
-// value of up to 112 bytes costs one allocation.
+// value of up to 240 bytes costs one allocation.
 func headerValue(b []byte) []string {
 	switch {
 	case len(b) <= len(smallValue{}.b):
@@ -300,6 +307,9 @@ func headerValue(b []byte) []string {
 		return fillValue(&v.v, v.b[:], b)
 	case len(b) <= len(largeValue{}.b):
 		v := new(largeValue)
+		return fillValue(&v.v, v.b[:], b)
+	case len(b) <= len(hugeValue{}.b):
+		v := new(hugeValue)
 		return fillValue(&v.v, v.b[:], b)
 	}
 	return []string{string(b)} // long rule names and counts: rare
@@ -336,7 +346,7 @@ func (d *Decision) SetHeaders(h http.Header) {
 		h[hdrReset] = headerValue(appendDecimal(tmp[:0], ceilSeconds(d.Result.ResetAfter)))
 		return
 	}
-	var tmp [len(largeValue{}.b)]byte
+	var tmp [len(hugeValue{}.b)]byte
 	h[hdrPolicy] = d.policyHeader()
 	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }

@@ -9,7 +9,10 @@ import (
 type Outcome uint8
 
 const (
-	// OutcomeAllowed: counted and admitted.
+	// OutcomeAllowed: counted and admitted. Under stacked rules
+	// (RuleSpec.Stack), a rule that would have admitted a request another
+	// of its rules refused reports it with Allowed false and Cost 0:
+	// nothing was counted.
 	OutcomeAllowed Outcome = iota
 	// OutcomeDenied: counted and denied (429).
 	OutcomeDenied

@@ -181,10 +181,10 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 	}
 	if d.waits {
 		waiting[0] = count{rule: d.Rule, cost: d.Cost, err: d.Err, key: d.Key}
-		if s := d.stack; s != nil && s.pending.rule != nil {
-			// Counted under stacked rules too: Rule may be another.
-			p := &s.pending
-			waiting[0] = count{rule: p.rule, cost: p.cost, err: p.err, key: p.key}
+		if s := d.stack; s != nil && s.pending {
+			// Counted under stacked rules too: Rule may be another, and
+			// the rule that applies is the record's first.
+			waiting[0] = count{rule: s.rule, cost: s.cost, err: d.Err, key: s.key}
 		}
 	}
 	for i := range waiting {

@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -166,22 +168,34 @@ type stackCall struct {
 var stackCalls = sync.Pool{New: func() any { return new(stackCall) }}
 
 // stackRecord is what a Decision keeps of the rules it counted under
-// beside its Rule: each one's limits, for the draft headers, which list
-// them all; and the count of the rule that applies when it waits for the
-// response status (its Rule may be another).
+// beside its Rule, one entry per rule, in one allocation of just as many
+// (Decision.stack points at the first, which knows how many follow, so
+// that a Decision stays as small as without stacked rules): each rule's
+// limits, for the draft headers, which list them all, and its key and
+// cost, for the count of the rule that applies when it waits for the
+// response status (Decision.waits: its Rule may be another).
 type stackRecord struct {
-	n      int
-	rules  [store.MaxTakes]*Rule
-	limits [store.MaxTakes][store.MaxLimits]store.LimitState
-	// pending is the count that waits for the status (Decision.waits):
-	// the rule that applies, its cost, key and Peek error.
-	pending struct {
-		rule *Rule
-		cost int64
-		key  string
-		err  error
-	}
+	n       int32 // the entries in the record (in the first)
+	pending bool  // (the first) the rule that applies waits for the status
+	rule    *Rule
+	key     string
+	cost    int64
+	limits  [store.MaxLimits]store.LimitState
 }
+
+// newStackRecord records the rules of sc, once asked.
+func newStackRecord(sc *stackCall) *stackRecord {
+	rec := make([]stackRecord, sc.n)
+	for j := range rec {
+		e := &rec[j]
+		e.rule, e.key, e.cost, e.limits = sc.rules[j], sc.takes[j].Key, sc.takes[j].Cost, sc.results[j].Limits
+	}
+	rec[0].n = int32(sc.n)
+	return &rec[0]
+}
+
+// entries returns the entries of the record rec starts.
+func (rec *stackRecord) entries() []stackRecord { return unsafe.Slice(rec, rec.n) }
 
 // newStackCall makes the count of a request under h, beside a (the rule
 // that applies, when a.rule is set), whose caller's store key is key.
@@ -326,12 +340,7 @@ func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, o Outcome
 			}
 		}
 		if sc.asked {
-			rec := &stackRecord{n: sc.n}
-			copy(rec.rules[:], sc.rules[:sc.n])
-			for j := range sc.n {
-				rec.limits[j] = sc.results[j].Limits
-			}
-			d.stack = rec
+			d.stack = newStackRecord(sc)
 		}
 	}
 	for i := range sc.n {
@@ -372,7 +381,7 @@ func (l *Limiter) waitStacked(a ask, o Outcome, d *Decision) bool {
 	waits := d.waitOutcome(a, o, d.Err)
 	d.Rule, d.Cost, d.Key = rule, cost, key
 	if rec := d.stack; waits && rec != nil {
-		rec.pending.rule, rec.pending.cost, rec.pending.key, rec.pending.err = a.rule, a.cost, a.key, d.Err
+		rec.pending = true // its entry is the first: a's
 	}
 	return waits
 }
@@ -418,27 +427,60 @@ func (h *stackHits) enforcedStacks() bool {
 // appendRateLimit appends the RateLimit header value of the rules of rec:
 // each one's items (Decision.appendRateLimit), in order.
 func (rec *stackRecord) appendRateLimit(b []byte) []byte {
-	for j, r := range rec.rules[:rec.n] {
+	for j := range rec.entries() {
+		e := &rec.entries()[j]
 		if j > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendItems(b, r.rateItems, &rec.limits[j])
+		b = appendItems(b, e.rule.rateItems, &e.limits)
 	}
 	return b
 }
 
 // policyHeader returns the RateLimit-Policy value of the rules of rec:
-// each one's, in order.
+// each one's, in order. The value of each set of rules is kept
+// (stackPolicies), so that a route's requests, which count under the same
+// rules, share one.
 func (rec *stackRecord) policyHeader() []string {
+	var (
+		k stackPolicyKey
+		h uint64
+	)
+	for j := range rec.entries() {
+		v := rec.entries()[j].rule.policyHeader() // a calendar rule's changes with its period
+		k[j] = unsafe.Pointer(unsafe.StringData(v[0]))
+		h = (h ^ uint64(uintptr(k[j]))) * 0x100000001b3
+	}
+	slot := &stackPolicies[(h^h>>32)%uint64(len(stackPolicies))]
+	if p := slot.Load(); p != nil && p.key == k {
+		return p.value
+	}
 	var b strings.Builder
-	for j, r := range rec.rules[:rec.n] {
+	for j := range rec.entries() {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(r.policyHeader()[0])
+		b.WriteString(rec.entries()[j].rule.policyHeader()[0])
 	}
-	return []string{b.String()}[:1:1]
+	p := &stackPolicy{key: k, value: []string{b.String()}[:1:1]}
+	slot.Store(p)
+	return p.value
 }
+
+// stackPolicyKey identifies the RateLimit-Policy value of a set of rules:
+// each rule's own value (its memory), in order. The pointers keep what
+// they point at alive, so that a key never stands for another's memory.
+type stackPolicyKey [store.MaxTakes]unsafe.Pointer
+
+// stackPolicy is the RateLimit-Policy value of the rules of key.
+type stackPolicy struct {
+	key   stackPolicyKey
+	value []string
+}
+
+// stackPolicies keeps the RateLimit-Policy values of recent sets of rules,
+// by a hash of their key: a slot holds the last set that hashed to it.
+var stackPolicies [256]atomic.Pointer[stackPolicy]
 
 // Stacked reports whether the rule is stacked (RuleSpec.Stack): it counts
 // the requests it matches beside the rule that applies to them.
