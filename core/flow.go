@@ -158,16 +158,14 @@ func (f *Flow[R]) DecideTo(ctx context.Context, d *Decision, r R, method string,
 	if f.Plan != nil && cfg.tiers != nil {
 		plan = f.plan(l, cfg, id, r)
 	}
-	// The stacked rules it counts under too (see stack.go): kept apart
-	// from m, whose contents go to the heap, so that hits stays on the
-	// stack.
-	var (
-		hits stackHits
-		h    *stackHits // &hits when the request counts under a stacked rule
-	)
+	// The stacked rules it counts under too (see stack.go), kept apart
+	// from m.
+	var h *stackHits // nil unless the request counts under a stacked rule
 	if cfg.stacks != nil {
-		if cfg.matchStacks(method, path, f.FoldCase, &hits); hits.n > 0 {
-			h = &hits
+		h = newStackHits()
+		if cfg.matchStacks(method, path, f.FoldCase, h); h.n == 0 {
+			h.free()
+			h = nil
 		}
 	}
 	if f.Cost != nil && (m.rule != nil || m.shadow != nil || h != nil) {
@@ -265,6 +263,9 @@ const retryTimeout = time.Second
 // LimitProvider know the caller by its own key (Limiter.Key), whatever
 // key its rules count per.
 func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, h *stackHits, d *Decision) {
+	if h != nil {
+		defer h.free()
+	}
 	identity := who.identity
 	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
@@ -307,7 +308,6 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 			if a.stack.decided(o) {
 				l.settleStack(ctx, cfg, a, o, lat, d)
 			} else {
-				a.stack.free() // if any: the rule's wait refused the request before asking
 				d.Allowed = d.Result.Allowed
 				switch o {
 				case OutcomeStoreError:

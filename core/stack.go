@@ -104,6 +104,16 @@ type stackHits struct {
 	rules [maxStacks]*Rule
 	costs [maxStacks]int64
 	keys  [maxStacks]string
+	call  *stackCall // that holds them
+}
+
+// newStackHits returns empty hits, in a stackCall for reuse (free), so
+// that a request counted under no stacked rule, or in a configuration
+// without, keeps none on its stack.
+func newStackHits() *stackHits {
+	sc := stackCalls.Get().(*stackCall)
+	sc.hits.n, sc.hits.call = 0, sc
+	return &sc.hits
 }
 
 // matchStacks finds the stacked rules of c that a request for p counts
@@ -125,7 +135,7 @@ func (c *Config) matchStacks(method string, p Path, fold bool, h *stackHits) {
 			}
 		}
 		if cost > 0 && h.n < maxStacks {
-			h.rules[h.n], h.costs[h.n] = r, cost
+			h.rules[h.n], h.costs[h.n], h.keys[h.n] = r, cost, ""
 			h.n++
 		}
 	}
@@ -150,6 +160,7 @@ func (h *stackHits) keyed() bool {
 // asked and answers. It is reused (stackCalls): its arrays go to the
 // store, and would otherwise be allocated with every request.
 type stackCall struct {
+	hits    stackHits // the stacked rules matched
 	takes   [store.MaxTakes]store.Take
 	results [store.MaxTakes]store.Result
 	rules   [store.MaxTakes]*Rule
@@ -200,7 +211,7 @@ func (rec *stackRecord) entries() []stackRecord { return unsafe.Slice(rec, rec.n
 // newStackCall makes the count of a request under h, beside a (the rule
 // that applies, when a.rule is set), whose caller's store key is key.
 func newStackCall(a ask, peek bool, h *stackHits, key string) *stackCall {
-	sc := stackCalls.Get().(*stackCall)
+	sc := h.call
 	sc.n, sc.first, sc.decider, sc.asked = 0, 0, -1, false
 	if a.rule != nil {
 		sc.add(a.rule, a.key, a.cost)
@@ -232,13 +243,15 @@ func (sc *stackCall) decided(o Outcome) bool {
 	return sc != nil && (sc.decider >= 0 || o == OutcomeStoreError)
 }
 
-// free puts sc (nil: none) back for reuse, holding no key nor policy.
-func (sc *stackCall) free() {
-	if sc == nil {
-		return
-	}
+// free puts the call of h back for reuse, holding no key nor rule: the
+// request is counted.
+func (h *stackHits) free() {
+	sc := h.call
 	clear(sc.takes[:sc.n])
 	clear(sc.rules[:sc.n])
+	clear(h.rules[:h.n])
+	clear(h.keys[:h.n])
+	sc.n, h.n, h.call = 0, 0, nil
 	stackCalls.Put(sc)
 }
 
@@ -316,7 +329,6 @@ func (sc *stackCall) outcome(i int, o Outcome) (_ Outcome, ok bool) {
 // observer. It frees sc.
 func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, o Outcome, lat time.Duration, d *Decision) {
 	sc := a.stack
-	defer sc.free()
 	held := o // the call's own outcome: OutcomeWaited when the rule's wait held it
 	if o == OutcomeWaited {
 		o = OutcomeAllowed
