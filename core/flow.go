@@ -263,15 +263,15 @@ const retryTimeout = time.Second
 // LimitProvider know the caller by its own key (Limiter.Key), whatever
 // key its rules count per.
 func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, h *stackHits, d *Decision) {
-	if h != nil {
-		defer h.free()
-	}
 	identity := who.identity
 	key := l.Key(identity)
 	if cfg.extras && cfg.allowsKey(key) {
 		d.Key, d.shadow.more = "", nil
 		l.bypassed(m, h)
 		d.Allowed = true
+		if h != nil {
+			h.free()
+		}
 		return
 	}
 	if who.plan != "" || l.provider != nil {
@@ -293,20 +293,22 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 		// may decide the request there).
 		if m.rule.conc == nil || l.bounded(ctx, cfg, m.rule, m.cost, key, d) {
 			a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
+			var sc *stackCall // the count under stacked rules too, if any
 			if h != nil && h.enforcedStacks() {
-				a.stack = newStackCall(a, m.rule.byOutcome(), h, user)
+				sc = newStackCall(a, m.rule.byOutcome(), h, user)
 			}
 			var (
 				o   Outcome
 				lat time.Duration
 			)
 			if m.rule.wait == 0 {
-				o, lat = l.take(ctx, a, m.rule.byOutcome(), &d.Result, &d.Err)
+				o, lat = l.take(ctx, a, sc, m.rule.byOutcome(), &d.Result, &d.Err)
 			} else {
-				o, lat = l.takeOrWait(ctx, a, d) // may hold the request (wait.go)
+				o, lat = l.takeOrWait(ctx, a, sc, d) // may hold the request (wait.go)
 			}
-			if a.stack.decided(o) {
-				l.settleStack(ctx, cfg, a, o, lat, d)
+			if sc.decided(o) {
+				sc.lat = lat
+				l.settleStack(ctx, cfg, a, sc, o, d)
 			} else {
 				d.Allowed = d.Result.Allowed
 				switch o {
@@ -331,12 +333,14 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 		// No rule applies but stacked ones (the default limit is in
 		// shadow mode): they decide.
 		a := ask{plan: d.Plan}
-		a.stack = newStackCall(a, false, h, user)
-		o, lat := l.take(ctx, a, false, &d.Result, &d.Err)
-		l.settleStack(ctx, cfg, a, o, lat, d)
+		sc := newStackCall(a, false, h, user)
+		var o Outcome
+		o, sc.lat = l.take(ctx, a, sc, false, &d.Result, &d.Err)
+		l.settleStack(ctx, cfg, a, sc, o, d)
 	}
 	if h != nil {
 		l.countShadowStacks(ctx, h, user, d)
+		h.free() // the request is counted
 	}
 	if m.shadow != nil {
 		l.countShadow(ctx, cfg, m, identity, d)
@@ -375,7 +379,7 @@ func (l *Limiter) countShadow(ctx context.Context, cfg *Config, m *match, identi
 		return // a concurrency limit only: reported by shadowSlot, or nothing to count
 	}
 	a := ask{key: skey, rule: m.shadow, cost: m.shadowCost, plan: d.Plan}
-	o, lat := l.take(ctx, a, m.shadow.byOutcome(), into, errp)
+	o, lat := l.take(ctx, a, nil, m.shadow.byOutcome(), into, errp)
 	switch o {
 	case OutcomeStoreError:
 		*into = store.Result{}
@@ -405,9 +409,6 @@ type ask struct {
 	rule *Rule
 	cost int64
 	plan string
-	// stack, when set, is the count of the request under stacked rules
-	// too (see stack.go): take asks the store about every rule at once.
-	stack *stackCall
 }
 
 // report passes the event of one rule's count a to the observer, if any,
@@ -448,8 +449,12 @@ func (l *Limiter) bypassed(m *match, h *stackHits) {
 
 // take asks the store about a, into *res and *err, and tells the
 // outcome: allowed, denied or store error. With peek it asks what a count
-// would answer (store.Store.Peek), counting nothing.
-func (l *Limiter) take(ctx context.Context, a ask, peek bool, res *store.Result, err *error) (o Outcome, latency time.Duration) {
+// would answer (store.Store.Peek), counting nothing. With sc (the count
+// of the request under stacked rules too, a's rule among them when set)
+// it asks about every rule of sc at once (takeStack), and *res is the
+// deciding rule's answer. (sc is not in a, which the register ABI then
+// passes in registers.)
+func (l *Limiter) take(ctx context.Context, a ask, sc *stackCall, peek bool, res *store.Result, err *error) (o Outcome, latency time.Duration) {
 	var start int64
 	timed := l.observer != nil && !l.local && cheaprand()&l.sampleMask == 0
 	if timed {
@@ -457,8 +462,8 @@ func (l *Limiter) take(ctx context.Context, a ask, peek bool, res *store.Result,
 	}
 	var cancel context.CancelFunc
 	for c := ctx; ; {
-		if a.stack != nil {
-			l.takeStack(c, a.stack, res, err)
+		if sc != nil {
+			l.takeStack(c, sc, res, err)
 		} else if peek {
 			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.rule.peekCost(a.cost))
 		} else {

@@ -228,7 +228,7 @@ func (l *Limiter) Complete(ctx context.Context, d *Decision, status int) {
 			}
 			o, lat = l.charge(ctx, a, &res, &err)
 		} else {
-			o, lat = l.take(ctx, a, false, &res, &err)
+			o, lat = l.take(ctx, a, nil, false, &res, &err)
 		}
 		switch o {
 		case OutcomeStoreError:

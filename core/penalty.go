@@ -129,7 +129,7 @@ func (l *Limiter) underBan(ctx context.Context, cfg *Config, rule *Rule, cost in
 		res store.Result
 		err error
 	)
-	o, lat := l.take(ctx, ask{key: key, rule: p.ban}, false, &res, &err)
+	o, lat := l.take(ctx, ask{key: key, rule: p.ban}, nil, false, &res, &err)
 	switch {
 	case o == OutcomeStoreError:
 		open := l.failsOpen(cfg)
@@ -166,7 +166,7 @@ func (l *Limiter) ruleWait(ctx context.Context, rule *Rule, cost int64, key stri
 		res store.Result
 		err error
 	)
-	if o, _ := l.take(ctx, ask{key: key, rule: rule, cost: cost}, true, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, ask{key: key, rule: rule, cost: cost}, nil, true, &res, &err); o == OutcomeStoreError {
 		l.warnAs(rule, "refused under its penalty's ban, Retry-After the rule's longest", err)
 		return max(rest, longestWait(rule.Policy))
 	}
@@ -213,14 +213,14 @@ func (l *Limiter) penalize(ctx context.Context, cfg *Config, rule *Rule, key str
 		res store.Result
 		err error
 	)
-	if o, _ := l.take(ctx, ask{key: key, rule: p.denials, cost: 1}, false, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, ask{key: key, rule: p.denials, cost: 1}, nil, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.denials, l.failsOpen(cfg), err)
 		return
 	}
 	if res.Allowed && res.Remaining > 0 {
 		return
 	}
-	if o, _ := l.take(ctx, ask{key: key, rule: p.ban, cost: 1}, false, &res, &err); o == OutcomeStoreError {
+	if o, _ := l.take(ctx, ask{key: key, rule: p.ban, cost: 1}, nil, false, &res, &err); o == OutcomeStoreError {
 		l.warn(p.ban, l.failsOpen(cfg), err)
 		return
 	}

@@ -173,7 +173,8 @@ type stackCall struct {
 	// refusing rule with the longest Retry-After; else the one with the
 	// fewest units left (the first of equals); -1 before a decision.
 	decider int
-	asked   bool // the store was asked for takes[first:]
+	asked   bool          // the store was asked for takes[first:]
+	lat     time.Duration // the call's latency (see take)
 }
 
 var stackCalls = sync.Pool{New: func() any { return new(stackCall) }}
@@ -322,13 +323,13 @@ func (sc *stackCall) outcome(i int, o Outcome) (_ Outcome, ok bool) {
 }
 
 // settleStack finishes the count of a request under its rule that
-// applies (a.rule, when set) and the stacked rules of sc (a.stack), which take
-// answered with outcome o (after latency lat, the call's) into d.Result
+// applies (a.rule, when set) and the stacked rules of sc, which take
+// answered with outcome o (after sc.lat) into d.Result
 // and d.Err: d names the deciding rule (Rule, Key, Cost), keeps every
 // rule's limits for the headers, and each rule's event goes to the
 // observer. It frees sc.
-func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, o Outcome, lat time.Duration, d *Decision) {
-	sc := a.stack
+func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, sc *stackCall, o Outcome, d *Decision) {
+	lat := sc.lat
 	held := o // the call's own outcome: OutcomeWaited when the rule's wait held it
 	if o == OutcomeWaited {
 		o = OutcomeAllowed
@@ -414,7 +415,7 @@ func (l *Limiter) countShadowStacks(ctx context.Context, h *stackHits, key strin
 			res store.Result
 			err error
 		)
-		o, lat := l.take(ctx, a, false, &res, &err)
+		o, lat := l.take(ctx, a, nil, false, &res, &err)
 		switch o {
 		case OutcomeStoreError:
 			l.warn(r, true, err)

@@ -207,17 +207,18 @@ func (r *waitRoom) leave(k waitKey, w *waiter) {
 // Retry-After is within the wait holds the request (hold); when some
 // wait, the request queues behind them without asking first, so that it
 // cannot take the room they wait for. With no request held anywhere in
-// the limiter, it costs one atomic load more than take.
-func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision) (Outcome, time.Duration) {
+// the limiter, it costs one atomic load more than take. sc is take's:
+// with stacked rules, the request waits until every rule would admit it.
+func (l *Limiter) takeOrWait(ctx context.Context, a ask, sc *stackCall, d *Decision) (Outcome, time.Duration) {
 	k := waitKey{policy: a.rule.Policy.Name, key: a.key}
 	if l.waits.held.Load() == 0 || !l.waits.queued(k) {
-		o, lat := l.take(ctx, a, false, &d.Result, &d.Err)
+		o, lat := l.take(ctx, a, sc, false, &d.Result, &d.Err)
 		if o != OutcomeDenied || d.Result.RetryAfter > a.rule.wait {
 			return o, lat // admitted, failed, or refused at once
 		}
-		return l.queue(ctx, a, k, d, true), lat
+		return l.queue(ctx, a, sc, k, d, true), lat
 	}
-	return l.queue(ctx, a, k, d, false), 0
+	return l.queue(ctx, a, sc, k, d, false), 0
 }
 
 // queue queues the request of count a in the queue k and keeps it until
@@ -231,8 +232,8 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision) (Outcome, 
 // it past its deadline (other servers took the room); it then consumed
 // nothing. It is held at most the rule's wait and a store call: it asks
 // the store only at the head, where the waiters ahead, which came no
-// later, have left. d.Waited is how long it was held.
-func (l *Limiter) queue(ctx context.Context, a ask, k waitKey, d *Decision, took bool) Outcome {
+// later, have left. d.Waited is how long it was held. sc is take's.
+func (l *Limiter) queue(ctx context.Context, a ask, sc *stackCall, k waitKey, d *Decision, took bool) Outcome {
 	start := l.clock.Now()
 	deadline := start + int64(a.rule.wait)
 	w := &waiter{cost: a.cost, turn: make(chan struct{})}
@@ -280,7 +281,7 @@ func (l *Limiter) queue(ctx context.Context, a ask, k waitKey, d *Decision, took
 		if ctx.Err() != nil {
 			return OutcomeDenied // gone: nothing taken
 		}
-		switch o, _ := l.take(ctx, a, false, &d.Result, &d.Err); o {
+		switch o, _ := l.take(ctx, a, sc, false, &d.Result, &d.Err); o {
 		case OutcomeAllowed:
 			return OutcomeWaited
 		case OutcomeStoreError:
@@ -306,8 +307,8 @@ func (l *Limiter) estimate(ctx context.Context, a ask, ahead int64, d *Decision)
 	p := a.rule.Policy
 	total, capacity := ahead+a.cost, p.Capacity()
 	probe := a
-	probe.cost, probe.stack = min(total, capacity), nil // the rule's own answer: a Peek
-	if o, _ := l.take(ctx, probe, true, &d.Result, &d.Err); o == OutcomeStoreError {
+	probe.cost = min(total, capacity)
+	if o, _ := l.take(ctx, probe, nil, true, &d.Result, &d.Err); o == OutcomeStoreError {
 		return 0, o
 	}
 	var est time.Duration
