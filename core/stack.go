@@ -183,8 +183,10 @@ type stackRecord struct {
 	}
 }
 
-// newStackCall makes the count of a request under h, beside a (the rule
-// that applies, when a.rule is set), whose caller's store key is key.
+// newStackCall makes the count of a request under the enforced rules of
+// h (those in shadow mode are counted apart: countShadowStacks), beside a
+// (the rule that applies, when a.rule is set), whose caller's store key
+// is key.
 func newStackCall(a ask, peek bool, h *stackHits, key string) *stackCall {
 	sc := stackCalls.Get().(*stackCall)
 	sc.n, sc.first, sc.decider, sc.asked = 0, 0, -1, false
@@ -195,6 +197,9 @@ func newStackCall(a ask, peek bool, h *stackHits, key string) *stackCall {
 		}
 	}
 	for i, r := range h.rules[:h.n] {
+		if r.shadow {
+			continue
+		}
 		k := h.keys[i]
 		if k == "" {
 			k = key
