@@ -209,8 +209,10 @@ func newStackRecord(sc *stackCall) *stackRecord {
 // entries returns the entries of the record rec starts.
 func (rec *stackRecord) entries() []stackRecord { return unsafe.Slice(rec, rec.n) }
 
-// newStackCall makes the count of a request under h, beside a (the rule
-// that applies, when a.rule is set), whose caller's store key is key.
+// newStackCall makes the count of a request under the enforced rules of
+// h (those in shadow mode are counted apart: countShadowStacks), beside a
+// (the rule that applies, when a.rule is set), whose caller's store key
+// is key.
 func newStackCall(a ask, peek bool, h *stackHits, key string) *stackCall {
 	sc := h.call
 	sc.n, sc.first, sc.decider, sc.asked = 0, 0, -1, false
@@ -221,6 +223,9 @@ func newStackCall(a ask, peek bool, h *stackHits, key string) *stackCall {
 		}
 	}
 	for i, r := range h.rules[:h.n] {
+		if r.shadow {
+			continue
+		}
 		k := h.keys[i]
 		if k == "" {
 			k = key

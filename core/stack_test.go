@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -461,4 +462,46 @@ func TestStackWithCost(t *testing.T) {
 	e.stackExpect("alice", "/api/search", "search", 0) // search 2 − 2, global 5 − 2
 	e.stackExpect("alice", "/api/x", "global", 1)
 	e.stackExpect("alice", "/api/x", "global", -1)
+}
+
+func TestStackShadowBesideEnforced(t *testing.T) {
+	// A stacked rule in shadow mode beside an enforced one is counted
+	// apart, once: it refuses nothing and is in no header.
+	e := newKeyEnv(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: global
+      stack: true
+      paths: ["/api/**"]
+      limit: "3/minute"
+    - name: probe
+      stack: true
+      mode: shadow
+      paths: ["/api/**"]
+      limit: "1/minute"
+    - name: search
+      paths: ["/api/search"]
+      limit: "6/minute"
+`)
+	for i, want := range []int64{2, 1, 0, -1} {
+		d := e.stackExpect("alice", "/api/search", "global", want)
+		if d.ShadowDenied != (i >= 1) {
+			t.Errorf("request %d: shadow denied %v", i, d.ShadowDenied)
+		}
+		h := http.Header{}
+		d.SetLimitHeaders(h)
+		if got := h.Get("RateLimit-Policy"); got != `"search";q=6;w=60, "global";q=3;w=60` {
+			t.Errorf("request %d: RateLimit-Policy %q, want search's and global's", i, got)
+		}
+	}
+	var probe []Outcome
+	for _, ev := range e.events {
+		if ev.Rule == "probe" {
+			probe = append(probe, ev.Outcome)
+		}
+	}
+	if want := []Outcome{OutcomeAllowed, OutcomeShadowDenied, OutcomeShadowDenied, OutcomeShadowDenied}; !slices.Equal(probe, want) {
+		t.Errorf("probe's events %v, want %v", probe, want)
+	}
 }

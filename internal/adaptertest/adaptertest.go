@@ -311,10 +311,18 @@ type step struct {
 	// take is the store calls the request makes, "key rule cost", or ""
 	// for none (exempt, bypass, disabled, key error): one, or with a rule
 	// in shadow mode beside the enforced one, two joined by "; " (the
-	// enforced rule's first).
+	// enforced rule's first). A request counted under stacked rules
+	// (core.RuleSpec.Stack) makes one TakeAll, "takeall key rule cost"
+	// for each of its takes (the rule that applies first, then the
+	// stacked ones in file order), before the calls of its rules in
+	// shadow mode.
 	take string
 	// shadowDenied: the last call's rule, in shadow mode, would deny.
 	shadowDenied bool
+	// refusedBy are the rules of a refused TakeAll that refused the
+	// request (each reports its denial, the others that they admitted it
+	// and were not counted); nil: the rule the 429 body names.
+	refusedBy []string
 	// counted, when set, checks the store calls and observer events
 	// instead of take (which is then ""): "" when they are right, else
 	// what is wrong.
@@ -575,7 +583,7 @@ func (e *env) step(i int, s step) {
 	// The handler's Identity names the key the request counted under
 	// (under a rule keyed by user).
 	if got := e.identified.Swap(nil); wantServed == 1 && s.take != "" && !e.failing && !e.keyed {
-		key := strings.Fields(strings.TrimPrefix(s.take, "peek "))[0] // every call's key is the same
+		key := strings.Fields(strings.TrimPrefix(strings.TrimPrefix(s.take, "peek "), "takeall "))[0] // every call's key is the same
 		switch {
 		case got == nil:
 			t.Fatalf("%s: the handler did not report its Identity", where)
@@ -618,15 +626,17 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 		t.Fatalf("%s: observer: got %d events, want %d", where, len(events), len(wantTakes))
 	}
 	for i, take := range wantTakes {
-		f := strings.Fields(take)
+		together := strings.HasPrefix(take, "takeall ") // one take of a TakeAll
+		f := strings.Fields(strings.TrimPrefix(take, "takeall "))
 		key, rule, cost := f[0], f[len(f)-2], f[len(f)-1]
 		rule, plan, _ := strings.Cut(rule, "@") // a plan's policy: "<rule>@<plan>"
 		if plan == core.CustomPlan {
 			plan = s.eventPlan // custom limits: the event names the caller's plan
 		}
-		// A shadow rule's call is the second, or the only one of a
-		// request it alone counts (marked shadowDenied).
-		shadow := i > 0 || len(wantTakes) == 1 && s.shadowDenied
+		// A shadow rule's call is the second (or after a TakeAll's), or
+		// the only one of a request it alone counts (marked
+		// shadowDenied).
+		shadow := !together && (i > 0 || len(wantTakes) == 1 && s.shadowDenied)
 		allowed := shadow || s.want.status == http.StatusOK || s.want.body == OKBody
 		outcome := core.OutcomeAllowed
 		switch {
@@ -634,6 +644,8 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 			outcome = core.OutcomeStoreError
 		case shadow && s.shadowDenied:
 			outcome = core.OutcomeShadowDenied
+		case together && !allowed && !slices.Contains(s.refusers(), rule):
+			cost = "0" // it would have admitted the request another rule refused: nothing counted
 		case !allowed:
 			outcome = core.OutcomeDenied
 		}
@@ -644,6 +656,17 @@ func (e *env) checkCounted(where string, s step, takes []string, events []core.E
 				where, i, ev, rule, plan, key, cost, allowed, outcome, e.failing)
 		}
 	}
+}
+
+// refusers are the rules of a refused TakeAll that refused the request:
+// refusedBy, else the rule the 429 body names.
+func (s step) refusers() []string {
+	if s.refusedBy != nil {
+		return s.refusedBy
+	}
+	_, rest, _ := strings.Cut(s.want.body, "for '")
+	rule, _, _ := strings.Cut(rest, "'")
+	return []string{rule}
 }
 
 // checkResponse checks status, the checked headers (each present once with
@@ -683,8 +706,8 @@ func checkResponse(t *testing.T, where string, got *Response, w want) {
 }
 
 // recorder is the store the adapter gets: it records every Take ("key rule
-// cost"), Peek ("peek key rule cost"), Reset ("reset key rule") and
-// observer event, then asks the memory store (or the Redis store, its
+// cost"), Peek ("peek key rule cost"), Reset ("reset key rule"), each take
+// of a TakeAll ("takeall key rule cost") and observer event, then asks the memory store (or the Redis store, its
 // server's clock set to the suite's first), or fails.
 type recorder struct {
 	store   store.Store
@@ -815,6 +838,28 @@ func (r *recorder) setTime() {
 	if r.sync != nil {
 		r.sync()
 	}
+}
+
+var _ store.MultiTaker = (*recorder)(nil)
+
+// TakeAll records "takeall key rule cost" for each take, in order, then
+// takes them all at once in the store (a store.MultiTaker: the memory
+// store; a store without TakeAll fails the call), or fails.
+func (r *recorder) TakeAll(ctx context.Context, takes []store.Take, results []store.Result) (bool, error) {
+	r.mu.Lock()
+	for _, t := range takes {
+		r.takes = append(r.takes, "takeall "+r.clear(t.Key)+" "+t.Policy.Name+" "+strconv.FormatInt(t.Cost, 10))
+	}
+	r.mu.Unlock()
+	if r.failing {
+		return false, errStoreDown
+	}
+	m, ok := r.store.(store.MultiTaker)
+	if !ok {
+		return false, fmt.Errorf("adaptertest: the store %T is not a store.MultiTaker", r.store)
+	}
+	r.setTime()
+	return m.TakeAll(ctx, takes, results)
 }
 
 var _ store.ConcurrencyStore = (*recorder)(nil)

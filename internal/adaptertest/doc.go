@@ -60,5 +60,6 @@
 // run on the same clock's timers, which tell the cases when a request is
 // held. Some cases run a second time, named "<case>Redis", over the Redis
 // store (its scripts in miniredis, whose clock the suite sets before each
-// call), with the same expectations.
+// call), with the same expectations; the cases of stacked rules
+// (cases_stack.go) do once the Redis store is a store.MultiTaker.
 package adaptertest

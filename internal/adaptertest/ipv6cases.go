@@ -12,7 +12,7 @@ import (
 // interplayCases, catchAllCases, calendarCases, waitCases, costCases and
 // concurrentCases and keyCases.
 func allCases() []testCase {
-	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases(), concurrentCases(), keyCases()))
+	return onRedis(slices.Concat(cases(), ipv6Cases(), deniedCases(), planCases(), listCases(), outcomeCases(), interplayCases(), catchAllCases(), calendarCases(), waitCases(), costCases(), concurrentCases(), keyCases(), stackCases()))
 }
 
 // ipv6Cases check that anonymous IPv6 clients count per /64 by default,
