@@ -153,6 +153,9 @@ func (s *Store) takeAll(ctx context.Context, takes []store.Take, st []stackTake,
 	split := s.noBatch.Load()
 	for {
 		gs := s.group(ctx, takes, st, split, &buf)
+		if err := s.anyOpen(gs); err != nil {
+			return false, err
+		}
 		s.eachGroup(gs, func(g *stackGroup) { s.stackCall(ctx, g, st, false, len(gs) > 1) })
 		denied, again := false, false
 		var failed error
@@ -228,13 +231,29 @@ func (s *Store) group(ctx context.Context, takes []store.Take, st []stackTake, s
 			gs = append(gs, stackGroup{n: n})
 		}
 		g := &gs[j]
-		if takes[g.takes[0]].Key != takes[i].Key && s.nodes.cluster != nil {
+		if g.count > 0 && takes[g.takes[0]].Key != takes[i].Key && s.nodes.cluster != nil {
 			g.cross = true
 		}
 		g.takes[g.count] = uint8(i)
 		g.count++
 	}
 	return gs
+}
+
+// anyOpen returns the error of the first group whose node's circuit is
+// open: the request fails at once, as a take of that node alone does,
+// without taking from the others only to give it back.
+func (s *Store) anyOpen(gs []stackGroup) error {
+	if len(gs) < 2 {
+		return nil // the call fails fast on its own
+	}
+	now := s.clock.Now()
+	for i := range gs {
+		if gs[i].n.br.open(now) {
+			return gs[i].n.openErr
+		}
+	}
+	return nil
 }
 
 // eachGroup runs fn on every group, all at once.
