@@ -52,11 +52,13 @@ type stackGroup struct {
 // and when any node denies (or fails), the nodes that admitted give back
 // what they took, each with a second call (see the package documentation
 // for the bound that leaves). A take that the deny cache denies refuses
-// the request at once, without a call to Redis: the other takes are then
-// not read, and answer Allowed with each limit's count as remaining; the
-// denials a call learns are cached as Take's are. When one node denies
-// and another fails, the denial is the answer (with no error), and the
-// failed node's takes answer as unread. Its errors are Take's, and
+// the request without taking anything: the other takes are then read at
+// cost 0 (one call per node, which writes nothing) for their state as it
+// stands, and none at all when every take was denied there; the denials
+// a call learns are cached as Take's are. When one node denies and
+// another fails (or that read fails), the denial is the answer (with no
+// error), and the takes left unread answer Allowed, with each limit's
+// count as remaining. Its errors are Take's, and
 // store.ErrBadPolicy for no takes, more than store.MaxTakes, fewer
 // results than takes, or a take without a policy.
 func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store.Result) (bool, error) {
@@ -88,11 +90,7 @@ func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store
 		}
 	}
 	if cached {
-		for i, tk := range takes {
-			if st[i].pl != nil {
-				results[i] = unread(tk.Policy)
-			}
-		}
+		s.standing(ctx, takes, st[:n], results)
 		return false, nil
 	}
 	resets := s.resets.Load()
@@ -106,6 +104,36 @@ func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store
 		}
 	}
 	return false, nil
+}
+
+// standing answers the takes that the deny cache did not deny (those
+// whose plan st holds) with their state as it stands: the same takes at
+// cost 0, which consume nothing, in one call per node. When that fails,
+// they answer as unread.
+func (s *Store) standing(ctx context.Context, takes []store.Take, st []stackTake, results []store.Result) {
+	var sub [store.MaxTakes]store.Take
+	var subSt [store.MaxTakes]stackTake
+	var subRes [store.MaxTakes]store.Result
+	var from [store.MaxTakes]int
+	n := 0
+	for i := range st {
+		if st[i].pl != nil {
+			sub[n], subSt[n], from[n] = takes[i], st[i], i
+			sub[n].Cost, subSt[n].cost = 0, 0
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if _, err := s.takeAll(ctx, sub[:n], subSt[:n], subRes[:n]); err != nil {
+		for j := range n {
+			subRes[j] = unread(sub[j].Policy)
+		}
+	}
+	for j := range n {
+		results[from[j]] = subRes[j]
+	}
 }
 
 // takeDenyKey is the deny cache's key of a take.
@@ -126,9 +154,9 @@ func sharesCounter(before []store.Take, tk store.Take) bool {
 	return false
 }
 
-// unread is the answer of a take whose state TakeAll did not read (the
-// deny cache denied another, or its node failed while another denied):
-// Allowed, with each limit's count as remaining.
+// unread is the answer of a take whose state TakeAll could not read (its
+// node failed while another denied): Allowed, with each limit's count as
+// remaining.
 func unread(p *store.Policy) store.Result {
 	r := store.Result{Allowed: true, Remaining: -1}
 	for i, l := range p.Limits[:min(len(p.Limits), store.MaxLimits)] {
