@@ -70,6 +70,25 @@ func clusterUsers(t *testing.T, cc *redis.ClusterClient) (sameNode [2]string, ot
 	return sameNode, others
 }
 
+// stackCluster starts a Cluster and returns it, a client whose node
+// clients record their script calls in the recorder returned (then run
+// hooks), with the scripts loaded, and users as clusterUsers finds them.
+func stackCluster(t *testing.T, hooks ...redis.Hook) (*redistest.Cluster, *redis.ClusterClient, *recorder, [2]string, [2]string) {
+	cl := redistest.StartCluster(t)
+	rec := newRecorder(0)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	cc.OnNewNode(func(c *redis.Client) {
+		c.AddHook(rec.hook(c.Options().Addr))
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+	})
+	loadScripts(t, cc)
+	same, others := clusterUsers(t, cc)
+	return cl, cc, rec, same, others
+}
+
 // stackTarget is a Redis to run TakeAll on, with a recorder of its
 // script calls.
 type stackTarget struct {
@@ -85,13 +104,7 @@ func stackTargets(t *testing.T) []stackTarget {
 	srv := redistest.StartServer(t)
 	rec := newRecorder(0)
 	c := recordedClient(t, srv.Addr(), rec)
-	cl := redistest.StartCluster(t)
-	crec := newRecorder(0)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(crec.hook(c.Options().Addr)) })
-	loadScripts(t, cc)
-	same, others := clusterUsers(t, cc)
+	_, cc, crec, same, others := stackCluster(t)
 	return []stackTarget{
 		{"redis-server", c, rec, map[string][2]string{"one key": {"alice", "alice"}, "one node": {"alice", "bob"}}},
 		{"cluster", cc, crec, map[string][2]string{"one key": {same[0], same[0]}, "one node": same, "two nodes": {same[0], others[0]}}},
@@ -183,13 +196,7 @@ func TestTakeAllCounts(t *testing.T) {
 // there then admits exactly what it had left.
 func TestTakeAllGiveBack(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	rec := newRecorder(0)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(rec.hook(c.Options().Addr)) })
-	loadScripts(t, cc)
-	same, others := clusterUsers(t, cc)
+	_, cc, rec, same, others := stackCluster(t)
 	ctx := context.Background()
 	for _, a := range stackAlgorithms {
 		t.Run(algoName(a), func(t *testing.T) {
@@ -408,18 +415,14 @@ func wrongKey(t *testing.T, s *redisstore.Store, c *redis.Client, tk store.Take)
 // (SIGSTOP), every request of takes on both fails within the store's
 // timeout, and the other node gives back each take it admitted: nothing
 // is admitted, nothing stays consumed there; once the stopped node's
-// circuit is open, a request fails without a call. Once the node is back, its
-// key holds at most what the failed calls took (applied once it woke),
-// and the requests admit exactly what is left of both.
+// circuit is open, a request fails without a call. A take that its node
+// denies refuses a request, with no error, whatever the stopped node's.
+// Once the node is back, its key holds at most what the failed calls
+// took (applied once it woke), and the requests admit exactly what is
+// left of both.
 func TestTakeAllNodeStopped(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	rec := newRecorder(0)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
-	cc.OnNewNode(func(c *redis.Client) { c.AddHook(rec.hook(c.Options().Addr)) })
-	loadScripts(t, cc)
-	same, others := clusterUsers(t, cc)
+	cl, cc, rec, same, others := stackCluster(t)
 	ctx := context.Background()
 	s := newStore(t, cc, redisstore.WithTimeout(300*time.Millisecond), redisstore.WithDenyCache(false),
 		redisstore.WithBreaker(5, 3*time.Second))
@@ -592,16 +595,7 @@ func TestTakeAllConcurrent(t *testing.T) {
 // sending it (and stops batching).
 func TestTakeAllSplit(t *testing.T) {
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	rec := newRecorder(0)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
-	cc.OnNewNode(func(c *redis.Client) {
-		c.AddHook(rec.hook(c.Options().Addr))
-		c.AddHook(refuseCross{})
-	})
-	loadScripts(t, cc)
-	same, _ := clusterUsers(t, cc)
+	_, cc, rec, same, _ := stackCluster(t, refuseCross{})
 	s := newStore(t, cc, redisstore.WithDenyCache(false))
 	ctx := context.Background()
 	p, q := policy("p", algo.FixedWindow, "2/hour"), policy("q", algo.GCRA, "1/hour")
