@@ -58,7 +58,7 @@ const maxQueueBatches = 16
 // context).
 //
 // max ≤ 1 turns batching off: every decision is its own call. Take, Peek
-// batch; Reset never does. Default: DefaultBatch (128).
+// batch; Reset and TakeAll never do. Default: DefaultBatch (128).
 func WithBatch(max int) Option { return func(s *Store) { s.batch = max } }
 
 // A waiter is one decision queued for a batch.

@@ -100,3 +100,38 @@ func BenchmarkTakeParallel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTakeAll measures a request counted under two policies of one
+// key against a local redis-server: TakeAll, one script call for both
+// (one round trip), next to two Takes (two round trips). Every request
+// is admitted and the deny cache is off.
+func BenchmarkTakeAll(b *testing.B) {
+	srv := redistest.StartServer(b)
+	c := client(b, srv.Addr())
+	ctx := context.Background()
+	s := newStore(b, c, redisstoreNoDeny()...)
+	global, route := policy("global", algo.GCRA, "100000000/hour"), policy("route", algo.GCRA, "100000000/hour")
+	takes := []store.Take{{Key: "bench", Policy: global, Cost: 1}, {Key: "bench", Policy: route, Cost: 1}}
+	res := make([]store.Result, 2)
+	if ok, err := s.TakeAll(ctx, takes, res); err != nil || !ok {
+		b.Fatal(ok, err)
+	}
+	b.Run("TakeAll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, err := s.TakeAll(ctx, takes, res); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("two-Takes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, tk := range takes {
+				if r, err := s.Take(ctx, tk.Key, tk.Policy, tk.Cost); err != nil || !r.Allowed {
+					b.Fatal(r, err)
+				}
+			}
+		}
+	})
+}

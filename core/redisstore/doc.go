@@ -54,7 +54,70 @@
 // node delays only its own decisions. A batch is one call to its node for
 // the breaker (which it does not count against the node once every one of
 // its callers' contexts has ended, as for a call alone), and its failure
-// is every one of its decisions' error. Reset is never batched.
+// is every one of its decisions' error. Reset and TakeAll are never
+// batched.
+//
+// # Stacked limits
+//
+// TakeAll (store.MultiTaker) counts one request under several policies,
+// each for a key of its own (the rules stacked on a request's
+// first-matching rule), all or nothing. The takes of one node go in one
+// call of a stack script, atomic: on a Client (standalone, Sentinel),
+// every take; on a ClusterClient, the takes whose keys one master serves,
+// in one hash slot or several (the variant for several declares
+// allow-cross-slot-keys, Redis 7.0; a server that refuses it, or a call
+// whose keys the node does not all serve while slots move, consumes
+// nothing and is sent again one call per hash slot, as across masters
+// below, and a refused shebang turns batching off too). The script runs
+// the takes in order, each as Take runs it alone (takes of one counter
+// count one after the other), on one reading of TIME; from the first
+// denial on, the takes left are evaluated in a dry run and what the
+// takes before it took is given back in the same script, so nothing is
+// consumed, and each take that admitted answers its state as it stands (a
+// decision of cost 0). WithIncrExpireKeys applies as to Take: a take
+// counts where a Take of its key and policy counts.
+//
+// Takes on several masters (or Ring shards) go in one call per node, all
+// at once: one round trip in all, each node's part atomic. When a node
+// denies (or fails), each node that admitted is sent a give-back, a
+// script per algorithm that undoes its take: a fixed window's (or a
+// calendar period's) count of the window the take went into goes down by
+// its cost, never below 0; a sliding window's count of the window the
+// take went into (the previous window's, once the window has moved on),
+// never below 0; a token bucket gets the cost back in tokens, up to its
+// capacity; a GCRA's theoretical arrival time moves back by the cost
+// times the emission interval, never before now. Counts add up, so a
+// window's give-back is exact whatever ran between the take and it. A
+// bucket or a GCRA gets back exactly what it had without the take when
+// nothing wrote its key between; when another request took from it
+// meanwhile, a bucket without the take may have been full for a while
+// and lost refill that this one kept, and the give-back keeps that much
+// back (at most the time the take was held): it never returns more than
+// the bucket without the take would have. What remains:
+//
+//   - A denied request's takes on the nodes that admitted are held for
+//     about one round trip before they are given back: other requests
+//     may be refused meanwhile (over-refusal, never over-admission).
+//   - A give-back that fails (its node down, its call timed out) leaves
+//     its take consumed: at most the request's cost on that node's keys
+//     for each request refused while the failure lasts, until their
+//     periods refill it.
+//   - A node that fails its call fails the request (a *NodeError; the
+//     nodes that admitted give back what they took), unless another node
+//     denied: the denial is then the answer, with no error, and the
+//     failed node's takes answer Allowed, with each limit's count as
+//     remaining (unread). A call that timed out may have been applied,
+//     as a Take's may: its takes then stay consumed (over-refusal). While
+//     a node's circuit is open, a request with a take there fails at
+//     once, with no call to the other nodes.
+//
+// A take that the deny cache denies refuses the request without taking
+// anything: the other takes are read at cost 0 for their state as it
+// stands (one call per node, which writes nothing; none when every take
+// is denied there). The denials a call learns are cached for each take's
+// key, as Take's are (but not a take decided after another take of its
+// key and policy in the same request), and Reset drops them as it drops
+// Take's.
 //
 // Lua numbers are doubles, exact for integers below 2^53. The fixed window
 // forms no products and counts in microseconds. The other algorithms count

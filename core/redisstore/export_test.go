@@ -40,10 +40,15 @@ var BatchSHA = batchScript.sha.(string)
 // Lanes is how many calls of decisions go to one node at once.
 func Lanes() int { return batchLanes }
 
-// ScriptSources returns the source of every decision script and of the
-// batch script, for tests that load them beforehand.
+// StackSHAs are the SHA-1s of the stack scripts: the one of one hash
+// slot, and the one of several.
+var StackSHAs = [2]string{stackScripts[0].sha.(string), stackScripts[1].sha.(string)}
+
+// ScriptSources returns the source of every decision script, of the
+// batch script and of the stack scripts, for tests that load them
+// beforehand.
 func ScriptSources() []string {
-	out := []string{batchScript.src}
+	out := []string{batchScript.src, stackScripts[0].src, stackScripts[1].src}
 	for _, sc := range decision {
 		out = append(out, sc.src)
 	}

@@ -35,6 +35,20 @@ var (
 	calendarLua string
 	//go:embed lua/calendar_reset.lua
 	calendarResetLua string
+	//go:embed lua/stack.lua
+	stackLua string
+	//go:embed lua/undo_driver.lua
+	undoDriver string
+	//go:embed lua/fixed_undo.lua
+	fixedUndo string
+	//go:embed lua/sliding_undo.lua
+	slidingUndo string
+	//go:embed lua/bucket_undo.lua
+	bucketUndo string
+	//go:embed lua/gcra_undo.lua
+	gcraUndo string
+	//go:embed lua/calendar_undo.lua
+	calendarUndo string
 )
 
 // calendarWindow indexes the scripts of a fixed window over calendar
@@ -83,14 +97,50 @@ var decision = [...]*script{
 // call defines the Lua functions of those alone), then batch.lua. Its
 // shebang lets it touch keys of several hash slots of one Cluster node
 // (Redis 7.0 or newer).
-var batchScript = func() *script {
+var batchScript = built(crossSlot, decider[:], "decide", batchLua)
+
+// crossSlot is the shebang of the scripts that touch keys of several hash
+// slots of one Cluster node (Redis 7.0 or newer).
+const crossSlot = "#!lua flags=allow-cross-slot-keys\n"
+
+// built returns the script of head, then a table build whose entry
+// build[algorithm value + 1] is a function that defines parts[algorithm]
+// and returns ret, then main.
+func built(head string, parts []string, ret, main string) *script {
 	var b strings.Builder
-	b.WriteString("#!lua flags=allow-cross-slot-keys\nlocal build = {}\n")
-	for a, src := range decider {
-		fmt.Fprintf(&b, "build[%d] = function()\n%s\nreturn decide\nend\n", a+1, src)
+	b.WriteString(head)
+	b.WriteString("local build = {}\n")
+	for a, src := range parts {
+		fmt.Fprintf(&b, "build[%d] = function()\n%s\nreturn %s\nend\n", a+1, src, ret)
 	}
-	b.WriteString(batchLua)
+	b.WriteString(main)
 	return newScript(b.String())
+}
+
+// undoer holds the Lua that defines, after an algorithm's decider,
+// undo(key, A, o, m, at, now): the give-back of a decision that admitted
+// at the server's time at (see the files).
+var undoer = [...]string{
+	algo.FixedWindow:   fixedUndo,
+	algo.SlidingWindow: slidingUndo + undoDriver,
+	algo.TokenBucket:   bucketUndo + undoDriver,
+	algo.GCRA:          gcraUndo + undoDriver,
+	calendarWindow:     calendarUndo,
+}
+
+// stackScripts run the takes of one request, all or nothing, on one node,
+// or give them back (stack.lua): build[algorithm value + 1] returns the
+// algorithm's decide, undo and mark. stackScripts[0] declares no flags, for
+// takes whose keys share a hash slot (and any server that is not a
+// Cluster, miniredis included); stackScripts[1] lets the keys lie in
+// several hash slots of one Cluster node, as the batch script does.
+var stackScripts = func() (out [2]*script) {
+	parts := make([]string, len(decider))
+	for a := range decider {
+		parts[a] = decider[a] + undoer[a]
+	}
+	main := fmt.Sprintf("local FIXED = %d\n%s", algo.FixedWindow+1, stackLua)
+	return [2]*script{built("", parts, "decide, undo, mark", main), built(crossSlot, parts, "decide, undo, mark", main)}
 }()
 
 // resets holds the reset script of each algorithm: the fixed window's

@@ -5,13 +5,14 @@
 -- lost. Tokens owed are read under the capacity and rate the counter has
 -- now, up to c + r (one kept under a larger capacity carries over that
 -- much); an anchor kept in another U is converted, rounded up.
-local function load(key)
-  local v = redis.call('GET', key)
+local function decode(v)
   if not v then return 0, 0, nil, nil, 0 end
   local a, b, su, d = match(v, '^(%-?%d+) (%-?%d+) (%d+) (%d+)$')
   if not a then return 0, 0, nil, nil, 0 end
   return tonumber(a), tonumber(b), tonumber(su), nil, tonumber(d)
 end
+
+local function load(key) return decode(redis.call('GET', key)) end
 
 local function take(r, p, c, u, now, cost, anchor, owed, su, _, maxdrain)
   local over = cost > c

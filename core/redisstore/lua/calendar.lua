@@ -37,13 +37,10 @@ local function giveback(keys, incr, i, cost, err)
   return err
 end
 
-local function decide(key, A, o, m, now)
-  local cost = tonumber(A[o + 1])
-  local dry = cost < 0
-  if dry then cost = -cost end
-  local n = (m - 1) / 5
-
-  -- The period of each limit holding now, before anything is written.
+-- periods returns, for each of the n limits of a decision whose
+-- arguments start at A[o + 1], the start and the end (us) of its period
+-- holding now, or nil when now lies outside [prev, next) of some limit.
+local function periods(A, o, n, now)
   local from, to = {}, {}
   for i = 1, n do
     local b = o + 5 * i - 3
@@ -55,9 +52,21 @@ local function decide(key, A, o, m, now)
       s = e
       e = tonumber(A[b + 4])
     end
-    if now < s or now >= e then return {-1, now} end
+    if now < s or now >= e then return nil end
     from[i], to[i] = s, e
   end
+  return from, to
+end
+
+local function decide(key, A, o, m, now)
+  local cost = tonumber(A[o + 1])
+  local dry = cost < 0
+  if dry then cost = -cost end
+  local n = (m - 1) / 5
+
+  -- The period of each limit holding now, before anything is written.
+  local from, to = periods(A, o, n, now)
+  if not from then return {-1, now} end
 
   local keys, incr, reply, all = {}, {}, {}, true
   for i = 1, n do

@@ -5,13 +5,14 @@
 -- is the TTL's deadline. A state kept under another r or U is rebased
 -- once: what it had spent, (tat - now) * r + frac in its own units (units
 -- x period), stays, up to cap(), and is counted under this count and U.
-local function load(key)
-  local v = redis.call('GET', key)
+local function decode(v)
   if not v then return 0, 0, nil, nil, 0 end
   local a, b, sr, su, d = match(v, '^(%-?%d+) (%-?%d+) (%d+) (%d+) (%d+)$')
   if not a then return 0, 0, nil, nil, 0 end
   return tonumber(a), tonumber(b), tonumber(sr), tonumber(su), tonumber(d)
 end
+
+local function load(key) return decode(redis.call('GET', key)) end
 
 -- cap is the most a state carries over, scaled as (tat - now) * r: the
 -- capacity and one period's count, (b + r) * p, and at most maxdrain * r.

@@ -17,7 +17,8 @@
 -- Reply: per limit, admitted (0/1), remaining, reset-after (us), retry-after (us).
 --
 -- Each algorithm defines
---   load(key) -> s1, s2, s3, s4, D    the stored state and its TTL's deadline
+--   decode(value) -> s1, s2, s3, s4, D    a stored state and its TTL's deadline
+--   load(key) -> decode(the key's value)
 --   take(r, p, c, u, now, cost, s1, s2, s3, s4, maxdrain)
 --       -> ok, remaining, reset, retry, expire, at, a, b, x, y, rewrite
 --      (at: the instant the durations count from; a, b, x, y: the state

@@ -16,13 +16,14 @@ end
 -- the previous window's count, the current one's, and the TTL's deadline.
 -- None of them depends on the count or U: counts kept under a larger
 -- count exceed r, and deny until they have slid out.
-local function load(key)
-  local v = redis.call('GET', key)
+local function decode(v)
   if not v then return nil, 0, 0, nil, 0 end
   local a, b, c, d = match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%d+)$')
   if not a then return nil, 0, 0, nil, 0 end
   return tonumber(a), tonumber(b), tonumber(c), nil, tonumber(d)
 end
+
+local function load(key) return decode(redis.call('GET', key)) end
 
 local function take(r, p, c, _, now, cost, sidx, sprev, scur)
   local over = cost > c
