@@ -93,12 +93,17 @@ func (c *denyCache) get(k denyKey, terms uint64, cost, now int64, r *store.Resul
 }
 
 // put records a denial of cost at now under the terms of fingerprint
-// terms.
-func (c *denyCache) put(k denyKey, terms uint64, cost, now int64, r *store.Result) {
+// terms, for its RetryAfter, or keep when shorter (> 0; see
+// Store.denyKeep).
+func (c *denyCache) put(k denyKey, terms uint64, cost, now int64, r *store.Result, keep time.Duration) {
 	if r.RetryAfter <= 0 {
 		return
 	}
-	d := &denial{terms: terms, at: now, until: now + int64(r.RetryAfter), cost: cost, result: *r}
+	until := now + int64(r.RetryAfter)
+	if keep > 0 {
+		until = min(until, now+int64(keep))
+	}
+	d := &denial{terms: terms, at: now, until: until, cost: cost, result: *r}
 	sh := c.shard(k)
 	sh.mu.Lock()
 	if old, ok := sh.m[k]; ok {

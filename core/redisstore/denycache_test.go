@@ -14,7 +14,7 @@ func TestDenyCache(t *testing.T) {
 	k := denyKey{rule: 7, key: "u"}
 	denied := store.Result{Limit: algo.Limit{Count: 10, Period: time.Minute}, Remaining: 2, ResetAfter: 50 * time.Second, RetryAfter: 30 * time.Second}
 	denied.Limits[0] = store.LimitState{Remaining: 2, ResetAfter: 50 * time.Second}
-	c.put(k, 1, 3, 0, &denied) // cost 3 does not fit in 2
+	c.put(k, 1, 3, 0, &denied, 0) // cost 3 does not fit in 2
 	var r store.Result
 	if c.get(k, 1, 2, int64(time.Second), &r) {
 		t.Fatal("a denial of cost 3 denied cost 2 locally")
@@ -39,22 +39,22 @@ func TestDenyCache(t *testing.T) {
 	}
 	// Under new terms (a limit raised), the denial is not answered, and
 	// is gone; a denial under the new terms replaces one under the old.
-	c.put(k, 1, 1, 0, &denied)
+	c.put(k, 1, 1, 0, &denied, 0)
 	if c.get(k, 2, 1, int64(time.Second), &r) || c.size.Load() != 0 {
 		t.Fatal("a denial was answered under other terms, or kept")
 	}
-	c.put(k, 1, 1, 0, &denied)
-	c.put(k, 2, 3, 0, &denied)
+	c.put(k, 1, 1, 0, &denied, 0)
+	c.put(k, 2, 3, 0, &denied, 0)
 	if !c.get(k, 2, 3, int64(time.Second), &r) || c.size.Load() != 1 || c.get(k, 1, 5, int64(time.Second), &r) {
 		t.Fatal("the denial under the new terms did not replace the old one")
 	}
-	c.put(k, 1, 1, 0, &denied)
+	c.put(k, 1, 1, 0, &denied, 0)
 	c.drop(k)
 	if c.get(k, 1, 1, 1, &r) || c.size.Load() != 0 {
 		t.Fatal("drop left the entry")
 	}
 	allowed := store.Result{Allowed: true}
-	c.put(k, 1, 1, 0, &allowed) // no retry-after: nothing to cache
+	c.put(k, 1, 1, 0, &allowed, 0) // no retry-after: nothing to cache
 	if c.size.Load() != 0 {
 		t.Fatal("cached a result without a retry-after")
 	}
@@ -68,14 +68,14 @@ func TestDenyCacheExpiredFirst(t *testing.T) {
 	short := store.Result{RetryAfter: time.Second}
 	long := store.Result{RetryAfter: time.Hour}
 	for i := range 2000 { // fill every shard with entries that end at 1s
-		c.put(denyKey{key: "old" + strconv.Itoa(i)}, 1, 1, 0, &short)
+		c.put(denyKey{key: "old" + strconv.Itoa(i)}, 1, 1, 0, &short, 0)
 	}
 	var live []denyKey
 	for i := range 2000 {
 		k := denyKey{key: "new" + strconv.Itoa(i)}
 		sh := c.shard(k)
 		if len(live) < bound/2 && countLive(sh, int64(2*time.Second)) < 5 {
-			c.put(k, 1, 1, int64(2*time.Second), &long)
+			c.put(k, 1, 1, int64(2*time.Second), &long, 0)
 			live = append(live, k)
 		}
 	}
@@ -112,7 +112,7 @@ func TestDenyCacheBound(t *testing.T) {
 	c := newDenyCache(bound)
 	r := store.Result{RetryAfter: time.Second}
 	for i := range 100_000 {
-		c.put(denyKey{key: strconv.Itoa(i)}, 1, 1, int64(i)*int64(time.Millisecond), &r)
+		c.put(denyKey{key: strconv.Itoa(i)}, 1, 1, int64(i)*int64(time.Millisecond), &r, 0)
 		if n := c.size.Load(); n > bound {
 			t.Fatalf("%d entries after %d puts, bound %d", n, i+1, bound)
 		}

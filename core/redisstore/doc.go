@@ -77,9 +77,15 @@
 // decision of cost 0). WithIncrExpireKeys applies as to Take: a take
 // counts where a Take of its key and policy counts.
 //
-// Takes on several masters (or Ring shards) go in one call per node, all
-// at once: one round trip in all, each node's part atomic. When a node
-// denies (or fails), each node that admitted is sent a give-back, a
+// Takes on several masters (or Ring shards) go in one call per node, one
+// node after another in the order of the takes (the rule that applies, often
+// the tightest, first), each node's part atomic, until a node denies or
+// fails: a round trip per node for an admitted request, and the nodes
+// after the one that refused are only read, at cost 0, for their state as
+// it stands. (Calls in parallel would take one round trip, but then every
+// request refused on one node would hold takes on the others, and a burst
+// of one caller's requests could refuse all of them.) When a node denies
+// (or fails), each node before it, which admitted, is sent a give-back, a
 // script per algorithm that undoes its take: a fixed window's (or a
 // calendar period's) count of the window the take went into goes down by
 // its cost, never below 0; a sliding window's count of the window the
@@ -95,18 +101,20 @@
 // back (at most the time the take was held): it never returns more than
 // the bucket without the take would have. What remains:
 //
-//   - A denied request's takes on the nodes that admitted are held for
-//     about one round trip before they are given back: other requests
-//     may be refused meanwhile (over-refusal, never over-admission).
+//   - A denied request's takes on the nodes before the one that refused
+//     it are held for about a round trip per node before they are given
+//     back: other requests may be refused meanwhile (over-refusal, never
+//     over-admission). Once a store has given back takes across nodes,
+//     its deny cache keeps a denial at most 250ms, less than its
+//     Retry-After when that is longer, since a denial may be one such
+//     held takes caused (in this process or another); and a give-back here
+//     drops the given-back keys' denials at once.
 //   - A give-back that fails (its node down, its call timed out) leaves
 //     its take consumed: at most the request's cost on that node's keys
 //     for each request refused while the failure lasts, until their
 //     periods refill it.
 //   - A node that fails its call fails the request (a *NodeError; the
-//     nodes that admitted give back what they took), unless another node
-//     denied: the denial is then the answer, with no error, and the
-//     failed node's takes answer Allowed, with each limit's count as
-//     remaining (unread). A call that timed out may have been applied,
+//     nodes before it give back what they took). A call that timed out may have been applied,
 //     as a Take's may: its takes then stay consumed (over-refusal). While
 //     a node's circuit is open, a request with a take there fails at
 //     once, with no call to the other nodes.

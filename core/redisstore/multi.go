@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,17 +49,17 @@ type stackGroup struct {
 // a ClusterClient, the takes whose keys one master serves, in several
 // hash slots of it too (the stack script declares allow-cross-slot-keys,
 // Redis 7.0; an older server is sent one call per hash slot). Takes on
-// several masters (or Ring shards) go in one call per node, all at once,
-// and when any node denies (or fails), the nodes that admitted give back
-// what they took, each with a second call (see the package documentation
-// for the bound that leaves). A take that the deny cache denies refuses
+// several masters (or Ring shards) go in one call per node, one node after
+// another, until one denies (or fails): the nodes before it give back what
+// they took, each with a second call, and the nodes after it are read at
+// cost 0 (see the package documentation for the bound that leaves). A take that the deny cache denies refuses
 // the request without taking anything: the other takes are then read at
 // cost 0 (one call per node, which writes nothing) for their state as it
 // stands, and none at all when every take was denied there; the denials
-// a call learns are cached as Take's are. When one node denies and
-// another fails (or that read fails), the denial is the answer (with no
-// error), and the takes left unread answer Allowed, with each limit's
-// count as remaining. Its errors are Take's, and
+// a call learns are cached as Take's are. When a node denies and a read
+// at cost 0 fails, the denial is the answer (with no error), and the
+// takes left unread answer Allowed, with each limit's count as
+// remaining. Its errors are Take's, and
 // store.ErrBadPolicy for no takes, more than store.MaxTakes, fewer
 // results than takes, or a take without a policy.
 func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store.Result) (bool, error) {
@@ -100,7 +101,7 @@ func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store
 	}
 	for i, tk := range takes {
 		if r := &results[i]; !r.Allowed && st[i].cost > 0 && !sharesCounter(takes[:i], tk) {
-			s.deny.put(takeDenyKey(tk), tk.Policy.Fingerprint(), st[i].cost, now, r)
+			s.deny.put(takeDenyKey(tk), tk.Policy.Fingerprint(), st[i].cost, now, r, s.denyKeep())
 		}
 	}
 	return false, nil
@@ -134,6 +135,19 @@ func (s *Store) standing(ctx context.Context, takes []store.Take, st []stackTake
 	for j := range n {
 		results[from[j]] = subRes[j]
 	}
+}
+
+// standingOf answers the takes of the groups gs, which a refused request
+// did not ask (an earlier node refused it), with their state as it stands
+// (standing).
+func (s *Store) standingOf(ctx context.Context, takes []store.Take, st []stackTake, gs []stackGroup, results []store.Result) {
+	var rest [store.MaxTakes]stackTake // st's takes of gs; the others without a plan
+	for gi := range gs {
+		for _, i := range gs[gi].takes[:gs[gi].count] {
+			rest[i] = st[i]
+		}
+	}
+	s.standing(ctx, takes, rest[:len(st)], results)
 }
 
 // takeDenyKey is the deny cache's key of a take.
@@ -184,10 +198,24 @@ func (s *Store) takeAll(ctx context.Context, takes []store.Take, st []stackTake,
 		if err := s.anyOpen(gs); err != nil {
 			return false, err
 		}
-		s.eachGroup(gs, func(g *stackGroup) { s.stackCall(ctx, g, st, false, len(gs) > 1) })
+		// One node after another, in the order of the takes (the rule that
+		// applies, often the tightest, first), until one refuses or
+		// fails: a request refused by one node takes nothing on the
+		// nodes after it, so that its takes held on the others, which
+		// may refuse requests of theirs until given back, are only those
+		// of the nodes before.
+		called := 0
+		for called < len(gs) {
+			g := &gs[called]
+			s.stackCall(ctx, g, st, false, len(gs) > 1)
+			called++
+			if g.err != nil || !g.allowed {
+				break
+			}
+		}
 		denied, again := false, false
 		var failed error
-		for i := range gs {
+		for i := range gs[:called] {
 			switch g := &gs[i]; {
 			case g.err != nil:
 				again = again || !split && g.cross && s.splits(g.err)
@@ -202,16 +230,23 @@ func (s *Store) takeAll(ctx context.Context, takes []store.Take, st []stackTake,
 		// Give back what the groups that admitted took, on a context
 		// that the caller's end does not cancel.
 		bctx := context.WithoutCancel(ctx)
-		s.eachGroup(gs, func(g *stackGroup) {
+		s.eachGroup(gs[:called], func(g *stackGroup) {
 			if g.err == nil && g.allowed {
 				s.stackCall(bctx, g, st, true, false)
 			}
 		})
+		if called > 1 {
+			s.gaveBack(takes, gs[:called])
+		}
 		switch {
 		case again:
 			split = true
 		case denied:
-			return false, s.answers(takes, st, gs, results)
+			err := s.answers(takes, st, gs[:called], results)
+			if called < len(gs) {
+				s.standingOf(ctx, takes, st, gs[called:], results)
+			}
+			return false, err
 		default:
 			return false, failed
 		}
@@ -395,4 +430,41 @@ func (s *Store) answers(takes []store.Take, st []stackTake, gs []stackGroup, res
 		}
 	}
 	return nil
+}
+
+// heldKeep is the longest a store that has held takes of a refused
+// request on one master while another refused it (see denyKeep) keeps a
+// denial in its deny cache.
+const heldKeep = 250 * time.Millisecond
+
+// gaveBack records that the groups gs of a refused request, on several
+// nodes, gave back what they took: a denial read meanwhile, here or in
+// another process, may be one those takes caused and no longer holds.
+// Here, a call running meanwhile caches no denial (as after a Reset), and
+// the given-back keys' denials are dropped; and from now on the store
+// keeps every denial at most heldKeep (denyKeep), since other processes'
+// give-backs are not seen here.
+func (s *Store) gaveBack(takes []store.Take, gs []stackGroup) {
+	s.held.Store(true)
+	if s.deny == nil {
+		return
+	}
+	s.resets.Add(1)
+	for gi := range gs {
+		if g := &gs[gi]; g.err == nil && g.allowed {
+			for _, i := range g.takes[:g.count] {
+				s.deny.drop(takeDenyKey(takes[i]))
+			}
+		}
+	}
+}
+
+// denyKeep is how long the deny cache may keep a denial less than its
+// Retry-After: 0 (all of it) until the store has given back the takes of
+// a stacked request across masters (gaveBack); heldKeep after.
+func (s *Store) denyKeep() time.Duration {
+	if s.held.Load() {
+		return heldKeep
+	}
+	return 0
 }

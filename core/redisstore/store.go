@@ -153,9 +153,12 @@ type Store struct {
 	plans  sync.Map // policy fingerprint (its terms) → *plan
 	nplans atomic.Int64
 	tick   atomic.Pointer[tick]
-	// resets counts Resets, so that a denial read before a Reset is never
-	// cached after it.
+	// resets counts Resets (and give-backs), so that a denial read before
+	// one is never cached after it.
 	resets atomic.Uint64
+	// held: the store has given back takes of a stacked request across
+	// masters (see gaveBack).
+	held atomic.Bool
 
 	// mu is held (shared) by every call to Redis and (exclusive) by Close,
 	// which therefore waits for the calls running; inflight counts the
@@ -309,7 +312,7 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 		return store.Result{}, err
 	}
 	if !r.Allowed && s.deny != nil && cost > 0 && s.resets.Load() == resets {
-		s.deny.put(dk, terms, cost, now, &r)
+		s.deny.put(dk, terms, cost, now, &r, s.denyKeep())
 	}
 	return r, nil
 }
