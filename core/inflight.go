@@ -20,7 +20,14 @@ import (
 // the slot is taken first and given back at once when the limits refuse
 // the request, so a request refused by the limits holds no slot, and one
 // refused for lack of a slot is not counted against the limits (a count
-// cannot be given back; a slot can).
+// cannot be given back; a slot can). Under a rule with a wait too
+// (RuleSpec.Wait), a request that finds every slot taken waits for one in
+// the rule's queue of its key, the queue of the requests waiting for room
+// under its limits (wait.go): one first-come-first-served order per rule
+// and key, one deadline (its arrival and the wait) for the slot and the
+// limits both. A slot given back in this limiter wakes the head of that
+// queue; one given back by another process sharing the store is seen by
+// the head's polling (slotPoll).
 
 // defaultLease is a slot's lease when the rule gives none (RuleSpec.Lease).
 const defaultLease = 30 * time.Second

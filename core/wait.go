@@ -397,7 +397,10 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, d *Decision, s *seat) (
 // it past its deadline (other servers took the room); it then consumed
 // nothing. It is held at most the rule's wait and a store call: it asks
 // the store only at the head, where the waiters ahead, which came no
-// later, have left. d.Waited is how long it was held.
+// later, have left. d.Waited is how long it was held. A request whose
+// rule bounds requests in flight comes here holding its slot, taken while
+// no request of its key waited (else it queued for the slot: awaitSlot),
+// and keeps it while it waits.
 func (l *Limiter) queue(ctx context.Context, a ask, k waitKey, d *Decision, took bool) Outcome {
 	var s seat
 	ahead, joined := l.sit(a, k, &s)
@@ -558,6 +561,7 @@ func (l *Limiter) reportHeld(a ask, o Outcome, d *Decision, latency time.Duratio
 }
 
 // Wait returns how long the rule holds a request it would refuse while
-// the store says it would be admitted within that time (RuleSpec.Wait);
-// 0 when it refuses at once.
+// the store says it would be admitted within that time, or, under its
+// concurrency limit, while no slot is free (RuleSpec.Wait); 0 when it
+// refuses at once.
 func (r *Rule) Wait() time.Duration { return r.wait }
