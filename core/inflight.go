@@ -365,8 +365,10 @@ func (h *hold) release(ctx context.Context) {
 		}
 		if err := l.slots.Release(ctx, s.key, s.rule.conc, s.lease); err != nil {
 			l.warnAs(s.rule, "a slot not given back: it comes back when its lease ends", err)
-		} else if s.rule.wait != 0 {
-			l.waits.wake(s.rule.queueKey(s.key)) // the head of its queue may wait for it
+		} else {
+			// The head of its queue may wait for it (under this rule, or
+			// the rule of the same name a reload put in its place).
+			l.waits.wake(s.rule.queueKey(s.key))
 		}
 	}
 }
