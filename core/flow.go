@@ -289,10 +289,11 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 	d.Allowed = true
 	if m.rule != nil && !l.penalized(ctx, cfg, m.rule, m.cost, key, d) {
 		d.Rule, d.Cost = m.rule, m.cost
+		a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
+		var s seat // its place in the rule's queue, while its wait holds it (wait.go)
 		// A rule with a concurrency limit takes its slot first (and
 		// may decide the request there).
-		if m.rule.conc == nil || l.bounded(ctx, cfg, m.rule, m.cost, key, d) {
-			a := ask{key: key, rule: m.rule, cost: m.cost, plan: d.Plan}
+		if m.rule.conc == nil || l.bounded(ctx, cfg, a, d, &s) {
 			var sc *stackCall // the count under stacked rules too, if any
 			if h != nil && h.enforcedStacks() {
 				sc = newStackCall(a, m.rule.byOutcome(), h, user)
@@ -304,7 +305,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 			if m.rule.wait == 0 {
 				o, lat = l.take(ctx, a, sc, m.rule.byOutcome(), &d.Result, &d.Err)
 			} else {
-				o, lat = l.takeOrWait(ctx, a, sc, d) // may hold the request (wait.go)
+				o, lat = l.takeOrWait(ctx, a, sc, d, &s) // may hold the request (wait.go)
 			}
 			if sc.decided(o) {
 				sc.lat = lat

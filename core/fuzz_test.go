@@ -277,9 +277,10 @@ var configSeeds = []string{
 	// A rule's wait and its queue.
 	"rate_limit:\n  enabled: true\n  rules:\n    - name: r\n      paths: [/r]\n      limit: 5/s\n      algorithm: gcra\n      wait: 2s\n      wait_queue: 20\n    - name: s\n      paths: [/s]\n      limit: 5/s\n      wait: 500ms\n  tiers:\n    pro:\n      rules:\n        r: 10/s\n",
 	"rate_limit:\n  mode: shadow\n  rules:\n    - name: a\n      paths: [/a]\n      limit: 1/s\n      wait: 1min\n      wait_queue: 1000\n    - name: b\n      paths: [/b]\n      limit: 1/s\n      count: failures\n      wait: 61s\n    - name: c\n      paths: [/c]\n      limit: 1/s\n      wait_queue: 0\n    - name: d\n      paths: [/d]\n      limit: 1/s\n      wait: -1ns\n      wait_queue: x\n",
-	// Concurrency limits, alone and with limits, their lease, and the
-	// fields a rule without a limit may not have.
+	// Concurrency limits, alone and with limits, their lease, their wait
+	// for a slot, and the fields a rule without a limit may not have.
 	"rate_limit:\n  enabled: true\n  rules:\n    - name: r\n      paths: [/r]\n      concurrent: 2\n    - name: s\n      paths: [/s]\n      limit: 5/s\n      concurrent: 3\n      lease: 2m\n  tiers:\n    pro:\n      rules:\n        r: 10/s\n",
+	"rate_limit:\n  enabled: true\n  rules:\n    - name: r\n      paths: [/r]\n      concurrent: 1\n      wait: 2s\n      wait_queue: 5\n    - name: s\n      paths: [/s]\n      concurrent: 2\n      mode: shadow\n      wait: 1s\n    - name: t\n      paths: [/t]\n      limit: 1/s\n      concurrent: 1\n      wait: 500ms\n",
 	"rate_limit:\n  rules:\n    - name: r\n      paths: [/r]\n      concurrent: 0\n      lease: 0s\n    - name: s\n      paths: [/s]\n      concurrent: -1\n      burst: 2\n      weights: {/s: 2}\n      count: failures\n    - name: t\n      paths: [/t]\n      limit: 1/s\n      lease: 1d\n      concurrent: x\n",
 	"rate_limit:\n  rules:\n    - name: k1\n      paths: [/api/kb/k1/x]\n      limit: 1/s\n    - name: kb\n      paths: [/api/kb/*/x, /api/*/k1/x]\n      limit: 1/s\n    - name: g\n      paths: [/d/*]\n      methods: [GET]\n      limit: 1/s\n    - name: any\n      paths: [/d/a]\n      limit: 1/s\n    - name: gp\n      paths: [/d/b]\n      methods: [GET, PUT]\n      limit: 1/s\n  exempt_paths: [/d/c]\n",
 }

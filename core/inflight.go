@@ -20,7 +20,14 @@ import (
 // the slot is taken first and given back at once when the limits refuse
 // the request, so a request refused by the limits holds no slot, and one
 // refused for lack of a slot is not counted against the limits (a count
-// cannot be given back; a slot can).
+// cannot be given back; a slot can). Under a rule with a wait too
+// (RuleSpec.Wait), a request that finds every slot taken waits for one in
+// the rule's queue of its key, the queue of the requests waiting for room
+// under its limits (wait.go): one first-come-first-served order per rule
+// and key, one deadline (its arrival and the wait) for the slot and the
+// limits both. A slot given back in this limiter wakes the head of that
+// queue; one given back by another process sharing the store is seen by
+// the head's polling (slotPoll).
 
 // defaultLease is a slot's lease when the rule gives none (RuleSpec.Lease).
 const defaultLease = 30 * time.Second
@@ -97,9 +104,6 @@ func (cc *compiler) unlimited(key, label string, rs RuleSpec) {
 	}
 	if rs.Penalty != nil {
 		cc.fail(key+".penalty", label, "penalty", "", "a penalty follows denials by a rule's limits, and %s", why)
-	}
-	if rs.Wait != "" {
-		cc.fail(key+".wait", label, "wait", rs.Wait, "a request waits for room under a rule's limits, and %s: a request that finds every slot taken is refused at once", why)
 	}
 	if rs.Window != "" {
 		cc.fail(key+".window", label, "window", rs.Window, "a window counts a rule's limits, and %s", why)
@@ -205,35 +209,54 @@ func (l *Limiter) hold(d *Decision, i int, rule *Rule, lease uint64, key string)
 	d.hold.slots[i] = slot{rule: rule, lease: lease, key: key}
 }
 
-// bounded takes the slot of a request of key at cost under rule, the
-// enforced rule of d, which bounds requests in flight, and reports
-// whether its limits are to be asked next: when it has limits and the
-// request holds a slot, or the store failed under the fail-open policy.
-// Otherwise it decides d: refused for lack of a slot (429,
-// Decision.ConcurrencyDenied), refused because the store failed
-// (fail-closed, 503), or, for a rule with no limit, allowed.
-func (l *Limiter) bounded(ctx context.Context, cfg *Config, rule *Rule, cost int64, key string, d *Decision) bool {
-	a := ask{key: key, rule: rule, cost: cost}
-	var lease uint64
-	o, lat := l.acquire(ctx, a, &lease, &d.Err)
+// bounded takes the slot of the request of a under a.rule, the enforced
+// rule of d, which bounds requests in flight, and reports whether its
+// limits are to be asked next: when it has limits and the request holds
+// a slot, or the store failed under the fail-open policy. Otherwise it
+// decides d: refused for lack of a slot (429, Decision.ConcurrencyDenied),
+// refused because the store failed (fail-closed, 503), or, for a rule
+// with no limit, allowed. Under a rule with a wait, a request that finds
+// every slot taken, or requests of its key waiting under the rule, waits
+// for a slot in the rule's queue (awaitSlot); when its limits are to be
+// asked next, it is still there, at the head (s), and asks them within
+// the rest of the same wait (takeOrWait).
+func (l *Limiter) bounded(ctx context.Context, cfg *Config, a ask, d *Decision, s *seat) bool {
+	var (
+		lease uint64
+		o     Outcome
+		lat   time.Duration
+	)
+	if a.rule.wait != 0 && l.waits.held.Load() != 0 && l.waits.queued(a.rule.queueKey(a.key)) {
+		o = l.awaitSlot(ctx, a, s, &lease, &d.Err) // behind the requests waiting: never before them
+	} else if o, lat = l.acquire(ctx, a, &lease, &d.Err); o == OutcomeConcurrencyDenied && a.rule.wait != 0 {
+		o = l.awaitSlot(ctx, a, s, &lease, &d.Err)
+	}
 	switch o {
 	case OutcomeStoreError:
 		d.Allowed = l.failsOpen(cfg)
-		l.warn(rule, d.Allowed, d.Err)
-		if d.Allowed && rule.rated() {
+		l.warn(a.rule, d.Allowed, d.Err)
+		if d.Allowed && a.rule.rated() {
 			d.Err = nil // the limits decide, and their store call tells
 			return true
 		}
 	case OutcomeConcurrencyDenied:
 		d.Allowed, d.ConcurrencyDenied, d.style = false, true, HeadersNone // nothing of the limits was asked
 	default:
-		l.hold(d, 0, rule, lease, key)
-		if rule.rated() {
+		l.hold(d, 0, a.rule, lease, a.key)
+		if a.rule.rated() {
 			return true
 		}
 	}
-	if !rule.rated() {
+	if !a.rule.rated() {
 		d.style = HeadersNone
+	}
+	if s.w != nil { // held for a slot
+		l.unseat(s, d)
+		if o == OutcomeAllowed {
+			o = OutcomeWaited
+		}
+		l.reportHeld(a, o, d, lat)
+		return false
 	}
 	l.report(a, o, d.Allowed, d.Err, lat)
 	return false
@@ -342,6 +365,10 @@ func (h *hold) release(ctx context.Context) {
 		}
 		if err := l.slots.Release(ctx, s.key, s.rule.conc, s.lease); err != nil {
 			l.warnAs(s.rule, "a slot not given back: it comes back when its lease ends", err)
+		} else {
+			// The head of its queue may wait for it (under this rule, or
+			// the rule of the same name a reload put in its place).
+			l.waits.wake(s.rule.queueKey(s.key))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -30,6 +31,11 @@ func TestConcurrentConfig(t *testing.T) {
     - name: plain
       paths: ["/plain"]
       limit: "1/second"
+    - name: export
+      paths: ["/export"]
+      concurrent: 1
+      wait: 2s
+      wait_queue: 3
 `), "t.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +44,16 @@ func TestConcurrentConfig(t *testing.T) {
 		rule   string
 		want   int64
 		limits int
-	}{{"reports", 2, 0}, {"search", 5, 1}, {"plain", 0, 1}, {"default", 0, 1}} {
+	}{{"reports", 2, 0}, {"search", 5, 1}, {"plain", 0, 1}, {"export", 1, 0}, {"default", 0, 1}} {
 		r := cfg.Rule(c.rule)
 		if r.Concurrent() != c.want || len(r.Policy.Limits) != c.limits {
 			t.Errorf("rule %s: Concurrent() = %d, %d limits; want %d, %d", c.rule, r.Concurrent(), len(r.Policy.Limits), c.want, c.limits)
 		}
+	}
+	// A wait on a rule that bounds requests in flight only: a request
+	// waits for a slot.
+	if w := cfg.Rule("export").Wait(); w != 2*time.Second {
+		t.Errorf("export: Wait() = %v, want 2s", w)
 	}
 	// In code, 0 means none.
 	if _, err := core.NewConfig(core.Spec{Enabled: true, Rules: []core.RuleSpec{{Name: "a", Paths: []string{"/a"}, Limit: []string{"1/second"}, Concurrent: 0}}}); err != nil {
@@ -95,8 +106,10 @@ func TestConcurrentConfigErrors(t *testing.T) {
 			[]string{at + `7: rule "api": field "count": value "failures": count says which requests a rule's limits count, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`}},
 		{"penalty without limit", concurrentRule("concurrent: 2", "penalty: {after: 3, within: 1m, ban: 1h}"),
 			[]string{at + `7: rule "api": field "penalty": a penalty follows denials by a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`}},
-		{"wait without limit", concurrentRule("concurrent: 2", "wait: 2s"),
-			[]string{at + `7: rule "api": field "wait": value "2s": a request waits for room under a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each): a request that finds every slot taken is refused at once`}},
+		{"wait in shadow mode without limit", concurrentRule("concurrent: 2", "mode: shadow", "wait: 2s"),
+			[]string{at + `8: rule "api": field "wait": value "2s": a rule in shadow mode refuses nothing, so no request would wait`}},
+		{"wait_queue without wait", concurrentRule("concurrent: 2", "wait_queue: 5"),
+			[]string{at + `7: rule "api": field "wait_queue": value "5": wait_queue needs wait: it bounds the requests held by the rule's wait`}},
 		{"calendar without limit", concurrentRule("concurrent: 2", "window: calendar", "timezone: Europe/Berlin"),
 			[]string{
 				at + `7: rule "api": field "window": value "calendar": a window counts a rule's limits, and the rule has no limit (concurrent alone bounds requests in flight, one slot each)`,

@@ -53,7 +53,8 @@ type Decision struct {
 	Penalty bool
 	// ConcurrencyDenied reports a request refused by its rule's
 	// concurrency limit (RuleSpec.Concurrent): as many requests of its
-	// identity under the rule as the limit allows were in flight. Not
+	// identity under the rule as the limit allows were in flight, and,
+	// under a rule with a wait, none came back within it (Waited). Not
 	// Allowed: 429 with the rule's body, Retry-After 1, and no rate-limit
 	// header (nothing was counted against the rule's limits).
 	ConcurrencyDenied bool
@@ -87,8 +88,10 @@ type Decision struct {
 	// which leave Plan as it is.
 	Plan string
 	// Waited is how long Rule's wait (RuleSpec.Wait) held the request
-	// before it was decided: admitted after the wait, Result is the
-	// store's answer then; refused, the refusal's. 0 when it was not held.
+	// before it was decided, waiting for a slot of its concurrency limit
+	// or for room under its limits: admitted after the wait, Result is
+	// the store's answer then; refused, the refusal's (ConcurrencyDenied
+	// when no slot came). 0 when it was not held.
 	Waited time.Duration
 
 	// shadow is the count of the rule in shadow mode beside the enforced

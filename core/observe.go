@@ -39,14 +39,17 @@ const (
 	// bounds). Event.Allowed is true: it was served.
 	OutcomeOvershoot
 	// OutcomeWaited: held by its rule's wait (RuleSpec.Wait) until the
-	// store admitted it, then counted and admitted; Event.Waited is how
-	// long. A held request that is refused in the end is OutcomeDenied,
-	// with its Waited.
+	// store admitted it (gave it a slot of the rule's concurrency limit,
+	// had room under its limits), then counted and admitted; Event.Waited
+	// is how long. A held request that is refused in the end is
+	// OutcomeDenied, or OutcomeConcurrencyDenied when no slot came, with
+	// its Waited.
 	OutcomeWaited
 	// OutcomeConcurrencyDenied: the rule's concurrency limit refused the
 	// request (429, Decision.ConcurrencyDenied): as many requests of its
 	// identity under the rule as RuleSpec.Concurrent allows were in
-	// flight. Nothing was counted against the rule's limits.
+	// flight (and, under a rule with a wait, none came back within it:
+	// Event.Waited). Nothing was counted against the rule's limits.
 	OutcomeConcurrencyDenied
 
 	numOutcomes

@@ -140,7 +140,14 @@ type RuleSpec struct {
 	// Wait, when set, holds a request the rule would refuse while the
 	// store says it would be admitted within Wait, and serves it then,
 	// instead of refusing it: a duration ("500ms", "2s", "1m"; also a
-	// period as in a limit, "2sec"), positive and at most a minute. Held
+	// period as in a limit, "2sec"), positive and at most a minute.
+	// Under Concurrent, a request that finds every slot of its identity
+	// taken is held until one comes back, within Wait, then asks the
+	// limits, if any, within the rest of the same Wait; refused for lack
+	// of a slot when none comes. A slot given back in this process wakes
+	// it at once; one given back by another process sharing the store
+	// (package redisstore) is seen within 50ms (an eighth of Wait when
+	// that is shorter, at least 5ms). Held
 	// requests of one key are served first come, first served; one whose
 	// wait would pass Wait (the store's Retry-After, or the requests
 	// queued ahead of it) is refused at once, as without Wait; one whose
@@ -150,8 +157,10 @@ type RuleSpec struct {
 	// first (the request then waits again, within Wait, or is refused).
 	// The queue is the limiter's, in this process: across the replicas
 	// of a service requests are first come, first served within each.
-	// A held request refused in the end is a denial (toward the rule's
-	// penalty too); one admitted is not.
+	// A held request refused in the end by the limits is a denial (toward
+	// the rule's penalty too); one admitted is not. The queue of a key is
+	// one for the slots and the limits: the requests held for either are
+	// served in the order they came.
 	// Not with Count failures or successes, nor in shadow mode (the rule
 	// refuses nothing).
 	Wait string
@@ -188,7 +197,8 @@ type RuleSpec struct {
 	// instead of Limit): a request that finds Concurrent of its
 	// identity's requests under the rule still running is refused with
 	// 429, Retry-After: 1 and the rule's body, and no rate-limit header
-	// (Decision.Busy). A slot is taken before the handler runs and given
+	// (Decision.ConcurrencyDenied), or, with Wait, held until a slot comes
+	// back within it. A slot is taken before the handler runs and given
 	// back when the request is over (Limiter.Complete, which every
 	// adapter calls when the handler returns or panics), or when its
 	// context ends (the client went away), whichever comes first; a

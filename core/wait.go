@@ -32,6 +32,11 @@ const (
 	maxHeld = 10000
 	// waitShards is the number of locks the queues are spread over.
 	waitShards = 32
+	// slotPollMin and slotPollMax bound how often the head of a queue
+	// waiting for a slot of a rule's concurrency limit asks a store
+	// shared by processes again (see slotPoll).
+	slotPollMin = 5 * time.Millisecond
+	slotPollMax = 50 * time.Millisecond
 )
 
 // compileWait compiles the wait and wait_queue of the rule at key (whose
@@ -105,6 +110,11 @@ type waitQueue struct {
 	head, tail *waiter
 	n          int   // waiters
 	cost       int64 // their costs, summed
+	// freed receives (buffered, one at most) when a request of this
+	// limiter gives back a slot of the queue's rule and key: the head,
+	// when it waits for a slot, asks again. Made by the first head that
+	// waits for one.
+	freed chan struct{}
 }
 
 // waiter is one request in a queue.
@@ -201,16 +211,172 @@ func (r *waitRoom) leave(k waitKey, w *waiter) {
 	}
 }
 
+// freed returns the channel of the queue k, which holds the caller, on
+// which a slot given back under its rule and key is signalled (see wake).
+func (r *waitRoom) freed(k waitKey) <-chan struct{} {
+	s := r.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[k]
+	if q.freed == nil {
+		q.freed = make(chan struct{}, 1)
+	}
+	return q.freed
+}
+
+// wake tells the head of the queue k, if a request waits there for a
+// slot, that one was given back. With no request held anywhere in the
+// limiter, it costs an atomic load.
+func (r *waitRoom) wake(k waitKey) {
+	if r.held.Load() == 0 {
+		return
+	}
+	s := r.shard(k)
+	s.mu.Lock()
+	if q := s.queues[k]; q != nil && q.freed != nil {
+		select {
+		case q.freed <- struct{}{}:
+		default: // already told
+		}
+	}
+	s.mu.Unlock()
+}
+
+// queueKey names the queue of the requests of key waiting under r: by
+// its policy's name, or, when it bounds requests in flight, by the name
+// of its slots, which its plans' variants share (so that a request under
+// one plan that gives a slot back wakes a request under another that
+// waits for it, on a key they share).
+func (r *Rule) queueKey(key string) waitKey {
+	if r.conc != nil {
+		return waitKey{policy: r.conc.Name, key: key}
+	}
+	return waitKey{policy: r.Policy.Name, key: key}
+}
+
+// seat is a request's place in its rule's queue while it waits there.
+type seat struct {
+	k        waitKey
+	w        *waiter // nil: not in the queue
+	start    int64   // when it began to wait (clock reading)
+	deadline int64   // start + the rule's wait: past it, it is refused
+}
+
+// sit puts the request of a, whose rule has a wait, at the end of the
+// queue k (see waitRoom.join; ahead is the cost of the waiters ahead of
+// it), starting its wait now; joined is false, and s stays empty, when
+// the queue or the limiter was full.
+func (l *Limiter) sit(a ask, k waitKey, s *seat) (ahead int64, joined bool) {
+	w := &waiter{cost: a.cost, turn: make(chan struct{})}
+	if ahead, joined = l.waits.join(k, w, a.rule.waitQueue); joined {
+		s.k, s.w = k, w
+		s.start = l.clock.Now()
+		s.deadline = s.start + int64(a.rule.wait)
+	}
+	return ahead, joined
+}
+
+// unseat takes the request out of its queue, if it is in one, and
+// records in d how long it was held.
+func (l *Limiter) unseat(s *seat, d *Decision) {
+	if s.w == nil {
+		return
+	}
+	l.waits.leave(s.k, s.w)
+	s.w = nil
+	d.Waited = time.Duration(l.clock.Now() - s.start)
+}
+
+// turn waits until s is the head of its queue (each waiter ahead leaves
+// by its own deadline, no later than this one's, or a store call after
+// it), and reports false when ctx ends first.
+func (s *seat) turn(ctx context.Context) bool {
+	select {
+	case <-s.w.turn:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// awaitSlot holds the request of a, under a rule with a concurrency
+// limit and a wait, until it takes a slot of a.key (OutcomeAllowed, its
+// lease in *lease) or is refused (OutcomeConcurrencyDenied), or the
+// store fails (OutcomeStoreError, *err): it queues in the rule's queue of
+// a.key (s, where it stays when it took a slot or the store failed: the
+// caller asks the limits at the head, and takes it out), is refused at
+// once when the queue holds the rule's wait_queue requests or the
+// limiter maxHeld, and waits its turn. At the head it asks the store for
+// a slot, and again each time a request of this limiter gives one back
+// (hold.release wakes it) and, when the store is shared by processes,
+// every slotPoll, until its deadline, the rule's wait after it queued;
+// when its context ends (the client went away) it leaves, refused, having
+// taken nothing.
+func (l *Limiter) awaitSlot(ctx context.Context, a ask, s *seat, lease *uint64, err *error) Outcome {
+	k := a.rule.queueKey(a.key)
+	if _, joined := l.sit(a, k, s); !joined || !s.turn(ctx) {
+		return OutcomeConcurrencyDenied
+	}
+	// Registered before it asks: a slot given back after the store's
+	// answer is signalled, not missed.
+	freed := l.waits.freed(k)
+	poll := l.slotPoll(a.rule.wait)
+	for {
+		if ctx.Err() != nil {
+			return OutcomeConcurrencyDenied // gone: nothing taken
+		}
+		if o, _ := l.acquire(ctx, a, lease, err); o != OutcomeConcurrencyDenied {
+			return o
+		}
+		left := time.Duration(s.deadline - l.clock.Now())
+		if left <= 0 {
+			return OutcomeConcurrencyDenied
+		}
+		if poll > 0 {
+			left = min(left, poll)
+		}
+		ch, stop := l.timer(left)
+		select {
+		case <-freed:
+			stop()
+		case <-ch:
+		case <-ctx.Done():
+			stop()
+			return OutcomeConcurrencyDenied
+		}
+	}
+}
+
+// slotPoll is how often the head of a queue waiting for a slot under a
+// rule's wait asks the store again when no release in this limiter
+// wakes it: never for a store in this process (store.LocalStore), whose
+// slots only this limiter gives back; for a store shared by processes,
+// whose slots others give back unseen, an eighth of the wait, between
+// slotPollMin and slotPollMax. A slot freed by another process is so
+// taken within slotPollMax and a round trip.
+func (l *Limiter) slotPoll(wait time.Duration) time.Duration {
+	if l.local {
+		return 0
+	}
+	return min(max(wait/8, slotPollMin), slotPollMax)
+}
+
 // takeOrWait is take for the count a of a request under a rule with a
 // wait (RuleSpec.Wait), into d.Result and d.Err. When no request of a's
 // key waits under the rule, it asks the store, and a denial whose
 // Retry-After is within the wait holds the request (hold); when some
 // wait, the request queues behind them without asking first, so that it
 // cannot take the room they wait for. With no request held anywhere in
-// the limiter, it costs one atomic load more than take. sc is take's:
-// with stacked rules, the request waits until every rule would admit it.
-func (l *Limiter) takeOrWait(ctx context.Context, a ask, sc *stackCall, d *Decision) (Outcome, time.Duration) {
-	k := waitKey{policy: a.rule.Policy.Name, key: a.key}
+// the limiter, it costs one atomic load more than take. A request that
+// waited in the queue for a slot (s, filled by awaitSlot) asks at the
+// head, at once, within what is left of the same wait. sc is take's: with
+// stacked rules, the request waits until every rule would admit it.
+func (l *Limiter) takeOrWait(ctx context.Context, a ask, sc *stackCall, d *Decision, s *seat) (Outcome, time.Duration) {
+	if s.w != nil {
+		defer l.unseat(s, d)
+		return l.headTake(ctx, a, sc, d, s, 0), 0
+	}
+	k := a.rule.queueKey(a.key)
 	if l.waits.held.Load() == 0 || !l.waits.queued(k) {
 		o, lat := l.take(ctx, a, sc, false, &d.Result, &d.Err)
 		if o != OutcomeDenied || d.Result.RetryAfter > a.rule.wait {
@@ -232,12 +398,13 @@ func (l *Limiter) takeOrWait(ctx context.Context, a ask, sc *stackCall, d *Decis
 // it past its deadline (other servers took the room); it then consumed
 // nothing. It is held at most the rule's wait and a store call: it asks
 // the store only at the head, where the waiters ahead, which came no
-// later, have left. d.Waited is how long it was held. sc is take's.
+// later, have left. d.Waited is how long it was held. A request whose
+// rule bounds requests in flight comes here holding its slot, taken while
+// no request of its key waited (else it queued for the slot: awaitSlot),
+// and keeps it while it waits.
 func (l *Limiter) queue(ctx context.Context, a ask, sc *stackCall, k waitKey, d *Decision, took bool) Outcome {
-	start := l.clock.Now()
-	deadline := start + int64(a.rule.wait)
-	w := &waiter{cost: a.cost, turn: make(chan struct{})}
-	ahead, joined := l.waits.join(k, w, a.rule.waitQueue)
+	var s seat
+	ahead, joined := l.sit(a, k, &s)
 	retry := time.Duration(-1) // the head's wait before it asks the store; < 0: none
 	switch {
 	case took && ahead == 0 && joined:
@@ -247,27 +414,28 @@ func (l *Limiter) queue(ctx context.Context, a ask, sc *stackCall, k waitKey, d 
 	default:
 		est, o := l.estimate(ctx, a, ahead, d)
 		if o == OutcomeStoreError || !joined || est > a.rule.wait {
-			l.waits.leave(k, w)
+			if joined {
+				l.waits.leave(k, s.w)
+			}
 			return o
 		}
 		if ahead == 0 {
 			retry = est // first in the queue: the store's answer is its own
 		}
 	}
-	defer func() {
-		l.waits.leave(k, w)
-		d.Waited = time.Duration(l.clock.Now() - start)
-	}()
-	// Wait for the turn: each waiter ahead leaves by its own deadline,
-	// no later than this one's (the rule's wait is the same for all), or
-	// a store call after it.
-	select {
-	case <-w.turn:
-	case <-ctx.Done():
+	defer l.unseat(&s, d)
+	if !s.turn(ctx) {
 		return OutcomeDenied // gone: nothing taken
 	}
-	// The head: wait out the store's Retry-After, then ask, until it
-	// admits the request or would keep it past the deadline.
+	return l.headTake(ctx, a, sc, d, &s, retry)
+}
+
+// headTake counts a, the request at the head of its queue (s), once
+// retry is over (< 0: at once), until the store admits it (OutcomeWaited)
+// or its Retry-After would keep it past its deadline (other servers took
+// the room) or its context ends (OutcomeDenied: nothing taken), or the
+// store fails; it waits out each Retry-After between.
+func (l *Limiter) headTake(ctx context.Context, a ask, sc *stackCall, d *Decision, s *seat, retry time.Duration) Outcome {
 	for {
 		if retry > 0 {
 			ch, stop := l.timer(retry)
@@ -288,7 +456,7 @@ func (l *Limiter) queue(ctx context.Context, a ask, sc *stackCall, k waitKey, d 
 			return o
 		}
 		retry = max(d.Result.RetryAfter, 1)
-		if l.clock.Now()+int64(retry) > deadline {
+		if l.clock.Now()+int64(retry) > s.deadline {
 			return OutcomeDenied
 		}
 	}
@@ -394,6 +562,7 @@ func (l *Limiter) reportHeld(a ask, o Outcome, d *Decision, latency time.Duratio
 }
 
 // Wait returns how long the rule holds a request it would refuse while
-// the store says it would be admitted within that time (RuleSpec.Wait);
-// 0 when it refuses at once.
+// the store says it would be admitted within that time, or, under its
+// concurrency limit, while no slot is free (RuleSpec.Wait); 0 when it
+// refuses at once.
 func (r *Rule) Wait() time.Duration { return r.wait }

@@ -32,12 +32,24 @@ rate_limit:
   default: "1000/minute"
 `
 
+// concurrentWaitConfig is a rule of one slot per identity whose
+// requests wait for it up to 2s.
+const concurrentWaitConfig = `
+rate_limit:
+  enabled: true
+  rules:
+    - name: reports
+      paths: ["/reports"]
+      concurrent: 1
+      wait: 2s
+`
+
 // concurrentCases are the cases of concurrency limits
 // (RuleSpec.Concurrent): requests held in the handler take the slots,
 // the next is refused with 429 and Retry-After: 1, and a slot comes back
 // when a request ends: answered, panicked or its client gone.
 func concurrentCases() []testCase {
-	held, panicked, gone := &gate{}, &gate{}, &gate{}
+	held, panicked, gone, waited := &gate{}, &gate{}, &gate{}, &gate{}
 	search := func(r int) []string { return draft("search", 100, 60, r, 60) }
 	const take = "X-User:alice search 1"
 	return []testCase{
@@ -58,6 +70,7 @@ func concurrentCases() []testCase {
 		{name: "ConcurrentHeld", config: concurrentConfig, setup: held.hold, run: func(e *env) { held.runHeld(e, search) }},
 		{name: "ConcurrentPanic", config: concurrentConfig, setup: panicked.hold, run: panicked.runPanic},
 		{name: "ConcurrentDisconnect", config: concurrentConfig, setup: gone.hold, run: gone.runDisconnect},
+		{name: "ConcurrentWait", config: concurrentWaitConfig, setup: waited.hold, run: waited.runWait},
 	}
 }
 
@@ -280,6 +293,36 @@ func (g *gate) runDisconnect(e *env) {
 	a1.finish(e, ok())
 	a3.finish(e, ok())
 	e.checkSlots(1)
+}
+
+// runWait: under a rule with wait, alice's request that finds her one
+// slot taken is held, not answered, while bob is admitted, and reaches
+// the handler once the request in flight has answered; the slots all
+// come back.
+func (g *gate) runWait(e *env) {
+	g.armed.Store(true)
+	a1 := g.start(e, context.Background(), get("/reports", alice...))
+	held := e.sendAsync(context.Background(), get("/reports", alice...))
+	e.await("timer") // held: it asks the store again at the latest then
+	e.expect("another identity", get("/reports", bob...), ok())
+	select {
+	case r := <-held:
+		e.t.Fatalf("the held request was answered while the slot was taken: %+v", r)
+	default:
+	}
+	a1.finish(e, ok())
+	select {
+	case release := <-g.in:
+		close(release)
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("the held request never reached the handler")
+	}
+	e.received("the held request", held, ok())
+	e.checkSlots(2) // the held request asked twice: on arrival and at the head of the queue
+	_, events := e.rec.drain()
+	if n, m := countOutcome(events, core.OutcomeWaited), countOutcome(events, core.OutcomeConcurrencyDenied); n != 1 || m != 0 {
+		e.t.Fatalf("%d waited and %d concurrency_denied events, want 1 and 0: %+v", n, m, events)
+	}
 }
 
 // expect sends r and checks the answer.
