@@ -51,7 +51,10 @@ func (d *Decision) LimitHeader(i int, buf []byte) (name string, value []byte, ok
 		} else {
 			switch i {
 			case 0:
-				return hdrPolicy, readOnly(d.policyHeader()[0]), true
+				if d.stack != nil {
+					return hdrPolicy, readOnly(d.stack.policyHeader()[0]), true
+				}
+				return hdrPolicy, readOnly(d.Rule.policyHeader()[0]), true
 			case 1:
 				return hdrRateLimit, d.appendRateLimit(buf[:0]), true
 			}

@@ -186,34 +186,28 @@ func retryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 // each its prepared start (Rule.rateItems: the limit's name and ";r="),
 // the units remaining, ";t=" and the seconds until the limit resets.
 // A request counted under stacked rules (RuleSpec.Stack) lists every
-// rule's items, in order.
+// rule's items, in order, each rule's from its entry in d.stack.
 func (d *Decision) appendRateLimit(b []byte) []byte {
+	items, ls := d.Rule.rateItems, &d.Result.Limits
+	var more []stackRecord // the rules after items'
 	if d.stack != nil {
-		return d.stack.appendRateLimit(b)
+		more = d.stack.entries()
+		items, ls, more = more[0].rule.rateItems, &more[0].limits, more[1:]
 	}
-	return appendItems(b, d.Rule.rateItems, &d.Result.Limits)
-}
-
-// appendItems appends the RateLimit items of one rule: each limit's
-// prepared start (items) and its state (ls).
-func appendItems(b []byte, items []string, ls *[store.MaxLimits]store.LimitState) []byte {
-	for i, item := range items {
-		l := &ls[i&(store.MaxLimits-1)] // a policy has at most MaxLimits limits
-		b = append(b, item...)
-		b = appendDecimal(b, l.Remaining)
-		b = append(b, ";t="...)
-		b = appendDecimal(b, ceilSeconds(l.ResetAfter))
+	for {
+		for i, item := range items {
+			l := &ls[i&(store.MaxLimits-1)] // a policy has at most MaxLimits limits
+			b = append(b, item...)
+			b = appendDecimal(b, l.Remaining)
+			b = append(b, ";t="...)
+			b = appendDecimal(b, ceilSeconds(l.ResetAfter))
+		}
+		if len(more) == 0 {
+			return b
+		}
+		b = append(b, ", "...)
+		items, ls, more = more[0].rule.rateItems, &more[0].limits, more[1:]
 	}
-	return b
-}
-
-// policyHeader is the RateLimit-Policy value of d's response: its Rule's,
-// or, counted under stacked rules, every rule's.
-func (d *Decision) policyHeader() []string {
-	if d.stack != nil {
-		return d.stack.policyHeader()
-	}
-	return d.Rule.policyHeader()
 }
 
 // appendRateLimit indexes Result.Limits by i&(MaxLimits-1): MaxLimits must
@@ -346,8 +340,12 @@ func (d *Decision) SetHeaders(h http.Header) {
 		h[hdrReset] = headerValue(appendDecimal(tmp[:0], ceilSeconds(d.Result.ResetAfter)))
 		return
 	}
-	var tmp [len(hugeValue{}.b)]byte
-	h[hdrPolicy] = d.policyHeader()
+	if d.stack != nil {
+		d.setStackHeaders(h)
+		return
+	}
+	var tmp [len(largeValue{}.b)]byte
+	h[hdrPolicy] = d.Rule.policyHeader()
 	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }
 

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -442,17 +443,13 @@ func (h *stackHits) enforcedStacks() bool {
 	return false
 }
 
-// appendRateLimit appends the RateLimit header value of the rules of rec:
-// each one's items (Decision.appendRateLimit), in order.
-func (rec *stackRecord) appendRateLimit(b []byte) []byte {
-	for j := range rec.entries() {
-		e := &rec.entries()[j]
-		if j > 0 {
-			b = append(b, ", "...)
-		}
-		b = appendItems(b, e.rule.rateItems, &e.limits)
-	}
-	return b
+// setStackHeaders is SetHeaders' draft headers for d counted under
+// stacked rules: every rule's items, in a buffer of a RateLimit value of
+// several rules (apart, so that one of a rule alone clears less).
+func (d *Decision) setStackHeaders(h http.Header) {
+	var tmp [len(hugeValue{}.b)]byte
+	h[hdrPolicy] = d.stack.policyHeader()
+	h[hdrRateLimit] = headerValue(d.appendRateLimit(tmp[:0]))
 }
 
 // policyHeader returns the RateLimit-Policy value of the rules of rec:
