@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -504,4 +505,25 @@ rate_limit:
 	if want := []Outcome{OutcomeAllowed, OutcomeShadowDenied, OutcomeShadowDenied, OutcomeShadowDenied}; !slices.Equal(probe, want) {
 		t.Errorf("probe's events %v, want %v", probe, want)
 	}
+}
+
+func TestStackLimitProvider(t *testing.T) {
+	// Custom limits of a caller apply to a stacked rule as to any.
+	custom := LimitProviderFunc(func(_ context.Context, key, rule string) ([]algo.Limit, bool, error) {
+		if key == "alice" && rule == "global" {
+			return []algo.Limit{{Count: 3, Period: time.Minute}}, true, nil
+		}
+		return nil, false, nil
+	})
+	e := newKeyEnv(t, stackYAML, WithLimitProvider(custom))
+	for want := int64(2); want >= 0; want-- {
+		d := e.decide(&keyReqT{user: "alice"}, "/api/x")
+		if !d.Allowed || d.Rule.Name != "global" || d.Rule.Plan() != CustomPlan || d.Result.Remaining != want {
+			t.Fatalf("allowed %v, rule %s@%s, remaining %d; want global@custom, %d", d.Allowed, d.Rule.Name, d.Rule.Plan(), d.Result.Remaining, want)
+		}
+	}
+	if d := e.decide(&keyReqT{user: "alice"}, "/api/x"); d.Allowed {
+		t.Fatal("fourth request admitted under alice's custom 3/minute")
+	}
+	e.stackExpect("bob", "/api/x", "global", 4) // the rule's own 5
 }
