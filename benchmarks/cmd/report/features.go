@@ -14,17 +14,23 @@ const featuresPrefix = "BenchmarkFeatures/"
 var featuresRows = []struct{ name, base, label string }{
 	{"baseline", "", "`nethttp`, the example configuration (baseline)"},
 	{"plan", "baseline", "+ a plan: `tiers`, `WithPlan` resolving a known plan"},
+	{"plan-cached", "plan", "+ the plan cached: `core.WithLimitCache`, the lookup asked once per caller and TTL"},
 	{"lists", "baseline", "+ allow and ban lists: 10,000 banned IPv4 /24s, 10,000 allowed IPv6 /48s, the client in none"},
 	{"baseline-ipv6", "", "`nethttp`, the same, an IPv6 client (baseline of the next row)"},
 	{"lists-ipv6", "baseline-ipv6", "+ the same lists, the IPv6 client in none"},
 	{"penalty", "baseline", "+ a `penalty` on the matched rule (the ban's check)"},
+	{"wait", "baseline", "+ `wait: 2s` on the matched rule (admitted at once: nothing held)"},
 	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
 	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
+	{"clear-on-success-200", "count-failures-200", "+ `clear_on_success: true`, answered 200 (a peek and a reset)"},
 	{"calendar", "baseline", "+ `window: calendar` on the matched rule (per calendar day in Europe/Berlin)"},
+	{"token-bucket-1000", "baseline", "the matched rule as a `token_bucket` of weight 1000 (baseline of the next row)"},
+	{"cost-response", "token-bucket-1000", "+ `cost: response`, the handler reporting 1000 (a peek, then a charge)"},
 	{"concurrent", "baseline", "+ `concurrent: 64` beside the limit (a slot taken and given back)"},
 	{"denied-handler", "baseline", "+ `WithDeniedHandler` (admitted: not called)"},
 	{"decision-context", "baseline", "+ `core.WithDecisionContext(true)`, the handler reading it"},
 	{"key-ip", "baseline", "+ `key: ip` on the matched rule (the key built per request)"},
+	{"stack", "baseline", "+ a rule stacked over `/api/**` (`stack: true`): two rules taken in one store call, both in the headers"},
 	{"baseline-kb", "", "`nethttp`, the matched rule on `/api/kb/{kb}/search` (baseline of the next row)"},
 	{"key-user-param", "baseline-kb", "+ `key: user+param:kb` (the parameter read from the path, the key built)"},
 	{"baseline-again", "baseline", "the baseline again, a second identical middleware (what the method cannot tell from nothing)"},
@@ -39,7 +45,7 @@ var featuresRows = []struct{ name, base, label string }{
 // allocations as the difference of the rows' medians.
 func renderFeatures(b *strings.Builder, r *results) {
 	b.WriteString("## Customer features\n\n")
-	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, counting by outcome, calendar quotas, keys per rule, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
+	b.WriteString("What each customer feature (plans, allow and ban lists, penalties, waiting, counting by outcome, calendar quotas, costs after the response, concurrency limits, keys per rule, stacked limits, the denied handler, the Decision in the context) adds to an admitted request through `nethttp`: `GET /api/search` from one client IP, the example configuration with a search limit no run reaches, the default memory store, a writer that keeps nothing, a handler writing a small JSON body; the last two rows through Gin and `ginrl`. " +
 		"Each row is its own benchmark (time, B/op, allocs/op). \"Added time\" comes from a run of every row interleaved in blocks of 256 requests (`interleaved`): a row's time per request minus its baseline's, measured microseconds apart, so that the machine's changing load weighs on both alike; median and min–max over the runs. " +
 		"Added bytes and allocations are the difference of the rows' medians. " +
 		"The rows are served in an order shuffled every round, so that no row always pays for the traces of the same predecessor in the caches; the baseline built a second time (\"the baseline again\") shows what such a difference can be when there is none.\n\n")
