@@ -326,6 +326,12 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 					l.report(a, o, d.Allowed, d.Err, lat)
 				}
 			}
+		} else if d.Allowed && !m.rule.rated() && h != nil && h.enforcedStacks() {
+			// The rule bounds requests in flight only, and admitted the
+			// request (it holds a slot, or the store failed open): the
+			// stacked rules decide, and their headers are written.
+			d.style = l.headerStyle(cfg)
+			l.countStacks(ctx, cfg, h, user, d)
 		}
 		if d.hold != nil && !d.Allowed {
 			l.giveBack(ctx, d) // refused by the limits: the slot goes back
@@ -333,11 +339,7 @@ func (l *Limiter) count(ctx context.Context, cfg *Config, m *match, who caller, 
 	} else if m.rule == nil && h != nil && h.enforcedStacks() {
 		// No rule applies but stacked ones (the default limit is in
 		// shadow mode): they decide.
-		a := ask{plan: d.Plan}
-		sc := newStackCall(a, false, h, user)
-		var o Outcome
-		o, sc.lat = l.take(ctx, a, sc, false, &d.Result, &d.Err)
-		l.settleStack(ctx, cfg, a, sc, o, d)
+		l.countStacks(ctx, cfg, h, user, d)
 	}
 	if h != nil {
 		l.countShadowStacks(ctx, h, user, d)

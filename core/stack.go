@@ -333,7 +333,7 @@ func (sc *stackCall) outcome(i int, o Outcome) (_ Outcome, ok bool) {
 // answered with outcome o (after sc.lat) into d.Result
 // and d.Err: d names the deciding rule (Rule, Key, Cost), keeps every
 // rule's limits for the headers, and each rule's event goes to the
-// observer. It frees sc.
+// observer.
 func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, sc *stackCall, o Outcome, d *Decision) {
 	lat := sc.lat
 	held := o // the call's own outcome: OutcomeWaited when the rule's wait held it
@@ -385,6 +385,17 @@ func (l *Limiter) settleStack(ctx context.Context, cfg *Config, a ask, sc *stack
 		}
 		l.report(ai, oi, d.Allowed, d.Err, lat)
 	}
+}
+
+// countStacks counts the request of d under the enforced stacked rules of
+// h alone, none of its other rules counting it (no rule applies, or it
+// bounds requests in flight only); user is the caller's store key.
+func (l *Limiter) countStacks(ctx context.Context, cfg *Config, h *stackHits, user string, d *Decision) {
+	a := ask{plan: d.Plan}
+	sc := newStackCall(a, false, h, user)
+	var o Outcome
+	o, sc.lat = l.take(ctx, a, sc, false, &d.Result, &d.Err)
+	l.settleStack(ctx, cfg, a, sc, o, d)
 }
 
 // waitStacked is Decision.wait for the count a (outcome o) of the rule

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
 
@@ -526,4 +527,44 @@ func TestStackLimitProvider(t *testing.T) {
 		t.Fatal("fourth request admitted under alice's custom 3/minute")
 	}
 	e.stackExpect("bob", "/api/x", "global", 4) // the rule's own 5
+}
+
+func TestStackOverConcurrentOnly(t *testing.T) {
+	// A rule that bounds requests in flight only takes its slot; the
+	// stacked rules count the request then, and a refusal by them gives
+	// the slot back.
+	e := newKeyEnv(t, `
+rate_limit:
+  enabled: true
+  rules:
+    - name: hourly
+      stack: true
+      paths: ["/api/**"]
+      limit: "2/hour"
+    - name: export
+      paths: ["/api/export"]
+      concurrent: 1
+`)
+	l := e.flow.Limiter
+	for i, want := range []int64{1, 0} {
+		d := e.decide(&keyReqT{user: "alice"}, "/api/export")
+		if !d.Allowed || d.Rule.Name != "hourly" || d.Result.Remaining != want || !d.Deferred() {
+			t.Fatalf("request %d: allowed %v, rule %s, remaining %d, deferred %v; want hourly, %d, a slot held", i, d.Allowed, d.Rule.Name, d.Result.Remaining, d.Deferred(), want)
+		}
+		h := http.Header{}
+		d.SetHeaders(h)
+		if got := h.Get("RateLimit"); got == "" || !strings.Contains(got, `"hourly";r=`) {
+			t.Errorf("request %d: RateLimit %q, want hourly's", i, got)
+		}
+		l.Complete(context.Background(), &d, http.StatusOK)
+	}
+	d := e.decide(&keyReqT{user: "alice"}, "/api/export")
+	if d.Allowed || d.Rule.Name != "hourly" || d.ConcurrencyDenied || d.Deferred() {
+		t.Fatalf("third: allowed %v, rule %s, concurrency denied %v, deferred %v; want refused by hourly, the slot given back", d.Allowed, d.Rule.Name, d.ConcurrencyDenied, d.Deferred())
+	}
+	// The slot went back: alice holds none, so a request of hers that no
+	// stacked rule counts would take one (export's own limit is slots).
+	if n := l.Store().(*memstore.Store).InFlight(l.Key("alice"), l.Config().Rule("export").conc); n != 0 {
+		t.Fatalf("alice holds %d slots after the refusal, want 0", n)
+	}
 }

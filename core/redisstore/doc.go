@@ -104,11 +104,12 @@
 //   - A denied request's takes on the nodes before the one that refused
 //     it are held for about a round trip per node before they are given
 //     back: other requests may be refused meanwhile (over-refusal, never
-//     over-admission). Once a store has given back takes across nodes,
-//     its deny cache keeps a denial at most 250ms, less than its
-//     Retry-After when that is longer, since a denial may be one such
-//     held takes caused (in this process or another); and a give-back here
-//     drops the given-back keys' denials at once.
+//     over-admission). On a Cluster (or a Ring) the deny cache keeps a
+//     denial TakeAll learns at most 250ms, less than its Retry-After when
+//     that is longer, since takes held by another process may have caused
+//     it; once the store has given back takes across nodes itself, a
+//     Take's denials too; and a give-back drops the given-back keys'
+//     denials in this process at once.
 //   - A give-back that fails (its node down, its call timed out) leaves
 //     its take consumed: at most the request's cost on that node's keys
 //     for each request refused while the failure lasts, until their

@@ -101,7 +101,7 @@ func (s *Store) TakeAll(ctx context.Context, takes []store.Take, results []store
 	}
 	for i, tk := range takes {
 		if r := &results[i]; !r.Allowed && st[i].cost > 0 && !sharesCounter(takes[:i], tk) {
-			s.deny.put(takeDenyKey(tk), tk.Policy.Fingerprint(), st[i].cost, now, r, s.denyKeep())
+			s.deny.put(takeDenyKey(tk), tk.Policy.Fingerprint(), st[i].cost, now, r, s.takeAllKeep())
 		}
 	}
 	return false, nil
@@ -440,16 +440,15 @@ const heldKeep = 250 * time.Millisecond
 // gaveBack records that the groups gs of a refused request, on several
 // nodes, gave back what they took: a denial read meanwhile, here or in
 // another process, may be one those takes caused and no longer holds.
-// Here, a call running meanwhile caches no denial (as after a Reset), and
-// the given-back keys' denials are dropped; and from now on the store
-// keeps every denial at most heldKeep (denyKeep), since other processes'
-// give-backs are not seen here.
+// The given-back keys' denials are dropped here; and from now on the
+// store keeps every denial, a Take's too, at most heldKeep (denyKeep),
+// since other processes' give-backs are not seen here. (A denial a call
+// reads meanwhile may still be cached, for heldKeep at most.)
 func (s *Store) gaveBack(takes []store.Take, gs []stackGroup) {
 	s.held.Store(true)
 	if s.deny == nil {
 		return
 	}
-	s.resets.Add(1)
 	for gi := range gs {
 		if g := &gs[gi]; g.err == nil && g.allowed {
 			for _, i := range g.takes[:g.count] {
@@ -467,4 +466,15 @@ func (s *Store) denyKeep() time.Duration {
 		return heldKeep
 	}
 	return 0
+}
+
+// takeAllKeep is denyKeep for the denials TakeAll learns: on a client of
+// several nodes (a Cluster, a Ring), heldKeep from the start, since the
+// takes another process holds on a master, for a request another master
+// refused, may have caused them before this store ever gave back.
+func (s *Store) takeAllKeep() time.Duration {
+	if s.nodes.cluster != nil || s.nodes.ring != nil {
+		return heldKeep
+	}
+	return s.denyKeep()
 }

@@ -637,3 +637,43 @@ func (refuseCross) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// TestTakeAllDenyCacheCluster: on a Cluster, a denial learned on one
+// master after another admitted (and gave back) is cached, so that the
+// refused caller costs no round trip, but for at most 250ms: takes held
+// by another process may have caused it.
+func TestTakeAllDenyCacheCluster(t *testing.T) {
+	t.Parallel()
+	_, cc, rec, _, others := stackCluster(t)
+	s := newStore(t, cc)
+	ctx := context.Background()
+	run := fmt.Sprint(time.Now().UnixNano())
+	open, full := policy("open"+run, algo.FixedWindow, "5/hour"), policy("full"+run, algo.FixedWindow, "1/hour")
+	takes := []store.Take{{Key: others[0], Policy: open, Cost: 1}, {Key: others[1], Policy: full, Cost: 1}}
+	res := make([]store.Result, 2)
+	if ok, err := s.TakeAll(ctx, takes, res); err != nil || !ok {
+		t.Fatalf("first: %v, %v", ok, err)
+	}
+	rec.take()
+	// Refused by the second master: the first gives back, and the denial
+	// is cached.
+	if ok, err := s.TakeAll(ctx, takes, res); err != nil || ok || res[1].Allowed || res[1].RetryAfter < time.Minute {
+		t.Fatalf("second: %v, %v, %+v; want refused by full", ok, err, res[1])
+	}
+	rec.take()
+	if ok, err := s.TakeAll(ctx, takes, res); err != nil || ok || total(stackCalls(rec.take())) != 1 {
+		t.Fatalf("third: %v, %v; want refused from the cache (one read at cost 0 of the other take)", ok, err)
+	}
+	if r, err := s.Peek(ctx, others[0], open, 0); err != nil || r.Remaining != 4 {
+		t.Fatalf("open has %d left (%v); want 4: the refused requests took nothing", r.Remaining, err)
+	}
+	// Past 250ms the denial is asked again.
+	time.Sleep(300 * time.Millisecond)
+	rec.take()
+	if ok, err := s.TakeAll(ctx, takes, res); err != nil || ok {
+		t.Fatalf("after 300ms: %v, %v", ok, err)
+	}
+	if n := total(stackCalls(rec.take())); n < 2 {
+		t.Fatalf("after 300ms: %d stack calls, want the take and its give-back (the denial no longer cached)", n)
+	}
+}
