@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rlkit/rlkit/core"
+)
+
+// checkCmd is `rlkit check FILE...`.
+type checkCmd struct {
+	Format string   `enum:"text,json" default:"text" help:"Output format: text (file:line:col: message) or json (one array, for CI annotations)."`
+	Strict bool     `help:"Exit 1 on warnings too."`
+	Files  []string `arg:"" name:"file" help:"Configuration files to check."`
+}
+
+// finding is one error or warning of one file.
+type finding struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Rule     string `json:"rule"`
+	Field    string `json:"field"`
+	Value    string `json:"value"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"` // "error" or "warning"
+}
+
+// Run checks every file and prints what it found.
+func (c *checkCmd) Run(e *env) error {
+	all := []finding{} // an empty array, not null, in JSON
+	for _, file := range c.Files {
+		all = append(all, checkFile(file)...)
+	}
+	failed := false
+	for _, f := range all {
+		if f.Severity == "error" || c.Strict {
+			failed = true
+		}
+	}
+	if err := c.print(e.stdout, all); err != nil {
+		return err
+	}
+	if failed {
+		return exitError{exitFail}
+	}
+	return nil
+}
+
+func (c *checkCmd) print(w io.Writer, all []finding) error {
+	if c.Format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	for _, f := range all {
+		if _, err := fmt.Fprintln(w, f.text()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// text is the finding as file:line:col: message (file: message without a
+// line); a warning's message starts with "warning: ".
+func (f finding) text() string {
+	msg := f.Message
+	if f.Severity == "warning" {
+		msg = "warning: " + msg
+	}
+	if f.Line <= 0 {
+		return f.File + ": " + msg
+	}
+	return f.File + ":" + strconv.Itoa(f.Line) + ":" + strconv.Itoa(f.Column) + ": " + msg
+}
+
+// checkFile loads file as core.LoadConfig does and returns its errors,
+// or, when it loads, its warnings.
+func checkFile(file string) []finding {
+	data, err := core.ReadConfigFile(file)
+	if err != nil {
+		return []finding{{File: file, Message: strings.TrimPrefix(err.Error(), "rate-limit config: "), Severity: "error"}}
+	}
+	cfg, err := core.ParseConfig(data, file)
+	if err != nil {
+		return errorFindings(file, err)
+	}
+	return warnings(file, data, cfg)
+}
+
+// errorFindings is one finding per error joined in err.
+func errorFindings(file string, err error) []finding {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var out []finding
+	for _, e := range errs {
+		var ce *core.ConfigError
+		if !errors.As(e, &ce) {
+			out = append(out, finding{File: file, Message: strings.TrimPrefix(e.Error(), "rate-limit config: "), Severity: "error"})
+			continue
+		}
+		f := finding{File: file, Line: ce.Line, Column: ce.Column, Rule: ce.Rule, Field: ce.Field, Value: ce.Value, Message: message(ce), Severity: "error"}
+		if f.Line > 0 && f.Column <= 0 {
+			f.Column = 1
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// message is ce's text without its "rate-limit config file:line:" start:
+// rule, field and value, then what is wrong.
+func message(ce *core.ConfigError) string {
+	return compose(ce.Rule, ce.Field, ce.Value, ce.Msg)
+}
+
+// compose names rule, field and value (those given), then says msg.
+func compose(rule, field, value, msg string) string {
+	var b strings.Builder
+	if rule != "" {
+		fmt.Fprintf(&b, "rule %q: ", rule)
+	}
+	if field != "" {
+		fmt.Fprintf(&b, "field %q: ", field)
+	}
+	if value != "" {
+		fmt.Fprintf(&b, "value %q: ", clip(value))
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+// clip shortens a value to 64 bytes, on a character boundary, as the
+// configuration's own errors do.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

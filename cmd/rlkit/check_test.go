@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// binary is the rlkit program, built once for every test.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rlkit")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "rlkit")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v: %s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// rlkit runs the program in dir and returns its stdout, stderr and exit
+// status.
+func rlkit(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("rlkit %q: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// files writes each name/content pair into a new directory and returns it.
+func files(t *testing.T, nameContent ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := 0; i+1 < len(nameContent); i += 2 {
+		if err := os.WriteFile(filepath.Join(dir, nameContent[i]), []byte(nameContent[i+1]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// good loads without error or warning.
+const good = `rate_limit:
+  enabled: true
+  default: "100/minute"
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "10/minute"
+`
+
+// twoErrors has a bad limit on line 7 and a bad burst on line 8.
+const twoErrors = `rate_limit:
+  enabled: true
+  default: "100/minute"
+  rules:
+    - name: api
+      paths: ["/api"]
+      limit: "ten/minute"
+      burst: -3
+`
+
+func TestCheckValidFile(t *testing.T) {
+	dir := files(t, "good.yaml", good)
+	out, errOut, code := rlkit(t, dir, "check", "good.yaml")
+	if code != 0 || out != "" || errOut != "" {
+		t.Errorf("check good.yaml: status %d, stdout %q, stderr %q; want 0 and nothing", code, out, errOut)
+	}
+}
+
+func TestCheckErrorsWithLines(t *testing.T) {
+	dir := files(t, "bad.yaml", twoErrors)
+	out, _, code := rlkit(t, dir, "check", "bad.yaml")
+	want := `bad.yaml:7:1: rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer
+bad.yaml:8:1: rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window
+`
+	if code != 1 || out != want {
+		t.Errorf("check bad.yaml: status %d, stdout\n%s\nwant 1 and\n%s", code, out, want)
+	}
+}
+
+func TestCheckBadCharacterColumn(t *testing.T) {
+	dir := files(t, "sep.yaml", "rate_limit:\n  enabled: true\n  default: \"1/second\u2028\"\n")
+	out, _, code := rlkit(t, dir, "check", "sep.yaml")
+	if code != 1 || !strings.HasPrefix(out, "sep.yaml:3:21: ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("check sep.yaml: status %d, stdout %q; want 1 and one line at 3:21", code, out)
+	}
+}
+
+func TestCheckMissingAndSeveralFiles(t *testing.T) {
+	dir := files(t, "good.yaml", good, "bad.yaml", twoErrors)
+	out, _, code := rlkit(t, dir, "check", "good.yaml", "missing.yaml", "bad.yaml")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 1 || len(lines) != 3 {
+		t.Fatalf("check good missing bad: status %d, stdout\n%s\nwant 1 and 3 lines", code, out)
+	}
+	if lines[0] != "missing.yaml: open missing.yaml: no such file or directory" {
+		t.Errorf("line 1 = %q, want the missing file named", lines[0])
+	}
+	if !strings.HasPrefix(lines[1], "bad.yaml:7:1: ") || !strings.HasPrefix(lines[2], "bad.yaml:8:1: ") {
+		t.Errorf("lines 2, 3 = %q, %q; want bad.yaml's errors at 7 and 8", lines[1], lines[2])
+	}
+	// Two good files pass together.
+	if out, _, code := rlkit(t, files(t, "a.yaml", good, "b.yaml", good), "check", "a.yaml", "b.yaml"); code != 0 || out != "" {
+		t.Errorf("check a b: status %d, stdout %q; want 0 and nothing", code, out)
+	}
+}
+
+func TestCheckUsage(t *testing.T) {
+	dir := files(t, "good.yaml", good)
+	for _, args := range [][]string{{}, {"check"}, {"check", "--bogus", "good.yaml"}, {"check", "--format", "xml", "good.yaml"}, {"frobnicate"}} {
+		out, errOut, code := rlkit(t, dir, args...)
+		if code != 2 || !strings.HasPrefix(errOut, "rlkit: ") || out != "" {
+			t.Errorf("rlkit %q: status %d, stdout %q, stderr %q; want 2 and an error on stderr", args, code, out, errOut)
+		}
+	}
+	if out, _, code := rlkit(t, dir, "check", "--help"); code != 0 || !strings.Contains(out, "--strict") {
+		t.Errorf("check --help: status %d, stdout %q; want 0 and the flags", code, out)
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	dir := files(t, "bad.yaml", twoErrors, "warn.yaml", "rate_limit:\n  enabled: true\n")
+	out, _, code := rlkit(t, dir, "check", "--format", "json", "bad.yaml", "warn.yaml")
+	if code != 1 {
+		t.Errorf("status %d, want 1", code)
+	}
+	var got []finding
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array of findings: %v\n%s", err, out)
+	}
+	want := []finding{
+		{File: "bad.yaml", Line: 7, Column: 1, Rule: "api", Field: "limit", Value: "ten/minute", Message: `rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer`, Severity: "error"},
+		{File: "bad.yaml", Line: 8, Column: 1, Rule: "api", Field: "burst", Value: "-3", Message: `rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window`, Severity: "error"},
+		{File: "warn.yaml", Line: 2, Column: 1, Field: "default", Message: `field "default": no "default": requests no rule matches count against the built-in 120/minute`, Severity: "warning"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d findings, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("finding %d = %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	// A file without findings is an empty array, not null.
+	if out, _, code := rlkit(t, files(t, "good.yaml", good), "check", "--format", "json", "good.yaml"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("good.yaml as JSON: status %d, stdout %q; want 0 and []", code, out)
+	}
+}
+
+func TestCheckWarnings(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml, want string
+	}{{
+		"built-in default",
+		"rate_limit:\n  enabled: true\n  rules:\n    - name: a\n      paths: [\"/a\"]\n      limit: 1/second\n",
+		`f.yaml:2:1: warning: field "default": no "default": requests no rule matches count against the built-in 120/minute`,
+	}, {
+		"no enabled field",
+		"rate_limit:\n  rules:\n    - name: a\n      paths: [\"/a\"]\n      limit: 1/second\n",
+		`f.yaml:1:1: warning: field "enabled": the file has rules but no "enabled" field: limiting is off`,
+	}, {
+		"failures unbounded",
+		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: login\n      paths: [\"/login\"]\n      limit: 5/minute\n      count: failures\n",
+		`f.yaml:8:1: warning: rule "login": field "count": value "failures": counts failures with neither concurrent nor penalty: requests in flight together all pass the check before the first failure is counted`,
+	}, {
+		"exempt catch-all",
+		"rate_limit:\n  enabled: true\n  default: 10/second\n  exempt_paths:\n    - /health\n    - /static/**\n",
+		`f.yaml:6:1: warning: field "exempt_paths": value "/static/**": a catch-all: no path under /static/ is ever counted, a rule's nor one added later`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := files(t, "f.yaml", c.yaml)
+			out, _, code := rlkit(t, dir, "check", "f.yaml")
+			if code != 0 || out != c.want+"\n" {
+				t.Errorf("check: status %d, stdout\n%s\nwant 0 and\n%s", code, out, c.want)
+			}
+			if out, _, code := rlkit(t, dir, "check", "--strict", "f.yaml"); code != 1 || out != c.want+"\n" {
+				t.Errorf("check --strict: status %d, stdout\n%s\nwant 1 and the same warning", code, out)
+			}
+		})
+	}
+	// Bounded by concurrent or by a penalty, counting failures is no warning.
+	for _, bound := range []string{"concurrent: 1", "penalty: {after: 5, within: 1m, ban: 15m}"} {
+		doc := "rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: login\n      paths: [\"/login\"]\n      limit: 5/minute\n      count: failures\n      " + bound + "\n"
+		if out, _, code := rlkit(t, files(t, "f.yaml", doc), "check", "--strict", "f.yaml"); code != 0 || out != "" {
+			t.Errorf("failures with %s: status %d, stdout %q; want 0 and nothing", bound, code, out)
+		}
+	}
+}
+
+// TestKongStaysInTheProgram: the command-line library is this program's
+// alone; core and the adapters do not compile it.
+func TestKongStaysInTheProgram(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
+		"../../core/...", "../../nethttp/...", "../../ginrl/...", "../../echorl/...", "../../fiberrl/...", "../../grpcrl/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, out)
+	}
+	pkgs := strings.Fields(string(out))
+	if len(pkgs) < 10 {
+		t.Fatalf("go list listed %d packages: not the dependencies of core and the adapters", len(pkgs))
+	}
+	for _, pkg := range pkgs {
+		if strings.HasPrefix(pkg, "github.com/alecthomas/kong") {
+			t.Errorf("core or an adapter depends on %s", pkg)
+		}
+	}
+	own, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil || !strings.Contains(string(own), "github.com/alecthomas/kong\n") {
+		t.Errorf("rlkit's own dependencies lack kong (%v): the check above proves nothing", err)
+	}
+}

@@ -1,0 +1,14 @@
+// Command rlkit is the operator's tool for rate-limit configuration files.
+//
+//	go install github.com/rlkit/rlkit/cmd/rlkit@latest
+//	rlkit check ratelimit.yaml              # every error, as file:line:col: message
+//	rlkit check --format json a.yaml b.yaml # one JSON array, for CI annotations
+//	rlkit check --strict ratelimit.yaml     # warnings fail the check too
+//
+// check loads each file as core.LoadConfig does and prints every problem of
+// every file; it also warns of files that load but are risky: limiting on
+// with the built-in default limit, a rule counting failures with neither
+// concurrent nor penalty, an exempt catch-all. It exits 0 when every file
+// loads, 1 when one does not (or, with --strict, warns), 2 on a usage error.
+// See docs/cli.md.
+package main

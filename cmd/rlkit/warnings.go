@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rlkit/rlkit/core"
+	"go.yaml.in/yaml/v3"
+)
+
+// warnings returns what is risky in a file that loads: cfg is its
+// configuration, data its text, read again here only for what the
+// configuration does not tell (which fields were written, and where).
+func warnings(file string, data []byte, cfg *core.Config) []finding {
+	top, topLine := rateLimitNode(data)
+	if top == nil {
+		return nil
+	}
+	var out []finding
+	warn := func(line int, rule, field, value, msg string) {
+		out = append(out, finding{File: file, Line: line, Column: 1, Rule: rule, Field: field, Value: value, Message: compose(rule, field, value, msg), Severity: "warning"})
+	}
+	enabled := child(top, "enabled")
+	rules := child(top, "rules")
+	switch {
+	case enabled == nil && rules != nil:
+		warn(topLine, "", "enabled", "", `the file has rules but no "enabled" field: limiting is off`)
+	case cfg.Enabled() && child(top, "default") == nil && cfg.Default() != nil:
+		var limits []string
+		for _, l := range cfg.Default().Policy.Limits {
+			limits = append(limits, l.String())
+		}
+		warn(enabled.Line, "", "default", "",
+			fmt.Sprintf(`no "default": requests no rule matches count against the built-in %s`, strings.Join(limits, ", ")))
+	}
+	if rules != nil && rules.Kind == yaml.SequenceNode {
+		for i, rn := range rules.Content {
+			rn = deref(rn)
+			name := scalar(child(rn, "name"))
+			r := cfg.Rule(name)
+			if r == nil || r.Count() != "failures" || r.Concurrent() > 0 || child(rn, "penalty") != nil {
+				continue
+			}
+			line := rn.Line
+			if cn := child(rn, "count"); cn != nil {
+				line = cn.Line
+			}
+			if name == "" {
+				name = fmt.Sprintf("rules[%d]", i)
+			}
+			warn(line, name, "count", "failures",
+				"counts failures with neither concurrent nor penalty: requests in flight together all pass the check before the first failure is counted")
+		}
+	}
+	if ex := child(top, "exempt_paths"); ex != nil && ex.Kind == yaml.SequenceNode {
+		for _, pn := range ex.Content {
+			pn = deref(pn)
+			if p := scalar(pn); strings.HasSuffix(p, "/**") {
+				warn(pn.Line, "", "exempt_paths", p,
+					fmt.Sprintf("a catch-all: no path under %s is ever counted, a rule's nor one added later", strings.TrimSuffix(p, "/**")+"/"))
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b finding) int { return a.Line - b.Line })
+	return out
+}
+
+// rateLimitNode is the mapping under the file's rate_limit key, and that
+// key's line; nil when the file has none (it loaded, so it is empty).
+func rateLimitNode(data []byte) (*yaml.Node, int) {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, 0
+	}
+	root := deref(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		return nil, 0
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "rate_limit" {
+			if n := deref(root.Content[i+1]); n.Kind == yaml.MappingNode {
+				return n, root.Content[i].Line
+			}
+		}
+	}
+	return nil, 0
+}
+
+// child is the value of key in mapping m, or nil.
+func child(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return deref(m.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// deref follows an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// scalar is n's value when n is a scalar, else "".
+func scalar(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
