@@ -472,8 +472,9 @@ func (rec *stackRecord) policyHeader() []string {
 		k stackPolicyKey
 		h uint64
 	)
-	for j := range rec.entries() {
-		v := rec.entries()[j].rule.policyHeader() // a calendar rule's changes with its period
+	es := rec.entries()
+	for j := range es {
+		v := es[j].rule.policyHeader() // a calendar rule's changes with its period
 		k[j] = unsafe.Pointer(unsafe.StringData(v[0]))
 		h = (h ^ uint64(uintptr(k[j]))) * 0x100000001b3
 	}
@@ -482,11 +483,11 @@ func (rec *stackRecord) policyHeader() []string {
 		return p.value
 	}
 	var b strings.Builder
-	for j := range rec.entries() {
+	for j := range es {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(rec.entries()[j].rule.policyHeader()[0])
+		b.WriteString(es[j].rule.policyHeader()[0])
 	}
 	p := &stackPolicy{key: k, value: []string{b.String()}[:1:1]}
 	slot.Store(p)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -108,7 +107,7 @@ func errorFindings(file string, err error) []finding {
 			out = append(out, finding{File: file, Message: strings.TrimPrefix(e.Error(), "rate-limit config: "), Severity: "error"})
 			continue
 		}
-		f := finding{File: file, Line: ce.Line, Column: ce.Column, Rule: ce.Rule, Field: ce.Field, Value: ce.Value, Message: message(ce), Severity: "error"}
+		f := finding{File: file, Line: ce.Line, Column: ce.Column, Rule: ce.Rule, Field: ce.Field, Value: ce.Value, Message: message(*ce), Severity: "error"}
 		if f.Line > 0 && f.Column <= 0 {
 			f.Column = 1
 		}
@@ -117,38 +116,11 @@ func errorFindings(file string, err error) []finding {
 	return out
 }
 
-// message is ce's text without its "rate-limit config file:line:" start:
-// rule, field and value, then what is wrong.
-func message(ce *core.ConfigError) string {
-	return compose(ce.Rule, ce.Field, ce.Value, ce.Msg)
-}
-
-// compose names rule, field and value (those given), then says msg.
-func compose(rule, field, value, msg string) string {
-	var b strings.Builder
-	if rule != "" {
-		fmt.Fprintf(&b, "rule %q: ", rule)
-	}
-	if field != "" {
-		fmt.Fprintf(&b, "field %q: ", field)
-	}
-	if value != "" {
-		fmt.Fprintf(&b, "value %q: ", clip(value))
-	}
-	b.WriteString(msg)
-	return b.String()
-}
-
-// clip shortens a value to 64 bytes, on a character boundary, as the
-// configuration's own errors do.
-func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+// message is ce's text without where it is: what core.ConfigError.Error
+// says of ce with no file nor line (rule, field and value, the value cut
+// as core cuts it, then what is wrong), its "rate-limit config: " start
+// dropped.
+func message(ce core.ConfigError) string {
+	ce.File, ce.Line, ce.Column = "", 0, 0
+	return strings.TrimPrefix(ce.Error(), "rate-limit config: ")
 }

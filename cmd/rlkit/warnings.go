@@ -19,7 +19,7 @@ func warnings(file string, data []byte, cfg *core.Config) []finding {
 	}
 	var out []finding
 	warn := func(line int, rule, field, value, msg string) {
-		out = append(out, finding{File: file, Line: line, Column: 1, Rule: rule, Field: field, Value: value, Message: compose(rule, field, value, msg), Severity: "warning"})
+		out = append(out, finding{File: file, Line: line, Column: 1, Rule: rule, Field: field, Value: value, Message: message(core.ConfigError{Rule: rule, Field: field, Value: value, Msg: msg}), Severity: "warning"})
 	}
 	enabled := child(top, "enabled")
 	rules := child(top, "rules")
