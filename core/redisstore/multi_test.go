@@ -648,7 +648,9 @@ func TestTakeAllDenyCacheCluster(t *testing.T) {
 	s := newStore(t, cc)
 	ctx := context.Background()
 	run := fmt.Sprint(time.Now().UnixNano())
-	open, full := policy("open"+run, algo.FixedWindow, "5/hour"), policy("full"+run, algo.FixedWindow, "1/hour")
+	// GCRA: a wait of the period whatever the clock, where a window's
+	// would end at the next hour.
+	open, full := policy("open"+run, algo.GCRA, "5/hour"), policy("full"+run, algo.GCRA, "1/hour")
 	takes := []store.Take{{Key: others[0], Policy: open, Cost: 1}, {Key: others[1], Policy: full, Cost: 1}}
 	res := make([]store.Result, 2)
 	if ok, err := s.TakeAll(ctx, takes, res); err != nil || !ok {

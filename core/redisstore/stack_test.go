@@ -16,7 +16,9 @@ import (
 
 // stackFile stacks a per-user limit over /api and a per-IP one over
 // every path on a per-user search limit: a request to /api/search counts
-// under three keys' counters, of two callers' hash tags.
+// under three keys' counters, of two callers' hash tags. No rule counts
+// in windows, whose end at the next hour would make the counts depend on
+// the time the test runs.
 const stackFile = `
 rate_limit:
   enabled: true
@@ -32,10 +34,11 @@ rate_limit:
       paths: ["/**"]
       limit: "8/hour"
       key: ip
-      algorithm: sliding_window
+      algorithm: token_bucket
     - name: search
       paths: ["/api/search"]
       limit: "2/hour"
+      algorithm: gcra
 `
 
 // stackFlow is a flow over (user, client IP) requests on st's limiter.
