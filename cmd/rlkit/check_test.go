@@ -235,3 +235,17 @@ func TestKongStaysInTheProgram(t *testing.T) {
 		t.Errorf("rlkit's own dependencies lack kong (%v): the check above proves nothing", err)
 	}
 }
+
+// TestOneDashLongFlags: "-format json" and "-strict=true", as Go's flag
+// package spells them, mean what "--format json" and "--strict" do.
+func TestOneDashLongFlags(t *testing.T) {
+	dir := files(t, "good.yaml", good)
+	out, errOut, code := rlkit(t, dir, "check", "-format", "json", "good.yaml")
+	if code != 0 || strings.TrimSpace(out) != "[]" || errOut != "" {
+		t.Fatalf("check -format json: code %d, stdout %q, stderr %q; want 0, [], nothing", code, out, errOut)
+	}
+	_, _, code = rlkit(t, dir, "check", "-strict=true", "-format=text", "good.yaml")
+	if code != 0 {
+		t.Fatalf("check -strict=true -format=text: code %d, want 0", code)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -53,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rlkit:", err)
 		return exitUsage
 	}
-	ctx, err := parser.Parse(args)
+	ctx, err := parser.Parse(longFlags(parser.Model.Node, args))
 	if code >= 0 { // --help
 		return code
 	}
@@ -70,4 +71,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// longFlags returns args with every long flag written with one dash
+// ("-config FILE", "-plan=pro", as Go's flag package and Envoy's tools
+// spell them) written with two, as kong reads them. Only the names of the
+// program's own long flags are rewritten, and nothing after "--": a short
+// flag ("-H", "-n5") and an argument that happens to start with a dash
+// stay as they are.
+func longFlags(app *kong.Node, args []string) []string {
+	names := map[string]bool{}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			names[f.Name] = true
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(app)
+	var out []string
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && names[name] {
+				if out == nil {
+					out = append(make([]string, 0, len(args)), args[:i]...)
+				}
+				out = append(out, "-"+a)
+				continue
+			}
+		}
+		if out != nil {
+			out = append(out, a)
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
