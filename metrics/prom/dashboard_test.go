@@ -19,7 +19,7 @@ import (
 )
 
 // dashboardFile is the Grafana dashboard for these metrics.
-const dashboardFile = "../../examples/grafana/rlkit-dashboard.json"
+const dashboardFile = "../../deploy/grafana/rlkit-dashboard.json"
 
 // exported returns every metric family New exports once every kind of
 // event has been seen and a store with every figure is watched, memory and
