@@ -118,10 +118,15 @@ func (c *catalogue) labels(name string) (fam string, labels map[string]bool, ok 
 
 var wordsRE = regexp.MustCompile(`^\w+(\|\w+)*$`)
 
+// closedLabels are the labels whose values prom alone chooses, all of
+// which exported sees; the others (rule, kind, node) come from the
+// configuration and the store.
+var closedLabels = map[string]bool{"outcome": true, "state": true, "result": true, "store": true}
+
 // check reports, as errors of t prefixed by where, what in expr names
 // something rlkit does not export: a metric that is neither exported nor
 // recorded, a label matcher's label the metric does not have, a literal
-// value (= or =~ with plain words) an exported label never takes, a label
+// value (= or =~ with plain words) a label of closedLabels never takes, a label
 // of by, without, on, ignoring, group_left or group_right that none of the
 // expression's metrics has, a label label_values reads that its metric
 // does not have. It returns the parsed expression and the families named.
@@ -156,7 +161,7 @@ func (c *catalogue) check(t *testing.T, where, expr string) (promQL, []string) {
 				continue
 			}
 			vals, exported := c.fams[fam][m.label]
-			if fam == "" || !exported || (m.op != "=" && m.op != "=~") || !wordsRE.MatchString(m.value) {
+			if fam == "" || !exported || !closedLabels[m.label] || (m.op != "=" && m.op != "=~") || !wordsRE.MatchString(m.value) {
 				continue
 			}
 			for v := range strings.SplitSeq(m.value, "|") {
