@@ -37,6 +37,10 @@
 // server's host:port.
 // No label carries an identity or a request path.
 //
+// The repository's deploy directory holds a Grafana dashboard of these
+// metrics and Prometheus alerting rules on them, with their runbook in
+// docs/operations.md ("Dashboards and alerts").
+//
 // A series appears with its first event: a rule that never denied has no
 // outcome="denied" series yet (PromQL's rate over a missing series is
 // empty, not 0; `or vector(0)` fills it in).
