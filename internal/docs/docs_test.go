@@ -391,3 +391,45 @@ func TestDocumentsSpeakOfTheSoftware(t *testing.T) {
 		}
 	}
 }
+
+// repoURL is where the repository's files are published; links from
+// outside the documents (alerts' runbook_url) point there.
+const repoURL = "https://github.com/rlkit/rlkit/blob/main/"
+
+var runbookRE = regexp.MustCompile(`(?m)^\s*runbook_url:\s*["']?([^"'\s]+)`)
+
+// TestRunbookLinks: every runbook_url of the Prometheus rules in deploy/
+// points to a heading of a document of the repository.
+func TestRunbookLinks(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root(), "deploy", "prometheus", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root(), f)
+		for _, m := range runbookRE.FindAllStringSubmatch(string(data), -1) {
+			n++
+			path, ok := strings.CutPrefix(m[1], repoURL)
+			file, anchor, _ := strings.Cut(path, "#")
+			if !ok || anchor == "" || !strings.HasSuffix(file, ".md") {
+				t.Errorf("%s: runbook_url %q, want %sFILE.md#HEADING", rel, m[1], repoURL)
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root(), file)); err != nil {
+				t.Errorf("%s: runbook_url %q: %s does not exist", rel, m[1], file)
+				continue
+			}
+			if !slices.Contains(anchors(t, file), anchor) {
+				t.Errorf("%s: runbook_url %q: %s has no heading #%s", rel, m[1], file, anchor)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no runbook_url in deploy/prometheus/*.yaml")
+	}
+}
