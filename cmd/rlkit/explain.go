@@ -27,8 +27,8 @@ import (
 type explainCmd struct {
 	Config   string   `required:"" placeholder:"FILE" help:"The rate-limit configuration file."`
 	Header   []string `short:"H" sep:"none" placeholder:"'NAME: VALUE'" help:"A request header (repeatable)."`
-	Plan     string   `help:"The caller's plan (one of the file's tiers)."`
-	IP       string   `name:"ip" default:"192.0.2.1" placeholder:"ADDR" help:"The client's address, the request's RemoteAddr."`
+	Plan     string   `placeholder:"P" help:"The caller's plan (one of the file's tiers)."`
+	IP       string   `name:"ip" default:"192.0.2.1" placeholder:"ADDR" help:"The client's address, the request's RemoteAddr (default: ${default})."`
 	Identity string   `placeholder:"ID" help:"The identity a key function names the caller by (default: none, so the client IP)."`
 	Bypass   bool     `help:"The application's bypass predicate (a super-admin) accepts the caller."`
 	Format   string   `enum:"text,json" default:"text" help:"Output format: text or json."`
@@ -177,7 +177,7 @@ func (c *explainCmd) Run(e *env) error {
 	}
 	path, query, _ := strings.Cut(target, "?")
 	req, err := http.NewRequest(c.Method, "/", nil)
-	if err != nil {
+	if err != nil || c.Method == "" {
 		return usage(e, "method %q is not an HTTP method", c.Method)
 	}
 	ip, err := netip.ParseAddr(c.IP)
@@ -234,7 +234,7 @@ func token(s string) bool {
 // lists and rules, and from a first request sent through the nethttp
 // middleware over a limiter of cfg on a fresh memory store.
 func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query string) *report {
-	var events []core.Event
+	var events []core.Event // the observer is called on the request's goroutine, which send waits for
 	lim := core.NewLimiter(cfg,
 		core.WithClock(store.NewManualClock(explainEpoch)),
 		core.WithObserver(func(ev core.Event) { events = append(events, ev) }))
@@ -601,8 +601,8 @@ func (rep *report) text() string {
 		}
 	}
 	if rep.counted() {
-		line(1, "(redis: the default prefix rl:, a fixed window's index and a calendar period's start as of now;")
-		line(1, " the memory store keeps no key names, only their hashes)")
+		line(1, "(redis: the default prefix rl:; a fixed window's key ends in its window, a calendar limit's in")
+		line(1, " its period, as of now. The memory store keeps no key names, only their hashes.)")
 	}
 
 	line(0, "")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -243,8 +244,8 @@ func TestExplainRules(t *testing.T) {
     redis  rl:{192.0.2.1}:trial@e1fd6e329a8c557c
   global: key user → 192.0.2.1
     redis  rl:{192.0.2.1}:global@7e680189d02069b4
-  (redis: the default prefix rl:, a fixed window's index and a calendar period's start as of now;
-   the memory store keeps no key names, only their hashes)
+  (redis: the default prefix rl:; a fixed window's key ends in its window, a calendar limit's in
+   its period, as of now. The memory store keeps no key names, only their hashes.)
 `)
 	// No rule's paths: the default.
 	out = explain(t, "GET", "/other")
@@ -307,8 +308,8 @@ func TestExplainLegacyHeaders(t *testing.T) {
 	checkSection(t, out, 4, `4. Store keys
   default: key user → 192.0.2.1
     redis  rl:{192.0.2.1}:default@`+strings.TrimPrefix(regexp.MustCompile(`default@[0-9a-f]{16}:[0-9]+`).FindString(out), "default@")+`
-  (redis: the default prefix rl:, a fixed window's index and a calendar period's start as of now;
-   the memory store keeps no key names, only their hashes)
+  (redis: the default prefix rl:; a fixed window's key ends in its window, a calendar limit's in
+   its period, as of now. The memory store keeps no key names, only their hashes.)
 `)
 }
 
@@ -430,6 +431,7 @@ func TestExplainUsage(t *testing.T) {
 		{[]string{"explain", "--config", "rl.yaml", "--ip", "300.1.1.1", "GET", "/x"}, `--ip "300.1.1.1" is not an IP address`},
 		{[]string{"explain", "--config", "rl.yaml", "--ip", "fe80::1%eth0", "GET", "/x"}, `--ip "fe80::1%eth0" is not an IP address`},
 		{[]string{"explain", "--config", "rl.yaml", "G(E)T", "/x"}, `method "G(E)T" is not an HTTP method`},
+		{[]string{"explain", "--config", "rl.yaml", "", "/x"}, `method "" is not an HTTP method`},
 		{[]string{"explain", "--config", "rl.yaml", "--format", "xml", "GET", "/x"}, "xml"},
 	} {
 		out, errOut, code := rlkit(t, dir, c.args...)
@@ -463,5 +465,41 @@ func TestExplainUnparsablePath(t *testing.T) {
 	}
 	if s := section(t, out, 5); !strings.Contains(s, "\n  not sent: net/http refuses this path before any middleware runs (400 Bad Request): invalid URL escape \"%zz\"\n") {
 		t.Errorf("section 5\n%s", s)
+	}
+}
+
+// TestExplainDocsExample runs the example of docs/cli.md and requires
+// the output printed there.
+func TestExplainDocsExample(t *testing.T) {
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, ok := strings.Cut(string(data), "\n## rlkit explain\n")
+	if !ok {
+		t.Fatal("docs/cli.md has no rlkit explain section")
+	}
+	_, doc, _ = strings.Cut(doc, "\n### An example run\n")
+	block := func(fence string) string {
+		_, rest, ok := strings.Cut(doc, "\n```"+fence+"\n")
+		body, _, closed := strings.Cut(rest, "\n```\n")
+		if !ok || !closed {
+			t.Fatalf("no ```%s block in the example", fence)
+		}
+		return body + "\n"
+	}
+	file, console := block("yaml"), block("console")
+	cmdline, want, _ := strings.Cut(console, "\n")
+	var args []string
+	for i, part := range strings.Split(strings.TrimPrefix(cmdline, "$ rlkit "), "'") {
+		if i%2 == 1 {
+			args = append(args, part) // quoted
+		} else {
+			args = append(args, strings.Fields(part)...)
+		}
+	}
+	out, errOut, code := rlkit(t, files(t, "ratelimit.yaml", file), args...)
+	if code != 0 || errOut != "" || out != want {
+		t.Errorf("rlkit %q: status %d, stderr %q, stdout\n%s\nwant (docs/cli.md)\n%s", args, code, errOut, out, want)
 	}
 }
