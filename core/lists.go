@@ -232,6 +232,49 @@ func (c *Config) allowsNet(ip netip.Addr) bool {
 	return ok
 }
 
+// BanNetwork returns the network of the ban list (BanSpec.Networks, in
+// canonical form: "10.0.0.0/8", "192.0.2.7/32") that holds clientAddr,
+// the client's whole address as the limiter matches it
+// (clientip.Config.ClientAddr), and whether there is one: the request is
+// then refused with 403 before anything else. It explains a ban, for
+// tools; the limiter does not call it.
+func (c *Config) BanNetwork(clientAddr string) (network netip.Prefix, ok bool) {
+	if c == nil || c.lists == nil {
+		return netip.Prefix{}, false
+	}
+	return c.lists.banNets.entry(listIP(clientAddr))
+}
+
+// AllowNetwork is BanNetwork for the allow list's networks
+// (AllowSpec.Networks): a request from it that is not exempt passes
+// uncounted.
+func (c *Config) AllowNetwork(clientAddr string) (network netip.Prefix, ok bool) {
+	if c == nil || c.lists == nil {
+		return netip.Prefix{}, false
+	}
+	return c.lists.allowNets.entry(listIP(clientAddr))
+}
+
+// AllowsIdentity reports whether key, a caller's store key
+// (Limiter.Key of its identity), is in the allow list's identities
+// (AllowSpec.Identities): a request of that caller that is not exempt
+// passes uncounted, whatever its rule counts per. It explains an allowed
+// caller, for tools; the limiter asks the same of every request it
+// counts.
+func (c *Config) AllowsIdentity(key string) bool { return c != nil && c.allowsKey(key) }
+
+// entry returns the prefix of s that holds a (the zero Addr: none), as
+// find finds it.
+func (s *netSet) entry(a netip.Addr) (netip.Prefix, bool) {
+	if !a.IsValid() {
+		return netip.Prefix{}, false
+	}
+	if i, ok := s.find(a); ok {
+		return s.list[i], true
+	}
+	return netip.Prefix{}, false
+}
+
 // allowsKey reports whether the store key key is an allowed identity.
 func (c *Config) allowsKey(key string) bool {
 	if c.lists == nil || c.lists.allowKeys == nil {

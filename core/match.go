@@ -23,32 +23,47 @@ func (c *Config) Exempt(p Path) bool {
 // trailing slash, is exempt.
 func (c *Config) exemptAll(sp []string) bool {
 	for _, s := range sp {
-		if !c.exemptOne(s) {
+		if c.exemptOne(s) < 0 {
 			return false
 		}
-		if t := trimSlash(s); len(t) != len(s) && !c.exemptOne(t) {
+		if t := trimSlash(s); len(t) != len(s) && c.exemptOne(t) < 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// exemptOne reports whether one spelling matches an exempt pattern, its
-// trailing slash counting: "/health" matches "/health" only, "/health/"
+// exemptOne returns the index of the first exempt pattern that matches
+// one spelling, -1 when none does, its trailing slash counting: "/health" matches "/health" only, "/health/"
 // matches "/health/" only. So a router that serves "/health/" by another
 // handler than "/health"'s does not serve it exempt. A catch-all exempts
 // every path below its prefix, with or without a trailing slash:
 // "/static/**" matches "/static", "/static/", "/static/a" and
 // "/static/a/".
-func (c *Config) exemptOne(path string) bool {
+func (c *Config) exemptOne(path string) int {
 	t := trimSlash(path)
 	slash := len(t) != len(path)
 	for i := range c.exempt {
 		if q := &c.exempt[i]; (q.slash == slash || q.rest) && q.match(t) {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// ExemptPattern returns the exempt pattern (exempt_paths, as written)
+// that matches spelling, one spelling of a path as Path.Spellings gives
+// it, its trailing slash counting as Exempt counts it; ok is false when
+// none does. A request is exempt when every spelling of its path has one.
+// It explains Exempt's answer, for tools; the limiter does not call it.
+func (c *Config) ExemptPattern(spelling string) (pattern string, ok bool) {
+	if c == nil {
+		return "", false
+	}
+	if i := c.exemptOne(spelling); i >= 0 {
+		return c.exempt[i].raw, true
+	}
+	return "", false
 }
 
 // Match returns the rule a request for p counts under, and its cost: the
@@ -98,7 +113,7 @@ func matchIn(rules []*Rule, def *Rule, method string, sp []string, fold bool) (*
 	for _, s := range sp {
 		s = trimSlash(s)
 		for i, r := range rules {
-			if !r.allows(method) || !r.covers(s, fold) {
+			if !r.allows(method) || r.pathOf(s, fold) < 0 {
 				continue
 			}
 			if len(sp) == 1 {
@@ -126,6 +141,37 @@ func matchIn(rules []*Rule, def *Rule, method string, sp []string, fold bool) (*
 		}
 	}
 	return rules[firsts[best]], costs[best]
+}
+
+// MatchRules returns every rule a request for p counts under once it is
+// counted, each with the request's cost under it, in this order: the
+// rule that applies (Match's, or MatchFoldCase's with fold), the rule in
+// shadow mode counted beside it (see Spec.Mode), then the stacked rules
+// (RuleSpec.Stack) whose methods include method and whose paths match a
+// spelling of p, in rule order. Like Match it does not look at exempt
+// paths, nor at the allow and ban lists. It explains a decision, for
+// tools; the limiter finds the same rules without allocating.
+func (c *Config) MatchRules(method string, p Path, fold bool) (rules []*Rule, costs []int64) {
+	if c == nil {
+		return nil, nil
+	}
+	var buf [maxSpellings]string
+	sp := spellings(p, &buf)
+	add := func(r *Rule, cost int64) {
+		if r != nil {
+			rules, costs = append(rules, r), append(costs, cost)
+		}
+	}
+	add(c.matchAll(method, sp, fold))
+	if c.shadows != nil || c.shadowDef != nil {
+		add(matchIn(c.shadows, c.shadowDef, method, sp, fold))
+	}
+	var h stackHits
+	c.matchStacks(method, p, fold, &h)
+	for i, r := range h.rules[:h.n] {
+		add(r, h.costs[i])
+	}
+	return rules, costs
 }
 
 // withHead returns methods with HEAD added when it holds GET and not HEAD:

@@ -111,6 +111,26 @@ func spellings(p Path, buf *[maxSpellings]string) []string {
 	return sp
 }
 
+// Spellings returns every spelling of p the limiter matches (see Path),
+// distinct, in this order: as sent, decoded segment by segment, decoded
+// with "%2F" as '/', then each of those cleaned; each followed by itself
+// without its trailing slash when it has one. Exempt paths match each of
+// them as it is (Config.ExemptPattern: p is exempt when every one is);
+// rules match each without its trailing slash (Rule.MatchSpelling). A
+// path that does not start with '/' is its only spelling. It explains
+// Exempt's and Match's answers, for tools; the limiter works the
+// spellings out without allocating for a clean path.
+func (p Path) Spellings() []string {
+	var buf [maxSpellings]string
+	sp := spellings(p, &buf)
+	out := make([]string, 0, 2*len(sp))
+	for _, s := range sp {
+		out = addSpelling(out, s)
+		out = addSpelling(out, trimSlash(s))
+	}
+	return out
+}
+
 // hasUpperASCII reports whether p holds a byte in 'A'..'Z'.
 func hasUpperASCII(p string) bool {
 	for i := 0; i < len(p); i++ {

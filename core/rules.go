@@ -378,15 +378,33 @@ func (r *Rule) allows(method string) bool {
 	return false
 }
 
-// covers reports whether one of the rule's paths matches path (already
-// passed through trimSlash), with fold without regard to ASCII case.
-func (r *Rule) covers(path string, fold bool) bool {
+// pathOf returns the index of the first of the rule's paths that
+// matches path (already passed through trimSlash), with fold without
+// regard to ASCII case; -1 when none does.
+func (r *Rule) pathOf(path string, fold bool) int {
 	for i := range r.paths {
 		if r.paths[i].matchCase(path, fold) {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// MatchSpelling returns the first of the rule's path patterns (as
+// written) that matches spelling, one spelling of a request path as
+// Path.Spellings gives it, a trailing slash ignored, and the spelling's
+// cost under the rule (its weight, else 1); with fold, without regard to
+// ASCII case (see Flow.FoldCase). ok is false when no path of the rule
+// matches (always for the default rule, which has none). It does not look
+// at the rule's methods. It explains which spelling a rule of MatchRules
+// matched, for tools; the limiter does not call it.
+func (r *Rule) MatchSpelling(spelling string, fold bool) (pattern string, cost int64, ok bool) {
+	t := trimSlash(spelling)
+	i := r.pathOf(t, fold)
+	if i < 0 {
+		return "", 0, false
+	}
+	return r.paths[i].raw, r.cost(t, fold), true
 }
 
 // cost is the weight of path under r: the first weight pattern that

@@ -131,7 +131,7 @@ func (c *Config) matchStacks(method string, p Path, fold bool, h *stackHits) {
 		}
 		var cost int64
 		for _, s := range sp {
-			if t := trimSlash(s); r.covers(t, fold) {
+			if t := trimSlash(s); r.pathOf(t, fold) >= 0 {
 				cost = max(cost, r.cost(t, fold))
 			}
 		}

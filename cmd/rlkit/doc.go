@@ -4,11 +4,20 @@
 //	rlkit check ratelimit.yaml              # every error, as file:line:col: message
 //	rlkit check --format json a.yaml b.yaml # one JSON array, for CI annotations
 //	rlkit check --strict ratelimit.yaml     # warnings fail the check too
+//	rlkit explain --config ratelimit.yaml GET /api/search
 //
 // check loads each file as core.LoadConfig does and prints every problem of
 // every file; it also warns of files that load but are risky: limiting on
 // with the built-in default limit, a rule counting failures with neither
 // concurrent nor penalty, an exempt catch-all. It exits 0 when every file
 // loads, 1 when one does not (or, with --strict, warns), 2 on a usage error.
+//
+// explain tells what the limiter does with one request (-H headers, --ip,
+// --identity, --plan, --bypass): the path's spellings and the exempt
+// pattern each matches, the allow and ban entries that hold the caller,
+// the rules that count it with their limits per plan and keys, their
+// Redis keys, and the status and rate-limit headers a first request gets
+// through the nethttp middleware on a fresh memory store. It exits 0 with
+// its report, 1 when the file does not load, 2 on a usage error.
 // See docs/cli.md.
 package main

@@ -21,7 +21,8 @@ const (
 // cli is the command line: one field per subcommand, each in a file of
 // its own.
 type cli struct {
-	Check checkCmd `cmd:"" help:"Validate rate-limit configuration files."`
+	Check   checkCmd   `cmd:"" help:"Validate rate-limit configuration files."`
+	Explain explainCmd `cmd:"" help:"Explain what the limiter does with one request."`
 }
 
 // env is what a subcommand's Run receives: where it writes.

@@ -5,6 +5,10 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // maxPart is the longest escaped user or rule name kept as it is in a key;
@@ -89,4 +93,56 @@ func plainRule(name string) string {
 // braces are a Cluster hash tag: all of one user's counters share a slot.
 func redisKey(prefix, user, rule string) string {
 	return prefix + "{" + part(user) + "}:" + rule
+}
+
+// KeyNames returns the names of the Redis keys that hold the counters of
+// key (a store key: core.Decision.Key, core.Event.Key) under p at the
+// server time now, in the default layout (see Keys in the package
+// documentation), each starting with prefix (DefaultPrefix unless the
+// store was given WithPrefix): one per limit of p, in order. Limit i is
+// prefix + "{" + key + "}:" + p.Name + "@" + its counter identity in 16
+// hex digits (key and name escaped), then, for a fixed window, ":" and
+// the index of the window holding now (now / period, in microseconds).
+// A calendar limit's is the first limit's name, "." and its place (from
+// 1) for a limit after the first, then ":" and the Unix second its
+// period holding now starts. A sliding window's, a token bucket's and
+// GCRA's keys are the same at every instant. A store with
+// WithIncrExpireKeys names a one-limit fixed window's key otherwise. It
+// is for tools that look a caller's counters up (GET, TTL); the store
+// does not call it.
+func KeyNames(prefix, key string, p *store.Policy, now time.Time) []string {
+	out := make([]string, len(p.Limits))
+	for i, l := range p.Limits {
+		if p.Calendar() {
+			k := redisKey(prefix, key, ruleID(p.Name, p.CounterID(0)))
+			if i > 0 {
+				k += "." + strconv.Itoa(i+1)
+			}
+			start := p.Periods(i, now.UnixNano()).Start
+			out[i] = k + ":" + strconv.FormatInt(floorDiv(start, int64(time.Second)), 10)
+			continue
+		}
+		k := redisKey(prefix, key, ruleID(p.Name, p.CounterID(i)))
+		if p.Algorithm == algo.FixedWindow {
+			k += ":" + strconv.FormatInt(floorDiv(now.UnixMicro(), l.Period.Microseconds()), 10)
+		}
+		out[i] = k
+	}
+	return out
+}
+
+// SlotsKeyName returns the name of the Redis key (a sorted set) that
+// holds the slots of key (a store key) under the concurrency limit named
+// name (store.Concurrency.Name: the rule's name), each starting with
+// prefix: prefix + "{" + key + "}:" + name + ":inflight", key and name
+// escaped. It is for tools; the store does not call it.
+func SlotsKeyName(prefix, key, name string) string { return slotsKey(prefix, key, name) }
+
+// floorDiv is a / b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
 }
