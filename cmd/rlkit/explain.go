@@ -176,13 +176,19 @@ func (c *explainCmd) Run(e *env) error {
 		return usage(e, "path %q must start with '/' (the path as sent, such as /api/search?q=1)", c.Path)
 	}
 	path, query, _ := strings.Cut(target, "?")
+	if up := strings.ToUpper(c.Method); up != c.Method && token(c.Method) {
+		fmt.Fprintf(e.stderr, "rlkit: explain: note: methods are case-sensitive, as net/http and the rules' methods read them: %q is not %s\n", c.Method, up)
+	}
 	req, err := http.NewRequest(c.Method, "/", nil)
 	if err != nil || c.Method == "" {
 		return usage(e, "method %q is not an HTTP method", c.Method)
 	}
 	ip, err := netip.ParseAddr(c.IP)
-	if err != nil || ip.Zone() != "" {
+	switch {
+	case err != nil:
 		return usage(e, "--ip %q is not an IP address (such as 192.0.2.1 or 2001:db8::1)", c.IP)
+	case ip.Zone() != "":
+		return usage(e, "--ip %q has a zone (%%%s): a client address the limiter sees has none; give the address alone", c.IP, ip.Zone())
 	}
 	for _, h := range c.Header {
 		name, value, ok := strings.Cut(h, ":")
@@ -281,7 +287,7 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		rep.Caller.IdentitySource = "identity"
 	}
 	rep.Caller.PlanKnown = slices.Contains(cfg.Plans(), c.Plan)
-	if n, ok := cfg.BanNetwork(addr); ok {
+	if n, ok := cfg.BanNetwork(addr); ok && cfg.Enabled() {
 		rep.Lists.Banned, rep.Lists.BanNetwork = true, n.String()
 	}
 	if n, ok := cfg.AllowNetwork(addr); ok {
@@ -398,7 +404,7 @@ func (x *ruleContext) describe(r *core.Rule, first bool, cost int64) rule {
 	for _, ev := range x.events {
 		if ev.Rule == r.Name {
 			out.Outcome = ev.Outcome.String()
-			if ev.Key != "" {
+			if ev.Key != "" && ev.Cost > 0 {
 				out.StoreKey = ev.Key
 			}
 		}
@@ -445,7 +451,7 @@ func (rep *report) text() string {
 	var b strings.Builder
 	line := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
-		fmt.Fprintf(&b, format, args...)
+		b.WriteString(printable(fmt.Sprintf(format, args...)))
 		b.WriteByte('\n')
 	}
 	target := rep.Request.Path
@@ -641,6 +647,8 @@ func (rep *report) planNames() []string {
 // uncounted says why the first request counted under no rule, or "".
 func (rep *report) uncounted() string {
 	switch {
+	case rep.Response.Error != "":
+		return "net/http refuses the path with 400 before the limiter sees it"
 	case !rep.Enabled:
 		return "limiting is off"
 	case rep.Lists.Banned:
@@ -714,4 +722,24 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// printable is s with every control byte (a path may hold ESC, NUL, a
+// line break) written \xNN, so that a report never moves a terminal's
+// cursor or colours it.
+func printable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for _, c := range []byte(s[i:]) {
+		if c < 0x20 || c == 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -429,7 +429,7 @@ func TestExplainUsage(t *testing.T) {
 		{[]string{"explain", "--config", "rl.yaml", "-H", "X-Tenant acme", "GET", "/x"}, `-H "X-Tenant acme" is not a header`},
 		{[]string{"explain", "--config", "rl.yaml", "-H", "Bad Name: v", "GET", "/x"}, `-H "Bad Name: v" is not a header`},
 		{[]string{"explain", "--config", "rl.yaml", "--ip", "300.1.1.1", "GET", "/x"}, `--ip "300.1.1.1" is not an IP address`},
-		{[]string{"explain", "--config", "rl.yaml", "--ip", "fe80::1%eth0", "GET", "/x"}, `--ip "fe80::1%eth0" is not an IP address`},
+		{[]string{"explain", "--config", "rl.yaml", "--ip", "fe80::1%eth0", "GET", "/x"}, `--ip "fe80::1%eth0" has a zone (%eth0)`},
 		{[]string{"explain", "--config", "rl.yaml", "G(E)T", "/x"}, `method "G(E)T" is not an HTTP method`},
 		{[]string{"explain", "--config", "rl.yaml", "", "/x"}, `method "" is not an HTTP method`},
 		{[]string{"explain", "--config", "rl.yaml", "--format", "xml", "GET", "/x"}, "xml"},
@@ -465,6 +465,70 @@ func TestExplainUnparsablePath(t *testing.T) {
 	}
 	if s := section(t, out, 5); !strings.Contains(s, "\n  not sent: net/http refuses this path before any middleware runs (400 Bad Request): invalid URL escape \"%zz\"\n") {
 		t.Errorf("section 5\n%s", s)
+	}
+}
+
+// TestExplainUnparsablePathCountsNothing: sections 3 and 4 say why no
+// rule counts a path net/http refuses.
+func TestExplainUnparsablePathCountsNothing(t *testing.T) {
+	out := explain(t, "GET", "/api/%zz")
+	why := "net/http refuses the path with 400 before the limiter sees it"
+	if s := section(t, out, 3); !strings.Contains(s, "\n  none counts this request ("+why+")") {
+		t.Errorf("section 3\n%s", s)
+	}
+	if s := section(t, out, 4); !strings.Contains(s, "\n  nothing counted: "+why+"\n") {
+		t.Errorf("section 4\n%s", s)
+	}
+}
+
+// TestExplainNotCountedByOutcome: a rule counting failures counts a
+// first request the handler answers 200 at cost 0, so no key is shown.
+func TestExplainNotCountedByOutcome(t *testing.T) {
+	dir := files(t, "f.yaml", `rate_limit:
+  enabled: true
+  rules:
+    - name: login
+      paths: ["/login"]
+      count: failures
+      limit: "5/minute"
+`)
+	out, errOut, code := rlkit(t, dir, "explain", "--config", "f.yaml", "POST", "/login")
+	if code != 0 || errOut != "" {
+		t.Fatalf("status %d, stderr %q", code, errOut)
+	}
+	checkSection(t, out, 4, "4. Store keys\n  login: key user (nothing counted)\n")
+	out, _, _ = rlkit(t, dir, "explain", "--config", "f.yaml", "--format", "json", "POST", "/login")
+	var rep struct {
+		Rules []struct {
+			StoreKey  string   `json:"store_key"`
+			RedisKeys []string `json:"redis_keys"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Rules) != 1 || rep.Rules[0].StoreKey != "" || len(rep.Rules[0].RedisKeys) != 0 {
+		t.Errorf("json rules %+v (%v); want one rule with no store key and no Redis keys", rep.Rules, err)
+	}
+}
+
+// TestExplainBanWhenOff: with limiting off the lists do not apply, so a
+// banned network is not reported as refused.
+func TestExplainBanWhenOff(t *testing.T) {
+	dir := files(t, "off.yaml", strings.Replace(explainFile, "enabled: true", "enabled: false", 1))
+	out, errOut, code := rlkit(t, dir, "explain", "--config", "off.yaml", "--ip", "203.0.113.9", "GET", "/api/search")
+	if code != 0 || errOut != "" || !strings.Contains(section(t, out, 2), "\n  banned      no\n") {
+		t.Errorf("status %d, stderr %q, section 2\n%s", code, errOut, section(t, out, 2))
+	}
+}
+
+// TestExplainPrintable: control bytes of a path are written \xNN, and a
+// lowercase method gets a note on stderr.
+func TestExplainPrintable(t *testing.T) {
+	dir := files(t, "rl.yaml", explainFile)
+	out, errOut, code := rlkit(t, dir, "explain", "--config", "rl.yaml", "get", "/a\x1b[31mRED")
+	if code != 0 || strings.ContainsRune(out, 0x1b) || !strings.HasPrefix(out, "get /a\\x1b[31mRED under rl.yaml\n") {
+		t.Errorf("status %d, stdout starts %q", code, out[:min(len(out), 80)])
+	}
+	if errOut != "rlkit: explain: note: methods are case-sensitive, as net/http and the rules' methods read them: \"get\" is not GET\n" {
+		t.Errorf("stderr %q", errOut)
 	}
 }
 
