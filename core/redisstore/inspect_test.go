@@ -105,6 +105,11 @@ func TestInspect(t *testing.T) {
 			cfg := lim.Config()
 			ctx := context.Background()
 			size := dbsize(t, rc)
+			// Servers that never ran the script (restarted, or a node that
+			// never served a decision): Inspect loads it.
+			if err := rc.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
 
 			got, err := s.Inspect(ctx, cfg.Rule("upload").Policy, "alice", "bob", "carol")
 			if err != nil || len(got) != 3 {
@@ -169,9 +174,12 @@ func TestInspectDenyCache(t *testing.T) {
 	t.Parallel()
 	rc := client(t, redistest.StartServer(t).Addr())
 	a, b := newStore(t, rc), newStore(t, rc)
-	lim := counted(t, a) // bob's 11th upload was denied: cached by a
+	lim := counted(t, a) // bob at his limit
 	p := lim.Config().Rule("upload").Policy
 	ctx := context.Background()
+	if r, err := a.Take(ctx, "bob", p, 1); err != nil || r.Allowed {
+		t.Fatalf("bob's 11th upload: %+v, %v; want denied (and cached)", r, err)
+	}
 	if _, err := b.Reset(ctx, "bob", p); err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +289,13 @@ func TestInFlightCount(t *testing.T) {
 		if n, err := s.InFlight(ctx, "alice", "export"); err != nil || n != want {
 			t.Errorf("InFlight alice = %d, %v; want %d", n, err, want)
 		}
+	}
+	// A lease that ended, of a process that died holding it, is not held.
+	if err := rc.ZAdd(ctx, "rl:{alice}:export:inflight", redis.Z{Score: 1, Member: "ended"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.InFlight(ctx, "alice", "export"); err != nil || n != 2 {
+		t.Errorf("InFlight alice with an ended lease = %d, %v; want 2", n, err)
 	}
 	if err := s.Release(ctx, "alice", c, leases[0]); err != nil {
 		t.Fatal(err)
