@@ -22,6 +22,7 @@ const (
 // its own.
 type cli struct {
 	Check checkCmd `cmd:"" help:"Validate rate-limit configuration files."`
+	Keys  keysCmd  `cmd:"" help:"Inspect, list and clear a service's counters in Redis."`
 }
 
 // env is what a subcommand's Run receives: where it writes.

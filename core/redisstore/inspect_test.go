@@ -259,7 +259,9 @@ func TestScan(t *testing.T) {
 				t.Errorf("Scan login: %v; want the IP's key decoded", found)
 			}
 			_, res = scan("upload", 10)
-			if res.Complete || res.Examined != 10 {
+			// A node whose scan ended examined all its keys, which may be
+			// more than it asked for: exactly 10 on one server.
+			if res.Complete || res.Examined < 10 || res.Examined >= size || c.name == "server" && res.Examined != 10 {
 				t.Errorf("Scan bounded at 10 of %d keys: %+v; want 10 examined, not complete", size, res)
 			}
 			if _, err := s.Scan(ctx, cfg.Rule("upload").Policy, 0, nil); err == nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,24 +40,28 @@ type ScanResult struct {
 // Scan finds the keys that have a counter under p, with SCAN ... MATCH on
 // the policy's keys (Pattern: prefix + "{*}:" + its escaped name + "@*",
 // or in the INCR+EXPIRE layout the name + ":*") ... COUNT, never KEYS,
-// on the server of a Client, on every master of a ClusterClient
-// (ForEachMaster, in parallel) and on every shard of a Ring. It reads the
-// keys' states as Inspect does, in pipelines of up to 256 keys, and calls
-// fn with each batch, one call at a time; an error of fn ends the scan
-// and is returned. A key is reported once per scan however many counters
-// it has (one per limit, and per window of a fixed window), but for one
-// that SCAN itself returns twice, as it may while the keyspace grows.
-// Keys of the policy's other terms (a period or algorithm the rule had
-// before a reload) and of other policies are left out.
+// on the server of a Client, on every master of a ClusterClient (found
+// with ForEachMaster) and on every shard of a Ring, one node after
+// another in the order of their addresses. It reads the keys' states as
+// Inspect does, in pipelines of up to 256 keys, and calls fn with each
+// batch; an error of fn ends the scan and is returned. A key is reported
+// once per scan however many counters it has (one per limit, and per
+// window of a fixed window), but for one that SCAN itself returns twice,
+// as it may while the keyspace grows. Keys of the policy's other terms (a
+// period or algorithm the rule had before a reload) and of other
+// policies are left out.
 //
-// max bounds the work on Redis: the calls on all nodes together ask for
-// at most max keys examined (their COUNTs, at most 1,000 each, add up to
-// max at most), after which the scan stops and Complete is false. Each
-// SCAN call is one round trip that examines about COUNT keys whatever
-// the pattern: a scan costs Redis about as much as reading every key's
-// name, spread over calls of about a millisecond each (see
-// docs/redis.md). The keys Scan remembers, to report each once, grow
-// with the keys found, at most about max.
+// max bounds the work on Redis: the SCAN calls of all nodes together ask
+// for max keys examined at most (COUNT, at most 1,000 a call; what a node
+// whose scan ended did not use goes to the next), after which the scan
+// stops and Complete is false. SCAN examines whole hash buckets, so a
+// call examines about COUNT keys, and a node's scan that ends may have
+// examined a few more keys than it asked for. Each call is one round trip
+// that examines about COUNT keys whatever the pattern: a scan costs Redis
+// about as much as reading the name of every key it examines, spread over
+// calls of about a millisecond each (see docs/redis.md). The keys Scan
+// remembers, to report each once, grow with the keys found: at most
+// about max.
 func (s *Store) Scan(ctx context.Context, p *store.Policy, max int64, fn func([]KeyState) error) (ScanResult, error) {
 	if max < 1 {
 		return ScanResult{}, errNoBound
@@ -67,107 +71,118 @@ func (s *Store) Scan(ctx context.Context, p *store.Policy, max int64, fn func([]
 		return ScanResult{}, err
 	}
 	m := s.matcher(p, pl)
-	res := ScanResult{Pattern: m.pattern, Complete: true}
-	var budget atomic.Int64
-	budget.Store(max)
-	var mu sync.Mutex // serializes fn and res
-	scan := func(ctx context.Context, node redis.UniversalClient, addr string) error {
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		seen := map[string]struct{}{}
-		var batch []string
-		flush := func() error {
-			if len(batch) == 0 {
-				return nil
-			}
-			states, err := s.states(ctx, p, batch)
-			batch = batch[:0]
-			if err != nil {
-				return err
-			}
-			for i := range states {
-				states[i].Key, _ = unpart(states[i].Tag)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			return fn(states)
-		}
-		var cursor uint64
-		var examined int64
-		done := false
-		for !done {
-			n := reserve(&budget, scanCount)
-			if n == 0 {
-				break
-			}
-			keys, next, err := node.Scan(s.callContext(ctx), cursor, m.pattern, n).Result()
-			if err != nil {
-				return fmt.Errorf("redisstore: scan %s: %w", addr, err)
-			}
-			examined += n
-			for _, k := range keys {
-				tag, ok := m.tag(k)
-				if _, dup := seen[tag]; !ok || dup {
-					continue
-				}
-				seen[tag] = struct{}{}
-				if batch = append(batch, tag); len(batch) >= scanBatch {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-			}
-			cursor, done = next, next == 0
-		}
-		if done {
-			size, err := node.DBSize(s.callContext(ctx)).Result()
-			if err != nil {
-				return fmt.Errorf("redisstore: scan %s: %w", addr, err)
-			}
-			examined = size
-		}
-		if err := flush(); err != nil {
-			return err
-		}
-		mu.Lock()
-		res.Examined += examined
-		res.Complete = res.Complete && done
-		mu.Unlock()
-		return nil
-	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return scan(ctx, node, node.Options().Addr)
-		})
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
-			return scan(ctx, node, node.Options().Addr)
-		})
-	case *redis.Client:
-		err = scan(ctx, c, c.Options().Addr)
-	default:
-		err = scan(ctx, c, "server")
-	}
+	nodes, err := s.scanNodes(ctx)
 	if err != nil {
 		return ScanResult{Pattern: m.pattern}, err
+	}
+	sc := &scanner{s: s, p: p, m: m, fn: fn, budget: max}
+	res := ScanResult{Pattern: m.pattern, Complete: true}
+	for _, n := range nodes {
+		examined, done, err := sc.node(ctx, n)
+		if err != nil {
+			return ScanResult{Pattern: m.pattern}, fmt.Errorf("redisstore: scan %s: %w", n.Options().Addr, err)
+		}
+		res.Examined += examined
+		res.Complete = res.Complete && done
 	}
 	return res, nil
 }
 
-// reserve takes up to n from budget and returns what it took.
-func reserve(budget *atomic.Int64, n int64) int64 {
-	for {
-		b := budget.Load()
-		if b <= 0 {
-			return 0
-		}
-		take := min(b, n)
-		if budget.CompareAndSwap(b, b-take) {
-			return take
-		}
+// scanNodes returns the nodes a Scan visits, sorted by address: the
+// server of a Client, the masters of a ClusterClient, the shards of a
+// Ring.
+func (s *Store) scanNodes(ctx context.Context) ([]*redis.Client, error) {
+	var mu sync.Mutex
+	var nodes []*redis.Client
+	add := func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		nodes = append(nodes, c)
+		mu.Unlock()
+		return nil
 	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, add)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, add)
+	case *redis.Client:
+		nodes = append(nodes, c)
+	default:
+		err = fmt.Errorf("redisstore: scan: a %T has no nodes to scan", c)
+	}
+	slices.SortFunc(nodes, func(a, b *redis.Client) int { return strings.Compare(a.Options().Addr, b.Options().Addr) })
+	return nodes, err
+}
+
+// scanner is one Scan: what it looks for, and what is left of its bound.
+type scanner struct {
+	s      *Store
+	p      *store.Policy
+	m      *keyMatcher
+	fn     func([]KeyState) error
+	budget int64
+	batch  []string
+}
+
+// node scans one node within the budget and reports how many keys it
+// examined (its DBSIZE when its scan ended) and whether it ended.
+func (sc *scanner) node(ctx context.Context, node *redis.Client) (examined int64, done bool, _ error) {
+	seen := map[string]struct{}{}
+	var cursor uint64
+	var asked int64
+	for !done && sc.budget > 0 {
+		if sc.s.closed.Load() {
+			return 0, false, ErrClosed
+		}
+		n := min(sc.budget, scanCount)
+		keys, next, err := node.Scan(sc.s.callContext(ctx), cursor, sc.m.pattern, n).Result()
+		if err != nil {
+			return 0, false, err
+		}
+		sc.budget -= n
+		asked += n
+		for _, k := range keys {
+			tag, ok := sc.m.tag(k)
+			if _, dup := seen[tag]; !ok || dup {
+				continue
+			}
+			seen[tag] = struct{}{}
+			if sc.batch = append(sc.batch, tag); len(sc.batch) >= scanBatch {
+				if err := sc.flush(ctx); err != nil {
+					return 0, false, err
+				}
+			}
+		}
+		cursor, done = next, next == 0
+	}
+	examined = asked
+	if done {
+		size, err := node.DBSize(sc.s.callContext(ctx)).Result()
+		if err != nil {
+			return 0, false, err
+		}
+		examined = size
+		sc.budget += max(asked-size, 0) // not used: the next node's
+	}
+	return examined, done, sc.flush(ctx)
+}
+
+// flush reads the states of the keys found and not yet reported, and
+// reports them.
+func (sc *scanner) flush(ctx context.Context) error {
+	if len(sc.batch) == 0 {
+		return nil
+	}
+	states, err := sc.s.states(ctx, sc.p, sc.batch)
+	sc.batch = sc.batch[:0]
+	if err != nil {
+		return err
+	}
+	for i := range states {
+		states[i].Key, _ = unpart(states[i].Tag)
+	}
+	return sc.fn(states)
 }
 
 // keyMatcher tells the keys of one policy's counters.
