@@ -26,7 +26,7 @@ import (
 // keysCmd is `rlkit keys`: the counters a service keeps in Redis, read,
 // listed or cleared as the service's own limiter would.
 type keysCmd struct {
-	Redis          string        `required:"" placeholder:"URL" help:"Redis to read: redis://[user:password@]host:port[/db], rediss:// (TLS) or unix:///path/to.sock; with --cluster, host:port[,host:port...] or a redis:// URL of seed nodes."`
+	Redis          string        `required:"" placeholder:"URL" help:"Redis to read: redis://[user:password@]host:port[/db], rediss:// (TLS), unix:///path/to.sock or host:port; with --cluster, host:port[,host:port...] or a redis:// URL of seed nodes."`
 	Cluster        bool          `help:"--redis names a Redis Cluster."`
 	Config         string        `default:"ratelimit.yaml" help:"The service's rule file."`
 	Prefix         string        `default:"rl:" help:"The key prefix of the service's store (redisstore.WithPrefix)."`
@@ -83,6 +83,8 @@ func (k *keysCmd) Validate() error {
 			}
 			k.copt.Addrs = append(k.copt.Addrs, a)
 		}
+	case !strings.Contains(k.Redis, "://"):
+		k.opts, err = redis.ParseURL("redis://" + k.Redis) // host:port, as redis-cli -h -p
 	default:
 		k.opts, err = redis.ParseURL(k.Redis)
 	}

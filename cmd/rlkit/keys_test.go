@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -113,7 +115,8 @@ func awayFromMidnight(t *testing.T) {
 	}
 }
 
-// redisArgs are the flags that name a server's or a Cluster's Redis.
+// backend starts a Redis, a server or a Cluster, and returns the flags
+// that name it and a client of it.
 type backend struct {
 	name  string
 	start func(t *testing.T) (args []string, rc redis.UniversalClient)
@@ -344,6 +347,44 @@ func TestKeysReset(t *testing.T) {
 				t.Errorf("reset erin as JSON: %+v", got)
 			}
 		})
+	}
+}
+
+// TestKeysIdentityKey: under a rule keyed by an API key header, an
+// identity is hashed under the service's identity key, read from the
+// variable --identity-key-env names; --redis takes host:port too.
+func TestKeysIdentityKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	const yaml = "rate_limit:\n  enabled: true\n  default: \"1000/day\"\n  rules:\n    - name: api\n      paths: [\"/api\"]\n      limit: \"10/hour\"\n      algorithm: gcra\n      key: header:X-Api-Key\n"
+	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, core.WithIdentityKey([]byte("service secret")))
+	want, err := lim.RuleKey("sk_live_1", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := files(t, "rules.yaml", yaml)
+	args := []string{"keys", "--redis", srv.Addr(), "--config", "rules.yaml", "--format", "json", "--identity-key-env", "SERVICE_IDENTITY_KEY", "inspect", "--rule", "api", "--identity", "sk_live_1"}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SERVICE_IDENTITY_KEY=service secret")
+	out, err := cmd.Output()
+	var got inspectJSON
+	if err != nil || json.Unmarshal(out, &got) != nil || got.Key != want || !strings.HasPrefix(want, "h:X-Api-Key:hmac:") {
+		t.Errorf("inspect with the service's identity key: %v, %s; want key %s", err, out, want)
+	}
+	// Without it, the built-in key: another hash.
+	var other inspectJSON
+	keysJSON(t, dir, []string{"--redis", srv.Addr()}, &other, "inspect", "--rule", "api", "--identity", "sk_live_1")
+	if other.Key == want || !strings.HasPrefix(other.Key, "h:X-Api-Key:hmac:") {
+		t.Errorf("inspect with the built-in identity key: key %s, want another hash than %s", other.Key, want)
+	}
+	// A variable not set is an error.
+	if _, errOut, code := rlkit(t, dir, args...); code != 1 || errOut != "rlkit: --identity-key-env SERVICE_IDENTITY_KEY: the variable is empty or not set\n" {
+		t.Errorf("--identity-key-env of a variable not set: status %d, stderr %q", code, errOut)
 	}
 }
 
