@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -73,13 +74,15 @@ func (k *keysCmd) Validate() error {
 	switch {
 	case k.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: want a positive duration", k.Timeout)
+	case strings.ContainsAny(k.Prefix, "{}"):
+		return fmt.Errorf("--prefix %q: a store's prefix has no '{' or '}'", k.Prefix)
 	case k.Cluster && strings.Contains(k.Redis, "://"):
 		k.copt, err = redis.ParseClusterURL(k.Redis)
 	case k.Cluster:
 		k.copt = &redis.ClusterOptions{}
 		for a := range strings.SplitSeq(k.Redis, ",") {
 			if a = strings.TrimSpace(a); a == "" || !strings.Contains(a, ":") {
-				return fmt.Errorf("--redis %q: want host:port[,host:port...] or a redis:// URL", k.Redis)
+				return errors.New("--redis: with --cluster, want host:port[,host:port...] or a redis:// URL")
 			}
 			k.copt.Addrs = append(k.copt.Addrs, a)
 		}
@@ -89,7 +92,12 @@ func (k *keysCmd) Validate() error {
 		k.opts, err = redis.ParseURL(k.Redis)
 	}
 	if err != nil {
-		return fmt.Errorf("--redis %q: %v", k.Redis, err)
+		// Not the value: a URL may hold a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("--redis: %v", err)
 	}
 	return nil
 }

@@ -451,11 +451,17 @@ func TestKeysUsage(t *testing.T) {
 		{"keys", "--redis", "redis://127.0.0.1:1", "top", "--rule", "upload", "-n", "0"},
 		{"keys", "--redis", "redis://127.0.0.1:1", "top", "--rule", "upload", "--max-scan", "0"},
 		{"keys", "--redis", "redis://127.0.0.1:1", "--timeout", "0s", "top", "--rule", "upload"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "--prefix", "a{b}:", "top", "--rule", "upload"},
 		{"keys", "--redis", "redis://127.0.0.1:1"},
 	} {
 		out, errOut, code := rlkit(t, dir, args...)
 		if code != 2 || !strings.HasPrefix(errOut, "rlkit: ") || out != "" {
 			t.Errorf("rlkit %q: status %d, stdout %q, stderr %q; want 2 and an error on stderr", args, code, out, errOut)
 		}
+	}
+	// A URL that does not parse is not repeated: it may hold a password.
+	_, errOut, code := rlkit(t, dir, "keys", "--redis", "redis://u:s3cret@127.0.0.1:x", "top", "--rule", "upload")
+	if code != 2 || strings.Contains(errOut, "s3cret") {
+		t.Errorf("a bad URL with a password: status %d, stderr %q; want 2, no password", code, errOut)
 	}
 }
