@@ -344,6 +344,45 @@ func TestRuleKeyReset(t *testing.T) {
 	}
 }
 
+// TestRuleKeyOfIdentity: Limiter.RuleKey names the key a request of the
+// identity counts under (Decision.Key under a rule keyed otherwise than by
+// user, Limiter.Key of the caller under one keyed by user), and errs as
+// Reset does.
+func TestRuleKeyOfIdentity(t *testing.T) {
+	e := newKeyEnv(t, keysYAML)
+	l := e.flow.Limiter
+	const secret = "sk_live_0123456789"
+	withKey := &keyReqT{ip: "192.0.2.1", header: map[string]string{"X-Api-Key": secret}}
+	for _, c := range []struct {
+		r        *keyReqT
+		path     Path
+		rule     string
+		identity string
+	}{
+		{&keyReqT{user: "alice", ip: "192.0.2.1"}, "/login", "login", "192.0.2.1"},
+		{&keyReqT{user: "alice", ip: "192.0.2.1"}, "/kb/k%7C1/search", "kb", "k|1"},
+		{withKey, "/api/data", "api", secret},
+		{withKey, "/api/data", "api", SecretIdentity("X-Api-Key", secret)},
+		{&keyReqT{user: "alice|x", ip: "192.0.2.1"}, "/api/search", "search", "alice|x"},
+	} {
+		d := e.decide(c.r, c.path)
+		want := d.Key
+		if want == "" {
+			want = l.Key(c.r.user)
+		}
+		got, err := l.RuleKey(c.identity, c.rule)
+		if err != nil || got != want {
+			t.Errorf("RuleKey(%q, %s) = %q, %v; want %q", c.identity, c.rule, got, err, want)
+		}
+	}
+	if _, err := l.RuleKey("alice", "kb_user"); err == nil || !strings.Contains(err.Error(), "several parts") {
+		t.Errorf("RuleKey under a key of several parts: %v, want its error", err)
+	}
+	if _, err := l.RuleKey("x", "nope"); !errors.Is(err, ErrUnknownRule) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("RuleKey of an unknown rule: %v, want ErrUnknownRule naming it", err)
+	}
+}
+
 // TestRuleKeyCallerLists: the allow list, plans and a LimitProvider know
 // the caller by its own key; the penalty bans the rule's key.
 func TestRuleKeyCallerLists(t *testing.T) {

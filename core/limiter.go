@@ -346,6 +346,21 @@ func (l *Limiter) Reset(ctx context.Context, identity, rule string) (cleared boo
 	return l.ResetKey(ctx, key, rule)
 }
 
+// RuleKey returns the store key the named rule counts identity under:
+// the key Reset resets, and Decision.Key or Event.Key name, given
+// identity as Reset takes it. Under a rule keyed by user (the default)
+// it is Key(identity); under a rule keyed by one other part, that part's
+// key with identity as its value (see Reset). A rule whose key has
+// several parts is an error, as for Reset; an unknown rule is
+// ErrUnknownRule.
+func (l *Limiter) RuleKey(identity, rule string) (string, error) {
+	r := l.cfg.Load().Rule(rule)
+	if r == nil {
+		return "", fmt.Errorf("rate-limit key: rule %q: %w", rule, ErrUnknownRule)
+	}
+	return l.resetKey(r, identity)
+}
+
 // ResetKey is Reset by store key: the key a log line, an Event or
 // Decision.Key names (see Key).
 func (l *Limiter) ResetKey(ctx context.Context, key, rule string) (cleared bool, err error) {

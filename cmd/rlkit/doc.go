@@ -20,4 +20,18 @@
 // through the nethttp middleware on a fresh memory store. It exits 0 with
 // its report, 1 when the file does not load, 2 on a usage error.
 // See docs/cli.md.
+//
+// keys reads and clears the counters a service keeps in Redis, keyed as
+// the service's limiter keys them (core.Limiter.RuleKey, and
+// core/redisstore's Inspect, Scan and InFlight):
+//
+//	rlkit keys --redis redis://host:6379 inspect --rule upload --identity alice
+//	rlkit keys --redis redis://host:6379 reset --rule login --key ip:203.0.113.7
+//	rlkit keys --cluster --redis host:6379,host2:6379 top --rule search -n 20
+//
+// inspect shows a key's counters per limit (used, remaining, reset,
+// Retry-After) and its requests in flight; reset clears them as
+// Limiter.ResetKey does; top lists the keys nearest or over the limit,
+// found by SCAN with MATCH within --max-scan keys examined. Connection
+// failures exit 1, naming the address. See docs/cli.md.
 package main

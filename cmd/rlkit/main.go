@@ -23,6 +23,7 @@ const (
 type cli struct {
 	Check   checkCmd   `cmd:"" help:"Validate rate-limit configuration files."`
 	Explain explainCmd `cmd:"" help:"Explain what the limiter does with one request."`
+	Keys    keysCmd    `cmd:"" help:"Inspect, list and clear a service's counters in Redis."`
 }
 
 // env is what a subcommand's Run receives: where it writes.

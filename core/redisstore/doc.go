@@ -291,6 +291,16 @@
 // the deny cache's hits and each node's breaker (closed, open,
 // half-open); Keys is -1, as counting keys would cost Redis a scan.
 //
+// # Reading counters
+//
+// Inspect reads keys' counters under a policy without counting (per key,
+// two dry runs of the decision script in one pipeline: what remains, when
+// it resets, the Retry-After of the next request); Scan finds a policy's
+// keys with SCAN ... MATCH within a bound on the keys examined, on every
+// master of a Cluster, and reads their states; InFlight counts a key's
+// requests in flight. None writes, nor reads or fills the deny cache.
+// rlkit keys (docs/cli.md) runs them.
+//
 // # Local deny cache
 //
 // Once Redis denies a key a request of some cost with a known retry-after,

@@ -146,3 +146,44 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// unpart returns the string tag is the part of (see part), and false when
+// tag is no part, or is a digest ("#…"), which names no string.
+func unpart(tag string) (string, bool) {
+	switch {
+	case tag == "~":
+		return "", true
+	case tag == "" || tag[0] == '#' || len(tag) > maxPart:
+		return "", false
+	}
+	b := make([]byte, 0, len(tag))
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		if c == '%' && i+2 < len(tag) {
+			hi, ok1 := unhex(tag[i+1])
+			lo, ok2 := unhex(tag[i+2])
+			if !ok1 || !ok2 {
+				return "", false
+			}
+			c = hi<<4 | lo
+			i += 2
+		}
+		b = append(b, c)
+	}
+	s := string(b)
+	if part(s) != tag {
+		return "", false // part is injective: only its own spelling of s decodes
+	}
+	return s, true
+}
+
+// unhex is the value of the uppercase hex digit c.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

@@ -51,7 +51,99 @@ func FuzzPart(f *testing.F) {
 		if strings.ContainsAny(pa, "{}: \x00") || len(pa) > maxPart || pa == "" {
 			t.Fatalf("part(%q) = %q", a, pa)
 		}
+		// unpart inverts part, but for a digest; and reads nothing else.
+		if got, ok := unpart(pa); ok != (pa[0] != '#') || ok && got != a {
+			t.Fatalf("unpart(part(%q)) = %q, %v", a, got, ok)
+		}
+		if got, ok := unpart(a); ok && part(got) != a {
+			t.Fatalf("unpart(%q) = %q, which part writes %q", a, got, part(got))
+		}
 	})
+}
+
+// TestUnpart: unpart reads a key's hash tag back into the key, and reads
+// no other spelling of it.
+func TestUnpart(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"alice", "alice", true},
+		{"user%3A42", "user:42", true},
+		{"u%3Abob%7Cp%3Ak%7B1%7D", "u:bob|p:k{1}", true},
+		{"~", "", true},
+		{"%7E", "~", true},
+		{"%E3%83%A6", "ユ", true},
+		{"#wSywJKLlVRzKDgj86PHF4xRVXMP-9jKe6ZSj23UhZq4", "", false}, // a digest
+		{"user%3a42", "", false},                                    // lower-case hex: not part's
+		{"%41", "", false},                                          // 'A' is written as it is
+		{"a%3", "", false},
+		{"a%", "", false},
+		{"a:b", "", false},
+		{"", "", false},
+	} {
+		if got, ok := unpart(c.in); got != c.want || ok != c.ok {
+			t.Errorf("unpart(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestKeyMatcher: Scan's pattern and the keys it keeps: a policy's
+// counters (every limit, every window), not those of its other terms,
+// other policies, a plan's variant or slots in flight.
+func TestKeyMatcher(t *testing.T) {
+	two := &store.Policy{Name: "search", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 2, Period: time.Second}, {Count: 100, Period: time.Hour}}}
+	id1, id2 := hex16(two.CounterID(0)), hex16(two.CounterID(1))
+	gcra := &store.Policy{Name: "up*load", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 5, Period: time.Minute}}}
+	gid := hex16(gcra.CounterID(0))
+	other := &store.Policy{Name: "search", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 2, Period: time.Minute}}}
+	for _, c := range []struct {
+		p       *store.Policy
+		prefix  string
+		pattern string
+		keys    map[string]string // key → tag, "" for a key left out
+	}{
+		{two, "rl:", "rl:{*}:search@*", map[string]string{
+			"rl:{alice}:search@" + id1 + ":1796532478":              "alice",
+			"rl:{sub%3Abob}:search@" + id2 + ":499036":              "sub%3Abob",
+			"rl:{alice}:search@" + id1:                              "", // no window
+			"rl:{alice}:search@" + id1 + ":x":                       "",
+			"rl:{alice}:search@" + hex16(other.CounterID(0)) + ":1": "", // another period
+			"rl:{alice}:search@pro@" + id1 + ":1":                   "", // a plan's variant
+			"rl:{alice}:search:inflight":                            "",
+			"app:{alice}:search@" + id1 + ":1":                      "",
+			"rl:{a{b}:search@" + id1 + ":1":                         "",
+		}},
+		{gcra, "my[app]:", `my\[app\]:{*}:up%2Aload@*`, map[string]string{
+			"my[app]:{~}:up%2Aload@" + gid:        "~",
+			"my[app]:{~}:up%2Aload@" + gid + ":1": "",
+		}},
+	} {
+		s := &Store{prefix: c.prefix}
+		pl, err := newPlan(c.p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := s.matcher(c.p, pl)
+		if m.pattern != c.pattern {
+			t.Errorf("%s: pattern %q, want %q", c.p.Name, m.pattern, c.pattern)
+		}
+		for k, want := range c.keys {
+			if tag, ok := m.tag(k); ok != (want != "") || tag != want && ok {
+				t.Errorf("%s: tag(%q) = %q, %v; want %q", c.p.Name, k, tag, ok, want)
+			}
+		}
+	}
+	// The INCR+EXPIRE layout: the name alone, and a window.
+	one := &store.Policy{Name: "a@b", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 2, Period: time.Second}}}
+	pl, _ := newPlan(one, true)
+	m := (&Store{prefix: "rl:"}).matcher(one, pl)
+	if tag, ok := m.tag("rl:{alice}:a%40b:1764604800"); m.pattern != "rl:{*}:a%40b:*" || !ok || tag != "alice" {
+		t.Errorf("INCR+EXPIRE layout: pattern %q, tag %q, %v", m.pattern, tag, ok)
+	}
+	if _, ok := m.tag("rl:{alice}:a%40b:inflight"); ok {
+		t.Errorf("INCR+EXPIRE layout: slots in flight taken for a counter")
+	}
 }
 
 // TestPlainRule: a rule's name in the INCR+EXPIRE layout is the name as

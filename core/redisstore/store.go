@@ -411,16 +411,27 @@ func parse(p *store.Policy, pl *plan, reply any, cost int64, r *store.Result) er
 		return fmt.Errorf("redisstore: unexpected reply %T of length %d to a decision over %d limits", reply, len(v), n)
 	}
 	var out [store.MaxLimits]algo.Outcome
+	if err := readOutcomes(v, n, &out); err != nil {
+		return err
+	}
+	*r = store.Combine(p, &out)
+	return nil
+}
+
+// readOutcomes reads the reply v of a decision over n limits, four
+// integers per limit (admitted, remaining, reset-after and retry-after in
+// µs), into out.
+func readOutcomes(v []any, n int, out *[store.MaxLimits]algo.Outcome) error {
 	for i := range n {
 		var x [4]int64
 		for j := range x {
+			var ok bool
 			if x[j], ok = v[4*i+j].(int64); !ok {
 				return fmt.Errorf("redisstore: unexpected reply element %T", v[4*i+j])
 			}
 		}
 		out[i] = algo.Outcome{Allowed: x[0] == 1, Remaining: x[1], ResetAfter: x[2] * 1000, RetryAfter: x[3] * 1000}
 	}
-	*r = store.Combine(p, &out)
 	return nil
 }
 
@@ -433,6 +444,15 @@ func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 		return fmt.Errorf("redisstore: unexpected reply elements %T, %T", v[0], v[1])
 	}
 	l := p.Limits[0]
+	o := fixedOutcome(l, count, reset, cost)
+	r.SetOutcome(l, &o)
+	return nil
+}
+
+// fixedOutcome is the outcome of a one-limit fixed window's lean reply:
+// the count after a request of cost (with its cost, admitted or not) and
+// the reset-after (µs).
+func fixedOutcome(l algo.Limit, count, reset, cost int64) algo.Outcome {
 	o := algo.Outcome{ResetAfter: reset * 1000}
 	switch {
 	case cost > l.Count: // never admitted; nothing was taken
@@ -446,8 +466,7 @@ func parseFixed(p *store.Policy, v []any, cost int64, r *store.Result) error {
 		o.Remaining = max(l.Count-count+cost, 0)
 		o.RetryAfter = o.ResetAfter
 	}
-	r.SetOutcome(l, &o)
-	return nil
+	return o
 }
 
 // call runs one script on key through the breaker of key's node, bounded

@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/internal/redistest"
+)
+
+// keysYAML has rules whose counts stay exact for minutes whenever a test
+// runs: a GCRA and a token bucket per hour (their first unit comes back
+// after six minutes), a fixed window per day (awayFromMidnight), a rule
+// keyed by client IP, one bounding requests in flight, and a plan.
+const keysYAML = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - name: upload
+      paths: ["/upload"]
+      limit: "10/hour"
+      burst: 12
+      algorithm: gcra
+    - name: search
+      paths: ["/search"]
+      limit: ["5/hour", "20/day"]
+      algorithm: token_bucket
+    - name: daily
+      paths: ["/daily"]
+      limit: "7/day"
+    - name: login
+      paths: ["/login"]
+      limit: "3/hour"
+      algorithm: gcra
+      key: ip
+    - name: export
+      paths: ["/export"]
+      concurrent: 2
+  tiers:
+    pro:
+      rules:
+        upload: {limit: "100/hour", burst: 100}
+`
+
+// service is a limiter of keysYAML over a store in rc, as a service
+// runs it.
+func service(t *testing.T, rc redis.UniversalClient) *core.Limiter {
+	t.Helper()
+	cfg, err := core.ParseConfig([]byte(keysYAML), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := redisstore.New(rc, redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return core.NewLimiter(cfg, core.WithStore(s))
+}
+
+// count makes n requests of identity to path (under plan, when given).
+func count(t *testing.T, lim *core.Limiter, path, identity, plan string, n int) {
+	t.Helper()
+	for range n {
+		d := lim.DecidePlan(context.Background(), "GET", core.Path(path), identity, plan, false)
+		if d.Err != nil {
+			t.Fatal(d.Err)
+		}
+	}
+}
+
+// known counts, through lim: uploads 12 for bob (his burst: over), 11 for
+// erin, 10 for dave, 4 for alice, 1 for each of u00..u29, 30 for alice
+// under the plan pro; searches 2 for alice, 6 for bob (5 admitted);
+// daily 3 for alice; logins 3 from 192.0.2.1; exports 2 in flight for
+// alice, held.
+func known(t *testing.T, lim *core.Limiter) {
+	t.Helper()
+	awayFromMidnight(t)
+	count(t, lim, "/upload", "bob", "", 12)
+	count(t, lim, "/upload", "erin", "", 11)
+	count(t, lim, "/upload", "dave", "", 10)
+	count(t, lim, "/upload", "alice", "", 4)
+	for i := range 30 {
+		count(t, lim, "/upload", fmt.Sprintf("u%02d", i), "", 1)
+	}
+	count(t, lim, "/upload", "alice", "pro", 30)
+	count(t, lim, "/search", "alice", "", 2)
+	count(t, lim, "/search", "bob", "", 6)
+	count(t, lim, "/daily", "alice", "", 3)
+	count(t, lim, "/login", "192.0.2.1", "", 3)
+	count(t, lim, "/export", "alice", "", 2) // never completed: the slots stay held
+}
+
+// awayFromMidnight waits, when the day (UTC) ends within a minute, until
+// it has ended, so that the fixed window per day holds every count of a
+// test.
+func awayFromMidnight(t *testing.T) {
+	now := time.Now().UTC()
+	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < time.Minute {
+		t.Logf("waiting %v for the day to end", left)
+		<-time.After(left + time.Second)
+	}
+}
+
+// backend starts a Redis, a server or a Cluster, and returns the flags
+// that name it and a client of it.
+type backend struct {
+	name  string
+	start func(t *testing.T) (args []string, rc redis.UniversalClient)
+}
+
+var backends = []backend{
+	{"server", func(t *testing.T) ([]string, redis.UniversalClient) {
+		srv := redistest.StartServer(t)
+		return []string{"--redis", "redis://" + srv.Addr()}, srv.Client(t)
+	}},
+	{"cluster", func(t *testing.T) ([]string, redis.UniversalClient) {
+		c := redistest.StartCluster(t)
+		return []string{"--cluster", "--redis", strings.Join(c.Addrs(), ",")}, c.Client(t)
+	}},
+}
+
+// keysJSON runs rlkit keys with --format json and decodes its output
+// into v; it fails the test unless the status is 0.
+func keysJSON(t *testing.T, dir string, conn []string, v any, args ...string) {
+	t.Helper()
+	all := append(append([]string{"keys", "--config", "rules.yaml", "--format", "json"}, conn...), args...)
+	out, errOut, code := rlkit(t, dir, all...)
+	if code != 0 {
+		t.Fatalf("rlkit %q: status %d, stderr %s", all, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("rlkit %q: %v\n%s", all, err, out)
+	}
+}
+
+// TestKeysInspect: inspect reads what a service's limiter counted, per
+// limit, exactly, by identity (derived as the service derives it) or by
+// store key, under a plan, and the requests in flight; the same on a
+// server and on a Cluster.
+func TestKeysInspect(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			known(t, service(t, rc))
+			dir := files(t, "rules.yaml", keysYAML)
+			type lim struct {
+				limit           string
+				capacity, used  int64
+				remaining       int64
+				over            bool
+				resetMin, reset time.Duration // the reset-after's range
+			}
+			for _, c := range []struct {
+				args  []string
+				key   string
+				over  bool
+				limit []lim
+			}{
+				{[]string{"--rule", "upload", "--identity", "alice"}, "alice", false, []lim{{"10/hour", 12, 4, 8, false, 23 * time.Minute, 24 * time.Minute}}},
+				{[]string{"--rule", "upload", "--key", "bob"}, "bob", true, []lim{{"10/hour", 12, 12, 0, true, 71 * time.Minute, 72 * time.Minute}}},
+				{[]string{"--rule", "upload", "--identity", "carol"}, "carol", false, []lim{{"10/hour", 12, 0, 12, false, 0, 0}}},
+				{[]string{"--rule", "upload", "--plan", "pro", "--identity", "alice"}, "alice", false, []lim{{"100/hour", 100, 30, 70, false, 17 * time.Minute, 18 * time.Minute}}},
+				{[]string{"--rule", "search", "--identity", "bob"}, "bob", true, []lim{
+					{"5/hour", 5, 5, 0, true, 59 * time.Minute, time.Hour},
+					{"20/day", 20, 5, 15, false, 5*72*time.Minute - time.Minute, 5 * 72 * time.Minute}}},
+				{[]string{"--rule", "daily", "--identity", "alice"}, "alice", false, []lim{{"7/day", 7, 3, 4, false, 0, 24 * time.Hour}}},
+				{[]string{"--rule", "login", "--identity", "192.0.2.1"}, "ip:192.0.2.1", true, []lim{{"3/hour", 3, 3, 0, true, 59 * time.Minute, time.Hour}}},
+			} {
+				var got inspectJSON
+				keysJSON(t, dir, conn, &got, append([]string{"inspect"}, c.args...)...)
+				if got.Key != c.key || got.Over != c.over || len(got.Limits) != len(c.limit) {
+					t.Errorf("inspect %q: %+v; want key %q, over %v, %d limits", c.args, got, c.key, c.over, len(c.limit))
+					continue
+				}
+				for i, w := range c.limit {
+					l := got.Limits[i]
+					reset := time.Duration(l.ResetAfterMS) * time.Millisecond
+					if l.Limit != w.limit || l.Capacity != w.capacity || l.Used != w.used || l.Remaining != w.remaining || l.Over != w.over ||
+						reset < w.resetMin || reset > w.reset || w.over != (l.RetryAfterMS > 0) {
+						t.Errorf("inspect %q: limit %d = %+v; want %+v", c.args, i, l, w)
+					}
+				}
+			}
+			// Over the limit: the wait of the next request, as its Retry-After.
+			var bob inspectJSON
+			keysJSON(t, dir, conn, &bob, "inspect", "--rule", "upload", "--identity", "bob")
+			if w := time.Duration(bob.RetryAfterMS) * time.Millisecond; w <= 5*time.Minute || w > 6*time.Minute {
+				t.Errorf("bob's retry after %v, want about 6m (GCRA 10/hour)", w)
+			}
+			// Requests in flight.
+			var export inspectJSON
+			keysJSON(t, dir, conn, &export, "inspect", "--rule", "export", "--identity", "alice")
+			if export.Concurrent != 2 || export.InFlight == nil || *export.InFlight != 2 || len(export.Limits) != 0 {
+				t.Errorf("inspect export alice: %+v; want 2 of 2 in flight", export)
+			}
+			// The text table.
+			out, _, code := rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), "inspect", "--rule", "search", "--identity", "bob")...)
+			want := regexp.MustCompile(`^rule search, key bob
+LIMIT +ALGORITHM +BURST +USED +REMAINING +RESETS IN +RETRY AFTER
+5/hour +token_bucket +- +5 +0 +(59m\d+s|1h) +(1[01]m\d*s?|12m) *
+20/day +token_bucket +- +5 +15 +(5h5\dm\d*s?|6h) +- *
+over the limit: the next request is refused, Retry-After (1[01]m\d*s?|12m)
+$`)
+			if code != 0 || !want.MatchString(out) {
+				t.Errorf("inspect search bob as text: status %d, stdout\n%s\nwant it to match\n%s", code, out, want)
+			}
+			out, _, _ = rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), "inspect", "--rule", "export", "--identity", "alice")...)
+			if out != "rule export, key alice\nin flight: 2 of 2\n" {
+				t.Errorf("inspect export alice as text: %q", out)
+			}
+		})
+	}
+}
+
+// TestKeysTop: top lists the keys nearest or over a rule's limit, in
+// order (over first, then fewest remaining, then by key), finds each
+// key once, and tells whether it scanned every key or stopped at
+// --max-scan; the same on a server and on a Cluster.
+func TestKeysTop(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			known(t, service(t, rc))
+			dir := files(t, "rules.yaml", keysYAML)
+			size, err := rc.DBSize(context.Background()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var top topJSON
+			keysJSON(t, dir, conn, &top, "top", "--rule", "upload", "-n", "6")
+			type row struct {
+				key       string
+				over      bool
+				remaining int64
+			}
+			var got []row
+			for _, k := range top.Keys {
+				got = append(got, row{k.Key, k.Over, k.Remaining})
+			}
+			want := []row{{"bob", true, 0}, {"erin", false, 1}, {"dave", false, 2}, {"alice", false, 8}, {"u00", false, 11}, {"u01", false, 11}}
+			if fmt.Sprint(got) != fmt.Sprint(want) || !top.Complete || top.Scanned != size || top.Found != 34 || top.Pattern != "rl:{*}:upload@*" {
+				t.Errorf("top upload -n 6: %v, %+v\nwant %v, complete, %d scanned, 34 found", got, top, want, size)
+			}
+			// Under the plan, alice alone; the default of 10 rows.
+			keysJSON(t, dir, conn, &top, "top", "--rule", "upload", "--plan", "pro")
+			if len(top.Keys) != 1 || top.Keys[0].Key != "alice" || top.Keys[0].Remaining != 70 {
+				t.Errorf("top upload --plan pro: %+v; want alice, 70 left", top.Keys)
+			}
+			// Bounded below the keyspace.
+			keysJSON(t, dir, conn, &top, "top", "--rule", "upload", "--max-scan", "10")
+			// A node whose scan ended examined all its keys, which may be
+			// more than its share of the bound: exactly 10 on one server.
+			if top.Complete || top.Scanned < 10 || top.Scanned >= size || b.name == "server" && top.Scanned != 10 || top.MaxScan != 10 {
+				t.Errorf("top --max-scan 10 of %d keys: %+v; want 10 scanned, stopped", size, top)
+			}
+			out, _, code := rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), "top", "--rule", "upload", "--max-scan", "10")...)
+			n := `10`
+			if b.name != "server" {
+				n = `\d+`
+			}
+			if last := lastLine(out); code != 0 || !regexp.MustCompile(`^scanned `+n+` keys, stopped at the bound \(--max-scan 10\): \d+ keys of rule upload found; there may be more$`).MatchString(last) {
+				t.Errorf("top --max-scan 10 as text: status %d, last line %q", code, last)
+			}
+			// As text: the table, then what was scanned.
+			out, _, code = rlkit(t, dir, append(append([]string{"keys", "-config", "rules.yaml"}, conn...), "top", "-rule", "search", "-n", "1")...)
+			want2 := regexp.MustCompile(`^KEY +OVER +REMAINING +LIMIT +USED +RESETS IN +RETRY AFTER
+bob +yes +0 +5/hour +5 +(59m\d+s|1h) +(1[01]m\d*s?|12m) *
+scanned all ` + fmt.Sprint(size) + ` keys \(MATCH rl:\{\*\}:search@\*\): 2 keys of rule search
+$`)
+			if code != 0 || !want2.MatchString(out) {
+				t.Errorf("top search -n 1 as text: status %d, stdout\n%s\nwant it to match\n%s", code, out, want2)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestKeysReset: reset clears a key's counters, as the service's
+// Limiter.ResetKey does (the service then admits the key again), says
+// whether anything was cleared, and exits 0 either way; on a server and
+// on a Cluster.
+func TestKeysReset(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			lim := service(t, rc)
+			known(t, lim)
+			dir := files(t, "rules.yaml", keysYAML)
+			ctx := context.Background()
+			if d := lim.Decide(ctx, "GET", "/upload", "bob", false); d.Allowed {
+				t.Fatalf("bob's 13th upload admitted before the reset")
+			}
+			for _, c := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"--rule", "upload", "--identity", "bob"}, "rule upload, key bob: cleared\n"},
+				{[]string{"--rule", "upload", "--identity", "bob"}, "rule upload, key bob: nothing to clear (no live counter)\n"},
+				{[]string{"--rule", "upload", "--key", "carol"}, "rule upload, key carol: nothing to clear (no live counter)\n"},
+				{[]string{"--rule", "login", "--identity", "192.0.2.1"}, "rule login, key ip:192.0.2.1: cleared\n"},
+				{[]string{"--rule", "upload", "--key", "alice"}, "rule upload, key alice: cleared\n"}, // the plan's counter too
+			} {
+				out, errOut, code := rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), append([]string{"reset"}, c.args...)...)...)
+				if code != 0 || out != c.want {
+					t.Errorf("reset %q: status %d, stdout %q, stderr %q; want 0 and %q", c.args, code, out, errOut, c.want)
+				}
+			}
+			// Another replica: the first has bob's denial in its deny cache,
+			// which a reset by another process does not reach.
+			lim = service(t, rc)
+			if d := lim.Decide(ctx, "GET", "/upload", "bob", false); !d.Allowed || d.Result.Remaining != 11 {
+				t.Errorf("bob after the reset: allowed %v, remaining %d; want admitted, 11 left", d.Allowed, d.Result.Remaining)
+			}
+			if d := lim.Decide(ctx, "GET", "/login", "192.0.2.1", false); !d.Allowed {
+				t.Errorf("192.0.2.1's login after the reset: refused")
+			}
+			if d := lim.DecidePlan(ctx, "GET", "/upload", "alice", "pro", false); !d.Allowed || d.Result.Remaining != 99 {
+				t.Errorf("alice under pro after the reset: allowed %v, remaining %d; want 99 left", d.Allowed, d.Result.Remaining)
+			}
+			var got resetJSON
+			keysJSON(t, dir, conn, &got, "reset", "--rule", "upload", "--identity", "erin")
+			if got != (resetJSON{Rule: "upload", Key: "erin", Cleared: true}) {
+				t.Errorf("reset erin as JSON: %+v", got)
+			}
+		})
+	}
+}
+
+// TestKeysIdentityKey: under a rule keyed by an API key header, an
+// identity is hashed under the service's identity key, read from the
+// variable --identity-key-env names; --redis takes host:port too.
+func TestKeysIdentityKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	const yaml = "rate_limit:\n  enabled: true\n  default: \"1000/day\"\n  rules:\n    - name: api\n      paths: [\"/api\"]\n      limit: \"10/hour\"\n      algorithm: gcra\n      key: header:X-Api-Key\n"
+	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := core.NewLimiter(cfg, core.WithIdentityKey([]byte("service secret")))
+	want, err := lim.RuleKey("sk_live_1", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := files(t, "rules.yaml", yaml)
+	args := []string{"keys", "--redis", srv.Addr(), "--config", "rules.yaml", "--format", "json", "--identity-key-env", "SERVICE_IDENTITY_KEY", "inspect", "--rule", "api", "--identity", "sk_live_1"}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SERVICE_IDENTITY_KEY=service secret")
+	out, err := cmd.Output()
+	var got inspectJSON
+	if err != nil || json.Unmarshal(out, &got) != nil || got.Key != want || !strings.HasPrefix(want, "h:X-Api-Key:hmac:") {
+		t.Errorf("inspect with the service's identity key: %v, %s; want key %s", err, out, want)
+	}
+	// Without it, the built-in key: another hash.
+	var other inspectJSON
+	keysJSON(t, dir, []string{"--redis", srv.Addr()}, &other, "inspect", "--rule", "api", "--identity", "sk_live_1")
+	if other.Key == want || !strings.HasPrefix(other.Key, "h:X-Api-Key:hmac:") {
+		t.Errorf("inspect with the built-in identity key: key %s, want another hash than %s", other.Key, want)
+	}
+	// A variable not set is an error.
+	if _, errOut, code := rlkit(t, dir, args...); code != 1 || errOut != "rlkit: --identity-key-env SERVICE_IDENTITY_KEY: the variable is empty or not set\n" {
+		t.Errorf("--identity-key-env of a variable not set: status %d, stderr %q", code, errOut)
+	}
+}
+
+// TestKeysUnknownRule: a rule (or plan) the file does not hold exits 1
+// naming it and those it holds, before contacting Redis.
+func TestKeysUnknownRule(t *testing.T) {
+	dir := files(t, "rules.yaml", keysYAML)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", "--rule", "uplod", "--identity", "a"}, `rlkit: rule "uplod" is not in rules.yaml; its rules: default, upload, search, daily, login, export` + "\n"},
+		{[]string{"top", "--rule", "uplod"}, `rlkit: rule "uplod" is not in rules.yaml; its rules: default, upload, search, daily, login, export` + "\n"},
+		{[]string{"reset", "--rule", "uplod", "--key", "a"}, `rlkit: rule "uplod" is not in rules.yaml; its rules: default, upload, search, daily, login, export` + "\n"},
+		{[]string{"top", "--rule", "upload", "--plan", "gold"}, `rlkit: plan "gold" is not in rules.yaml; its plans: pro` + "\n"},
+	} {
+		out, errOut, code := rlkit(t, dir, append([]string{"keys", "--redis", "redis://127.0.0.1:1", "--config", "rules.yaml"}, c.args...)...)
+		if code != 1 || out != "" || errOut != c.want {
+			t.Errorf("keys %q: status %d, stdout %q, stderr %q; want 1 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
+// TestKeysUnreachable: a Redis that refuses connections, or accepts them
+// and never answers, exits 1 naming the address, within the timeout.
+func TestKeysUnreachable(t *testing.T) {
+	t.Parallel()
+	dir := files(t, "rules.yaml", keysYAML)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	hole, _ := redistest.BlackHole(t)
+	for _, c := range []struct {
+		conn []string
+		want string
+	}{
+		{[]string{"--redis", "redis://" + refused}, "rlkit: redis " + refused + ": dial tcp " + refused + ": connect: connection refused\n"},
+		{[]string{"--cluster", "--redis", refused}, "rlkit: redis " + refused + ": "},
+		{[]string{"--redis", "redis://" + hole, "--timeout", "300ms"}, "rlkit: redis " + hole + ": no answer within 300ms (--timeout)\n"},
+		{[]string{"--cluster", "--redis", hole, "--timeout", "300ms"}, "rlkit: redis " + hole + ": "},
+	} {
+		start := time.Now()
+		out, errOut, code := rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, c.conn...), "top", "--rule", "upload")...)
+		took := time.Since(start)
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, c.want) || strings.Count(errOut, "\n") != 1 || took > 3*time.Second {
+			t.Errorf("keys %q: status %d in %v, stdout %q, stderr %q; want 1 within 3s and %q", c.conn, code, took, out, errOut, c.want)
+		}
+	}
+}
+
+// TestKeysUsage: a bad command line exits 2 with the error on stderr.
+func TestKeysUsage(t *testing.T) {
+	dir := files(t, "rules.yaml", keysYAML)
+	for _, args := range [][]string{
+		{"keys", "inspect", "--rule", "upload", "--identity", "a"},                                                 // no --redis
+		{"keys", "--redis", "redis://127.0.0.1:1", "inspect", "--rule", "upload"},                                  // neither --identity nor --key
+		{"keys", "--redis", "redis://127.0.0.1:1", "inspect", "--rule", "upload", "--identity", "a", "--key", "b"}, // both
+		{"keys", "--redis", "http://127.0.0.1:1", "top", "--rule", "upload"},
+		{"keys", "--cluster", "--redis", "127.0.0.1:1,", "top", "--rule", "upload"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "--format", "xml", "top", "--rule", "upload"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "top", "--rule", "upload", "-n", "0"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "top", "--rule", "upload", "--max-scan", "0"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "--timeout", "0s", "top", "--rule", "upload"},
+		{"keys", "--redis", "redis://127.0.0.1:1", "--prefix", "a{b}:", "top", "--rule", "upload"},
+		{"keys", "--redis", "redis://127.0.0.1:1"},
+	} {
+		out, errOut, code := rlkit(t, dir, args...)
+		if code != 2 || !strings.HasPrefix(errOut, "rlkit: ") || out != "" {
+			t.Errorf("rlkit %q: status %d, stdout %q, stderr %q; want 2 and an error on stderr", args, code, out, errOut)
+		}
+	}
+	// A URL that does not parse is not repeated: it may hold a password.
+	_, errOut, code := rlkit(t, dir, "keys", "--redis", "redis://u:s3cret@127.0.0.1:x", "top", "--rule", "upload")
+	if code != 2 || strings.Contains(errOut, "s3cret") {
+		t.Errorf("a bad URL with a password: status %d, stderr %q; want 2, no password", code, errOut)
+	}
+}
