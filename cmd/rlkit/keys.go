@@ -131,7 +131,7 @@ func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rul
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := rule(cfg, k.Config, name, plan)
+	r, err := findRule(cfg, k.Config, name, plan)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -198,9 +198,9 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// rule returns the rule named name of cfg, read from file, under plan
+// findRule returns the rule named name of cfg, read from file, under plan
 // when one is given.
-func rule(cfg *core.Config, file, name, plan string) (*core.Rule, error) {
+func findRule(cfg *core.Config, file, name, plan string) (*core.Rule, error) {
 	r := cfg.Rule(name)
 	if r == nil {
 		names := []string{}
