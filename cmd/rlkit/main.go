@@ -21,7 +21,8 @@ const (
 // cli is the command line: one field per subcommand, each in a file of
 // its own.
 type cli struct {
-	Check checkCmd `cmd:"" help:"Validate rate-limit configuration files."`
+	Check  checkCmd  `cmd:"" help:"Validate rate-limit configuration files."`
+	Replay replayCmd `cmd:"" help:"Replay access logs through a rule file: what it would have refused, and the limits the traffic suggests."`
 }
 
 // env is what a subcommand's Run receives: where it writes.
