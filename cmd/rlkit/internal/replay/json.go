@@ -2,9 +2,9 @@ package replay
 
 import (
 	"strings"
-	"unsafe"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // JSON lines: one object a line, read by a scanner that looks only at the

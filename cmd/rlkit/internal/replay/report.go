@@ -40,8 +40,8 @@ type Report struct {
 	StoreKeys      int64  `json:"store_keys"`
 	StoreEvictions uint64 `json:"store_evictions"`
 	// RefuseShare is the share the recommended limits may refuse.
-	RefuseShare float64  `json:"refuse_share"`
-	Notes       []string `json:"notes"`
+	RefuseShare float64      `json:"refuse_share"`
+	Notes       []string     `json:"notes"`
 	Rules       []RuleReport `json:"rules"`
 }
 
@@ -383,5 +383,3 @@ func percent(share float64) string {
 func secondsText(s float64) string {
 	return time.Duration(s * float64(time.Second)).String()
 }
-
-
