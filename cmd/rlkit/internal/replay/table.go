@@ -60,6 +60,7 @@ type keyTable struct {
 	peaks   []hist // per limit: per-key peaks
 	evicted int64  // keys forgotten to stay within max
 	split   int64  // of those, the ones forgotten while a window was open
+	most    int    // the most keys held at once
 }
 
 func newKeyTable(windows []window, maxKeys int) *keyTable {
@@ -115,6 +116,7 @@ func (t *keyTable) insert(h uint64, now int64) int32 {
 		ws[j] = winState{id: t.windows[j].id(now)}
 	}
 	t.idx[h] = i
+	t.most = max(t.most, len(t.idx))
 	return i
 }
 
@@ -178,9 +180,6 @@ func (t *keyTable) drop(i int32, open bool) {
 		t.split++
 	}
 }
-
-// held returns how many keys the table holds.
-func (t *keyTable) held() int { return len(t.idx) }
 
 // finish counts every key still held into the distributions, once, at
 // the end of the log.

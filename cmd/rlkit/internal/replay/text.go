@@ -39,7 +39,10 @@ var (
 // or a Combined one, which adds "referer" "user-agent", into rec.
 func (p *lineParser) clf(line []byte, rec *Record, b *batch) string {
 	i := bytes.IndexByte(line, ' ')
-	if i <= 0 {
+	switch {
+	case i < 0:
+		return "not a Common Log Format line"
+	case i == 0:
 		return "no client address"
 	}
 	p.vals[slotHost] = str(line[:i])
@@ -141,8 +144,8 @@ func (p *lineParser) envoy(line []byte, rec *Record, b *batch) string {
 		return "response code " + quote(field(rest[1:])) + " is not a three-digit code"
 	}
 	rest = rest[4:]
-	// %RESPONSE_FLAGS% and five numbers, then five quoted values.
-	for n := 0; n < 6; n++ {
+	// %RESPONSE_FLAGS% and four numbers (or "-"), then five quoted values.
+	for n := 0; n < 5; n++ {
 		if len(rest) < 2 || rest[0] != ' ' {
 			return "fewer fields than Envoy's default format has"
 		}
