@@ -213,7 +213,7 @@ func TestCheckWarnings(t *testing.T) {
 	}
 }
 
-// TestKongStaysInTheProgram: the command-line library, the progress bar
+// TestKongStaysInTheProgram: the command-line library, the progress meter
 // and the plotting library are this program's alone; core and the
 // adapters do not compile them.
 func TestKongStaysInTheProgram(t *testing.T) {

@@ -32,7 +32,7 @@ type replayCmd struct {
 	Logs        []string `arg:"" optional:"" name:"log" help:"Access logs, in time order (default: standard input; \"-\" is standard input). A log compressed with gzip is read through it."`
 }
 
-// progressMin is the input size from which a progress bar is shown.
+// progressMin is the input size from which progress is shown.
 const progressMin = 64 << 20
 
 // Run replays the logs and prints the report.

@@ -132,7 +132,7 @@ func (h *hist) limitFor(share float64) (limit, refused int64) {
 	return lo, h.over(lo)
 }
 
-// Bucket is one bar of a distribution: Count values from Low to High.
+// Bucket is one bucket of a distribution: Count values from Low to High.
 type Bucket struct {
 	Low, High int64
 	Count     int64
