@@ -108,6 +108,34 @@ func TestReplayJSON(t *testing.T) {
 	if l := rep.Rules[1]; l.Rule != "login" || l.Count != "failures" || l.Refused != 1 || l.Windows[0].Units != 3 {
 		t.Errorf("rule login %+v", l)
 	}
+	// The keys are those docs/cli.md documents.
+	var m struct {
+		Top   map[string]json.RawMessage
+		Rules []map[string]json.RawMessage `json:"rules"`
+	}
+	json.Unmarshal([]byte(out), &m.Top)
+	json.Unmarshal(m.Top["rules"], &m.Rules)
+	var windows []map[string]json.RawMessage
+	if len(m.Rules) > 0 {
+		json.Unmarshal(m.Rules[0]["windows"], &windows)
+	}
+	for _, c := range []struct {
+		obj  map[string]json.RawMessage
+		keys string
+	}{
+		{m.Top, "log_format lines malformed first_malformed requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
+		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
+	} {
+		for _, k := range strings.Fields(c.keys) {
+			if _, ok := c.obj[k]; !ok {
+				t.Errorf("the JSON report lacks %q", k)
+			}
+		}
+		if n := len(strings.Fields(c.keys)); len(c.obj) != n {
+			t.Errorf("the JSON report has %d keys where docs/cli.md documents %d: %s", len(c.obj), n, c.keys)
+		}
+	}
 }
 
 // TestReplayStdinGzip: with no log, or "-", the log is standard input,

@@ -103,6 +103,8 @@ func TestFixtureCombined(t *testing.T) {
 		{time: "2026-06-02T07:15:04Z", method: "GET", path: "/static/app.3f9c.js", ip: "203.0.113.5", status: 304, agent: firefox},
 		// "-" is no value.
 		{time: "2026-06-02T07:15:05Z", method: "POST", path: "/login", ip: "198.51.100.23", status: 401, agent: "python-requests/2.32.3", header: "Referer", headerValue: ""},
+		// A Common line among Combined ones has neither.
+		{time: "2026-06-02T07:15:06Z", method: "GET", path: "/api/search", ip: "198.51.100.23", status: 200, header: "User-Agent", headerValue: ""},
 	})
 }
 

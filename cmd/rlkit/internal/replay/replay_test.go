@@ -236,14 +236,15 @@ func TestRuleKeys(t *testing.T) {
 192.0.2.1 - - [02/Jun/2026:07:15:03 +0000] "POST /kb/a/reindex HTTP/1.1" 200 1 "-" "bot/1"
 192.0.2.1 - - [02/Jun/2026:07:15:04 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
 192.0.2.2 - - [02/Jun/2026:07:15:05 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
-192.0.2.2 - - [02/Jun/2026:07:15:06 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/2"
+192.0.2.3 - - [02/Jun/2026:07:15:06 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.3 - - [02/Jun/2026:07:15:07 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/2"
 `
 	rep := replayed(t, yaml, Options{Format: "clf"}, text("a.log", log))
 	if r := ruleOf(t, rep, "reindex"); r.Refused != 1 || r.Windows[0].Keys != 2 {
 		t.Errorf("reindex: refused %d, keys %d; want 1 (kb a twice) and 2", r.Refused, r.Windows[0].Keys)
 	}
-	if r := ruleOf(t, rep, "ua"); r.Refused != 1 || r.Windows[0].Keys != 2 {
-		t.Errorf("ua: refused %d, keys %d; want 1 (bot/1 twice, whatever the IP) and 2", r.Refused, r.Windows[0].Keys)
+	if r := ruleOf(t, rep, "ua"); r.Refused != 2 || r.Windows[0].Keys != 2 {
+		t.Errorf("ua: refused %d, keys %d; want 2 (bot/1 thrice, whatever the IP) and 2", r.Refused, r.Windows[0].Keys)
 	}
 }
 
