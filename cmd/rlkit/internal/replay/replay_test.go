@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +375,109 @@ func TestStatsKeyBound(t *testing.T) {
 	}
 	if rep.StoreKeys > 64 || rep.StoreEvictions == 0 {
 		t.Errorf("per hour: the store holds %d keys (%d evicted), want at most 64, some evicted", rep.StoreKeys, rep.StoreEvictions)
+	}
+}
+
+// TestPlansListsPenaltyShadow: plans, the allow and ban lists, a penalty
+// and a rule in shadow mode behave as in the service.
+func TestPlansListsPenaltyShadow(t *testing.T) {
+	yaml := `rate_limit:
+  enabled: true
+  default: 1000/second
+  allow:
+    identities: ["sub:ops"]
+  ban:
+    networks: ["203.0.113.0/24"]
+  tiers:
+    pro:
+      rules:
+        api: 3/minute
+  rules:
+    - name: api
+      paths: [/api/**]
+      limit: 1/minute
+    - name: beta
+      paths: [/beta]
+      limit: 1/minute
+      mode: shadow
+    - name: guard
+      paths: [/login]
+      limit: 1/minute
+      penalty: {after: 2, within: 1m, ban: 10m}
+`
+	var b strings.Builder
+	line := func(sec int, ip, user, plan, path string) {
+		fmt.Fprintf(&b, `{"time":%q,"method":"GET","path":%q,"ip":%q,"status":200,"user":%q,"plan":%q}`+"\n",
+			t0.Add(time.Duration(sec)*time.Second).Format(time.RFC3339), path, ip, user, plan)
+	}
+	for i := range 2 {
+		line(i, "192.0.2.1", "alice", "", "/api/a") // 1 refused
+	}
+	for i := range 4 {
+		line(i, "192.0.2.2", "bob", "pro", "/api/a") // 3 a minute: 1 refused
+	}
+	for i := range 3 {
+		line(i, "192.0.2.3", "sub:ops", "", "/api/a") // allowed: never counted
+	}
+	line(5, "203.0.113.5", "eve", "", "/api/a") // banned
+	for i := range 3 {
+		line(i, "192.0.2.4", "carol", "", "/beta") // would refuse 2
+	}
+	// 1 admitted; 2 denied; 3 denied, the second denial, which bans; 4
+	// and 5 refused by the ban: 4 refused, 2 by the penalty.
+	for i := range 5 {
+		line(10+i, "192.0.2.5", "dave", "", "/login")
+	}
+	rep := replayed(t, yaml, Options{Format: "json", Identity: "field:user", Plan: "field:plan"}, text("a.jsonl", b.String()))
+	if rep.Banned != 1 {
+		t.Errorf("banned %d, want 1", rep.Banned)
+	}
+	if r := ruleOf(t, rep, "api"); r.Requests != 5 || r.Refused != 1 || r.Bypassed != 3 {
+		t.Errorf("api: %d requests, %d refused, %d bypassed; want 5, 1, 3", r.Requests, r.Refused, r.Bypassed)
+	}
+	var pro *RuleReport
+	for i := range rep.Rules {
+		if rep.Rules[i].Rule == "api" && rep.Rules[i].Plan == "pro" {
+			pro = &rep.Rules[i]
+		}
+	}
+	if pro == nil || pro.Requests != 4 || pro.Refused != 1 || !slices.Equal(pro.Limits, []string{"3/minute"}) || pro.Windows[0].Count != 3 {
+		t.Errorf("api under plan pro: %+v; want 4 requests, 1 refused, 3/minute", pro)
+	}
+	if r := ruleOf(t, rep, "beta"); r.Mode != "shadow" || r.Requests != 3 || r.Refused != 2 {
+		t.Errorf("beta: mode %s, %d requests, %d refused; want shadow, 3, 2", r.Mode, r.Requests, r.Refused)
+	}
+	if r := ruleOf(t, rep, "guard"); r.Requests != 5 || r.Refused != 4 || r.Penalized != 2 {
+		t.Errorf("guard: %d requests, %d refused, %d penalized; want 5, 4, 2", r.Requests, r.Refused, r.Penalized)
+	}
+}
+
+// TestStacked: a stacked rule counts beside the rule that applies; a
+// request it refuses counts under the other rule too, refused by neither
+// the other rule nor its figures' demand lost.
+func TestStacked(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: site\n      paths: [/**]\n      limit: 2/minute\n      stack: true\n    - name: api\n      paths: [/api/**]\n      limit: 10/minute\n"
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(req{ms: 0, path: "/api/a"}, req{ms: 1, path: "/api/b"}, req{ms: 2, path: "/api/c"}))
+	site, api := ruleOf(t, rep, "site"), ruleOf(t, rep, "api")
+	if !site.Stacked || site.Requests != 3 || site.Refused != 1 || api.Requests != 3 || api.Refused != 0 || api.Windows[0].Units != 3 {
+		t.Errorf("site %d requests, %d refused; api %d requests, %d refused, %d units; want 3, 1; 3, 0, 3", site.Requests, site.Refused, api.Requests, api.Refused, api.Windows[0].Units)
+	}
+}
+
+// TestNotReplayed: a concurrency limit is not replayed (a log has no
+// durations), and a header a rule counts per that the log lacks falls
+// back to the client IP: the report says both.
+func TestNotReplayed(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: upload\n      paths: [/upload]\n      concurrent: 1\n    - name: keyed\n      paths: [/k]\n      limit: 1/minute\n      key: header:X-Api-Key\n"
+	rep := replayed(t, yaml, Options{}, text("a.log", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "POST /upload HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "POST /upload HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /k HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /k HTTP/1.1" 200 1
+`))
+	if r := ruleOf(t, rep, "upload"); r.Concurrent != 1 || r.Refused != 0 || r.Requests != 2 || !strings.HasPrefix(r.NotReplayed, "concurrent: 1: the log has no request durations") || len(r.Windows) != 0 {
+		t.Errorf("upload: %+v; want 2 requests, none refused, not replayed", r)
+	}
+	if r := ruleOf(t, rep, "keyed"); r.Refused != 1 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "header X-Api-Key, which the clf log does not hold") {
+		t.Errorf("keyed: refused %d, notes %q; want 1 and the header named", r.Refused, rep.Notes)
 	}
 }
