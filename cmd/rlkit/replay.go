@@ -25,7 +25,7 @@ type replayCmd struct {
 	Format      string   `enum:"text,json" default:"text" help:"Output format: text or json."`
 	RefuseShare float64  `default:"0.001" help:"The share of a rule's requests a recommended limit may refuse."`
 	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
-	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 50 bytes each); past it the figures say how approximate they are."`
+	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
 	StoreKeys   int      `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
 	Progress    bool     `default:"true" help:"Show a progress bar on a terminal for large logs (--progress=false: never)."`
 	Plot        string   `placeholder:"DIR" help:"Write one PNG per rule into DIR: the distribution of per-key peaks, the limit and the recommendations."`

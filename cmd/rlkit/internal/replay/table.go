@@ -36,7 +36,8 @@ type winState struct{ id, cnt, peak int64 }
 // each of the rule's limits, for the recommendations: the distribution of
 // per-key-window counts (counts) and of each key's highest count in any
 // window (peaks), per limit. Keys are held by a 64-bit hash of their own
-// (hash/maphash, seeded at random), not as strings: about 50 bytes a key.
+// (hash/maphash, seeded at random), not as strings: at most about 80
+// bytes a key, the index (hashIndex) included.
 // Two keys whose hashes are equal would count as one; among ten million
 // keys the chance that any two do is about 3 in a million.
 //
@@ -48,7 +49,7 @@ type winState struct{ id, cnt, peak int64 }
 // which splits a window's count in two (split).
 type keyTable struct {
 	seed    maphash.Seed
-	idx     map[uint64]int32
+	idx     hashIndex
 	hashes  []uint64 // per entry
 	used    []bool
 	wins    []winState // nl per entry
@@ -66,7 +67,6 @@ type keyTable struct {
 func newKeyTable(windows []window, maxKeys int) *keyTable {
 	return &keyTable{
 		seed:    maphash.MakeSeed(),
-		idx:     make(map[uint64]int32),
 		nl:      len(windows),
 		max:     max(maxKeys, 1),
 		windows: windows,
@@ -78,7 +78,7 @@ func newKeyTable(windows []window, maxKeys int) *keyTable {
 // add counts units (> 0) for key at instant now.
 func (t *keyTable) add(key string, units, now int64) {
 	h := maphash.String(t.seed, key)
-	i, ok := t.idx[h]
+	i, ok := t.idx.get(h)
 	if !ok {
 		i = t.insert(h, now)
 	}
@@ -97,7 +97,7 @@ func (t *keyTable) add(key string, units, now int64) {
 // insert makes room for the key of hash h if need be and returns its new
 // entry.
 func (t *keyTable) insert(h uint64, now int64) int32 {
-	if len(t.idx) >= t.max {
+	if t.idx.n >= t.max {
 		t.evict(now)
 	}
 	var i int32
@@ -115,8 +115,8 @@ func (t *keyTable) insert(h uint64, now int64) int32 {
 	for j := range ws {
 		ws[j] = winState{id: t.windows[j].id(now)}
 	}
-	t.idx[h] = i
-	t.most = max(t.most, len(t.idx))
+	t.idx.put(h, i)
+	t.most = max(t.most, t.idx.n)
 	return i
 }
 
@@ -172,7 +172,7 @@ func (t *keyTable) drop(i int32, open bool) {
 		t.counts[j].add(w.cnt)
 		t.peaks[j].add(w.peak)
 	}
-	delete(t.idx, t.hashes[i])
+	t.idx.del(t.hashes[i])
 	t.used[i] = false
 	t.free = append(t.free, i)
 	t.evicted++
@@ -192,7 +192,7 @@ func (t *keyTable) finish() {
 			}
 		}
 	}
-	t.idx, t.hashes, t.used, t.wins, t.free = nil, nil, nil, nil, nil
+	t.idx, t.hashes, t.used, t.wins, t.free = hashIndex{}, nil, nil, nil, nil
 }
 
 // topK finds the keys refused most with the Space-Saving algorithm
