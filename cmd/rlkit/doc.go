@@ -4,6 +4,7 @@
 //	rlkit check ratelimit.yaml              # every error, as file:line:col: message
 //	rlkit check --format json a.yaml b.yaml # one JSON array, for CI annotations
 //	rlkit check --strict ratelimit.yaml     # warnings fail the check too
+//	rlkit replay --config ratelimit.yaml access.log.1 access.log  # what it would have refused
 //
 // check loads each file as core.LoadConfig does and prints every problem of
 // every file; it also warns of files that load but are risky: limiting on
