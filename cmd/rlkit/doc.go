@@ -11,5 +11,10 @@
 // with the built-in default limit, a rule counting failures with neither
 // concurrent nor penalty, an exempt catch-all. It exits 0 when every file
 // loads, 1 when one does not (or, with --strict, warns), 2 on a usage error.
-// See docs/cli.md.
+//
+// replay replays access logs (Common or Combined Log Format, JSON lines,
+// nginx JSON, Caddy's or Envoy's default format) through the limiter on
+// the logs' own clock and reports, per rule, the requests it would have
+// refused, the keys refused most and the limits the traffic suggests;
+// package internal/replay is its engine. See docs/cli.md.
 package main
