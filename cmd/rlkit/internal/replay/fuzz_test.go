@@ -90,7 +90,7 @@ func FuzzParseEnvoy(f *testing.F) {
 }
 
 func FuzzParseJSON(f *testing.F) {
-	seeds(f, "nginx.jsonl", "caddy.jsonl")
+	seeds(f, "nginx.jsonl", "caddy.jsonl", "app.jsonl")
 	for _, s := range []string{
 		`{"time":"2026-06-02T07:15:05Z","method":"GET","path":"/a","ip":"1.2.3.4","status":200}`,
 		`{"time":1780384505.5,"request":"GET /a?b HTTP/1.1","ip":"1.2.3.4","status":"200","headers":{"x-api-key":"k","X-Plan":["a\ud83d\ude00"]}}`,

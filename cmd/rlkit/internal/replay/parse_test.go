@@ -135,6 +135,16 @@ func TestFixtureEnvoy(t *testing.T) {
 	})
 }
 
+func TestFixtureJSON(t *testing.T) {
+	recs, _ := parsed(t, Options{Format: "json", Identity: "field:user"}, []string{"User-Agent"}, fixture("app.jsonl"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:07.12Z", method: "GET", path: "/api/search", ip: "192.0.2.44", id: "u-1842", status: 200, agent: "curl/8.5.0"},
+		{time: "2026-06-02T07:15:07.125Z", method: "POST", path: "/login", ip: "2001:db8:5:6::", addr: "2001:db8:5:6::9", status: 401},
+		// The default fields' other names: ts, a request line, remote_addr.
+		{time: "2026-06-02T07:15:07.5Z", method: "DELETE", path: "/api/items/42", ip: "198.51.100.23", id: "u-77", status: 204},
+	})
+}
+
 func TestJSONFields(t *testing.T) {
 	log := `{"ts": 1780384505123, "req": {"verb": "GET", "url": "https://shop.example/api/search?q=a"}, "code": 429, "client": {"addr": "[2001:db8::5]:443"}, "tenant": "acme", "key": "k\u00e9y-\"1\""}
 {"ts": "2026-06-02T07:15:05.5+00:00", "req": {"verb": "PUT", "url": "/a%2Fb"}, "code": "204", "client": {"addr": "::ffff:192.0.2.9"}, "tenant": null, "hdrs": {"x-plan": ["pro", "free"]}}
