@@ -213,8 +213,9 @@ func TestCheckWarnings(t *testing.T) {
 	}
 }
 
-// TestKongStaysInTheProgram: the command-line library is this program's
-// alone; core and the adapters do not compile it.
+// TestKongStaysInTheProgram: the command-line library, the progress meter
+// and the plotting library are this program's alone; core and the
+// adapters do not compile them.
 func TestKongStaysInTheProgram(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
 		"../../core/...", "../../nethttp/...", "../../ginrl/...", "../../echorl/...", "../../fiberrl/...", "../../grpcrl/...").CombinedOutput()
@@ -225,14 +226,19 @@ func TestKongStaysInTheProgram(t *testing.T) {
 	if len(pkgs) < 10 {
 		t.Fatalf("go list listed %d packages: not the dependencies of core and the adapters", len(pkgs))
 	}
+	programOnly := []string{"github.com/alecthomas/kong", "github.com/schollz/progressbar", "gonum.org/v1/plot"}
 	for _, pkg := range pkgs {
-		if strings.HasPrefix(pkg, "github.com/alecthomas/kong") {
-			t.Errorf("core or an adapter depends on %s", pkg)
+		for _, p := range programOnly {
+			if strings.HasPrefix(pkg, p) {
+				t.Errorf("core or an adapter depends on %s", pkg)
+			}
 		}
 	}
 	own, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	if err != nil || !strings.Contains(string(own), "github.com/alecthomas/kong\n") {
-		t.Errorf("rlkit's own dependencies lack kong (%v): the check above proves nothing", err)
+	for _, p := range programOnly {
+		if err != nil || !strings.Contains(string(own), "\n"+p) {
+			t.Errorf("rlkit's own dependencies lack %s (%v): the check above proves nothing", p, err)
+		}
 	}
 }
 

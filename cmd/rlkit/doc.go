@@ -5,6 +5,7 @@
 //	rlkit check --format json a.yaml b.yaml # one JSON array, for CI annotations
 //	rlkit check --strict ratelimit.yaml     # warnings fail the check too
 //	rlkit explain --config ratelimit.yaml GET /api/search
+//	rlkit replay --config ratelimit.yaml access.log.1 access.log  # what it would have refused
 //
 // check loads each file as core.LoadConfig does and prints every problem of
 // every file; it also warns of files that load but are risky: limiting on
@@ -34,4 +35,10 @@
 // Limiter.ResetKey does; top lists the keys nearest or over the limit,
 // found by SCAN with MATCH within --max-scan keys examined. Connection
 // failures exit 1, naming the address. See docs/cli.md.
+//
+// replay replays access logs (Common or Combined Log Format, JSON lines,
+// nginx JSON, Caddy's or Envoy's default format) through the limiter on
+// the logs' own clock and reports, per rule, the requests it would have
+// refused, the keys refused most and the limits the traffic suggests;
+// package internal/replay is its engine. See docs/cli.md.
 package main

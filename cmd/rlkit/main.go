@@ -24,6 +24,7 @@ type cli struct {
 	Check   checkCmd   `cmd:"" help:"Validate rate-limit configuration files."`
 	Explain explainCmd `cmd:"" help:"Explain what the limiter does with one request."`
 	Keys    keysCmd    `cmd:"" help:"Inspect, list and clear a service's counters in Redis."`
+	Replay  replayCmd  `cmd:"" help:"Replay access logs through a rule file: what it would have refused, and the limits the traffic suggests."`
 }
 
 // env is what a subcommand's Run receives: where it writes.

@@ -12,9 +12,12 @@
 // shared machine spreads over all participants instead of hitting one),
 // parses the standard benchmark output itself and renders one table per
 // scenario: median, min–max, B/op, allocs/op and the ratio to the baseline
-// measured in the same run. It also simulates rlkit's algorithms on a fake
-// clock and draws algorithms.png, and draws the Redis goroutines sweep
-// (decisions per second against goroutines) as redis-goroutines.png.
+// measured in the same run. When -bench selects them, it also runs the
+// benchmarks of `rlkit replay` (BenchmarkReplayCLF and BenchmarkCountLines,
+// in rlkit's own module, -count times in one go test run) for the Replay
+// section. It also simulates rlkit's algorithms on a fake clock and draws
+// algorithms.png, and draws the Redis goroutines sweep (decisions per
+// second against goroutines) as redis-goroutines.png.
 //
 // Flags:
 //
@@ -175,6 +178,14 @@ func run(o options, args []string) error {
 		}
 	}
 
+	// The replay benchmarks, in rlkit's own module.
+	if wantReplay(o.bench) {
+		logf("running the replay benchmarks in %s", replayPkg)
+		if err := runReplay(dir, o.count, o.benchtime, rawFile, res); err != nil {
+			notes = append(notes, "the replay benchmarks failed: "+firstLine(err.Error()))
+		}
+	}
+
 	// The picture and its table.
 	sim := algoplot.Simulate(algoplot.Default())
 	if err := sim.WritePNG(abs(o.png)); err != nil {
@@ -208,6 +219,7 @@ func run(o options, args []string) error {
 	renderOverAdmission(&b, res, versions)
 	renderMetrics(&b, res)
 	renderFeatures(&b, res)
+	renderReplay(&b, res)
 	writePeers(&b, versions)
 	if err := os.WriteFile(abs(o.out), []byte(b.String()), 0o644); err != nil {
 		return err

@@ -366,3 +366,42 @@ func TestRenderInterleavedStores(t *testing.T) {
 		t.Errorf("the interleaved row is shown as a participant\n%s", out)
 	}
 }
+
+// replayOutput is what go test prints for the replay benchmarks, two runs.
+const replayOutput = `goos: linux
+pkg: github.com/rlkit/rlkit/cmd/rlkit/internal/replay
+BenchmarkReplayCLF-2    	       2	 400000000 ns/op	 226.00 MB/s	   1250000 lines/s	34355656 B/op	   34126 allocs/op
+BenchmarkReplayCLF-2    	       2	 500000000 ns/op	 181.00 MB/s	   1000000 lines/s	34355240 B/op	   34125 allocs/op
+BenchmarkCountLines-2   	      51	  41673686 ns/op	2176.92 MB/s	  12000000 lines/s	 1048744 B/op	       4 allocs/op
+BenchmarkCountLines-2   	      51	  50000000 ns/op	2000.00 MB/s	  10000000 lines/s	 1048744 B/op	       4 allocs/op
+PASS
+`
+
+func TestRenderReplay(t *testing.T) {
+	r := newResults()
+	if err := r.parse(strings.NewReader(replayOutput)); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	renderReplay(&b, r)
+	got := b.String()
+	for _, want := range []string{
+		"## Replay (`rlkit replay`)\n",
+		"| replay: read, parse, decide, count | 1,125,000 | 1,000,000–1,250,000 | 203.5 | 34,355,448 | 34,126 | 0.10× |\n",
+		"| baseline: count the lines (`bufio.Scanner`) | 11,000,000 | 10,000,000–12,000,000 | 2088.5 | 1,048,744 | 4 | 1 (baseline) |\n",
+		"2 samples per row, one per run.",
+		"The replay's median, 1,125,000 lines/s, is 10.2% of the line count's; the target of 1,000,000 lines/s is met.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the replay section lacks %q:\n%s", want, got)
+		}
+	}
+	var empty strings.Builder
+	renderReplay(&empty, newResults())
+	if !strings.Contains(empty.String(), "_No rows: this scenario did not run") {
+		t.Errorf("without samples: %s", empty.String())
+	}
+	if !wantReplay(".") || !wantReplay("Replay") || !wantReplay("CountLines") || wantReplay("OneKey") {
+		t.Error("wantReplay selects the wrong runs")
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The replay benchmarks live in rlkit's own module, beside `rlkit replay`
+// (cmd/rlkit/internal/replay): BenchmarkReplayCLF replays a generated
+// Combined Log Format file end to end, BenchmarkCountLines counts the same
+// file's lines with a bufio.Scanner, the baseline. Both report lines/s.
+const (
+	replayBench = "BenchmarkReplayCLF"
+	countBench  = "BenchmarkCountLines"
+	replayPkg   = "cmd/rlkit/internal/replay"
+	// replayTarget is the throughput `rlkit replay` is built for, in CLF
+	// lines a second, end to end.
+	replayTarget = 1_000_000
+)
+
+// wantReplay reports whether the -bench regexp selects a replay benchmark.
+func wantReplay(bench string) bool {
+	re, err := regexp.Compile(bench)
+	return err == nil && (re.MatchString(replayBench) || re.MatchString(countBench))
+}
+
+// runReplay runs the replay benchmarks, count times in one go test run,
+// in rlkit's module (the parent of dir, the benchmarks module), parses
+// their output into res and copies it to raw. The error says why they did
+// not run or failed.
+func runReplay(dir string, count int, benchtime string, raw io.Writer, res *results) error {
+	args := []string{"test", "-run", "^$", "-bench", "^(" + replayBench + "|" + countBench + ")$", "-benchmem", "-count", strconv.Itoa(count)}
+	if benchtime != "" {
+		args = append(args, "-benchtime", benchtime)
+	}
+	args = append(args, ".")
+	cmd := exec.Command(goCommand(), args...)
+	cmd.Dir = filepath.Join(filepath.Dir(dir), filepath.FromSlash(replayPkg))
+	var buf bytes.Buffer
+	w := io.MultiWriter(&buf, raw, os.Stderr)
+	cmd.Stdout, cmd.Stderr = w, w
+	runErr := cmd.Run()
+	if err := res.parse(&buf); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return fmt.Errorf("go %s (in %s) ended with %v", strings.Join(args, " "), replayPkg, runErr)
+	}
+	return nil
+}
+
+// renderReplay writes the replay section: each benchmark's median
+// lines/s, its min–max over the runs, MB/s, B/op and allocs/op, and the
+// replay's median over the line count's.
+func renderReplay(b *strings.Builder, r *results) {
+	b.WriteString("## Replay (`rlkit replay`)\n\n")
+	b.WriteString("`rlkit replay` end to end (`" + replayBench + "` in `" + replayPkg + "`): a generated Combined Log Format file of 500,000 lines (about 90 MB, read from the page cache; 2,000 requests a second from 200,000 client IPs of Zipf-distributed activity, on searches, item pages, logins, writes, static files and health checks) read, parsed, decided through the limiter on the log's clock (four rules and the default: fixed and sliding windows, a token bucket, a rule counting failures per client IP) and counted into each rule's per-key figures, one op being the whole file; against `" + countBench + "`, the same file's lines counted by a `bufio.Scanner`. " +
+		"Reading and parsing, deciding, and counting run in three goroutines; go test's own run of the package (`-count` runs, `-benchmem`), one sample per run. " +
+		fmt.Sprintf("The target is %s lines a second end to end on this machine.\n\n", fmtRate(replayTarget)))
+	replay, base := summarize(r.samples[replayBench], "lines/s"), summarize(r.samples[countBench], "lines/s")
+	if replay.n == 0 && base.n == 0 {
+		b.WriteString("_No rows: this scenario did not run (see the notes at the top)._\n\n")
+		return
+	}
+	b.WriteString("| benchmark | lines/s (median) | min–max | MB/s | B/op | allocs/op | × line count |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, row := range []struct{ name, label string }{
+		{replayBench, "replay: read, parse, decide, count"},
+		{countBench, "baseline: count the lines (`bufio.Scanner`)"},
+	} {
+		ss := r.samples[row.name]
+		st := summarize(ss, "lines/s")
+		if st.n == 0 {
+			continue
+		}
+		x := fmtRatio(ratio(st.median, base.median))
+		if row.name == countBench {
+			x = "1 (baseline)"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.label, fmtRate(st.median), span(fmtRate, st),
+			medianOf(func(v float64) string { return trim(v, 1) }, summarize(ss, "MB/s")), medianOf(fmtCount, summarize(ss, "B/op")), medianOf(fmtCount, summarize(ss, "allocs/op")), x)
+	}
+	fmt.Fprintf(b, "\n%s per row, one per run.\n\n", plural(max(replay.n, base.n), "sample"))
+	if replay.n > 0 {
+		verdict := "met"
+		if replay.median < replayTarget {
+			verdict = "not met"
+		}
+		fmt.Fprintf(b, "The replay's median, %s lines/s, is %s of the line count's; the target of %s lines/s is %s.\n\n",
+			fmtRate(replay.median), fmtPercent(ratio(replay.median, base.median)), fmtRate(replayTarget), verdict)
+	}
+}

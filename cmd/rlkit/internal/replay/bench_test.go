@@ -1,0 +1,249 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// benchRules are the rules of the replay benchmark: a search limit per
+// caller, a login guard counting failures per client IP, a sliding window
+// on item pages, a token bucket on writes, and the default.
+const benchRules = `rate_limit:
+  enabled: true
+  default: "600/minute"
+  exempt_paths: ["/health"]
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "10/second"
+    - name: login
+      paths: ["/login"]
+      limit: "5/minute"
+      count: failures
+      key: ip
+    - name: items
+      paths: ["/api/items/*"]
+      limit: "100/minute"
+      algorithm: sliding_window
+    - name: writes
+      paths: ["/api/items"]
+      methods: ["POST", "PUT"]
+      limit: "20/second"
+      algorithm: token_bucket
+      burst: 40
+`
+
+// benchLines is the size of the benchmarks' log.
+const benchLines = 500_000
+
+// genCLF writes n lines of a realistic Combined Log Format log to w: 2,000
+// requests a second from 200,000 client IPs of Zipf-distributed activity
+// (a few very busy, most seen a few times), on searches, item pages,
+// logins (a fifth failing), writes, static files and health checks.
+func genCLF(w io.Writer, n int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	zipf := rand.NewZipf(rng, 1.1, 2, 200_000-1)
+	bw := bufio.NewWriterSize(w, 1<<20)
+	t := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	agents := []string{
+		"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0 Safari/537.36",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+		"curl/8.5.0",
+		"python-requests/2.32.3",
+	}
+	var ts string
+	var tsSec int64 = -1
+	for i := range n {
+		now := t.Add(time.Duration(i) * 500 * time.Microsecond)
+		if s := now.Unix(); s != tsSec {
+			tsSec, ts = s, now.Format("02/Jan/2006:15:04:05 -0700")
+		}
+		k := zipf.Uint64()
+		ip := fmt.Sprintf("%d.%d.%d.%d", 10+k>>24&0xff, k>>16&0xff, k>>8&0xff, k&0xff)
+		method, path, status := "GET", "", 200
+		switch p := rng.IntN(100); {
+		case p < 50:
+			path = fmt.Sprintf("/api/search?q=term%d&page=%d", rng.IntN(5000), rng.IntN(5)+1)
+		case p < 75:
+			path = fmt.Sprintf("/api/items/%d", rng.IntN(100_000))
+			if rng.IntN(20) == 0 {
+				status = 404
+			}
+		case p < 80:
+			method, path = "POST", "/login"
+			if rng.IntN(5) == 0 {
+				status = 401
+			}
+		case p < 85:
+			method, path, status = "POST", "/api/items", 201
+		case p < 95:
+			path, status = fmt.Sprintf("/static/app.%d.js", rng.IntN(50)), 304
+		default:
+			path = "/health"
+		}
+		fmt.Fprintf(bw, "%s - - [%s] \"%s %s HTTP/1.1\" %d %d \"https://example.com/\" \"%s\"\n",
+			ip, ts, method, path, status, 200+rng.IntN(5000), agents[rng.IntN(len(agents))])
+	}
+	bw.Flush()
+}
+
+// benchLog writes the benchmarks' log to a file of b's and returns its
+// name and size.
+func benchLog(b *testing.B) (string, int64) {
+	b.Helper()
+	name := filepath.Join(b.TempDir(), "access.log")
+	var buf bytes.Buffer
+	genCLF(&buf, benchLines, 1)
+	if err := os.WriteFile(name, buf.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return name, int64(buf.Len())
+}
+
+func fileSource(name string) Source {
+	return Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }}
+}
+
+// BenchmarkReplayCLF measures a replay end to end: reading a 500,000-line
+// Combined Log Format file (from the page cache), parsing it, deciding
+// every request through the limiter on the log's clock and counting each
+// rule's figures, as `rlkit replay` does, with the rules of benchRules. One
+// op is the whole file; lines/s is the throughput, against
+// BenchmarkCountLines's over the same file.
+func BenchmarkReplayCLF(b *testing.B) {
+	name, size := benchLog(b)
+	rules, err := Load([]byte(benchRules), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var rep *Report
+	for b.Loop() {
+		r, err := New(rules, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep, err = r.Run([]Source{fileSource(name)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(benchLines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+	if rep.Lines != benchLines || rep.Malformed != 0 {
+		b.Fatalf("read %d lines, %d malformed; want %d and none", rep.Lines, rep.Malformed, benchLines)
+	}
+}
+
+// BenchmarkCountLines is the baseline of BenchmarkReplayCLF: the same file
+// read with a bufio.Scanner that only counts its lines.
+func BenchmarkCountLines(b *testing.B) {
+	name, size := benchLog(b)
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		f, err := os.Open(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		n := 0
+		for sc.Scan() {
+			n++
+		}
+		f.Close()
+		if n != benchLines {
+			b.Fatalf("%d lines, want %d", n, benchLines)
+		}
+	}
+	b.ReportMetric(float64(benchLines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// benchBatches parses the benchmarks' log into batches in memory.
+func benchBatches(b *testing.B, p *lineParser) []*batch {
+	var buf bytes.Buffer
+	genCLF(&buf, benchLines, 1)
+	var out []*batch
+	data := buf.Bytes()
+	for len(data) > 0 {
+		bt := newBatch()
+		n := copy(bt.buf, data)
+		if n < len(data) {
+			n = bytes.LastIndexByte(bt.buf[:n], '\n') + 1
+		}
+		rd := &reader{p: p}
+		rd.lines1("bench", 0, bt.buf[:n], bt)
+		data = data[n:]
+		out = append(out, bt)
+	}
+	return out
+}
+
+// BenchmarkParseCLF measures the parsing alone, per line: the reading
+// goroutine's share of BenchmarkReplayCLF without the reads.
+func BenchmarkParseCLF(b *testing.B) {
+	var buf bytes.Buffer
+	genCLF(&buf, benchLines, 1)
+	p, err := newLineParser(&Options{Format: "clf"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt := newBatch()
+	data := buf.Bytes()
+	b.ReportAllocs()
+	b.ResetTimer()
+	lines := 0
+	for b.Loop() {
+		d := data
+		for len(d) > 0 {
+			bt.reset()
+			n := copy(bt.buf, d)
+			if n < len(d) {
+				n = bytes.LastIndexByte(bt.buf[:n], '\n') + 1
+			}
+			rd := &reader{p: p}
+			rd.lines1("bench", 0, bt.buf[:n], bt)
+			lines += len(bt.recs)
+			d = d[n:]
+		}
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// BenchmarkDecideCLF measures the deciding alone, per line, over records
+// parsed beforehand: the deciding goroutine's share of BenchmarkReplayCLF
+// (without the counting goroutine's).
+func BenchmarkDecideCLF(b *testing.B) {
+	rules, err := Load([]byte(benchRules), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r0, _ := New(rules, Options{})
+	batches := benchBatches(b, r0.p)
+	b.ReportAllocs()
+	b.ResetTimer()
+	lines := 0
+	for b.Loop() {
+		r, _ := New(rules, Options{})
+		for _, bt := range batches {
+			r.cur = bt
+			bt.tallies = bt.tallies[:0]
+			for i := range bt.recs {
+				r.record(&bt.recs[i])
+			}
+			lines += len(bt.recs)
+		}
+		r.due(1 << 62)
+		_ = r.report(&reader{})
+	}
+	b.ReportMetric(float64(lines)/b.Elapsed().Seconds(), "lines/s")
+}

@@ -1,0 +1,230 @@
+package replay
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parsed reads src as o says and returns its records (copies) and the
+// reader, with its malformed lines.
+func parsed(t *testing.T, o Options, headers []string, srcs ...Source) ([]Record, *reader) {
+	t.Helper()
+	p, err := newLineParser(&o, headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := newReader(p, nil)
+	go rd.run(srcs)
+	var recs []Record
+	for b := range rd.out {
+		for i := range b.recs {
+			recs = append(recs, *b.recs[i].clone())
+		}
+		rd.free <- b
+	}
+	if rd.err != nil {
+		t.Fatal(rd.err)
+	}
+	return recs, rd
+}
+
+func text(name, s string) Source {
+	return Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(s)), nil }}
+}
+
+func fixture(name string) Source {
+	return Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(filepath.Join("testdata", name)) }}
+}
+
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixNano()
+}
+
+// want is what a test checks of a record.
+type want struct {
+	time                       string
+	method, path, ip, addr, id string
+	plan                       string
+	status                     int
+	header, headerValue, agent string
+}
+
+func check(t *testing.T, recs []Record, wants []want) {
+	t.Helper()
+	if len(recs) != len(wants) {
+		t.Fatalf("%d records, want %d: %+v", len(recs), len(wants), recs)
+	}
+	for i, w := range wants {
+		r := recs[i]
+		if r.Time != at(w.time) || r.Method != w.method || r.Path != w.path || r.IP != w.ip || r.Status != w.status || r.ID != w.id || r.Plan != w.plan {
+			t.Errorf("record %d = {%s %q %q ip %q status %d id %q plan %q}\nwant {%s %q %q ip %q status %d id %q plan %q}", i,
+				time.Unix(0, r.Time).UTC().Format(time.RFC3339Nano), r.Method, r.Path, r.IP, r.Status, r.ID, r.Plan,
+				w.time, w.method, w.path, w.ip, w.status, w.id, w.plan)
+		}
+		if addr := w.addr; addr != "" && r.Addr != addr {
+			t.Errorf("record %d: Addr %q, want %q", i, r.Addr, addr)
+		}
+		if w.header != "" && r.Header(w.header) != w.headerValue {
+			t.Errorf("record %d: header %s = %q, want %q", i, w.header, r.Header(w.header), w.headerValue)
+		}
+		if w.agent != "" && r.Header("User-Agent") != w.agent {
+			t.Errorf("record %d: User-Agent = %q, want %q", i, r.Header("User-Agent"), w.agent)
+		}
+	}
+}
+
+func TestFixtureCLF(t *testing.T) {
+	recs, rd := parsed(t, Options{Format: "clf", Identity: "field:user"}, nil, fixture("clf.log"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:01Z", method: "GET", path: "/api/search", ip: "192.0.2.10", status: 200},
+		{time: "2026-06-02T07:15:01Z", method: "GET", path: "/api/search", ip: "192.0.2.10", status: 200},
+		{time: "2026-06-02T07:15:02Z", method: "POST", path: "/login", ip: "198.51.100.23", id: "frank", status: 401},
+		// An IPv6 client counts per /64, and is matched whole against networks.
+		{time: "2026-06-02T07:15:03Z", method: "GET", path: "/api/items/42", ip: "2001:db8:1:2::", addr: "2001:db8:1:2::77", status: 200},
+	})
+	if rd.lines != 4 || rd.malformed != 0 {
+		t.Errorf("lines %d, malformed %d; want 4 and 0", rd.lines, rd.malformed)
+	}
+}
+
+func TestFixtureCombined(t *testing.T) {
+	const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:126.0) Gecko/20100101 Firefox/126.0"
+	recs, _ := parsed(t, Options{Format: "clf"}, []string{"User-Agent", "Referer"}, fixture("combined.log"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:04Z", method: "GET", path: "/api/items/42", ip: "203.0.113.5", status: 200, agent: firefox, header: "Referer", headerValue: "https://shop.example/"},
+		{time: "2026-06-02T07:15:04Z", method: "GET", path: "/static/app.3f9c.js", ip: "203.0.113.5", status: 304, agent: firefox},
+		// "-" is no value.
+		{time: "2026-06-02T07:15:05Z", method: "POST", path: "/login", ip: "198.51.100.23", status: 401, agent: "python-requests/2.32.3", header: "Referer", headerValue: ""},
+		// A Common line among Combined ones has neither.
+		{time: "2026-06-02T07:15:06Z", method: "GET", path: "/api/search", ip: "198.51.100.23", status: 200, header: "User-Agent", headerValue: ""},
+	})
+}
+
+func TestFixtureNginxJSON(t *testing.T) {
+	recs, _ := parsed(t, Options{Format: "nginx-json", Identity: "header:X-Api-Key"}, []string{"User-Agent"}, fixture("nginx.jsonl"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:05Z", method: "GET", path: "/api/search", ip: "192.0.2.44", id: "k-live-7f3a", status: 200, agent: "curl/8.5.0"},
+		{time: "2026-06-02T07:15:05Z", method: "POST", path: "/login", ip: "198.51.100.23", status: 401},
+	})
+}
+
+func TestFixtureCaddy(t *testing.T) {
+	recs, _ := parsed(t, Options{Format: "caddy", Identity: "header:x-api-key"}, []string{"User-Agent"}, fixture("caddy.jsonl"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:05.524102Z", method: "GET", path: "/api/search", ip: "192.0.2.44", id: "k-live-7f3a", status: 200, agent: "curl/8.5.0"},
+		// client_ip (what Caddy derived behind its trusted proxies) over remote_ip.
+		{time: "2026-06-02T07:15:05.9Z", method: "POST", path: "/login", ip: "198.51.100.23", status: 401, agent: "python-requests/2.32.3"},
+	})
+}
+
+func TestFixtureEnvoy(t *testing.T) {
+	recs, _ := parsed(t, Options{Format: "envoy", Identity: "field:request_id"}, []string{"User-Agent", "Host"}, fixture("envoy.log"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:06.31Z", method: "GET", path: "/api/search", ip: "192.0.2.44", id: "8c7e3f0a-5d4e-4f3b-9a1c-2b6d7e8f9a0b", status: 200, agent: "curl/8.5.0", header: "Host", headerValue: "shop.example"},
+		// The last address of X-Forwarded-For, the one Envoy appended:
+		// the first is whatever the client sent.
+		{time: "2026-06-02T07:15:06.412Z", method: "POST", path: "/login", ip: "203.0.113.9", id: "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", status: 401},
+	})
+}
+
+func TestFixtureJSON(t *testing.T) {
+	recs, _ := parsed(t, Options{Format: "json", Identity: "field:user"}, []string{"User-Agent"}, fixture("app.jsonl"))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:07.12Z", method: "GET", path: "/api/search", ip: "192.0.2.44", id: "u-1842", status: 200, agent: "curl/8.5.0"},
+		{time: "2026-06-02T07:15:07.125Z", method: "POST", path: "/login", ip: "2001:db8:5:6::", addr: "2001:db8:5:6::9", status: 401},
+		// The default fields' other names: ts, a request line, remote_addr.
+		{time: "2026-06-02T07:15:07.5Z", method: "DELETE", path: "/api/items/42", ip: "198.51.100.23", id: "u-77", status: 204},
+	})
+}
+
+func TestJSONFields(t *testing.T) {
+	log := `{"ts": 1780384505123, "req": {"verb": "GET", "url": "https://shop.example/api/search?q=a"}, "code": 429, "client": {"addr": "[2001:db8::5]:443"}, "tenant": "acme", "key": "k\u00e9y-\"1\""}
+{"ts": "2026-06-02T07:15:05.5+00:00", "req": {"verb": "PUT", "url": "/a%2Fb"}, "code": "204", "client": {"addr": "::ffff:192.0.2.9"}, "tenant": null, "hdrs": {"x-plan": ["pro", "free"]}}
+`
+	o := Options{Format: "json", Identity: "field:key", Plan: "header:X-Plan",
+		Fields: []string{"time=ts", "method=req.verb", "path=req.url", "status=code", "ip=client.addr", "headers=hdrs"}}
+	recs, _ := parsed(t, o, nil, text("app.log", log))
+	check(t, recs, []want{
+		{time: "2026-06-02T07:15:05.123Z", method: "GET", path: "/api/search", ip: "2001:db8::", addr: "2001:db8::5", id: `kéy-"1"`, status: 429},
+		{time: "2026-06-02T07:15:05.5Z", method: "PUT", path: "/a%2Fb", ip: "192.0.2.9", plan: "pro", status: 204},
+	})
+}
+
+func TestMalformedLines(t *testing.T) {
+	log := strings.Join([]string{
+		`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1`,
+		`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 2000 1`,
+		`192.0.2.1 - - [31/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1`,
+		``,
+		`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "-" 400 0`,
+		`garbage`,
+		`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1`,
+		`192.0.2.1 - - [02/Jun/2026:07:15:02 +0000] "GET /ok HTTP/1.1" 200 1`,
+		`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET relative HTTP/1.1" 200 1`,
+	}, "\r\n")
+	recs, rd := parsed(t, Options{Format: "clf"}, nil, text("a.log", log))
+	if len(recs) != 2 || recs[1].Path != "/ok" {
+		t.Fatalf("records %+v, want the two good lines", recs)
+	}
+	want := []Malformed{
+		{"a.log", 2, `status "2000" is not a three-digit code`},
+		{"a.log", 3, `time "31/Jun/2026:07:15:01 +0000" is not dd/Mon/yyyy:hh:mm:ss +zzzz`},
+		{"a.log", 5, `request line "-" is not METHOD PATH PROTOCOL`},
+		{"a.log", 6, `not a Common Log Format line`},
+		{"a.log", 7, `the request line has no closing quote`},
+	}
+	if rd.lines != 8 || rd.malformed != 6 {
+		t.Errorf("lines %d, malformed %d; want 8 (the blank one aside) and 6", rd.lines, rd.malformed)
+	}
+	if len(rd.first) != len(want) {
+		t.Fatalf("first malformed %+v, want %+v", rd.first, want)
+	}
+	for i := range want {
+		if rd.first[i] != want[i] {
+			t.Errorf("malformed %d = %+v, want %+v", i, rd.first[i], want[i])
+		}
+	}
+}
+
+// TestLongLine: a line longer than a batch's buffer is malformed, and the
+// lines after it are read.
+func TestLongLine(t *testing.T) {
+	good := `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /a HTTP/1.1" 200 1` + "\n"
+	long := `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /` + strings.Repeat("x", 3*batchBytes) + ` HTTP/1.1" 200 1` + "\n"
+	recs, rd := parsed(t, Options{Format: "clf"}, nil, text("a.log", good+long+good+long))
+	if len(recs) != 2 || rd.malformed != 2 || rd.first[0].Line != 2 || rd.first[1].Line != 4 {
+		t.Fatalf("%d records, malformed %+v; want 2 records, lines 2 and 4 malformed", len(recs), rd.first)
+	}
+}
+
+// TestBatchBoundaries: lines cut by the end of a batch's buffer are read
+// whole, and line numbers run on across batches and sources.
+func TestBatchBoundaries(t *testing.T) {
+	var b strings.Builder
+	n := 0
+	for b.Len() < 3*batchBytes {
+		n++
+		b.WriteString(`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /p/` + strings.Repeat("y", n%97) + ` HTTP/1.1" 200 1` + "\n")
+	}
+	b.WriteString("bad line\n")
+	recs, rd := parsed(t, Options{Format: "clf"}, nil, text("a.log", b.String()), text("b.log", "x\n"))
+	if len(recs) != n || rd.malformed != 2 {
+		t.Fatalf("%d records, %d malformed; want %d and 2", len(recs), rd.malformed, n)
+	}
+	for i, r := range recs {
+		if want := "/p/" + strings.Repeat("y", (i+1)%97); r.Path != want {
+			t.Fatalf("record %d: path %q, want %q", i, r.Path, want)
+		}
+	}
+	if rd.first[0] != (Malformed{"a.log", int64(n + 1), "no ident field"}) || rd.first[1].Reason != "not a Common Log Format line" || rd.first[1].File != "b.log" || rd.first[1].Line != 1 {
+		t.Errorf("malformed = %+v", rd.first)
+	}
+}

@@ -1,0 +1,483 @@
+package replay
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	_ "time/tzdata" // the calendar test's time zone, whatever the system has
+)
+
+// replayed replays logs under the rule file yaml.
+func replayed(t *testing.T, yaml string, o Options, logs ...Source) *Report {
+	t.Helper()
+	rules, err := Load([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(rules, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func ruleOf(t *testing.T, rep *Report, name string) RuleReport {
+	t.Helper()
+	for _, r := range rep.Rules {
+		if r.Rule == name && r.Plan == "" {
+			return r
+		}
+	}
+	t.Fatalf("no rule %q in the report", name)
+	return RuleReport{}
+}
+
+// req is one request of a crafted JSON log.
+type req struct {
+	ms     int64 // milliseconds after t0
+	method string
+	path   string
+	ip     string
+	status int
+	user   string
+}
+
+// t0 is the crafted logs' start: a whole second (and minute).
+var t0 = time.Date(2026, 6, 2, 7, 15, 0, 0, time.UTC)
+
+// jsonLog writes reqs as JSON lines of the json format's default fields.
+func jsonLog(reqs ...req) Source {
+	var b strings.Builder
+	for _, r := range reqs {
+		m, ip, st := r.method, r.ip, r.status
+		if m == "" {
+			m = "GET"
+		}
+		if ip == "" {
+			ip = "192.0.2.1"
+		}
+		if st == 0 {
+			st = 200
+		}
+		fmt.Fprintf(&b, `{"time":%q,"method":%q,"path":%q,"ip":%q,"status":%d,"user":%q}`+"\n",
+			t0.Add(time.Duration(r.ms)*time.Millisecond).Format(time.RFC3339Nano), m, r.path, ip, st, r.user)
+	}
+	return text("crafted.jsonl", b.String())
+}
+
+// TestAlgorithms checks each algorithm's refusals on a log of one caller,
+// counted by hand under "2/second" (burst 2) from these instants (in
+// seconds after a whole second): 0, .1, .2, .5, .75, 1.0, 1.1, 1.2, 1.6,
+// 2.05.
+//
+//   - fixed_window: [0,1) admits 0 and .1, refuses .2, .5, .75; [1,2)
+//     admits 1.0 and 1.1, refuses 1.2 and 1.6; [2,3) admits 2.05: 5.
+//   - sliding_window: admitted while prev×(1−elapsed) + cur + 1 ≤ 2:
+//     [0,1) as above (cur 2); in [1,2) prev is 2: 1.0 (3), 1.1 (2.8),
+//     1.2 (2.6) refused, 1.6 (1.8) admitted (cur 1); at 2.05 prev is 1:
+//     1.95, admitted: 6.
+//   - token_bucket (capacity 2, 2 tokens a second in whole tokens): 0
+//     and .1 take both; .2 finds none; .5 finds the one refilled since 0;
+//     .75 none (the second comes at 1.0); 1.0 takes it; 1.1 and 1.2 none;
+//     1.6 one; 2.05 one: 4 refused (.2, .75, 1.1, 1.2).
+//   - gcra (emission interval .5 s, tolerance 1 s): admitted while
+//     TAT+.5−now ≤ 1: TAT after 0, .1 is 1.0; .2 (1.3) refused; .5 (1.0)
+//     admitted, TAT 1.5; .75 (1.25) refused; 1.0 (1.0) admitted, TAT 2.0;
+//     1.1 (1.4) and 1.2 (1.3) refused; 1.6 (.9) and 2.05 (.95) admitted:
+//     4, as the continuous token bucket it is.
+func TestAlgorithms(t *testing.T) {
+	var reqs []req
+	for _, ms := range []int64{0, 100, 200, 500, 750, 1000, 1100, 1200, 1600, 2050} {
+		reqs = append(reqs, req{ms: ms, path: "/api/search"})
+	}
+	for _, c := range []struct {
+		algorithm string
+		refused   int64
+	}{{"fixed_window", 5}, {"sliding_window", 6}, {"token_bucket", 4}, {"gcra", 4}} {
+		t.Run(c.algorithm, func(t *testing.T) {
+			yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: search\n      paths: [/api/search]\n      limit: 2/second\n      algorithm: " + c.algorithm + "\n"
+			rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+			r := ruleOf(t, rep, "search")
+			if r.Requests != 10 || r.Refused != c.refused {
+				t.Errorf("requests %d, refused %d; want 10 and %d", r.Requests, r.Refused, c.refused)
+			}
+			if len(r.TopRefused) != 1 || r.TopRefused[0] != (KeyCount{"192.0.2.1", c.refused, 0}) {
+				t.Errorf("top refused %+v, want 192.0.2.1 with %d, exact", r.TopRefused, c.refused)
+			}
+			// The demand, refused or not, per fixed 1s window: 5, 4, 1.
+			w := r.Windows[0]
+			if w.Keys != 1 || w.KeyWindows != 3 || w.Units != 10 || w.PeakMax != 5 || w.Recommended != 5 || !w.Exact {
+				t.Errorf("window report %+v, want 1 key, 3 windows, 10 units, peak 5, recommended 5", w)
+			}
+		})
+	}
+}
+
+// TestCalendarWindow: a limit per calendar day of Asia/Tokyo (UTC+9)
+// counts from 15:00 UTC to the next; the recommendations cut the same
+// days. 2/day: four requests before 15:00 UTC (two refused), three after
+// (one refused).
+func TestCalendarWindow(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: export\n      paths: [/export]\n      limit: 2/day\n      window: calendar\n      timezone: Asia/Tokyo\n"
+	base := time.Date(2026, 6, 2, 15, 0, 0, 0, time.UTC).Sub(t0).Milliseconds()
+	var reqs []req
+	for _, ms := range []int64{-2000, -1000, -1000, -1, 0, 0, 1000} {
+		reqs = append(reqs, req{ms: base + ms, path: "/export"})
+	}
+	r := ruleOf(t, replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...)), "export")
+	if r.Refused != 3 || r.Windows[0].KeyWindows != 2 || r.Windows[0].PeakMax != 4 || r.Windows[0].Window != "calendar days of Asia/Tokyo" {
+		t.Errorf("refused %d, windows %+v; want 3 refused, 2 days, peak 4", r.Refused, r.Windows[0])
+	}
+}
+
+// TestCountFailures: a rule counting failures counts a request by the
+// status the log gives it, after the fact; a full counter refuses
+// whatever the request would have been answered.
+func TestCountFailures(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: login\n      paths: [/login]\n      limit: 2/minute\n      count: failures\n"
+	var reqs []req
+	for i, st := range []int{200, 401, 200, 401, 500, 200, 401} {
+		reqs = append(reqs, req{ms: int64(i) * 1000, method: "POST", path: "/login", status: st})
+	}
+	// 200 (nothing counted), 401 (1), 200, 401 (2): then the counter is
+	// full: 500, 200 and 401 are refused.
+	r := ruleOf(t, replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...)), "login")
+	if r.Requests != 7 || r.Refused != 3 || r.Count != "failures" {
+		t.Errorf("requests %d, refused %d; want 7 and 3", r.Requests, r.Refused)
+	}
+	// The demand is the failures': 401, 401, 500, 401.
+	if w := r.Windows[0]; w.Units != 4 || w.PeakMax != 4 || w.LimitRefusedShare != 0.5 {
+		t.Errorf("window %+v, want 4 units, peak 4, half refused by a limit of 2", w)
+	}
+}
+
+// TestExemptAndSpellings: exempt paths, path spellings and case are
+// matched as the service matches them.
+func TestExemptAndSpellings(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  exempt_paths: [/health]\n  rules:\n    - name: search\n      paths: [/api/search]\n      limit: 1/minute\n"
+	paths := []string{"/health", "/health/", "/%68ealth", "/api/search", "/api%2Fsearch", "/api/./search", "/API/search"}
+	var reqs []req
+	for i, p := range paths {
+		reqs = append(reqs, req{ms: int64(i), path: p})
+	}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	if s, d := ruleOf(t, rep, "search"), ruleOf(t, rep, "default"); rep.Exempt != 1 || s.Requests != 3 || s.Refused != 2 || d.Requests != 3 {
+		t.Errorf("exempt %d, search %d requests (%d refused), default %d; want 1, 3 (2), 3", rep.Exempt, s.Requests, s.Refused, d.Requests)
+	}
+	// Behind a router that ignores case, /API/search is the search too.
+	rep = replayed(t, yaml, Options{Format: "json", FoldCase: true}, jsonLog(reqs...))
+	if s := ruleOf(t, rep, "search"); s.Requests != 4 || s.Refused != 3 {
+		t.Errorf("fold case: search %d requests, %d refused; want 4 and 3", s.Requests, s.Refused)
+	}
+}
+
+// TestIdentities: a request counts as its client IP, a field's value or a
+// header's (hashed, as HeaderKey counts it), and as its client IP when it
+// has none.
+func TestIdentities(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: api\n      paths: [/api/**]\n      limit: 1/minute\n"
+	log := `{"time":"2026-06-02T07:15:00Z","method":"GET","path":"/api/a","ip":"192.0.2.1","status":200,"user":"alice","headers":{"X-Api-Key":["k1"]}}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/api/a","ip":"192.0.2.1","status":200,"user":"bob","headers":{"X-Api-Key":["k2"]}}
+{"time":"2026-06-02T07:15:02Z","method":"GET","path":"/api/a","ip":"192.0.2.2","status":200,"user":"alice","headers":{"X-Api-Key":["k1"]}}
+{"time":"2026-06-02T07:15:03Z","method":"GET","path":"/api/a","ip":"192.0.2.2","status":200,"user":"","headers":{}}
+{"time":"2026-06-02T07:15:04Z","method":"GET","path":"/api/a","ip":"192.0.2.2","status":200,"user":"-","headers":{"X-Api-Key":[""]}}
+`
+	for _, c := range []struct {
+		identity string
+		refused  int64
+		top      string
+	}{
+		{"ip", 3, "192.0.2.2"},               // 1: 192.0.2.1 twice, 192.0.2.2 thrice
+		{"field:user", 2, "192.0.2.2"},       // alice twice; the last two as 192.0.2.2
+		{"header:X-Api-Key", 2, "192.0.2.2"}, // k1 twice; the last two as 192.0.2.2
+	} {
+		r := ruleOf(t, replayed(t, yaml, Options{Format: "json", Identity: c.identity}, text("a.jsonl", log)), "api")
+		if r.Refused != c.refused || len(r.TopRefused) == 0 || r.TopRefused[0].Key != c.top && c.identity == "ip" {
+			t.Errorf("--identity %s: refused %d, top %+v; want %d", c.identity, r.Refused, r.TopRefused, c.refused)
+		}
+		keys := map[string]int64{}
+		for _, k := range r.TopRefused {
+			keys[k.Key] = k.Refused
+		}
+		switch c.identity {
+		case "field:user":
+			if keys["alice"] != 1 || keys["192.0.2.2"] != 1 {
+				t.Errorf("--identity field:user: refused keys %v, want alice and 192.0.2.2 once each", keys)
+			}
+		case "header:X-Api-Key":
+			hashed := 0
+			for k, n := range keys {
+				if strings.HasPrefix(k, "X-Api-Key:hmac:") && n == 1 {
+					hashed++
+				}
+			}
+			if hashed != 1 || keys["192.0.2.2"] != 1 {
+				t.Errorf("--identity header:X-Api-Key: refused keys %v, want k1's keyed hash and 192.0.2.2 once each", keys)
+			}
+		}
+	}
+}
+
+// TestRuleKeys: a rule keyed by a header and a path parameter counts per
+// the log's values of them, as the service does.
+func TestRuleKeys(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: reindex\n      paths: [/kb/:kb/reindex]\n      limit: 1/minute\n      key: ip+param:kb\n    - name: ua\n      paths: [/ua]\n      limit: 1/minute\n      key: header:User-Agent\n"
+	log := `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "POST /kb/a/reindex HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.1 - - [02/Jun/2026:07:15:02 +0000] "POST /kb/b/reindex HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.1 - - [02/Jun/2026:07:15:03 +0000] "POST /kb/a/reindex HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.1 - - [02/Jun/2026:07:15:04 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.2 - - [02/Jun/2026:07:15:05 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.3 - - [02/Jun/2026:07:15:06 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/1"
+192.0.2.3 - - [02/Jun/2026:07:15:07 +0000] "GET /ua HTTP/1.1" 200 1 "-" "bot/2"
+`
+	rep := replayed(t, yaml, Options{Format: "clf"}, text("a.log", log))
+	if r := ruleOf(t, rep, "reindex"); r.Refused != 1 || r.Windows[0].Keys != 2 {
+		t.Errorf("reindex: refused %d, keys %d; want 1 (kb a twice) and 2", r.Refused, r.Windows[0].Keys)
+	}
+	if r := ruleOf(t, rep, "ua"); r.Refused != 2 || r.Windows[0].Keys != 2 {
+		t.Errorf("ua: refused %d, keys %d; want 2 (bot/1 thrice, whatever the IP) and 2", r.Refused, r.Windows[0].Keys)
+	}
+}
+
+// TestWaits: a rule's wait is replayed on the log's clock. 1/second, wait
+// 2s, wait_queue 2; four requests at 0: the first is admitted; the
+// second is held and admitted at 1s; the third is held, finds the second
+// took 1s's room and is admitted at 2s, within its wait; the fourth finds
+// the queue full and is refused at once.
+func TestWaits(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: slow\n      paths: [/slow]\n      limit: 1/second\n      wait: 2s\n      wait_queue: 2\n"
+	reqs := []req{{ms: 0, path: "/slow"}, {ms: 0, path: "/slow"}, {ms: 0, path: "/slow"}, {ms: 0, path: "/slow"}, {ms: 5000, path: "/slow"}}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	r := ruleOf(t, rep, "slow")
+	if r.Requests != 5 || r.Refused != 1 || r.Waited != 2 || rep.Held != 2 || r.WaitSeconds != 2 {
+		t.Errorf("requests %d, refused %d, waited %d, held %d; want 5, 1, 2, 2", r.Requests, r.Refused, r.Waited, rep.Held)
+	}
+	// A wait of 500ms is too short for a Retry-After of a second: no
+	// request waits.
+	rep = replayed(t, strings.Replace(strings.Replace(yaml, "wait: 2s", "wait: 500ms", 1), "      wait_queue: 2\n", "", 1), Options{Format: "json"}, jsonLog(reqs...))
+	if r := ruleOf(t, rep, "slow"); r.Refused != 3 || r.Waited != 0 {
+		t.Errorf("wait 500ms: refused %d, waited %d; want 3 and 0", r.Refused, r.Waited)
+	}
+}
+
+// TestOutOfOrder: a request logged before one already decided is decided
+// at the clock's time: the clock never moves back, and a window that has
+// ended is not counted in again.
+func TestOutOfOrder(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
+	rep := replayed(t, yaml, Options{Format: "json"},
+		jsonLog(req{ms: 0, path: "/s"}, req{ms: 1500, path: "/s"}),
+		jsonLog(req{ms: 200, path: "/s"}, req{ms: 900, path: "/s"}, req{ms: 1600, path: "/s"}))
+	// At 0: 1 (window 0); 1.5: 1 (window 1); .2 and .9 decided at 1.5:
+	// 2, 3 (refused); 1.6: 4 (refused).
+	r := ruleOf(t, rep, "s")
+	if r.Refused != 2 || rep.OutOfOrder != 2 || rep.OutOfOrderMaxSeconds != 1.3 || rep.From != "2026-06-02T07:15:00Z" || rep.To != "2026-06-02T07:15:01.6Z" {
+		t.Errorf("refused %d, out of order %d by %vs, from %s to %s; want 2, 2 by 1.3s, 07:15:00 to 07:15:01.6", r.Refused, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, rep.From, rep.To)
+	}
+	if w := r.Windows[0]; w.KeyWindows != 2 || w.PeakMax != 4 {
+		t.Errorf("windows %+v, want 2 (1 and 4 units)", w)
+	}
+}
+
+// TestGzip: a log compressed with gzip is read through it, whatever its
+// name, and gives the report the plain log gives.
+func TestGzip(t *testing.T) {
+	plain := `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search HTTP/1.1" 200 1
+`
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	io.WriteString(zw, strings.Repeat(plain, 1000))
+	zw.Close()
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: search\n      paths: [/api/search]\n      limit: 10/second\n"
+	rep := replayed(t, yaml, Options{}, text("a.log.gz", z.String()))
+	if r := ruleOf(t, rep, "search"); rep.Lines != 2000 || r.Requests != 2000 || r.Refused != 1990 {
+		t.Errorf("lines %d, requests %d, refused %d; want 2000, 2000, 1990", rep.Lines, r.Requests, r.Refused)
+	}
+	// A truncated stream is an error, not the end of the log.
+	rules, _ := Load([]byte(yaml), "rules.yaml")
+	rp, _ := New(rules, Options{})
+	if _, err := rp.Run([]Source{text("cut.gz", z.String()[:z.Len()/2])}); err == nil || !strings.Contains(err.Error(), "cut.gz") {
+		t.Errorf("a truncated gzip log: error %v, want one naming it", err)
+	}
+}
+
+// TestStatsKeyBound: the keys a rule's figures hold stay within
+// StatsKeys, and the store's within StoreKeys, with many more distinct
+// keys. Keys seen only in windows that have ended when they are forgotten
+// leave every per-window figure exact; the requests and refusals are
+// counted exactly whatever is forgotten.
+func TestStatsKeyBound(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 1/second\n    - name: h\n      paths: [/h]\n      limit: 1/hour\n"
+	const keys = 5000
+	var b strings.Builder
+	for i := range keys {
+		// Key i sends two requests in second i: one refused.
+		ip := fmt.Sprintf("10.0.%d.%d", i/256, i%256)
+		ts := t0.Add(time.Duration(i) * time.Second).Format("02/Jan/2006:15:04:05 -0700")
+		for range 2 {
+			fmt.Fprintf(&b, "%s - - [%s] \"GET /s HTTP/1.1\" 200 1\n", ip, ts)
+		}
+	}
+	rules, err := Load([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(rules, Options{StatsKeys: 50, StoreKeys: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Run([]Source{text("a.log", b.String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ruleOf(t, rep, "s")
+	w := s.Windows[0]
+	if s.Requests != 2*keys || s.Refused != keys || w.KeyWindows != keys || w.Units != 2*keys || w.Keys != keys || w.PeakMax != 2 {
+		t.Errorf("requests %d, refused %d, windows %+v; want %d, %d, %d windows and keys of 2", s.Requests, s.Refused, w, 2*keys, keys, keys)
+	}
+	if w.Exact || w.EvictedKeys == 0 || w.SplitWindows != 0 || w.Recommended != 2 || w.LimitRefusedShare != 0.5 {
+		t.Errorf("window %+v: want keys forgotten, none in an open window, recommended 2, half refused at 1", w)
+	}
+	if most := r.stats[statKey{"s", ""}].table.most; most > 50 {
+		t.Errorf("the key table held %d keys, past its bound of 50", most)
+	}
+	if rep.StoreKeys > 64 {
+		t.Errorf("the store holds %d keys, past its bound of 64", rep.StoreKeys)
+	}
+
+	// Under a limit per hour every window is open when keys are
+	// forgotten: the report says so.
+	r, _ = New(rules, Options{StatsKeys: 50})
+	rep, err = r.Run([]Source{text("a.log", strings.ReplaceAll(b.String(), "GET /s ", "GET /h "))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ruleOf(t, rep, "h")
+	if w := h.Windows[0]; h.Requests != 2*keys || h.Refused != keys || w.Exact || w.SplitWindows == 0 || w.Units != 2*keys {
+		t.Errorf("per hour: requests %d, refused %d, window %+v; want %d, %d, split windows reported, every unit counted", h.Requests, h.Refused, w, 2*keys, keys)
+	}
+	// Counters that last an hour fill the store: it evicts live ones to
+	// stay within its bound, as the service's would.
+	r, _ = New(rules, Options{StoreKeys: 64})
+	if rep, err = r.Run([]Source{text("a.log", strings.ReplaceAll(b.String(), "GET /s ", "GET /h "))}); err != nil {
+		t.Fatal(err)
+	}
+	if rep.StoreKeys > 64 || rep.StoreEvictions == 0 {
+		t.Errorf("per hour: the store holds %d keys (%d evicted), want at most 64, some evicted", rep.StoreKeys, rep.StoreEvictions)
+	}
+}
+
+// TestPlansListsPenaltyShadow: plans, the allow and ban lists, a penalty
+// and a rule in shadow mode behave as in the service.
+func TestPlansListsPenaltyShadow(t *testing.T) {
+	yaml := `rate_limit:
+  enabled: true
+  default: 1000/second
+  allow:
+    identities: ["sub:ops"]
+  ban:
+    networks: ["203.0.113.0/24"]
+  tiers:
+    pro:
+      rules:
+        api: 3/minute
+  rules:
+    - name: api
+      paths: [/api/**]
+      limit: 1/minute
+    - name: beta
+      paths: [/beta]
+      limit: 1/minute
+      mode: shadow
+    - name: guard
+      paths: [/login]
+      limit: 1/minute
+      penalty: {after: 2, within: 1m, ban: 10m}
+`
+	var b strings.Builder
+	line := func(sec int, ip, user, plan, path string) {
+		fmt.Fprintf(&b, `{"time":%q,"method":"GET","path":%q,"ip":%q,"status":200,"user":%q,"plan":%q}`+"\n",
+			t0.Add(time.Duration(sec)*time.Second).Format(time.RFC3339), path, ip, user, plan)
+	}
+	for i := range 2 {
+		line(i, "192.0.2.1", "alice", "", "/api/a") // 1 refused
+	}
+	for i := range 4 {
+		line(i, "192.0.2.2", "bob", "pro", "/api/a") // 3 a minute: 1 refused
+	}
+	for i := range 3 {
+		line(i, "192.0.2.3", "sub:ops", "", "/api/a") // allowed: never counted
+	}
+	line(5, "203.0.113.5", "eve", "", "/api/a") // banned
+	for i := range 3 {
+		line(i, "192.0.2.4", "carol", "", "/beta") // would refuse 2
+	}
+	// 1 admitted; 2 denied; 3 denied, the second denial, which bans; 4
+	// and 5 refused by the ban: 4 refused, 2 by the penalty.
+	for i := range 5 {
+		line(10+i, "192.0.2.5", "dave", "", "/login")
+	}
+	rep := replayed(t, yaml, Options{Format: "json", Identity: "field:user", Plan: "field:plan"}, text("a.jsonl", b.String()))
+	if rep.Banned != 1 {
+		t.Errorf("banned %d, want 1", rep.Banned)
+	}
+	if r := ruleOf(t, rep, "api"); r.Requests != 5 || r.Refused != 1 || r.Bypassed != 3 {
+		t.Errorf("api: %d requests, %d refused, %d bypassed; want 5, 1, 3", r.Requests, r.Refused, r.Bypassed)
+	}
+	var pro *RuleReport
+	for i := range rep.Rules {
+		if rep.Rules[i].Rule == "api" && rep.Rules[i].Plan == "pro" {
+			pro = &rep.Rules[i]
+		}
+	}
+	if pro == nil || pro.Requests != 4 || pro.Refused != 1 || !slices.Equal(pro.Limits, []string{"3/minute"}) || pro.Windows[0].Count != 3 {
+		t.Errorf("api under plan pro: %+v; want 4 requests, 1 refused, 3/minute", pro)
+	}
+	if r := ruleOf(t, rep, "beta"); r.Mode != "shadow" || r.Requests != 3 || r.Refused != 2 {
+		t.Errorf("beta: mode %s, %d requests, %d refused; want shadow, 3, 2", r.Mode, r.Requests, r.Refused)
+	}
+	if r := ruleOf(t, rep, "guard"); r.Requests != 5 || r.Refused != 4 || r.Penalized != 2 {
+		t.Errorf("guard: %d requests, %d refused, %d penalized; want 5, 4, 2", r.Requests, r.Refused, r.Penalized)
+	}
+}
+
+// TestStacked: a stacked rule counts beside the rule that applies; a
+// request it refuses counts under the other rule too, refused by neither
+// the other rule nor its figures' demand lost.
+func TestStacked(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: site\n      paths: [/**]\n      limit: 2/minute\n      stack: true\n    - name: api\n      paths: [/api/**]\n      limit: 10/minute\n"
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(req{ms: 0, path: "/api/a"}, req{ms: 1, path: "/api/b"}, req{ms: 2, path: "/api/c"}))
+	site, api := ruleOf(t, rep, "site"), ruleOf(t, rep, "api")
+	if !site.Stacked || site.Requests != 3 || site.Refused != 1 || api.Requests != 3 || api.Refused != 0 || api.Windows[0].Units != 3 {
+		t.Errorf("site %d requests, %d refused; api %d requests, %d refused, %d units; want 3, 1; 3, 0, 3", site.Requests, site.Refused, api.Requests, api.Refused, api.Windows[0].Units)
+	}
+}
+
+// TestNotReplayed: a concurrency limit is not replayed (a log has no
+// durations), and a header a rule counts per that the log lacks falls
+// back to the client IP: the report says both.
+func TestNotReplayed(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: upload\n      paths: [/upload]\n      concurrent: 1\n    - name: keyed\n      paths: [/k]\n      limit: 1/minute\n      key: header:X-Api-Key\n"
+	rep := replayed(t, yaml, Options{}, text("a.log", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "POST /upload HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "POST /upload HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /k HTTP/1.1" 200 1
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /k HTTP/1.1" 200 1
+`))
+	if r := ruleOf(t, rep, "upload"); r.Concurrent != 1 || r.Refused != 0 || r.Requests != 2 || !strings.HasPrefix(r.NotReplayed, "concurrent: 1: the log has no request durations") || len(r.Windows) != 0 {
+		t.Errorf("upload: %+v; want 2 requests, none refused, not replayed", r)
+	}
+	if r := ruleOf(t, rep, "keyed"); r.Refused != 1 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "header X-Api-Key, which the clf log does not hold") {
+		t.Errorf("keyed: refused %d, notes %q; want 1 and the header named", r.Refused, rep.Notes)
+	}
+}

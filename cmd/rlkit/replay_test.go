@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/replay"
+)
+
+// replayRules has a search limit of 2 a second and a login guard counting
+// failures, 2 a minute.
+const replayRules = `rate_limit:
+  enabled: true
+  default: "100/minute"
+  exempt_paths: ["/health"]
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "2/second"
+    - name: login
+      paths: ["/login"]
+      limit: "2/minute"
+      count: failures
+`
+
+// replayLog: 203.0.113.7 searches 4 times in one second (2 refused);
+// 198.51.100.9 fails to log in 3 times (1 refused); a health check.
+const replayLog = `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=d HTTP/1.1" 200 512
+198.51.100.9 - - [02/Jun/2026:07:15:02 +0000] "POST /login HTTP/1.1" 401 64
+198.51.100.9 - - [02/Jun/2026:07:15:03 +0000] "POST /login HTTP/1.1" 401 64
+198.51.100.9 - - [02/Jun/2026:07:15:04 +0000] "POST /login HTTP/1.1" 401 64
+10.0.0.1 - - [02/Jun/2026:07:15:05 +0000] "GET /health HTTP/1.1" 200 2
+not a log line
+`
+
+func TestReplayText(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	want := `Replayed 8 requests (9 lines, 1 malformed) from 2026-06-02T07:15:01Z to 2026-06-02T07:15:05Z.
+Exempt 1, banned 0, held by a wait 0; out of order 0 (by at most 0s); memory store 2 keys, 0 evicted.
+malformed: access.log:9: no [time]
+
+rule     limit       algorithm     requests  refused  share
+search   2/second    fixed_window         4        2  50.0%
+login    2/minute    fixed_window         3        1  33.3%
+default  100/minute  fixed_window         0        0     0%
+
+search
+  refused most: 203.0.113.7 2
+  2/second (fixed windows of 1s aligned on the Unix epoch): 1 keys, 4 units; peak per key p99 4, p99.9 4, max 4
+    2 per window refuses 50.0% of units; 4 would refuse 0% (at most 0.10%)
+
+login (counts failures)
+  refused most: 198.51.100.9 1
+  2/minute (fixed windows of 1m aligned on the Unix epoch): 1 keys, 3 units; peak per key p99 3, p99.9 3, max 3
+    2 per window refuses 33.3% of units; 3 would refuse 0% (at most 0.10%)
+
+default
+  100/minute: nothing counted
+`
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant 0, nothing, and\n%s", code, errOut, out, want)
+	}
+}
+
+func TestReplayJSON(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
+	out, _, code := rlkit(t, dir, "replay", "-config", "rules.yaml", "-format", "json", "-refuse-share", "0.3", "access.log")
+	if code != 0 {
+		t.Fatalf("status %d, want 0", code)
+	}
+	var rep replay.Report
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not a report: %v\n%s", err, out)
+	}
+	if rep.Lines != 9 || rep.Requests != 8 || rep.Malformed != 1 || rep.Exempt != 1 || rep.RefuseShare != 0.3 ||
+		len(rep.FirstMalformed) != 1 || rep.FirstMalformed[0] != (replay.Malformed{File: "access.log", Line: 9, Reason: "no [time]"}) {
+		t.Errorf("report %+v", rep)
+	}
+	if len(rep.Rules) != 3 {
+		t.Fatalf("%d rules, want 3", len(rep.Rules))
+	}
+	s := rep.Rules[0]
+	want := replay.WindowReport{Limit: "2/second", Window: "fixed windows of 1s aligned on the Unix epoch", Keys: 1, KeyWindows: 1, Units: 4,
+		PeakP99: 4, PeakP999: 4, PeakMax: 4, LimitRefusedShare: 0.5, Recommended: 3, RecommendedShare: 0.25, Exact: true, Count: 2}
+	if s.Rule != "search" || s.Algorithm != "fixed_window" || !slices.Equal(s.Limits, []string{"2/second"}) || s.Mode != "enforce" || s.Count != "all" || s.Key != "user" ||
+		s.Requests != 4 || s.Refused != 2 || s.RefusedShare != 0.5 || len(s.TopRefused) != 1 || s.TopRefused[0] != (replay.KeyCount{Key: "203.0.113.7", Refused: 2}) ||
+		len(s.Windows) != 1 || s.Windows[0].Limit != want.Limit {
+		t.Fatalf("rule search %+v", s)
+	}
+	if w := s.Windows[0]; !reflect.DeepEqual(w, want) {
+		t.Errorf("search's window %+v\nwant %+v", w, want)
+	}
+	if l := rep.Rules[1]; l.Rule != "login" || l.Count != "failures" || l.Refused != 1 || l.Windows[0].Units != 3 {
+		t.Errorf("rule login %+v", l)
+	}
+	// The keys are those docs/cli.md documents.
+	var m struct {
+		Top   map[string]json.RawMessage
+		Rules []map[string]json.RawMessage `json:"rules"`
+	}
+	json.Unmarshal([]byte(out), &m.Top)
+	json.Unmarshal(m.Top["rules"], &m.Rules)
+	var windows []map[string]json.RawMessage
+	if len(m.Rules) > 0 {
+		json.Unmarshal(m.Rules[0]["windows"], &windows)
+	}
+	for _, c := range []struct {
+		obj  map[string]json.RawMessage
+		keys string
+	}{
+		{m.Top, "log_format lines malformed first_malformed requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
+		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
+	} {
+		for _, k := range strings.Fields(c.keys) {
+			if _, ok := c.obj[k]; !ok {
+				t.Errorf("the JSON report lacks %q", k)
+			}
+		}
+		if n := len(strings.Fields(c.keys)); len(c.obj) != n {
+			t.Errorf("the JSON report has %d keys where docs/cli.md documents %d: %s", len(c.obj), n, c.keys)
+		}
+	}
+}
+
+// TestReplayStdinGzip: with no log, or "-", the log is standard input,
+// read through gzip when compressed.
+func TestReplayStdinGzip(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(replayLog))
+	zw.Close()
+	dir := files(t, "rules.yaml", replayRules, "access.log.gz", z.String())
+	for _, args := range [][]string{{"replay", "--config", "rules.yaml"}, {"replay", "--config", "rules.yaml", "-"}} {
+		cmd := exec.Command(binary, args...)
+		cmd.Dir, cmd.Stdin = dir, bytes.NewReader(z.Bytes())
+		out, err := cmd.Output()
+		if err != nil || !strings.HasPrefix(string(out), "Replayed 8 requests (9 lines, 1 malformed)") || !strings.Contains(string(out), "malformed: -:9:") {
+			t.Errorf("rlkit %q < access.log.gz: %v\n%s", args, err, out)
+		}
+	}
+	if out, _, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log.gz"); code != 0 || !strings.HasPrefix(out, "Replayed 8 requests") {
+		t.Errorf("replay access.log.gz: status %d\n%s", code, out)
+	}
+}
+
+func TestReplayBadConfig(t *testing.T) {
+	dir := files(t, "bad.yaml", twoErrors, "access.log", replayLog)
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "bad.yaml", "access.log")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "bad.yaml:7:1: rule \"api\": field \"limit\"") || !strings.Contains(errOut, "\nbad.yaml:8:1: ") {
+		t.Errorf("bad config: status %d, stdout %q, stderr %q; want 1 and the errors with their lines", code, out, errOut)
+	}
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "missing.yaml", "access.log"); code != 1 || !strings.Contains(errOut, "missing.yaml") {
+		t.Errorf("missing config: status %d, stderr %q; want 1 naming it", code, errOut)
+	}
+}
+
+func TestReplayUnreadableLog(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
+	os.Mkdir(filepath.Join(dir, "logs"), 0o755)
+	for _, log := range []string{"missing.log", "logs"} {
+		out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log", log)
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, "rlkit: ") || !strings.Contains(errOut, log) {
+			t.Errorf("replay access.log %s: status %d, stdout %q, stderr %q; want 1 and the log named", log, code, out, errOut)
+		}
+	}
+	// A gzip log cut short is an error, not the end of the log.
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(strings.Repeat(replayLog, 100)))
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "cut.gz"), z.Bytes()[:z.Len()/2], 0o600)
+	if out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "cut.gz"); code != 1 || out != "" || !strings.Contains(errOut, "cut.gz") {
+		t.Errorf("replay cut.gz: status %d, stdout %q, stderr %q; want 1 naming it", code, out, errOut)
+	}
+}
+
+func TestReplayUsage(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
+	for _, args := range [][]string{
+		{"replay", "access.log"}, // no --config
+		{"replay", "--config", "rules.yaml", "--log-format", "xml", "access.log"},
+		{"replay", "--config", "rules.yaml", "--bogus", "access.log"},
+		{"replay", "--config", "rules.yaml", "--format", "csv", "access.log"},
+		{"replay", "--config", "rules.yaml", "--field", "time=ts", "access.log"},                      // CLF has fixed fields
+		{"replay", "--config", "rules.yaml", "--log-format", "json", "--field", "when", "access.log"}, // not NAME=PATH
+		{"replay", "--config", "rules.yaml", "--identity", "cookie:sid", "access.log"},
+		{"replay", "--config", "rules.yaml", "--identity", "header:X-Api-Key", "access.log"}, // CLF logs no such header
+		{"replay", "--config", "rules.yaml", "--refuse-share", "1.5", "access.log"},
+		{"replay", "--config", "rules.yaml", "--refuse-share", "-1", "access.log"},
+		{"replay", "--config", "rules.yaml", "--progress=maybe", "access.log"},
+	} {
+		out, errOut, code := rlkit(t, dir, args...)
+		if code != 2 || !strings.HasPrefix(errOut, "rlkit: ") || out != "" {
+			t.Errorf("rlkit %q: status %d, stdout %q, stderr %q; want 2 and an error on stderr", args, code, out, errOut)
+		}
+	}
+	if out, _, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--progress=false", "access.log"); code != 0 || !strings.HasPrefix(out, "Replayed") {
+		t.Errorf("--progress=false: status %d, stdout %q", code, out)
+	}
+}
+
+// TestReplayPlot: --plot writes one PNG per rule, each an image.
+func TestReplayPlot(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--plot", "plots/x", "access.log"); code != 0 {
+		t.Fatalf("replay --plot: status %d, stderr %q", code, errOut)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "plots", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		f, err := os.Open(filepath.Join(dir, "plots", "x", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 400 || img.Bounds().Dy() < 200 {
+			t.Errorf("%s: %v, bounds %v; want a PNG image", e.Name(), err, img.Bounds())
+		}
+	}
+	if !slices.Equal(names, []string{"default.png", "login.png", "search.png"}) {
+		t.Errorf("plots %q, want one per rule", names)
+	}
+}
