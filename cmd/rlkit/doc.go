@@ -1,4 +1,6 @@
-// Command rlkit is the operator's tool for rate-limit configuration files.
+// Command rlkit is the operator's tool for rate limits: it checks and
+// explains rule files, replays access logs through them, and reads and
+// clears the counters a service keeps in Redis.
 //
 //	go install github.com/rlkit/rlkit/cmd/rlkit@latest
 //	rlkit check ratelimit.yaml              # every error, as file:line:col: message

@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	code := -1
 	parser, err := kong.New(&cli{},
 		kong.Name("rlkit"),
-		kong.Description("rlkit checks rate-limit configuration files."),
+		kong.Description("rlkit checks and explains rate-limit configuration files, replays access logs through them, and reads the counters a service keeps in Redis."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { code = c }),
 	)
