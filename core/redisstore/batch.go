@@ -65,7 +65,7 @@ func WithBatch(max int) Option { return func(s *Store) { s.batch = max } }
 type waiter struct {
 	key  string
 	alg  algo.Algorithm
-	arg  int64 // the cost, negative for a dry run
+	arg  int64 // the cost; -cost - 1 for a dry run
 	tail []any
 	// deadline is the decision's (see Store.deadline), and expired is
 	// closed once the store's timeout has passed.

@@ -21,7 +21,11 @@
 // exactly what package algo computes: the tests run both on random traffic
 // and require the same decisions, counts and durations. Peek (what a rule
 // counted by outcome asks before the handler) is the same script in a dry
-// run, a negative cost in ARGV[1]: it evaluates and writes nothing.
+// run, -c - 1 in ARGV[1] for cost c: it evaluates and writes nothing, at
+// any cost. (A take of cost 0, which consumes nothing, may still write: a
+// state kept under other terms of the counter, another count, burst or
+// time unit, is rewritten under the policy's, and a TTL the policy's
+// terms need longer is extended; a dry run of cost 0 leaves both.)
 //
 // # Batches under load
 //
@@ -122,7 +126,7 @@
 //
 // A take that the deny cache denies refuses the request without taking
 // anything: the other takes are read at cost 0 for their state as it
-// stands (one call per node, which writes nothing; none when every take
+// stands (one call per node, which consumes nothing; none when every take
 // is denied there). The denials a call learns are cached for each take's
 // key, as Take's are (but not a take decided after another take of its
 // key and policy in the same request), and Reset drops them as it drops

@@ -148,8 +148,9 @@ func (s *Store) pipeline(ctx context.Context, tags []string, pl *plan, tail []an
 	_, err := s.client.Pipelined(cctx, func(pipe redis.Pipeliner) error {
 		for _, tag := range tags {
 			k := s.prefix + "{" + tag + "}:" + pl.rule
-			// -0 is 0: a cost of 0 only reads; -1 is a dry run of cost 1.
-			cmds = append(cmds, pipe.Do(cctx, singleArgs(k, pl, tail, 0)...), pipe.Do(cctx, singleArgs(k, pl, tail, -1)...))
+			// Dry runs (-c - 1) of cost 0 and of cost 1: a take of cost
+			// 0 may write (see Peek).
+			cmds = append(cmds, pipe.Do(cctx, singleArgs(k, pl, tail, ^0)...), pipe.Do(cctx, singleArgs(k, pl, tail, ^1)...))
 		}
 		return nil
 	})

@@ -54,7 +54,7 @@ type stackGroup struct {
 // they took, each with a second call, and the nodes after it are read at
 // cost 0 (see the package documentation for the bound that leaves). A take that the deny cache denies refuses
 // the request without taking anything: the other takes are then read at
-// cost 0 (one call per node, which writes nothing) for their state as it
+// cost 0 (one call per node, which consumes nothing) for their state as it
 // stands, and none at all when every take was denied there; the denials
 // a call learns are cached as Take's are. When a node denies and a read
 // at cost 0 fails, the denial is the answer (with no error), and the

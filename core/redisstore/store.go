@@ -273,10 +273,13 @@ func (s *Store) Take(ctx context.Context, key string, p *store.Policy, cost int6
 }
 
 // Peek implements store.Store: one script call, the decision script of
-// Take in a dry run (a negative cost in its ARGV[1] asks it to evaluate
-// that cost and write nothing), on the server's clock. A key the deny
-// cache holds is answered from it without a round trip, and a denial is
-// cached as Take's is. It fails as Take does.
+// Take in a dry run (-c - 1 in its ARGV[1] asks it to evaluate cost c and
+// write nothing), on the server's clock. It writes nothing at any cost, 0
+// included: a state kept under other terms of the counter (another count,
+// burst or time unit, as after a reload) is read under the policy's terms
+// and left as it is, and no TTL is extended. A key the deny cache holds
+// is answered from it without a round trip, and a denial is cached as
+// Take's is. It fails as Take does.
 func (s *Store) Peek(ctx context.Context, key string, p *store.Policy, cost int64) (store.Result, error) {
 	return s.decide(ctx, key, p, cost, true)
 }
@@ -302,7 +305,10 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 	k := redisKey(s.prefix, key, pl.rule)
 	arg := cost
 	if dry {
-		arg = -cost // a dry run; -0 is 0, and a cost of 0 writes nothing anyway
+		// A dry run of cost c is -c - 1: one of cost 0 is told from a
+		// take of cost 0, which may write (a state kept under other
+		// terms is rewritten under the policy's, a TTL extended).
+		arg = ^cost
 	}
 	reply, err := s.decideCall(ctx, k, pl, pl.tailAt(p, now), arg)
 	if err != nil {

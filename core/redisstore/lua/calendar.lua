@@ -4,8 +4,8 @@
 -- for a decision alone; now is the server's time in microseconds.
 --
 -- key       the key of the policy's first limit; limit i > 1 uses key..'.'..i
--- A[o + 1]  cost (an integer); a negative one, -c, is a dry run (a peek): it
---           evaluates cost c and writes nothing
+-- A[o + 1]  cost (an integer); a negative one, -c - 1, is a dry run (a
+--           peek): it evaluates cost c, 0 included, and writes nothing
 -- then per limit: count, and the instants (us) prev, start, end and next:
 --           the calendar period holding the caller's time, [start, end),
 --           the one before it, [prev, start), and the one after, [end, next)
@@ -61,7 +61,7 @@ end
 local function decide(key, A, o, m, now)
   local cost = tonumber(A[o + 1])
   local dry = cost < 0
-  if dry then cost = -cost end
+  if dry then cost = -cost - 1 end
   local n = (m - 1) / 5
 
   -- The period of each limit holding now, before anything is written.

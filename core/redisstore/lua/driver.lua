@@ -1,7 +1,7 @@
 
 -- driver: decide(key, A, o, m, now_us) evaluates every limit of one
 -- decision and writes only when all admit, and never in a dry run (a
--- negative cost: a peek at -cost). Its arguments are A[o + 1] .. A[o + m],
+-- negative cost, -c - 1: a peek at cost c). Its arguments are A[o + 1] .. A[o + m],
 -- laid out as ARGV is for a decision alone (see the prelude); now_us is the
 -- server's time in microseconds. It returns the decision's reply.
 --
@@ -34,7 +34,7 @@ end
 local function decide(key, A, o, m, now_us)
   local cost = tonumber(A[o + 1])
   local dry = cost < 0
-  if dry then cost = -cost end
+  if dry then cost = -cost - 1 end
   if m == 6 then -- one limit: the common case, without tables
     local r, p, c, u = tonumber(A[o + 3]), tonumber(A[o + 4]), tonumber(A[o + 5]), tonumber(A[o + 6])
     local now = now_us

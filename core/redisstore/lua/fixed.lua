@@ -7,8 +7,8 @@
 -- key       the key of the policy's first limit; with several limits it ends
 --           with 16 hex digits, the limit's counter identity, and limit
 --           i > 1 swaps in its own
--- A[o + 1]  cost (an integer); a negative one, -c, is a dry run (a peek): it
---           evaluates cost c and writes nothing
+-- A[o + 1]  cost (an integer); a negative one, -c - 1, is a dry run (a
+--           peek): it evaluates cost c, 0 included, and writes nothing
 -- then per limit: count, period (us)
 -- then, for limits 2 to n, the 16 hex digits of its counter identity
 -- A[o + 4]  one limit only, optional: present, a new window's key lives one
@@ -40,7 +40,7 @@ end
 local function decide(key, A, o, m, now)
   local cost = tonumber(A[o + 1])
   local dry = cost < 0
-  if dry then cost = -cost end
+  if dry then cost = -cost - 1 end
 
   if m <= 4 then -- one limit: the common case, kept lean
     local r, p = tonumber(A[o + 2]), tonumber(A[o + 3])

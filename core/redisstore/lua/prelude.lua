@@ -8,8 +8,10 @@
 -- A decision alone (single.lua) takes, as decide takes in A[o + 1] onwards:
 -- KEYS[1]  the key of the policy's first limit: it ends with 16 hex digits,
 --          the limit's counter identity; limit i > 1 swaps in its own
--- ARGV[1]  cost (an integer); a negative one, -c, is a dry run (a peek): the
---          driver evaluates cost c and writes nothing
+-- ARGV[1]  cost (an integer); a negative one, -c - 1, is a dry run (a
+--          peek): the driver evaluates cost c and writes nothing. A take
+--          of cost 0 (0) may write (keep, in driver.lua); a dry run of
+--          cost 0 (-1) never does
 -- ARGV[2]  n, the number of limits (1 to 4)
 -- then per limit: count, period (in units), capacity, U
 -- then, for limits 2 to n, the 16 hex digits of its counter identity

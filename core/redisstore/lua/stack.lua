@@ -100,7 +100,7 @@ for i = 1, n do
   if all then
     fine, v = pcall(fn(alg[i])[1], key[i], ARGV, off[i], m[i], now_us)
   else
-    fine, v = pcall(fn(alg[i])[1], key[i], with(i, -cost(i)), 0, m[i], now_us)
+    fine, v = pcall(fn(alg[i])[1], key[i], with(i, -cost(i) - 1), 0, m[i], now_us)
   end
   if fine and type(v) == 'table' and v.err then fine, v = false, v.err end
   if not fine then
