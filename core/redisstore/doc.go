@@ -301,9 +301,13 @@
 // two dry runs of the decision script in one pipeline: what remains, when
 // it resets, the Retry-After of the next request); Scan finds a policy's
 // keys with SCAN ... MATCH within a bound on the keys examined, on every
-// master of a Cluster, and reads their states; InFlight counts a key's
-// requests in flight. None writes, nor reads or fills the deny cache.
-// rlkit keys (docs/cli.md) runs them.
+// master of a Cluster, and reads their states (ScanPolicies, those of
+// several policies in one pass); InFlight counts a key's requests in
+// flight. None writes, at any cost or under any terms, nor reads or
+// fills the deny cache. A key longer than 128 bytes once escaped is held
+// under its digest, which Scan reports as KeyState.Tag with no Key:
+// InspectTags, InFlightTag and ResetTag take such a tag where Inspect,
+// InFlight and Reset take a key. rlkit keys (docs/cli.md) runs them.
 //
 // # Local deny cache
 //

@@ -87,6 +87,25 @@ func (s *Store) Inspect(ctx context.Context, p *store.Policy, keys ...string) ([
 	return out, err
 }
 
+// InspectTags is Inspect by hash tag: each of tags is a key as the Redis
+// keys hold it, between the braces of their hash tag (KeyState.Tag: the
+// key escaped, or "#" and its SHA-256 for a key longer than 128 bytes
+// once escaped), so that a key Scan found as a digest can be read again.
+// Key is the key a tag names, "" for a digest. A tag that is neither an
+// escaped key nor a digest is an error, and nothing is read.
+func (s *Store) InspectTags(ctx context.Context, p *store.Policy, tags ...string) ([]KeyState, error) {
+	for _, t := range tags {
+		if err := checkTag(t); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.states(ctx, p, tags)
+	for i := range out {
+		out[i].Key, _ = unpart(out[i].Tag)
+	}
+	return out, err
+}
+
 // states reads the state of each hash tag's counters under p (see
 // Inspect); Key is left empty.
 func (s *Store) states(ctx context.Context, p *store.Policy, tags []string) ([]KeyState, error) {
@@ -187,7 +206,19 @@ var (
 // server's clock. It reads, one script, and writes nothing; it fails as
 // Take does.
 func (s *Store) InFlight(ctx context.Context, key, name string) (int64, error) {
-	k := slotsKey(s.prefix, key, name)
+	return s.inFlight(ctx, slotsKey(s.prefix, key, name))
+}
+
+// InFlightTag is InFlight by hash tag (see InspectTags).
+func (s *Store) InFlightTag(ctx context.Context, tag, name string) (int64, error) {
+	if err := checkTag(tag); err != nil {
+		return 0, err
+	}
+	return s.inFlight(ctx, s.prefix+"{"+tag+"}:"+part(name)+":inflight")
+}
+
+// inFlight counts the slots held in the sorted set k.
+func (s *Store) inFlight(ctx context.Context, k string) (int64, error) {
 	v, err := s.call(ctx, k, inflightScript, []any{evalshaCmd, inflightScript.sha, oneKey, k})
 	if err != nil {
 		return 0, err

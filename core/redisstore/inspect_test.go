@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/core/store"
 	"github.com/rlkit/rlkit/internal/redistest"
@@ -317,4 +318,114 @@ func dbsize(t *testing.T, rc redis.UniversalClient) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestTags: a key longer than 128 bytes once escaped, which Scan finds as
+// a digest (no Key), is read, counted in flight and reset again by its
+// tag; a tag that is neither an escaped key nor a digest is refused.
+func TestTags(t *testing.T) {
+	t.Parallel()
+	rc := client(t, redistest.StartServer(t).Addr())
+	s := newStore(t, rc)
+	ctx := context.Background()
+	p := &store.Policy{Name: "upload", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 10, Period: time.Hour}}}
+	long := strings.Repeat("é", 40)
+	for range 3 {
+		if r, err := s.Take(ctx, long, p, 1); err != nil || !r.Allowed {
+			t.Fatal(r, err)
+		}
+	}
+	c := &store.Concurrency{Name: "upload", Limit: 3, Lease: time.Minute}
+	if _, ok, err := s.Acquire(ctx, long, c); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	var found []redisstore.KeyState
+	if _, err := s.Scan(ctx, p, 1000, func(st []redisstore.KeyState) error { found = append(found, st...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Key != "" || !strings.HasPrefix(found[0].Tag, "#") || found[0].Remaining() != 7 {
+		t.Fatalf("Scan: %+v; want one digest, 7 left", found)
+	}
+	tag := found[0].Tag
+	got, err := s.InspectTags(ctx, p, tag, "alice")
+	if err != nil || len(got) != 2 || got[0].Tag != tag || got[0].Key != "" || got[0].Remaining() != 7 || got[1].Key != "alice" || got[1].Remaining() != 10 {
+		t.Errorf("InspectTags: %+v, %v; want the digest's 7 left, alice's 10", got, err)
+	}
+	if n, err := s.InFlightTag(ctx, tag, "upload"); err != nil || n != 1 {
+		t.Errorf("InFlightTag: %d, %v; want 1", n, err)
+	}
+	if cleared, err := s.ResetTag(ctx, tag, p); err != nil || !cleared {
+		t.Errorf("ResetTag: %v, %v; want cleared", cleared, err)
+	}
+	if got, err := s.Inspect(ctx, p, long); err != nil || got[0].Remaining() != 10 {
+		t.Errorf("after ResetTag: %+v, %v; want 10 left", got, err)
+	}
+	for _, bad := range []string{"ip:192.0.2.1", "a}b", "#short"} {
+		if _, err := s.InspectTags(ctx, p, bad); err == nil {
+			t.Errorf("InspectTags(%q): no error", bad)
+		}
+		if _, err := s.ResetTag(ctx, bad, p); err == nil {
+			t.Errorf("ResetTag(%q): no error", bad)
+		}
+		if _, err := s.InFlightTag(ctx, bad, "upload"); err == nil {
+			t.Errorf("InFlightTag(%q): no error", bad)
+		}
+	}
+}
+
+// TestScanPolicies: one scan finds the keys of several policies (a rule
+// and its penalty's ban), each once, with its state under each, on a
+// server and on a Cluster; the keys of other policies are left out.
+func TestScanPolicies(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rc := c.client(t)
+			s := newStore(t, rc)
+			ctx := context.Background()
+			up := &store.Policy{Name: "upload", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 10, Period: time.Hour}}}
+			ban := &store.Policy{Name: "upload!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
+			day := &store.Policy{Name: "uploads", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 5, Period: 24 * time.Hour}}}
+			other := &store.Policy{Name: "upload!denials", Algorithm: algo.SlidingWindow, Limits: []algo.Limit{{Count: 2, Period: time.Hour}}}
+			awayFromMidnight(t)
+			take := func(p *store.Policy, key string, n int) {
+				for range n {
+					if _, err := s.Take(ctx, key, p, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			take(up, "alice", 2)
+			take(up, "bob", 1)
+			take(ban, "bob", 1)
+			take(ban, "carol", 1)
+			take(day, "dave", 3)
+			take(other, "erin", 1)
+			type row struct{ up, ban, day int64 }
+			got := map[string]row{}
+			res, err := s.ScanPolicies(ctx, []*store.Policy{up, ban, day}, 1_000_000, func(states [][]redisstore.KeyState) error {
+				if len(states) != 3 || len(states[1]) != len(states[0]) || len(states[2]) != len(states[0]) {
+					t.Fatalf("states of %d policies", len(states))
+				}
+				for j, k := range states[0] {
+					if _, dup := got[k.Key]; dup || states[1][j].Key != k.Key || states[2][j].Tag != k.Tag {
+						t.Errorf("%q reported twice, or out of order", k.Key)
+					}
+					got[k.Key] = row{k.Remaining(), states[1][j].Remaining(), states[2][j].Remaining()}
+				}
+				return nil
+			})
+			want := map[string]row{"alice": {8, 1, 5}, "bob": {9, 0, 5}, "carol": {10, 0, 5}, "dave": {10, 1, 2}}
+			if err != nil || !maps.Equal(got, want) || !res.Complete || res.Pattern != "rl:{*}:upload*" || res.Examined != dbsize(t, rc) {
+				t.Errorf("ScanPolicies: %v, %+v, %v; want %v, complete, pattern rl:{*}:upload*", got, res, err, want)
+			}
+		})
+	}
 }

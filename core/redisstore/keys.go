@@ -3,6 +3,7 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -175,6 +176,19 @@ func unpart(tag string) (string, bool) {
 		return "", false // part is injective: only its own spelling of s decodes
 	}
 	return s, true
+}
+
+// checkTag returns an error unless tag is a hash tag the store writes: a
+// part (see part), or "#" and the unpadded base64url of a SHA-256.
+func checkTag(tag string) error {
+	if d, ok := strings.CutPrefix(tag, "#"); ok {
+		if sum, err := base64.RawURLEncoding.DecodeString(d); err == nil && len(sum) == sha256.Size && base64.RawURLEncoding.EncodeToString(sum) == d {
+			return nil
+		}
+	} else if _, ok := unpart(tag); ok {
+		return nil
+	}
+	return fmt.Errorf("redisstore: %q is not a key's hash tag (an escaped key, or \"#\" and the base64url of a SHA-256)", tag)
 }
 
 // unhex is the value of the uppercase hex digit c.

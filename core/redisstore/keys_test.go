@@ -120,11 +120,10 @@ func TestKeyMatcher(t *testing.T) {
 		}},
 	} {
 		s := &Store{prefix: c.prefix}
-		pl, err := newPlan(c.p, false)
+		m, err := s.matcher([]*store.Policy{c.p})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := s.matcher(c.p, pl)
 		if m.pattern != c.pattern {
 			t.Errorf("%s: pattern %q, want %q", c.p.Name, m.pattern, c.pattern)
 		}
@@ -136,13 +135,60 @@ func TestKeyMatcher(t *testing.T) {
 	}
 	// The INCR+EXPIRE layout: the name alone, and a window.
 	one := &store.Policy{Name: "a@b", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 2, Period: time.Second}}}
-	pl, _ := newPlan(one, true)
-	m := (&Store{prefix: "rl:"}).matcher(one, pl)
+	m, _ := (&Store{prefix: "rl:", incrExpire: true}).matcher([]*store.Policy{one})
 	if tag, ok := m.tag("rl:{alice}:a%40b:1764604800"); m.pattern != "rl:{*}:a%40b:*" || !ok || tag != "alice" {
 		t.Errorf("INCR+EXPIRE layout: pattern %q, tag %q, %v", m.pattern, tag, ok)
 	}
 	if _, ok := m.tag("rl:{alice}:a%40b:inflight"); ok {
 		t.Errorf("INCR+EXPIRE layout: slots in flight taken for a counter")
+	}
+	// Several policies: a pattern covering them all, and the keys of each.
+	up := &store.Policy{Name: "upload", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 2, Period: time.Hour}}}
+	ban := &store.Policy{Name: "upload!ban", Algorithm: algo.GCRA, Limits: []algo.Limit{{Count: 1, Period: time.Hour, Burst: 1}}}
+	day := &store.Policy{Name: "uploads", Algorithm: algo.FixedWindow, Limits: []algo.Limit{{Count: 9, Period: 24 * time.Hour}}}
+	denials := &store.Policy{Name: "upload!denials", Algorithm: algo.SlidingWindow, Limits: []algo.Limit{{Count: 2, Period: time.Hour}}}
+	m, err := (&Store{prefix: "rl:"}).matcher([]*store.Policy{up, ban, day})
+	if err != nil || m.pattern != "rl:{*}:upload*" {
+		t.Fatalf("upload, upload!ban, uploads: pattern %q, %v; want rl:{*}:upload*", m.pattern, err)
+	}
+	for k, want := range map[string]string{
+		"rl:{alice}:upload@" + hex16(up.CounterID(0)):              "alice",
+		"rl:{bob}:upload!ban@" + hex16(ban.CounterID(0)):           "bob",
+		"rl:{carol}:uploads@" + hex16(day.CounterID(0)) + ":20000": "carol",
+		"rl:{carol}:uploads@" + hex16(day.CounterID(0)):            "", // no window
+		"rl:{alice}:upload@" + hex16(up.CounterID(0)) + ":1":       "", // a window of a policy that has none
+		"rl:{dave}:upload!denials@" + hex16(denials.CounterID(0)):  "",
+	} {
+		if tag, ok := m.tag(k); ok != (want != "") || tag != want && ok {
+			t.Errorf("several policies: tag(%q) = %q, %v; want %q", k, tag, ok, want)
+		}
+	}
+	if _, err := (&Store{prefix: "rl:"}).matcher(nil); err == nil {
+		t.Errorf("no policy: no error")
+	}
+}
+
+// TestCheckTag: the hash tags InspectTags, ResetTag and InFlightTag
+// take: an escaped key or a digest, nothing else.
+func TestCheckTag(t *testing.T) {
+	long := strings.Repeat("é", 40)
+	for tag, ok := range map[string]bool{
+		"alice":              true,
+		"ip%3A192.0.2.1":     true,
+		"~":                  true,
+		part(long):           true, // "#" and a digest
+		"ip:192.0.2.1":       false,
+		"a{b":                false,
+		"":                   false,
+		"#abc":               false,
+		part(long) + "x":     false,
+		"#" + part(long)[2:]: false,
+		"%7Balice":           true,
+		"%7balice":           false, // not part's own spelling
+	} {
+		if err := checkTag(tag); (err == nil) != ok {
+			t.Errorf("checkTag(%q) = %v, want ok %v", tag, err, ok)
+		}
 	}
 }
 

@@ -63,19 +63,32 @@ type ScanResult struct {
 // remembers, to report each once, grow with the keys found: at most
 // about max.
 func (s *Store) Scan(ctx context.Context, p *store.Policy, max int64, fn func([]KeyState) error) (ScanResult, error) {
+	return s.ScanPolicies(ctx, []*store.Policy{p}, max, func(states [][]KeyState) error { return fn(states[0]) })
+}
+
+// ScanPolicies is Scan over the counters of several policies in one pass
+// (the policies of a rule and of its penalty, say): it finds the keys that
+// have a counter under any of ps and calls fn with each batch's states
+// under each of them, states[i] under ps[i], the same keys in the same
+// order in each (a key is reported once, with its state under every
+// policy, a policy it has no counter under included). Its SCAN pattern
+// is Scan's for one policy; for several, the prefix, "{*}:", the longest
+// start the policies' escaped names share, and "*": the keys SCAN
+// returns may then be more, and those of no policy of ps are left out,
+// but the keys examined, the bound and the cost are Scan's.
+func (s *Store) ScanPolicies(ctx context.Context, ps []*store.Policy, max int64, fn func([][]KeyState) error) (ScanResult, error) {
 	if max < 1 {
 		return ScanResult{}, errNoBound
 	}
-	pl, err := s.plan(p)
+	m, err := s.matcher(ps)
 	if err != nil {
 		return ScanResult{}, err
 	}
-	m := s.matcher(p, pl)
 	nodes, err := s.scanNodes(ctx)
 	if err != nil {
 		return ScanResult{Pattern: m.pattern}, err
 	}
-	sc := &scanner{s: s, p: p, m: m, fn: fn, budget: max}
+	sc := &scanner{s: s, ps: ps, m: m, fn: fn, budget: max}
 	res := ScanResult{Pattern: m.pattern, Complete: true}
 	for _, n := range nodes {
 		examined, done, err := sc.node(ctx, n)
@@ -118,9 +131,9 @@ func (s *Store) scanNodes(ctx context.Context) ([]*redis.Client, error) {
 // scanner is one Scan: what it looks for, and what is left of its bound.
 type scanner struct {
 	s      *Store
-	p      *store.Policy
+	ps     []*store.Policy
 	m      *keyMatcher
-	fn     func([]KeyState) error
+	fn     func([][]KeyState) error
 	budget int64
 	batch  []string
 }
@@ -174,51 +187,88 @@ func (sc *scanner) flush(ctx context.Context) error {
 	if len(sc.batch) == 0 {
 		return nil
 	}
-	states, err := sc.s.states(ctx, sc.p, sc.batch)
+	all := make([][]KeyState, len(sc.ps))
+	for i, p := range sc.ps {
+		states, err := sc.s.states(ctx, p, sc.batch)
+		if err != nil {
+			sc.batch = sc.batch[:0]
+			return err
+		}
+		for j := range states {
+			states[j].Key, _ = unpart(states[j].Tag)
+		}
+		all[i] = states
+	}
 	sc.batch = sc.batch[:0]
-	if err != nil {
-		return err
-	}
-	for i := range states {
-		states[i].Key, _ = unpart(states[i].Tag)
-	}
-	return sc.fn(states)
+	return sc.fn(all)
 }
 
-// keyMatcher tells the keys of one policy's counters.
+// keyMatcher tells the keys of some policies' counters.
 type keyMatcher struct {
 	pattern string // SCAN's MATCH
 	start   string // what every key starts with: the prefix and '{'
-	rules   map[string]bool
-	window  bool // the keys end with ':' and a window's number
+	// rules holds what follows "}:" in the keys of a counter; windows,
+	// what follows it before ':' and a window's number.
+	rules, windows map[string]bool
 }
 
-// matcher returns the matcher of p's counters in s.
-func (s *Store) matcher(p *store.Policy, pl *plan) *keyMatcher {
-	m := &keyMatcher{start: s.prefix + "{", rules: map[string]bool{}}
-	m.window = p.Algorithm == algo.FixedWindow || p.Calendar()
+// matcher returns the matcher of the counters of ps in s.
+func (s *Store) matcher(ps []*store.Policy) (*keyMatcher, error) {
+	if len(ps) == 0 {
+		return nil, errors.New("redisstore: scan: no policy")
+	}
+	m := &keyMatcher{start: s.prefix + "{", rules: map[string]bool{}, windows: map[string]bool{}}
+	var common string
+	for i, p := range ps {
+		pl, err := s.plan(p)
+		if err != nil {
+			return nil, err
+		}
+		name := m.add(p, pl)
+		if i == 0 {
+			common = name
+			continue
+		}
+		n := 0
+		for n < len(name) && n < len(common) && name[n] == common[n] {
+			n++
+		}
+		common = common[:n]
+	}
+	m.pattern = globEscape(s.prefix) + "{*}:" + common + "*"
+	return m, nil
+}
+
+// add adds the counters of p to m and returns the start of their keys'
+// rule part (after "}:") that the pattern of p alone asks for.
+func (m *keyMatcher) add(p *store.Policy, pl *plan) string {
+	to := m.rules
+	if p.Algorithm == algo.FixedWindow || p.Calendar() {
+		to = m.windows
+	}
 	name := part(p.Name) + "@"
 	switch {
 	case pl.rule == plainRule(p.Name):
 		// The INCR+EXPIRE layout (a plain rule never holds '@').
 		name = pl.rule + ":"
-		m.rules[pl.rule] = true
+		to[pl.rule] = true
 	case p.Calendar():
 		// Limit i > 1 is the first's key and "." i (see calendar.lua).
-		m.rules[pl.rule] = true
+		to[pl.rule] = true
 		for i := 2; i <= len(p.Limits); i++ {
-			m.rules[pl.rule+"."+strconv.Itoa(i)] = true
+			to[pl.rule+"."+strconv.Itoa(i)] = true
 		}
 	default:
 		for i := range p.Limits {
-			m.rules[ruleID(p.Name, p.CounterID(i))] = true
+			to[ruleID(p.Name, p.CounterID(i))] = true
 		}
 	}
-	m.pattern = globEscape(s.prefix) + "{*}:" + name + "*"
-	return m
+	return name
 }
 
-// tag returns the hash tag of key, when key is a counter of the policy.
+// tag returns the hash tag of key, when key is a counter of a policy of m.
+// (An escaped name holds no ':', so a rule part that ends with ':' and a
+// number is a window's and nothing else.)
 func (m *keyMatcher) tag(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, m.start)
 	if !ok {
@@ -228,14 +278,11 @@ func (m *keyMatcher) tag(key string) (string, bool) {
 	if !ok || strings.ContainsAny(tag, "{}") {
 		return "", false
 	}
-	if m.window {
-		i := strings.LastIndexByte(rule, ':')
-		if i < 0 || !digits(rule[i+1:]) {
-			return "", false
-		}
-		rule = rule[:i]
+	if m.rules[rule] {
+		return tag, true
 	}
-	return tag, m.rules[rule]
+	i := strings.LastIndexByte(rule, ':')
+	return tag, i >= 0 && digits(rule[i+1:]) && m.windows[rule[:i]]
 }
 
 // digits reports whether s is a decimal number, optionally negative.

@@ -332,6 +332,24 @@ func (s *Store) decide(ctx context.Context, key string, p *store.Policy, cost in
 // a period: such a key is deleted and not reported). It also drops key's
 // deny-cache entry. It fails as Take does.
 func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared bool, _ error) {
+	return s.reset(ctx, part(key), key, true, p)
+}
+
+// ResetTag is Reset by hash tag (see InspectTags), so that a key Scan
+// found as a digest can be reset. It drops the deny-cache entry of the key
+// a tag names; a digest names none, and a denial this store cached for
+// its key stands until the entry ends.
+func (s *Store) ResetTag(ctx context.Context, tag string, p *store.Policy) (cleared bool, _ error) {
+	if err := checkTag(tag); err != nil {
+		return false, err
+	}
+	key, named := unpart(tag)
+	return s.reset(ctx, tag, key, named, p)
+}
+
+// reset is Reset of the counters under p of the hash tag tag, which is
+// key's when named is set.
+func (s *Store) reset(ctx context.Context, tag, key string, named bool, p *store.Policy) (cleared bool, _ error) {
 	pl, err := s.plan(p)
 	if err != nil {
 		return false, err
@@ -342,7 +360,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 		resetArgs = pl.tailAt(p, s.clock.Now())
 	}
 	args := make([]any, 0, 4+len(resetArgs))
-	k := redisKey(s.prefix, key, pl.rule)
+	k := s.prefix + "{" + tag + "}:" + pl.rule
 	args = append(args, evalshaCmd, sc.sha, oneKey, k)
 	args = append(args, resetArgs...)
 	v, err := s.call(ctx, k, sc, args)
@@ -350,7 +368,9 @@ func (s *Store) Reset(ctx context.Context, key string, p *store.Policy) (cleared
 		// After the reset: a Take running meanwhile that read a denial
 		// sees the count of resets change and does not cache it.
 		s.resets.Add(1)
-		s.deny.drop(denyKey{rule: p.CounterID(0), key: key})
+		if named {
+			s.deny.drop(denyKey{rule: p.CounterID(0), key: key})
+		}
 	}
 	if err != nil {
 		return false, err
