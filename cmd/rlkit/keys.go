@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -20,8 +21,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/clientip"
 	"github.com/rlkit/rlkit/core/redisstore"
+	"github.com/rlkit/rlkit/core/store"
 )
 
 // keysCmd is `rlkit keys`: the counters a service keeps in Redis, read,
@@ -33,6 +37,7 @@ type keysCmd struct {
 	Prefix         string        `default:"rl:" help:"The key prefix of the service's store (redisstore.WithPrefix)."`
 	IncrExpireKeys bool          `help:"The service's store uses the INCR+EXPIRE layout (redisstore.WithIncrExpireKeys)."`
 	IdentityKeyEnv string        `placeholder:"VAR" help:"Environment variable holding the service's identity key (core.WithIdentityKey), to hash secret identities as it does."`
+	IPv6PrefixLen  int           `name:"ipv6-prefix-len" default:"64" placeholder:"BITS" help:"The service's clientip.Config.IPv6PrefixLen: under a rule keyed by ip, an IPv6 --identity counts under its network of this many bits, as the service groups client IPs."`
 	Timeout        time.Duration `default:"5s" help:"Bound on the dial and on each call to Redis."`
 	Format         string        `enum:"text,json" default:"text" help:"Output format: text or json."`
 
@@ -47,8 +52,17 @@ type keysCmd struct {
 // target is the key a command reads: one of --identity and --key.
 type target struct {
 	Rule     string `required:"" help:"The rule's name (default for the default limit)."`
-	Identity string `xor:"target" required:"" help:"The caller, as the service's key function names it (alice, sub:alice, a client IP): derived into the store key as the service derives it."`
-	Key      string `xor:"target" required:"" help:"The store key as it is (Decision.Key, Event.Key, a log line's key, or KEY of rlkit keys top)."`
+	Identity string `xor:"target" required:"" help:"The caller, as the service's key function names it (alice, sub:alice, a client IP; with --header, the header's value): derived into the store key as the service derives it."`
+	Header   string `placeholder:"NAME" help:"The service counts callers by this header (HeaderKey: an API key): --identity is its value, hashed as the service hashes it (give --identity-key-env)."`
+	Key      string `xor:"target" required:"" help:"The store key as it is (Decision.Key, Event.Key, a log line's key, or KEY of rlkit keys top, a digest {#...} included)."`
+}
+
+// Validate refuses --header without --identity.
+func (t *target) Validate() error {
+	if t.Header != "" && t.Identity == "" {
+		return errors.New("--header names the header whose value --identity is: give --identity (with --key, the store key is given as it is)")
+	}
+	return nil
 }
 
 type keysInspectCmd struct {
@@ -76,16 +90,12 @@ func (k *keysCmd) Validate() error {
 		return fmt.Errorf("--timeout %v: want a positive duration", k.Timeout)
 	case strings.ContainsAny(k.Prefix, "{}"):
 		return fmt.Errorf("--prefix %q: a store's prefix has no '{' or '}'", k.Prefix)
+	case k.IPv6PrefixLen < 1 || k.IPv6PrefixLen > 128:
+		return fmt.Errorf("--ipv6-prefix-len %d: want 1 to 128", k.IPv6PrefixLen)
 	case k.Cluster && strings.Contains(k.Redis, "://"):
 		k.copt, err = redis.ParseClusterURL(k.Redis)
 	case k.Cluster:
-		k.copt = &redis.ClusterOptions{}
-		for a := range strings.SplitSeq(k.Redis, ",") {
-			if a = strings.TrimSpace(a); a == "" || !strings.Contains(a, ":") {
-				return errors.New("--redis: with --cluster, want host:port[,host:port...] or a redis:// URL")
-			}
-			k.copt.Addrs = append(k.copt.Addrs, a)
-		}
+		k.copt, err = clusterAddrs(k.Redis)
 	case !strings.Contains(k.Redis, "://"):
 		k.opts, err = redis.ParseURL("redis://" + k.Redis) // host:port, as redis-cli -h -p
 	default:
@@ -102,6 +112,33 @@ func (k *keysCmd) Validate() error {
 	return nil
 }
 
+// clusterAddrs reads --redis of a Cluster given as
+// [user:password@]host:port[,...]: the seed nodes' addresses, with the
+// user and password of the first (the others name the same or none). Its
+// errors never repeat an address, which may hold a password.
+func clusterAddrs(s string) (*redis.ClusterOptions, error) {
+	o := &redis.ClusterOptions{}
+	for i, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		host := a[strings.LastIndexByte(a, '@')+1:]
+		if a == "" || !strings.Contains(host, ":") || strings.ContainsAny(host, "/?") {
+			return nil, errors.New("with --cluster, want [user:password@]host:port[,host:port...] or a redis:// URL")
+		}
+		n, err := redis.ParseURL("redis://" + a)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case i == 0:
+			o.Username, o.Password = n.Username, n.Password
+		case (n.Username != "" || n.Password != "") && (n.Username != o.Username || n.Password != o.Password):
+			return nil, fmt.Errorf("with --cluster, the address %d names another user or password than the first", i+1)
+		}
+		o.Addrs = append(o.Addrs, n.Addr)
+	}
+	return o, nil
+}
+
 // Validate rejects a bound below one.
 func (c *keysTopCmd) Validate() error {
 	switch {
@@ -114,10 +151,11 @@ func (c *keysTopCmd) Validate() error {
 }
 
 // conn is what a keys command works with: the rule file, a limiter over
-// the Redis store, and the store.
+// the Redis store (and the options it was given), and the store.
 type conn struct {
 	cfg   *core.Config
 	lim   *core.Limiter
+	opts  []core.Option
 	store *redisstore.Store
 	addr  string
 	close func()
@@ -142,7 +180,7 @@ func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rul
 // connect connects to Redis, which must answer PING within the timeout,
 // and returns a limiter of cfg over the store there.
 func (k *keysCmd) connect(ctx context.Context, cfg *core.Config) (*conn, error) {
-	opts := []core.Option{}
+	opts := []core.Option{core.WithClientIP(clientip.Config{IPv6PrefixLen: k.IPv6PrefixLen})}
 	if k.IdentityKeyEnv != "" {
 		v := os.Getenv(k.IdentityKeyEnv)
 		if v == "" {
@@ -176,6 +214,14 @@ func (k *keysCmd) connect(ctx context.Context, cfg *core.Config) (*conn, error) 
 		}
 		return nil, fmt.Errorf("redis %s: %w", addr, err)
 	}
+	if k.copt == nil {
+		// A node of a Cluster serves its own slots only: the others'
+		// keys would be missing from top, and MOVED errors.
+		if info, err := rc.Info(pctx, "cluster").Result(); err == nil && strings.Contains(info, "cluster_enabled:1") {
+			_ = rc.Close()
+			return nil, fmt.Errorf("redis %s is a node of a Redis Cluster: add --cluster", addr)
+		}
+	}
 	rs, err := redisstore.New(rc,
 		redisstore.WithPrefix(k.Prefix),
 		redisstore.WithTimeout(k.Timeout),
@@ -190,7 +236,7 @@ func (k *keysCmd) connect(ctx context.Context, cfg *core.Config) (*conn, error) 
 		return nil, err
 	}
 	lim := core.NewLimiter(cfg, append(opts, core.WithStore(rs))...)
-	return &conn{cfg: cfg, lim: lim, store: rs, addr: addr, close: func() { _ = rs.Close(); _ = rc.Close() }}, nil
+	return &conn{cfg: cfg, lim: lim, opts: opts, store: rs, addr: addr, close: func() { _ = rs.Close(); _ = rc.Close() }}, nil
 }
 
 // quiet is a go-redis logger that writes nothing.
@@ -225,15 +271,136 @@ func findRule(cfg *core.Config, file, name, plan string) (*core.Rule, error) {
 	return nil, fmt.Errorf("plan %q is not in %s; its plans: %s", plan, file, strings.Join(plans, ", "))
 }
 
-// key returns the store key t names under rule r.
-func (c *conn) key(t *target, r *core.Rule) (string, error) {
+// keyName is the key a command reads: a store key, or the hash tag of one
+// that top printed as a digest ({#...}), which names no store key.
+type keyName struct {
+	key, digest string
+}
+
+// String is the key as the output writes it: a digest as top prints it.
+func (n keyName) String() string {
+	if n.digest != "" {
+		return "{" + n.digest + "}"
+	}
+	return show(n.key)
+}
+
+// key returns the key t names under rule r: --key as it is, or as a
+// digest's hash tag when it is one as top prints it ({#...}); else
+// --identity made into the store key as the service makes it: a header's
+// value (--header) hashed as HeaderKey's identity is, a client IP
+// grouped as the limiter's clientip.Config groups it.
+func (c *conn) key(t *target, r *core.Rule) (keyName, error) {
 	if t.Key != "" {
-		return t.Key, nil
+		if d, ok := strings.CutPrefix(t.Key, "{#"); ok && strings.HasSuffix(d, "}") {
+			return keyName{digest: "#" + strings.TrimSuffix(d, "}")}, nil
+		}
+		return keyName{key: t.Key}, nil
 	}
-	if strings.Contains(r.Key(), "+") {
-		return "", fmt.Errorf("rule %q counts per %s, a key of several parts: name it with --key (Decision.Key, Event.Key, a log line's key, or rlkit keys top)", r.Name, r.Key())
+	spec, identity := r.Key(), t.Identity
+	if strings.Contains(spec, "+") {
+		return keyName{}, fmt.Errorf("rule %q counts per %s, a key of several parts: name it with --key (Decision.Key, Event.Key, a log line's key, or rlkit keys top)", r.Name, spec)
 	}
-	return c.lim.RuleKey(t.Identity, r.Name)
+	switch {
+	case t.Header != "":
+		name := http.CanonicalHeaderKey(t.Header)
+		if spec != "user" && spec != "header:"+name {
+			return keyName{}, fmt.Errorf("--header %s: rule %q counts per %s, not per the header's value", name, r.Name, spec)
+		}
+		if identity == "" {
+			return keyName{}, fmt.Errorf("--header %s: a request whose header is empty counts under its client IP: give --identity ip:ADDRESS", name)
+		}
+		identity = adapter.HeaderIdentity(name, identity)
+	case spec == "ip":
+		cip := c.lim.ClientIP()
+		identity = cip.ClientIP(identity, nil)
+	}
+	k, err := c.lim.RuleKey(identity, r.Name)
+	return keyName{key: k}, err
+}
+
+// state reads the state of the key n names under p.
+func (c *conn) state(ctx context.Context, p *store.Policy, n keyName) (redisstore.KeyState, error) {
+	var states []redisstore.KeyState
+	var err error
+	if n.digest != "" {
+		states, err = c.store.InspectTags(ctx, p, n.digest)
+	} else {
+		states, err = c.store.Inspect(ctx, p, n.key)
+	}
+	if err != nil {
+		return redisstore.KeyState{}, err
+	}
+	return states[0], nil
+}
+
+// banPolicy returns the policy of the ban of the penalty of the rule named
+// rule ("<rule>!ban", see core.PenaltySpec), or nil when it has none, as
+// the limiter names it: its ResetKey, which lifts a key's ban, resets the
+// ban's policy, which a store that records the resets asked of it and
+// clears nothing sees.
+func (c *conn) banPolicy(rule string) *store.Policy {
+	rec := &recorder{Store: c.store}
+	lim := core.NewLimiter(c.cfg, append(c.opts[:len(c.opts):len(c.opts)], core.WithStore(rec))...)
+	_, _ = lim.ResetKey(context.Background(), "", rule)
+	for _, p := range rec.resets {
+		if p.Name == rule+"!ban" {
+			return p
+		}
+	}
+	return nil
+}
+
+// recorder is the Redis store but for Reset, which only records the
+// policy asked for.
+type recorder struct {
+	*redisstore.Store
+	resets []*store.Policy
+}
+
+func (r *recorder) Reset(_ context.Context, _ string, p *store.Policy) (bool, error) {
+	r.resets = append(r.resets, p)
+	return false, nil
+}
+
+// tagStore is the Redis store with Reset by hash tag: a limiter over it
+// resets, whatever key it is given, the counters of the key whose tag it
+// holds (a digest that top printed).
+type tagStore struct {
+	*redisstore.Store
+	tag string
+}
+
+func (s tagStore) Reset(ctx context.Context, _ string, p *store.Policy) (bool, error) {
+	return s.ResetTag(ctx, s.tag, p)
+}
+
+// view is one key's state under a rule as the limiter answers a request
+// of cost 1: the rule's counters and, when the rule has a penalty, its
+// ban.
+type view struct {
+	redisstore.KeyState
+	// banned: the penalty's ban refuses the key for banRest more.
+	banned  bool
+	banRest time.Duration
+	// retry is the Retry-After of the next request, 0 when it would be
+	// admitted; remaining, the fewest units it could take (0 under a
+	// ban).
+	retry     time.Duration
+	remaining int64
+}
+
+// newView is the view of a key whose state is ks and, under a rule with a
+// penalty, whose ban's state is ban. The limiter finds a key banned when
+// its ban (GCRA, one per ban, burst one) has nothing remaining, and then
+// answers the longer of the rest of the ban and the rule's own wait.
+func newView(ks redisstore.KeyState, ban *redisstore.KeyState) view {
+	v := view{KeyState: ks, retry: ks.RetryAfter, remaining: ks.Remaining()}
+	if ban != nil && len(ban.Limits) == 1 && ban.Limits[0].Remaining == 0 {
+		v.banned, v.banRest = true, ban.Limits[0].ResetAfter
+		v.retry, v.remaining = max(v.banRest, ks.RetryAfter), 0
+	}
+	return v
 }
 
 // limitJSON is one limit's counter of a key.
@@ -257,7 +424,18 @@ type keyJSON struct {
 	Over         bool        `json:"over"`
 	Remaining    int64       `json:"remaining"`
 	RetryAfterMS int64       `json:"retry_after_ms"`
+	Banned       bool        `json:"banned,omitempty"`
+	BanEndsMS    int64       `json:"ban_ends_after_ms,omitempty"`
 	Limits       []limitJSON `json:"limits"`
+}
+
+// name is the key as the output writes it: a digest as {#...}, which
+// --key takes back.
+func (k *keyJSON) name() string {
+	if k.Key == "" && strings.HasPrefix(k.Tag, "#") {
+		return "{" + k.Tag + "}"
+	}
+	return show(k.Key)
 }
 
 // inspectJSON is what `keys inspect` prints as JSON.
@@ -265,12 +443,13 @@ type inspectJSON struct {
 	Rule       string `json:"rule"`
 	Plan       string `json:"plan,omitempty"`
 	Algorithm  string `json:"algorithm"`
-	keyJSON           // key, tag, over, remaining, retry_after_ms, limits
+	keyJSON           // key, tag, over, remaining, retry_after_ms, banned, ban_ends_after_ms, limits
 	Concurrent int64  `json:"concurrent,omitempty"`
 	InFlight   *int64 `json:"in_flight,omitempty"`
 }
 
-// Run prints the counters of one key under the rule.
+// Run prints the counters of one key under the rule, and its penalty's
+// ban.
 func (c *keysInspectCmd) Run(e *env, k *keysCmd) error {
 	ctx := context.Background()
 	cn, r, err := k.open(ctx, c.Rule, c.Plan)
@@ -278,27 +457,35 @@ func (c *keysInspectCmd) Run(e *env, k *keysCmd) error {
 		return err
 	}
 	defer cn.close()
-	key, err := cn.key(&c.target, r)
+	n, err := cn.key(&c.target, r)
 	if err != nil {
 		return err
 	}
-	out := inspectJSON{Rule: r.Name, Plan: c.Plan, Algorithm: r.Policy.Algorithm.String(), keyJSON: keyJSON{Key: key, Limits: []limitJSON{}}}
+	out := inspectJSON{Rule: r.Name, Plan: c.Plan, Algorithm: r.Policy.Algorithm.String(), keyJSON: keyJSON{Key: n.key, Tag: n.digest, Limits: []limitJSON{}}}
 	if len(r.Policy.Limits) > 0 {
-		states, err := cn.store.Inspect(ctx, r.Policy, key)
+		ks, err := cn.state(ctx, r.Policy, n)
 		if err != nil {
 			return fmt.Errorf("redis %s: %w", cn.addr, err)
 		}
-		out.keyJSON = toJSON(r, &states[0])
+		var ban *redisstore.KeyState
+		if bp := cn.banPolicy(c.Rule); bp != nil {
+			b, err := cn.state(ctx, bp, n)
+			if err != nil {
+				return fmt.Errorf("redis %s: %w", cn.addr, err)
+			}
+			ban = &b
+		}
+		out.keyJSON = toJSON(r, newView(ks, ban))
 	} else {
 		out.Algorithm = ""
 	}
-	if n := r.Concurrent(); n > 0 {
+	if limit := r.Concurrent(); limit > 0 {
 		// The slots are the base rule's, under every plan.
-		held, err := cn.store.InFlight(ctx, key, cn.cfg.Rule(c.Rule).Name)
+		held, err := cn.inFlight(ctx, out.keyJSON, cn.cfg.Rule(c.Rule).Name)
 		if err != nil {
 			return fmt.Errorf("redis %s: %w", cn.addr, err)
 		}
-		out.Concurrent, out.InFlight = n, &held
+		out.Concurrent, out.InFlight = limit, &held
 	}
 	if k.Format == "json" {
 		return printJSON(e.stdout, out)
@@ -306,12 +493,21 @@ func (c *keysInspectCmd) Run(e *env, k *keysCmd) error {
 	return out.text(e.stdout)
 }
 
+// inFlight counts the requests of the key k in flight under the
+// concurrency limit of the rule named rule.
+func (c *conn) inFlight(ctx context.Context, k keyJSON, rule string) (int64, error) {
+	if k.Key == "" && strings.HasPrefix(k.Tag, "#") {
+		return c.store.InFlightTag(ctx, k.Tag, rule)
+	}
+	return c.store.InFlight(ctx, k.Key, rule)
+}
+
 func (o *inspectJSON) text(w io.Writer) error {
 	head := "rule " + o.Rule
 	if o.Plan != "" {
 		head += " (plan " + o.Plan + ")"
 	}
-	fmt.Fprintf(w, "%s, key %s\n", head, show(o.Key))
+	fmt.Fprintf(w, "%s, key %s\n", head, o.name())
 	if len(o.Limits) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "LIMIT\tALGORITHM\tBURST\tUSED\tREMAINING\tRESETS IN\tRETRY AFTER")
@@ -321,7 +517,10 @@ func (o *inspectJSON) text(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if o.Over {
+		switch {
+		case o.Banned:
+			fmt.Fprintf(w, "banned by the rule's penalty for %s more: the next request is refused, Retry-After %s\n", ms(o.BanEndsMS), ms(o.RetryAfterMS))
+		case o.Over:
 			fmt.Fprintf(w, "over the limit: the next request is refused, Retry-After %s\n", ms(o.RetryAfterMS))
 		}
 	}
@@ -335,6 +534,7 @@ func (o *inspectJSON) text(w io.Writer) error {
 type resetJSON struct {
 	Rule    string `json:"rule"`
 	Key     string `json:"key"`
+	Tag     string `json:"tag,omitempty"`
 	Cleared bool   `json:"cleared"`
 }
 
@@ -347,21 +547,26 @@ func (c *keysResetCmd) Run(e *env, k *keysCmd) error {
 		return err
 	}
 	defer cn.close()
-	key, err := cn.key(&c.target, r)
+	n, err := cn.key(&c.target, r)
 	if err != nil {
 		return err
 	}
-	cleared, err := cn.lim.ResetKey(ctx, key, r.Name)
+	lim := cn.lim
+	if n.digest != "" {
+		// The same resets, of the digest's keys.
+		lim = core.NewLimiter(cn.cfg, append(cn.opts[:len(cn.opts):len(cn.opts)], core.WithStore(tagStore{cn.store, n.digest}))...)
+	}
+	cleared, err := lim.ResetKey(ctx, n.key, r.Name)
 	if err != nil {
 		return fmt.Errorf("redis %s: %w", cn.addr, err)
 	}
 	if k.Format == "json" {
-		return printJSON(e.stdout, resetJSON{Rule: r.Name, Key: key, Cleared: cleared})
+		return printJSON(e.stdout, resetJSON{Rule: r.Name, Key: n.key, Tag: n.digest, Cleared: cleared})
 	}
 	if cleared {
-		_, err = fmt.Fprintf(e.stdout, "rule %s, key %s: cleared\n", r.Name, show(key))
+		_, err = fmt.Fprintf(e.stdout, "rule %s, key %s: cleared\n", r.Name, n)
 	} else {
-		_, err = fmt.Fprintf(e.stdout, "rule %s, key %s: nothing to clear (no live counter)\n", r.Name, show(key))
+		_, err = fmt.Fprintf(e.stdout, "rule %s, key %s: nothing to clear (no live counter)\n", r.Name, n)
 	}
 	return err
 }
@@ -379,7 +584,8 @@ type topJSON struct {
 	Keys      []keyJSON `json:"keys"`
 }
 
-// Run lists the keys nearest or over the rule's limit.
+// Run lists the keys nearest or over the rule's limit, or banned by its
+// penalty.
 func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 	ctx := context.Background()
 	cn, r, err := k.open(ctx, c.Rule, c.Plan)
@@ -390,11 +596,21 @@ func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 	if len(r.Policy.Limits) == 0 {
 		return fmt.Errorf("rule %q has no limit, only concurrent: it keeps no counter to list (inspect a key for its requests in flight)", r.Name)
 	}
-	var keys []redisstore.KeyState
+	ps := []*store.Policy{r.Policy}
+	if bp := cn.banPolicy(c.Rule); bp != nil {
+		ps = append(ps, bp) // a banned key whose counters expired is found too
+	}
+	var keys []view
 	found := 0
-	res, err := cn.store.Scan(ctx, r.Policy, c.MaxScan, func(states []redisstore.KeyState) error {
-		found += len(states)
-		keys = append(keys, states...)
+	res, err := cn.store.ScanPolicies(ctx, ps, c.MaxScan, func(states [][]redisstore.KeyState) error {
+		found += len(states[0])
+		for j, ks := range states[0] {
+			var ban *redisstore.KeyState
+			if len(states) > 1 {
+				ban = &states[1][j]
+			}
+			keys = append(keys, newView(ks, ban))
+		}
 		if len(keys) > 4*c.Count+1024 {
 			keys = nearest(keys, c.Count)
 		}
@@ -406,8 +622,8 @@ func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 	keys = nearest(keys, c.Count)
 	out := topJSON{Rule: r.Name, Plan: c.Plan, Algorithm: r.Policy.Algorithm.String(), Pattern: res.Pattern,
 		Scanned: res.Examined, Complete: res.Complete, MaxScan: c.MaxScan, Found: found, Keys: []keyJSON{}}
-	for i := range keys {
-		out.Keys = append(out.Keys, toJSON(r, &keys[i]))
+	for _, v := range keys {
+		out.Keys = append(out.Keys, toJSON(r, v))
 	}
 	if k.Format == "json" {
 		return printJSON(e.stdout, out)
@@ -416,14 +632,14 @@ func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 }
 
 // nearest sorts keys nearest their limit first and keeps n: by fewest
-// remaining (a key over a limit has none left), then by longest
-// Retry-After (the keys over a limit first, the longest wait first), then
-// by key.
-func nearest(keys []redisstore.KeyState, n int) []redisstore.KeyState {
-	slices.SortFunc(keys, func(a, b redisstore.KeyState) int {
+// remaining (a key over a limit, or banned, has none left), then by
+// longest Retry-After (the keys refused first, the longest wait first),
+// then by key.
+func nearest(keys []view, n int) []view {
+	slices.SortFunc(keys, func(a, b view) int {
 		return cmp.Or(
-			cmp.Compare(a.Remaining(), b.Remaining()),
-			cmp.Compare(b.RetryAfter, a.RetryAfter),
+			cmp.Compare(a.remaining, b.remaining),
+			cmp.Compare(b.retry, a.retry),
 			cmp.Compare(a.Key, b.Key),
 			cmp.Compare(a.Tag, b.Tag))
 	})
@@ -436,11 +652,11 @@ func (o *topJSON) text(w io.Writer) error {
 		fmt.Fprintln(tw, "KEY\tOVER\tREMAINING\tLIMIT\tUSED\tRESETS IN\tRETRY AFTER")
 		for _, k := range o.Keys {
 			l := tightest(k)
-			key := show(k.Key)
-			if k.Key == "" && strings.HasPrefix(k.Tag, "#") {
-				key = "{" + k.Tag + "}" // a digest: no key to show
+			over := yes(k.Over)
+			if k.Banned {
+				over = "banned"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", key, yes(k.Over), k.Remaining, l.Limit, l.Used, ms(l.ResetAfterMS), ms(k.RetryAfterMS))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", k.name(), over, k.Remaining, l.Limit, l.Used, ms(l.ResetAfterMS), ms(k.RetryAfterMS))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -472,9 +688,9 @@ func tightest(k keyJSON) limitJSON {
 }
 
 // toJSON is the state of one key under rule r.
-func toJSON(r *core.Rule, ks *redisstore.KeyState) keyJSON {
-	out := keyJSON{Key: ks.Key, Tag: ks.Tag, Over: ks.Over(), Remaining: ks.Remaining(), RetryAfterMS: millis(ks.RetryAfter)}
-	for _, c := range ks.Limits {
+func toJSON(r *core.Rule, v view) keyJSON {
+	out := keyJSON{Key: v.Key, Tag: v.Tag, Over: v.retry > 0, Remaining: v.remaining, RetryAfterMS: millis(v.retry), Banned: v.banned, BanEndsMS: millis(v.banRest)}
+	for _, c := range v.Limits {
 		l := c.Limit
 		capacity := l.Capacity(r.Policy.Algorithm)
 		burst := int64(0)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -463,5 +464,194 @@ func TestKeysUsage(t *testing.T) {
 	_, errOut, code := rlkit(t, dir, "keys", "--redis", "redis://u:s3cret@127.0.0.1:x", "top", "--rule", "upload")
 	if code != 2 || strings.Contains(errOut, "s3cret") {
 		t.Errorf("a bad URL with a password: status %d, stderr %q; want 2, no password", code, errOut)
+	}
+}
+
+// staleYAML counts under the names, algorithms and periods of saved (the
+// same counters) with other counts, bursts and time units: a rule file
+// older or newer than the service's.
+const (
+	savedYAML = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: upload, paths: ["/upload"], limit: "10/hour", burst: 12, algorithm: gcra}
+    - {name: search, paths: ["/search"], limit: "1000000/hour", algorithm: token_bucket}
+    - {name: slow, paths: ["/slow"], limit: "10/hour", algorithm: token_bucket}
+    - {name: feed, paths: ["/feed"], limit: "10/hour", algorithm: sliding_window}
+    - {name: daily, paths: ["/daily"], limit: "7/day"}
+    - {name: monthly, paths: ["/monthly"], limit: ["10/month", "100/year"], window: calendar}
+`
+	staleYAML = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: upload, paths: ["/upload"], limit: "1/hour", burst: 1, algorithm: gcra}
+    - {name: search, paths: ["/search"], limit: "10/hour", algorithm: token_bucket}
+    - {name: slow, paths: ["/slow"], limit: "1/hour", burst: 10, algorithm: token_bucket}
+    - {name: feed, paths: ["/feed"], limit: "2/hour", algorithm: sliding_window}
+    - {name: daily, paths: ["/daily"], limit: "2/day"}
+    - {name: monthly, paths: ["/monthly"], limit: ["2/month", "3/year"], window: calendar}
+`
+)
+
+// redisKeys is every key of rc (every master of a Cluster): its value
+// (DUMP) and its expiry (PEXPIRETIME, an instant, which time does not
+// change).
+func redisKeys(t *testing.T, rc redis.UniversalClient) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var mu sync.Mutex
+	read := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, "*").Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			v, err := c.Dump(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			at, err := c.Do(ctx, "PEXPIRETIME", k).Int64()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out[k] = fmt.Sprintf("%q expires at %d", v, at)
+			mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	switch c := rc.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(context.Background(), read)
+	case *redis.Client:
+		err = read(context.Background(), c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestKeysReadOnly: inspect and top with a rule file whose terms differ
+// from those the service counted under (another count, burst or time
+// unit) leave every key, value and expiry, as it was, for every
+// algorithm, on a server and on a Cluster; the service's counts are
+// then read intact under its own file.
+func TestKeysReadOnly(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			cfg, err := core.ParseConfig([]byte(savedYAML), "saved.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := redisstore.New(rc, redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			lim := core.NewLimiter(cfg, core.WithStore(s))
+			awayFromMidnight(t)
+			rules := []string{"upload", "search", "slow", "feed", "daily", "monthly"}
+			count(t, lim, "/upload", "bob", "", 11)
+			for _, r := range rules[1:] {
+				count(t, lim, "/"+r, "bob", "", 3)
+			}
+			dir := files(t, "saved.yaml", savedYAML, "stale.yaml", staleYAML)
+			before := redisKeys(t, rc)
+			if len(before) < len(rules) {
+				t.Fatalf("%d keys: %v", len(before), before)
+			}
+			for _, r := range rules {
+				for _, cmd := range [][]string{{"inspect", "--rule", r, "--identity", "bob"}, {"top", "--rule", r}} {
+					args := append(append([]string{"keys", "--config", "stale.yaml"}, conn...), cmd...)
+					if _, errOut, code := rlkit(t, dir, args...); code != 0 {
+						t.Fatalf("rlkit %q: status %d, %s", args, code, errOut)
+					}
+					after := redisKeys(t, rc)
+					for k, v := range after {
+						if before[k] != v {
+							t.Errorf("%q wrote %s:\nbefore %s\nafter  %s", cmd, k, before[k], v)
+						}
+					}
+					if len(after) != len(before) {
+						t.Errorf("%q made %d keys %d", cmd, len(before), len(after))
+					}
+					before = after
+				}
+			}
+			var got inspectJSON
+			keysJSON(t, dir, append(conn, "--config", "saved.yaml"), &got, "inspect", "--rule", "upload", "--identity", "bob")
+			if len(got.Limits) != 1 || got.Limits[0].Used != 11 {
+				t.Errorf("bob's uploads under the service's file after the stale reads: %+v; want 11 used", got.Limits)
+			}
+		})
+	}
+}
+
+// TestKeysPenalty: a key banned by its rule's penalty is shown banned by
+// inspect, with the Retry-After the limiter answers it (the rest of the
+// ban), and top lists it first, over, with that Retry-After, though its
+// rule's own counter would admit a request; on a server and on a
+// Cluster.
+func TestKeysPenalty(t *testing.T) {
+	t.Parallel()
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "2/hour"
+      algorithm: gcra
+      penalty: {after: 2, within: 1h, ban: 1h}
+`
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := redisstore.New(rc, redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			lim := core.NewLimiter(cfg, core.WithStore(s))
+			count(t, lim, "/login", "mallory", "", 5) // 2 admitted, 2 denied (the ban), 1 banned
+			count(t, lim, "/login", "alice", "", 2)   // at her limit, not banned
+			dir := files(t, "rules.yaml", yaml)
+			var got inspectJSON
+			keysJSON(t, dir, conn, &got, "inspect", "--rule", "login", "--identity", "mallory")
+			d := lim.Decide(context.Background(), "GET", "/login", "mallory", false)
+			want := d.Result.RetryAfter
+			retry := time.Duration(got.RetryAfterMS) * time.Millisecond
+			if !d.Penalty || !got.Banned || !got.Over || got.Remaining != 0 || retry < want || retry > want+time.Second || retry < 59*time.Minute || retry > time.Hour ||
+				got.BanEndsMS != got.RetryAfterMS {
+				t.Errorf("inspect a banned key: %+v; want banned, over, Retry-After %v (the limiter's, penalty %v)", got, want, d.Penalty)
+			}
+			var top topJSON
+			keysJSON(t, dir, conn, &top, "top", "--rule", "login")
+			if len(top.Keys) != 2 || top.Keys[0].Key != "mallory" || !top.Keys[0].Banned || !top.Keys[0].Over || top.Keys[0].RetryAfterMS > got.RetryAfterMS || top.Keys[0].RetryAfterMS < got.RetryAfterMS-1000 ||
+				top.Keys[1].Key != "alice" || top.Keys[1].Banned || !top.Keys[1].Over || top.Found != 2 {
+				t.Errorf("top of a rule with a banned key: %+v; want mallory banned first, then alice", top)
+			}
+			// As text.
+			out, _, code := rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), "inspect", "--rule", "login", "--identity", "mallory")...)
+			if last := lastLine(out); code != 0 || !regexp.MustCompile(`^banned by the rule's penalty for (59m\d+s|1h) more: the next request is refused, Retry-After (59m\d+s|1h)$`).MatchString(last) {
+				t.Errorf("inspect a banned key as text: status %d, last line %q", code, last)
+			}
+			out, _, _ = rlkit(t, dir, append(append([]string{"keys", "--config", "rules.yaml"}, conn...), "top", "--rule", "login")...)
+			if !regexp.MustCompile(`(?m)^KEY .*\nmallory +banned +0 +2/hour +2 +\S+ +(59m\d+s|1h) *\nalice +yes +0 `).MatchString(out) {
+				t.Errorf("top as text:\n%s", out)
+			}
+		})
 	}
 }
