@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -19,6 +21,7 @@ import (
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/redisstore"
 	"github.com/rlkit/rlkit/internal/redistest"
+	"github.com/rlkit/rlkit/nethttp"
 )
 
 // keysYAML has rules whose counts stay exact for minutes whenever a test
@@ -653,5 +656,211 @@ func TestKeysPenalty(t *testing.T) {
 				t.Errorf("top as text:\n%s", out)
 			}
 		})
+	}
+}
+
+// serve sends n requests to path through the nethttp middleware over lim,
+// from remoteAddr, with the header X-Api-Key: apiKey when apiKey is not
+// empty, counting callers by that header (nethttp.HeaderKey), as a
+// service does.
+func serve(t *testing.T, lim *core.Limiter, path, remoteAddr, apiKey string, n int) {
+	t.Helper()
+	h := nethttp.New(lim, nethttp.WithKeyFunc(nethttp.HeaderKey("X-Api-Key")))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range n {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = remoteAddr
+		if apiKey != "" {
+			req.Header.Set("X-Api-Key", apiKey)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, rec.Code)
+		}
+	}
+}
+
+// TestKeysServiceIdentity: --identity names what a service behind the
+// nethttp middleware counts: with --header, an API key read by HeaderKey
+// (hashed under the service's identity key, under a rule keyed by user
+// or by that header); under a rule keyed by ip, an IPv6 client's
+// network, /64 unless --ipv6-prefix-len says otherwise.
+func TestKeysServiceIdentity(t *testing.T) {
+	t.Parallel()
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: api, paths: ["/api"], limit: "10/hour", algorithm: gcra}
+    - {name: export, paths: ["/export"], limit: "10/hour", algorithm: gcra, key: "header:X-Api-Key"}
+    - {name: login, paths: ["/login"], limit: "10/hour", algorithm: gcra, key: ip}
+`
+	srv := redistest.StartServer(t)
+	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := redisstore.New(srv.Client(t), redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	lim := core.NewLimiter(cfg, core.WithStore(s), core.WithIdentityKey([]byte("service secret")))
+	serve(t, lim, "/api", "192.0.2.9:1234", "sk_live_1", 3)
+	serve(t, lim, "/export", "192.0.2.9:1234", "sk_live_1", 4)
+	serve(t, lim, "/login", "[2001:db8::1]:1234", "", 2)
+	serve(t, lim, "/login", "[2001:db8::2]:1234", "", 3) // the same /64
+	dir := files(t, "rules.yaml", yaml)
+	inspect := func(args ...string) (inspectJSON, string, int) {
+		t.Helper()
+		all := append([]string{"keys", "--redis", srv.Addr(), "--config", "rules.yaml", "--format", "json", "--identity-key-env", "SERVICE_IDENTITY_KEY", "inspect"}, args...)
+		cmd := exec.Command(binary, all...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SERVICE_IDENTITY_KEY=service secret")
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var got inspectJSON
+		if err == nil {
+			if err := json.Unmarshal([]byte(o.String()), &got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got, e.String(), cmd.ProcessState.ExitCode()
+	}
+	for _, c := range []struct {
+		args []string
+		key  string
+		used int64
+	}{
+		{[]string{"--rule", "api", "--identity", "sk_live_1", "--header", "X-Api-Key"}, "X-Api-Key:hmac:", 3},
+		{[]string{"--rule", "api", "--identity", "sk_live_1", "--header", "x-api-key"}, "X-Api-Key:hmac:", 3},
+		{[]string{"--rule", "export", "--identity", "sk_live_1", "--header", "X-Api-Key"}, "h:X-Api-Key:hmac:", 4},
+		{[]string{"--rule", "export", "--identity", "sk_live_1"}, "h:X-Api-Key:hmac:", 4},
+		{[]string{"--rule", "login", "--identity", "2001:db8::1"}, "ip:2001:db8::", 5},
+		{[]string{"--rule", "login", "--identity", "2001:db8::2"}, "ip:2001:db8::", 5},
+	} {
+		got, errOut, code := inspect(c.args...)
+		if code != 0 || !strings.HasPrefix(got.Key, c.key) || len(got.Limits) != 1 || got.Limits[0].Used != c.used {
+			t.Errorf("inspect %q: status %d, %s, %+v; want key %s…, %d used", c.args, code, errOut, got, c.key, c.used)
+		}
+	}
+	// Another grouping than the service's names another key.
+	if got, _, _ := inspect("--rule", "login", "--identity", "2001:db8::1"); got.Key != "ip:2001:db8::" {
+		t.Errorf("the IPv6 client's key: %q", got.Key)
+	}
+	var whole inspectJSON
+	keysJSON(t, dir, []string{"--redis", srv.Addr(), "--ipv6-prefix-len", "128"}, &whole, "inspect", "--rule", "login", "--identity", "2001:db8::1")
+	if whole.Key != "ip:2001:db8::1" || whole.Limits[0].Used != 0 {
+		t.Errorf("--ipv6-prefix-len 128: %+v; want the whole address, nothing used", whole)
+	}
+	// A header the rule does not count per, and --header without --identity.
+	if _, errOut, code := inspect("--rule", "login", "--identity", "sk_live_1", "--header", "X-Api-Key"); code != 1 || errOut != `rlkit: --header X-Api-Key: rule "login" counts per ip, not per the header's value`+"\n" {
+		t.Errorf("--header under a rule keyed by ip: status %d, stderr %q", code, errOut)
+	}
+	if _, errOut, code := inspect("--rule", "export", "--identity", "sk_live_1", "--header", "X-Other"); code != 1 || !strings.Contains(errOut, "counts per header:X-Api-Key") {
+		t.Errorf("--header of another header: status %d, stderr %q", code, errOut)
+	}
+	if _, errOut, code := inspect("--rule", "api", "--key", "alice", "--header", "X-Api-Key"); code != 2 || !strings.Contains(errOut, "--header names the header whose value --identity is") {
+		t.Errorf("--header with --key: status %d, stderr %q", code, errOut)
+	}
+}
+
+// TestKeysDigest: a key longer than 128 bytes once escaped, which top
+// prints as its digest, {#...}, is read and reset again by that digest
+// given to --key, under the rule and its penalty.
+func TestKeysDigest(t *testing.T) {
+	t.Parallel()
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: upload, paths: ["/upload"], limit: "10/hour", algorithm: gcra, concurrent: 10, penalty: {after: 5, within: 1h, ban: 1h}}
+`
+	srv := redistest.StartServer(t)
+	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := redisstore.New(srv.Client(t), redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	lim := core.NewLimiter(cfg, core.WithStore(s))
+	long := strings.Repeat("é", 40)
+	count(t, lim, "/upload", long, "", 4)
+	dir := files(t, "rules.yaml", yaml)
+	conn := []string{"--redis", srv.Addr()}
+	var top topJSON
+	keysJSON(t, dir, conn, &top, "top", "--rule", "upload")
+	if len(top.Keys) != 1 || top.Keys[0].Key != "" || !strings.HasPrefix(top.Keys[0].Tag, "#") {
+		t.Fatalf("top: %+v; want one digest", top.Keys)
+	}
+	digest := "{" + top.Keys[0].Tag + "}"
+	out, _, _ := rlkit(t, dir, "keys", "--redis", srv.Addr(), "--config", "rules.yaml", "top", "--rule", "upload")
+	if !strings.HasPrefix(out, "KEY ") || !strings.Contains(out, "\n"+digest+" ") {
+		t.Fatalf("top as text does not print %s:\n%s", digest, out)
+	}
+	var got inspectJSON
+	keysJSON(t, dir, conn, &got, "inspect", "--rule", "upload", "--key", digest)
+	if got.Key != "" || got.Tag != top.Keys[0].Tag || len(got.Limits) != 1 || got.Limits[0].Used != 4 || got.InFlight == nil || *got.InFlight != 4 {
+		t.Errorf("inspect --key %s: %+v; want 4 used, 4 in flight", digest, got)
+	}
+	out, errOut, code := rlkit(t, dir, "keys", "--redis", srv.Addr(), "--config", "rules.yaml", "inspect", "--rule", "upload", "--key", digest)
+	if code != 0 || !strings.HasPrefix(out, "rule upload, key "+digest+"\n") {
+		t.Errorf("inspect --key %s as text: status %d, %q, %s", digest, code, out, errOut)
+	}
+	out, errOut, code = rlkit(t, dir, "keys", "--redis", srv.Addr(), "--config", "rules.yaml", "reset", "--rule", "upload", "--key", digest)
+	if code != 0 || out != "rule upload, key "+digest+": cleared\n" {
+		t.Errorf("reset --key %s: status %d, %q, %s", digest, code, out, errOut)
+	}
+	if d := lim.Decide(context.Background(), "GET", "/upload", long, false); !d.Allowed || d.Result.Remaining != 9 {
+		t.Errorf("the key after its reset by digest: %+v; want admitted, 9 left", d.Result)
+	}
+	// A digest that is not one.
+	if _, errOut, code := rlkit(t, dir, "keys", "--redis", srv.Addr(), "--config", "rules.yaml", "inspect", "--rule", "upload", "--key", "{#nope}"); code != 1 || !strings.Contains(errOut, "is not a key's hash tag") {
+		t.Errorf("inspect --key {#nope}: status %d, stderr %q", code, errOut)
+	}
+}
+
+// TestKeysClusterNode: a node of a Redis Cluster named without --cluster
+// is refused, naming the flag, before any command runs; with --cluster, a
+// user and password are accepted in each address, and never printed.
+func TestKeysClusterNode(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	dir := files(t, "rules.yaml", keysYAML)
+	addr := c.Addrs()[0]
+	for _, cmd := range [][]string{{"top", "--rule", "upload"}, {"inspect", "--rule", "upload", "--identity", "alice"}, {"reset", "--rule", "upload", "--identity", "alice"}} {
+		out, errOut, code := rlkit(t, dir, append([]string{"keys", "--config", "rules.yaml", "--redis", addr}, cmd...)...)
+		if code != 1 || out != "" || errOut != "rlkit: redis "+addr+" is a node of a Redis Cluster: add --cluster\n" {
+			t.Errorf("%q on a Cluster node without --cluster: status %d, stdout %q, stderr %q", cmd, code, out, errOut)
+		}
+	}
+	// A user of the cluster's nodes.
+	ctx := context.Background()
+	for _, n := range c.Nodes() {
+		if err := n.Client(t).Do(ctx, "ACL", "SETUSER", "ops", "on", ">s3cr3t", "~*", "&*", "+@all").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seeds := "ops:s3cr3t@" + strings.Join(c.Addrs(), ",ops:s3cr3t@")
+	var top topJSON
+	keysJSON(t, dir, []string{"--cluster", "--redis", seeds}, &top, "top", "--rule", "upload")
+	if !top.Complete {
+		t.Errorf("top as ops: %+v", top)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	for _, redisArg := range []string{"ops:wr0ng@" + addr, "ops:s3cr3t@" + refused, "ops:s3cr3t@" + addr + ",other:s3cr3t@" + refused, "ops:s3cr3t@127.0.0.1:x"} {
+		out, errOut, code := rlkit(t, dir, "keys", "--config", "rules.yaml", "--cluster", "--redis", redisArg, "top", "--rule", "upload")
+		if code == 0 || out != "" || strings.Contains(errOut, "s3cr3t") || strings.Contains(errOut, "wr0ng") || !strings.HasPrefix(errOut, "rlkit: ") {
+			t.Errorf("--cluster --redis %s: status %d, stdout %q, stderr %q; want a failure that shows no password", redisArg, code, out, errOut)
+		}
 	}
 }
