@@ -33,10 +33,13 @@
 //	rlkit keys --cluster --redis host:6379,host2:6379 top --rule search -n 20
 //
 // inspect shows a key's counters per limit (used, remaining, reset,
-// Retry-After) and its requests in flight; reset clears them as
-// Limiter.ResetKey does; top lists the keys nearest or over the limit,
-// found by SCAN with MATCH within --max-scan keys examined. Connection
-// failures exit 1, naming the address. See docs/cli.md.
+// Retry-After), its penalty's ban and its requests in flight, writing
+// nothing; reset clears them as Limiter.ResetKey does; top lists the keys
+// nearest or over the limit, or banned, found by SCAN with MATCH within
+// --max-scan keys examined. --header names an API key caller, --key a
+// key top printed as a digest. Connection failures exit 1, naming the
+// address (never a password); so does a node of a Redis Cluster named
+// without --cluster. See docs/cli.md.
 //
 // replay replays access logs (Common or Combined Log Format, JSON lines,
 // nginx JSON, Caddy's or Envoy's default format) through the limiter on
