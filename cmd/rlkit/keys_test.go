@@ -484,6 +484,7 @@ const (
     - {name: feed, paths: ["/feed"], limit: "10/hour", algorithm: sliding_window}
     - {name: daily, paths: ["/daily"], limit: "7/day"}
     - {name: monthly, paths: ["/monthly"], limit: ["10/month", "100/year"], window: calendar}
+    - {name: export, paths: ["/export"], limit: "10/hour", concurrent: 5}
 `
 	staleYAML = `rate_limit:
   enabled: true
@@ -495,6 +496,7 @@ const (
     - {name: feed, paths: ["/feed"], limit: "2/hour", algorithm: sliding_window}
     - {name: daily, paths: ["/daily"], limit: "2/day"}
     - {name: monthly, paths: ["/monthly"], limit: ["2/month", "3/year"], window: calendar}
+    - {name: export, paths: ["/export"], limit: "2/hour", concurrent: 1}
 `
 )
 
@@ -560,7 +562,7 @@ func TestKeysReadOnly(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			lim := core.NewLimiter(cfg, core.WithStore(s))
 			awayFromMidnight(t)
-			rules := []string{"upload", "search", "slow", "feed", "daily", "monthly"}
+			rules := []string{"upload", "search", "slow", "feed", "daily", "monthly", "export"} // export: 3 slots held
 			count(t, lim, "/upload", "bob", "", 11)
 			for _, r := range rules[1:] {
 				count(t, lim, "/"+r, "bob", "", 3)
