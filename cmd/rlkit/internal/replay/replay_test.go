@@ -481,3 +481,39 @@ func TestNotReplayed(t *testing.T) {
 		t.Errorf("keyed: refused %d, notes %q; want 1 and the header named", r.Refused, rep.Notes)
 	}
 }
+
+// TestStackedWeight: a rule that would have admitted a request another
+// rule refused counts the request's demand at its path's weight, as it
+// would have charged it. search (weight 5) admits all five requests of
+// one caller in a minute; the stacked st refuses the last two.
+func TestStackedWeight(t *testing.T) {
+	yaml := `rate_limit:
+  enabled: true
+  default: 1000/second
+  rules:
+    - name: search
+      paths: [/api/search]
+      limit: 1000/minute
+      weights:
+        /api/search: 5
+    - name: st
+      paths: [/api/**]
+      limit: 3/minute
+      stack: true
+`
+	var reqs []req
+	for i := range 5 {
+		reqs = append(reqs, req{ms: int64(i) * 1000, path: "/api/search"})
+	}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	s, st := ruleOf(t, rep, "search"), ruleOf(t, rep, "st")
+	if st.Refused != 2 || s.Requests != 5 || s.Refused != 0 {
+		t.Fatalf("st refused %d, search %d requests (%d refused); want 2, 5 (0)", st.Refused, s.Requests, s.Refused)
+	}
+	if w := s.Windows[0]; w.Units != 25 || w.PeakMax != 25 || w.Recommended != 25 {
+		t.Errorf("search: %d units, peak %d, recommended %d; want 25, 25, 25", w.Units, w.PeakMax, w.Recommended)
+	}
+	if w := st.Windows[0]; w.Units != 5 {
+		t.Errorf("st: %d units, want 5", w.Units)
+	}
+}
