@@ -96,6 +96,8 @@ func FuzzParseJSON(f *testing.F) {
 		`{"time":1780384505.5,"request":"GET /a?b HTTP/1.1","ip":"1.2.3.4","status":"200","headers":{"x-api-key":"k","X-Plan":["a\ud83d\ude00"]}}`,
 		`{"time":"\u0032026","a":{"b":{"c":[1,{"d":"}"}]}},"ts":-1e9}`,
 		`{"msec":"1780384505.612","x":"\ud800","y":"\\","z":tru}`,
+		`{"time":1780384505524102917,"path":"/a","method":"GET","ip":"1.2.3.4","status":200}`,
+		`{"time":"9999999999999999999.99","path":"/a","method":"GET","ip":"1.2.3.4","status":200}`,
 		`{"a":"`, `{`, `{"a" 1}`, `[1]`, `{}`, `{"t":1}  x`,
 	} {
 		f.Add(s)

@@ -113,7 +113,7 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 	if !ok {
 		if t, ok = p.tc.clfTime(ts); !ok {
 			if t, ok = epoch(ts); !ok {
-				return "time " + quote(ts) + " is neither RFC 3339, dd/Mon/yyyy:hh:mm:ss +zzzz nor Unix seconds"
+				return "time " + quote(ts) + " is neither RFC 3339, dd/Mon/yyyy:hh:mm:ss +zzzz nor a Unix time"
 			}
 		}
 	}

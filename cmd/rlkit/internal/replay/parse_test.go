@@ -228,3 +228,41 @@ func TestBatchBoundaries(t *testing.T) {
 		t.Errorf("malformed = %+v", rd.first)
 	}
 }
+
+// TestEpoch: Unix times in seconds, milliseconds, microseconds and
+// nanoseconds (19 digits), told by their size; a number past int64's
+// nanoseconds, or of more digits, is no time.
+func TestEpoch(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1780384505", 1780384505_000000000, true},
+		{"1780384505.524102", 1780384505_524102000, true},
+		{"1780384505524", 1780384505_524000000, true},
+		{"1780384505524102", 1780384505_524102000, true},
+		{"1780384505524102917", 1780384505_524102917, true},
+		{"1780384505524102917.5", 1780384505_524102917, true},
+		{"4611686018427387904", 4611686018427387904, true}, // 1<<62: the year 2116
+		{"4611686018427387905", 0, false},
+		{"9223372036854775807", 0, false},
+		{"9999999999999999999", 0, false},
+		{"17803845055241029170", 0, false},
+		{"", 0, false},
+		{"1780384505x", 0, false},
+	} {
+		got, ok := epoch([]byte(c.in))
+		if got != c.want || ok != c.ok {
+			t.Errorf("epoch(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+	// A JSON log's 19-digit time stamp, as a number and as a string.
+	log := `{"time":1780384505524102917,"method":"GET","path":"/a","ip":"192.0.2.1","status":200}
+{"time":"1780384505624102917","method":"GET","path":"/a","ip":"192.0.2.1","status":200}
+`
+	recs, rd := parsed(t, Options{Format: "json"}, nil, text("a.jsonl", log))
+	if rd.malformed != 0 || len(recs) != 2 || recs[0].Time != 1780384505524102917 || recs[1].Time != 1780384505624102917 {
+		t.Errorf("records %+v, malformed %+v; want two at their nanoseconds", recs, rd.first)
+	}
+}
