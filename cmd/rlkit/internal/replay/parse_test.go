@@ -266,3 +266,28 @@ func TestEpoch(t *testing.T) {
 		t.Errorf("records %+v, malformed %+v; want two at their nanoseconds", recs, rd.first)
 	}
 }
+
+// TestClientAddresses: a log's client address is read as the service's
+// clientip reads a peer's: IPv4, IPv6 bare, bracketed, with a port or a
+// zone, IPv4-mapped; an IPv6 client counts per /64 (IP) and is matched
+// whole against the lists (Addr). A host name is taken as it is.
+func TestClientAddresses(t *testing.T) {
+	for _, c := range []struct{ host, ip, addr string }{
+		{"203.0.113.7", "203.0.113.7", "203.0.113.7"},
+		{"203.0.113.7:443", "203.0.113.7", "203.0.113.7"},
+		{"2001:db8::1", "2001:db8::", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::", "2001:db8::1"},
+		{"[2001:DB8:0::1]", "2001:db8::", "2001:db8::1"},
+		{"fe80::1%eth0", "fe80::", "fe80::1"},
+		{"::ffff:203.0.113.7", "203.0.113.7", "203.0.113.7"},
+		{"[::ffff:203.0.113.7]:80", "203.0.113.7", "203.0.113.7"},
+		{"client.example", "client.example", "client.example"},
+	} {
+		log := c.host + ` - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1` + "\n"
+		recs, _ := parsed(t, Options{Format: "clf"}, nil, text("a.log", log))
+		if len(recs) != 1 || recs[0].IP != c.ip || recs[0].Addr != c.addr {
+			t.Errorf("client %q: records %+v; want IP %q, Addr %q", c.host, recs, c.ip, c.addr)
+		}
+	}
+}

@@ -517,3 +517,18 @@ func TestStackedWeight(t *testing.T) {
 		t.Errorf("st: %d units, want 5", w.Units)
 	}
 }
+
+// TestBracketedIPv6: a bracketed IPv6 client without a port is an
+// address: banned by the ban list's network, and counted per /64.
+func TestBracketedIPv6(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1/minute\n  ban:\n    networks: [\"2001:db8:bad::/48\"]\n"
+	log := `[2001:db8:bad::1] - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+[2001:db8:1:2::1] - - [02/Jun/2026:07:15:02 +0000] "GET / HTTP/1.1" 200 1
+[2001:db8:1:2::2] - - [02/Jun/2026:07:15:03 +0000] "GET / HTTP/1.1" 200 1
+`
+	rep := replayed(t, yaml, Options{}, text("a.log", log))
+	d := ruleOf(t, rep, "default")
+	if rep.Banned != 1 || d.Requests != 2 || d.Refused != 1 || len(d.TopRefused) != 1 || d.TopRefused[0].Key != "2001:db8:1:2::" {
+		t.Errorf("banned %d, default %d requests, %d refused, top %+v; want 1, 2, 1 of 2001:db8:1:2::", rep.Banned, d.Requests, d.Refused, d.TopRefused)
+	}
+}
