@@ -151,6 +151,7 @@ func (r *reader) source(s Source) error {
 			if last < 0 { // no line end in a whole buffer
 				if !skip {
 					line++
+					r.lines++
 					r.bad(s.Name, line, fmt.Sprintf("longer than %d bytes", batchBytes))
 				}
 				skip, carry = true, 0

@@ -203,6 +203,14 @@ func TestLongLine(t *testing.T) {
 	if len(recs) != 2 || rd.malformed != 2 || rd.first[0].Line != 2 || rd.first[1].Line != 4 {
 		t.Fatalf("%d records, malformed %+v; want 2 records, lines 2 and 4 malformed", len(recs), rd.first)
 	}
+	if rd.lines != 4 {
+		t.Errorf("lines %d, want 4: an overlong line is a line", rd.lines)
+	}
+	// The report's figures add up: every line is a request or malformed.
+	rep := replayed(t, "rate_limit:\n  enabled: true\n  default: 1/minute\n", Options{}, text("a.log", good+long+good+"x\n"+long))
+	if rep.Lines != 5 || rep.Malformed != 3 || rep.Requests != 2 || rep.Lines != rep.Requests+rep.Malformed {
+		t.Errorf("lines %d, malformed %d, requests %d; want 5 = 2 + 3", rep.Lines, rep.Malformed, rep.Requests)
+	}
 }
 
 // TestBatchBoundaries: lines cut by the end of a batch's buffer are read
