@@ -33,7 +33,8 @@ const replayRules = `rate_limit:
 `
 
 // replayLog: 203.0.113.7 searches 4 times in one second (2 refused);
-// 198.51.100.9 fails to log in 3 times (1 refused); a health check.
+// 198.51.100.9 fails to log in 3 times (1 refused); a health check; a
+// connection that sent no request.
 const replayLog = `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
 203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
 203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
@@ -42,15 +43,16 @@ const replayLog = `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search
 198.51.100.9 - - [02/Jun/2026:07:15:03 +0000] "POST /login HTTP/1.1" 401 64
 198.51.100.9 - - [02/Jun/2026:07:15:04 +0000] "POST /login HTTP/1.1" 401 64
 10.0.0.1 - - [02/Jun/2026:07:15:05 +0000] "GET /health HTTP/1.1" 200 2
+192.0.2.50 - - [02/Jun/2026:07:15:05 +0000] "-" 400 0
 not a log line
 `
 
 func TestReplayText(t *testing.T) {
 	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
 	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
-	want := `Replayed 8 requests (9 lines, 1 malformed) from 2026-06-02T07:15:01Z to 2026-06-02T07:15:05Z.
+	want := `Replayed 8 requests (10 lines, 1 malformed, 1 with no request) from 2026-06-02T07:15:01Z to 2026-06-02T07:15:05Z.
 Exempt 1, banned 0, held by a wait 0; out of order 0 (by at most 0s); memory store 2 keys, 0 evicted.
-malformed: access.log:9: no [time]
+malformed: access.log:10: no [time]
 
 rule     limit       algorithm     requests  refused  share
 search   2/second    fixed_window         4        2  50.0%
@@ -87,8 +89,8 @@ func TestReplayJSON(t *testing.T) {
 	if err := dec.Decode(&rep); err != nil {
 		t.Fatalf("stdout is not a report: %v\n%s", err, out)
 	}
-	if rep.Lines != 9 || rep.Requests != 8 || rep.Malformed != 1 || rep.Exempt != 1 || rep.RefuseShare != 0.3 ||
-		len(rep.FirstMalformed) != 1 || rep.FirstMalformed[0] != (replay.Malformed{File: "access.log", Line: 9, Reason: "no [time]"}) {
+	if rep.Lines != 10 || rep.Requests != 8 || rep.Malformed != 1 || rep.Unrequested != 1 || rep.Exempt != 1 || rep.RefuseShare != 0.3 ||
+		len(rep.FirstMalformed) != 1 || rep.FirstMalformed[0] != (replay.Malformed{File: "access.log", Line: 10, Reason: "no [time]"}) {
 		t.Errorf("report %+v", rep)
 	}
 	if len(rep.Rules) != 3 {
@@ -123,7 +125,7 @@ func TestReplayJSON(t *testing.T) {
 		obj  map[string]json.RawMessage
 		keys string
 	}{
-		{m.Top, "log_format lines malformed first_malformed requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
 		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
 		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
 	} {
@@ -150,7 +152,7 @@ func TestReplayStdinGzip(t *testing.T) {
 		cmd := exec.Command(binary, args...)
 		cmd.Dir, cmd.Stdin = dir, bytes.NewReader(z.Bytes())
 		out, err := cmd.Output()
-		if err != nil || !strings.HasPrefix(string(out), "Replayed 8 requests (9 lines, 1 malformed)") || !strings.Contains(string(out), "malformed: -:9:") {
+		if err != nil || !strings.HasPrefix(string(out), "Replayed 8 requests (10 lines, 1 malformed, 1 with no request)") || !strings.Contains(string(out), "malformed: -:10:") {
 			t.Errorf("rlkit %q < access.log.gz: %v\n%s", args, err, out)
 		}
 	}

@@ -122,6 +122,8 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 	if method == "" || target == "" {
 		req := p.vals[slotRequest]
 		switch {
+		case method == "" && target == "" && req == "" && p.ranks[slotRequest] < 1<<30:
+			return noRequest // a request line logged empty: no request
 		case req != "":
 			if why := requestLine(view(req), rec); why != "" {
 				return why

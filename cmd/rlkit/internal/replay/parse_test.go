@@ -177,12 +177,14 @@ func TestMalformedLines(t *testing.T) {
 	want := []Malformed{
 		{"a.log", 2, `status "2000" is not a three-digit code`},
 		{"a.log", 3, `time "31/Jun/2026:07:15:01 +0000" is not dd/Mon/yyyy:hh:mm:ss +zzzz`},
-		{"a.log", 5, `request line "-" is not METHOD PATH PROTOCOL`},
 		{"a.log", 6, `not a Common Log Format line`},
 		{"a.log", 7, `the request line has no closing quote`},
+		{"a.log", 9, `request target "relative" is not a path`},
 	}
-	if rd.lines != 8 || rd.malformed != 6 {
-		t.Errorf("lines %d, malformed %d; want 8 (the blank one aside) and 6", rd.lines, rd.malformed)
+	// Line 5, nginx's "-" for a connection that sent no request, is no
+	// request, not malformed.
+	if rd.lines != 8 || rd.malformed != 5 || rd.unrequested != 1 {
+		t.Errorf("lines %d, malformed %d, no request %d; want 8 (the blank one aside), 5 and 1", rd.lines, rd.malformed, rd.unrequested)
 	}
 	if len(rd.first) != len(want) {
 		t.Fatalf("first malformed %+v, want %+v", rd.first, want)
@@ -297,5 +299,39 @@ func TestClientAddresses(t *testing.T) {
 		if len(recs) != 1 || recs[0].IP != c.ip || recs[0].Addr != c.addr {
 			t.Errorf("client %q: records %+v; want IP %q, Addr %q", c.host, recs, c.ip, c.addr)
 		}
+	}
+}
+
+// TestNoRequest: a line that logs no request (nginx's "-" request line,
+// an empty one, Envoy's "- - -", an nginx JSON line's empty request) is
+// counted apart from the malformed lines, in every format.
+func TestNoRequest(t *testing.T) {
+	for _, c := range []struct {
+		format, log string
+	}{
+		{"clf", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "-" 400 0
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "" 408 0 "-" "-"
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+`},
+		{"envoy", `[2026-06-02T07:15:06.412Z] "- - -" 0 - 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+[2026-06-02T07:15:06.412Z] "- - HTTP/1.1" 400 DPE 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+[2026-06-02T07:15:06.412Z] "GET / HTTP/1.1" 200 - 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+`},
+		{"nginx-json", `{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"","request_method":"","request_uri":"","status":"400"}
+{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"-","status":"408"}
+{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"GET / HTTP/1.1","status":"200"}
+`},
+	} {
+		recs, rd := parsed(t, Options{Format: c.format}, nil, text("a.log", c.log))
+		if len(recs) != 1 || rd.lines != 3 || rd.malformed != 0 || rd.unrequested != 2 {
+			t.Errorf("%s: %d records, lines %d, malformed %d %+v, no request %d; want 1, 3, 0, 2", c.format, len(recs), rd.lines, rd.malformed, rd.first, rd.unrequested)
+		}
+	}
+	rep := replayed(t, "rate_limit:\n  enabled: true\n  default: 1/minute\n", Options{}, text("a.log", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "-" 400 0
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+bad
+`))
+	if rep.Lines != 3 || rep.Requests != 1 || rep.Malformed != 1 || rep.Unrequested != 1 {
+		t.Errorf("lines %d, requests %d, malformed %d, no request %d; want 3 = 1 + 1 + 1", rep.Lines, rep.Requests, rep.Malformed, rep.Unrequested)
 	}
 }

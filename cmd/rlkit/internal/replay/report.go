@@ -16,11 +16,15 @@ import (
 // JSON form is `rlkit replay --format json`'s output.
 type Report struct {
 	LogFormat string `json:"log_format"`
-	// Lines are the log's lines (blank ones aside); Malformed of them
-	// could not be read, FirstMalformed names the first few.
+	// Lines are the log's lines (blank ones aside): Requests, Malformed
+	// and Unrequested add up to them. Malformed lines could not be read,
+	// FirstMalformed names the first few; Unrequested lines log no
+	// request (a request line of "-", as nginx logs a connection that
+	// sent none, answered 400 or 408).
 	Lines          int64       `json:"lines"`
 	Malformed      int64       `json:"malformed"`
 	FirstMalformed []Malformed `json:"first_malformed"`
+	Unrequested    int64       `json:"unrequested"`
 	// Requests were decided: the lines read.
 	Requests int64 `json:"requests"`
 	// From and To are the earliest and latest time stamps (RFC 3339, UTC).
@@ -127,6 +131,7 @@ func (r *Replayer) report(rd *reader) *Report {
 		Lines:          rd.lines,
 		Malformed:      rd.malformed,
 		FirstMalformed: rd.first,
+		Unrequested:    rd.unrequested,
 		Requests:       r.decided,
 		OutOfOrder:     r.late,
 		Exempt:         r.exempt,
@@ -234,7 +239,7 @@ func durationText(d time.Duration) string {
 // WriteText writes rep as the text report of `rlkit replay`.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Replayed %s requests (%s lines, %s malformed)", count(rep.Requests), count(rep.Lines), count(rep.Malformed))
+	fmt.Fprintf(&b, "Replayed %s requests (%s lines, %s malformed, %s with no request)", count(rep.Requests), count(rep.Lines), count(rep.Malformed), count(rep.Unrequested))
 	if rep.From != "" {
 		fmt.Fprintf(&b, " from %s to %s", rep.From, rep.To)
 	}
