@@ -42,8 +42,8 @@ type reader struct {
 	lines       int64 // lines read (blank ones aside): requests, malformed or unrequested
 	malformed   int64
 	unrequested int64 // lines that log no request (see requestLine)
-	first     []Malformed
-	err       error // a source that could not be opened or read
+	first       []Malformed
+	err         error // a source that could not be opened or read
 }
 
 func newReader(p *lineParser, progress func(int64)) *reader {
