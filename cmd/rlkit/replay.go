@@ -23,7 +23,7 @@ type replayCmd struct {
 	FoldCase    bool     `help:"Match paths without regard to case, as Fiber's default router does."`
 	IPv6Prefix  int      `name:"ipv6-prefix" default:"64" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config does."`
 	Format      string   `enum:"text,json" default:"text" help:"Output format: text or json."`
-	RefuseShare float64  `default:"0.001" help:"The share of a rule's requests a recommended limit may refuse."`
+	RefuseShare float64  `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
 	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
 	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
 	StoreKeys   int      `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -243,4 +244,63 @@ func TestReplayPlot(t *testing.T) {
 	if !slices.Equal(names, []string{"default.png", "login.png", "search.png"}) {
 		t.Errorf("plots %q, want one per rule", names)
 	}
+}
+
+// TestReplayRefuseShareUnits: --refuse-share is a share of a rule's units
+// (its requests weighted, what its limit counts), in the flag's help, in
+// docs/cli.md and in the recommendations: a caller of 10 requests of
+// weight 5 and ten callers of one request each make 60 units in a minute;
+// a share of 0.4 lets a limit refuse 24 of them: 26 per window, which
+// refuses 24 of the first caller's 50.
+func TestReplayRefuseShareUnits(t *testing.T) {
+	help, _, _ := rlkit(t, t.TempDir(), "replay", "--help")
+	const want = "the share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse"
+	if got := strings.ToLower(strings.Join(strings.Fields(helpOf(help, "--refuse-share")), " ")); got != want+"." {
+		t.Errorf("--refuse-share's help %q, want %q", got, want+".")
+	}
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "| `--refuse-share` | `0.001` | "+want+" |") {
+		t.Errorf("docs/cli.md's --refuse-share row does not read %q", want)
+	}
+	rules := "rate_limit:\n  enabled: true\n  default: 1000/minute\n  rules:\n    - name: heavy\n      paths: [/h, /l]\n      limit: 1000/minute\n      weights:\n        /h: 5\n"
+	var log strings.Builder
+	for range 10 {
+		log.WriteString(`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /h HTTP/1.1" 200 1` + "\n")
+	}
+	for i := range 10 {
+		fmt.Fprintf(&log, `192.0.2.%d - - [02/Jun/2026:07:15:01 +0000] "GET /l HTTP/1.1" 200 1`+"\n", 10+i)
+	}
+	dir := files(t, "rules.yaml", rules, "access.log", log.String())
+	out, _, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", "--refuse-share", "0.4", "access.log")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("status %d, %v", code, err)
+	}
+	if w := rep.Rules[0].Windows[0]; w.Units != 60 || w.Recommended != 26 || w.RecommendedShare != 24.0/60 {
+		t.Errorf("heavy: %d units, recommended %d refusing %v; want 60, 26, 0.4", w.Units, w.Recommended, w.RecommendedShare)
+	}
+}
+
+// helpOf returns the help text of flag in kong's help output.
+func helpOf(help, flag string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(help, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, flag+"="), t == flag:
+			in = true
+			if _, rest, ok := strings.Cut(t, "  "); ok {
+				b.WriteString(strings.TrimSpace(rest))
+			}
+		case in && strings.HasPrefix(t, "-"), in && t == "":
+			return b.String()
+		case in:
+			b.WriteString(" " + t)
+		}
+	}
+	return b.String()
 }

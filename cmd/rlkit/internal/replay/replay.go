@@ -41,8 +41,9 @@ type Options struct {
 	// IPv6PrefixLen groups IPv6 clients as the service's
 	// clientip.Config.IPv6PrefixLen does; 0 means 64.
 	IPv6PrefixLen int
-	// RefuseShare is the share of a rule's units the recommended limit
-	// may refuse; 0 means 0.001.
+	// RefuseShare is the share of a rule's units (its requests weighted,
+	// as its limits count them) the recommended limit may refuse; 0 means
+	// 0.001.
 	RefuseShare float64
 	// Top is how many of the keys refused most a rule's report names; 0
 	// means 10.

@@ -43,7 +43,8 @@ type Report struct {
 	// the end and the live ones it dropped to stay within its bound.
 	StoreKeys      int64  `json:"store_keys"`
 	StoreEvictions uint64 `json:"store_evictions"`
-	// RefuseShare is the share the recommended limits may refuse.
+	// RefuseShare is the share of a rule's units (its requests weighted)
+	// the recommended limits may refuse.
 	RefuseShare float64      `json:"refuse_share"`
 	Notes       []string     `json:"notes"`
 	Rules       []RuleReport `json:"rules"`
