@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	_ "time/tzdata" // the calendar test's time zone, whatever the system has
 )
@@ -530,5 +531,39 @@ func TestBracketedIPv6(t *testing.T) {
 	d := ruleOf(t, rep, "default")
 	if rep.Banned != 1 || d.Requests != 2 || d.Refused != 1 || len(d.TopRefused) != 1 || d.TopRefused[0].Key != "2001:db8:1:2::" {
 		t.Errorf("banned %d, default %d requests, %d refused, top %+v; want 1, 2, 1 of 2001:db8:1:2::", rep.Banned, d.Requests, d.Refused, d.TopRefused)
+	}
+}
+
+// TestTextEscapes: the text report writes the keys refused most and the
+// file names of malformed lines with control bytes, bytes that are not
+// UTF-8 and backslashes escaped (\xNN, \\), so that a client's identity
+// never writes terminal controls; printable UTF-8 stays as it is.
+func TestTextEscapes(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1/minute\n"
+	log := `{"time":"2026-06-02T07:15:00Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"\u001b[2J\u009bevil\\é\r"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"\u001b[2J\u009bevil\\é\r"}
+`
+	rep := replayed(t, yaml, Options{Format: "json", Identity: "field:user"}, text("a\x1b]0;x\x07.jsonl", log+"bad\n"), text("b.jsonl", strings.Repeat(`{"time":"2026-06-02T07:15:02Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"`+"\xff"+`x"}`+"\n", 2)))
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		`refused most: \x1b[2J\xc2\x9bevil\\é\x0d 1`,
+		`malformed: a\x1b]0;x\x07.jsonl:3: not a JSON object`,
+		`\xffx 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text report lacks %q:\n%s", want, out)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		if c := out[i]; c < ' ' && c != '\n' || c == 0x7f {
+			t.Fatalf("the text report holds the control byte %#x at %d:\n%q", c, i, out)
+		}
+	}
+	if strings.Contains(out, "\u009b") || !utf8.ValidString(out) {
+		t.Errorf("the text report holds a C1 control or invalid UTF-8:\n%q", out)
 	}
 }
