@@ -304,3 +304,49 @@ func helpOf(help, flag string) string {
 	}
 	return b.String()
 }
+
+// TestReplayPlotNames: each rule and plan has a plot of its own: rule
+// a.b's is a.b.png, rule a's under plan b a@b.png (no rule or plan name
+// holds '@'; a plan's counters are its own, whether it lists the rule or
+// not, so a.b has a plot under plan b too); names that differ only in case, which a file system that
+// ignores case takes as one, get ~2, ~3 after the first.
+func TestReplayPlotNames(t *testing.T) {
+	rules := `rate_limit:
+  enabled: true
+  default: "100/minute"
+  tiers:
+    b:
+      rules:
+        a: 5/minute
+  rules:
+    - name: a.b
+      paths: ["/x"]
+      limit: "2/second"
+    - name: a
+      paths: ["/y"]
+      limit: "2/second"
+    - name: A
+      paths: ["/z"]
+      limit: "2/second"
+`
+	log := `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/x","ip":"192.0.2.1","status":200,"plan":"b"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/y","ip":"192.0.2.1","status":200,"plan":"b"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/y","ip":"192.0.2.1","status":200}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/z","ip":"192.0.2.1","status":200}
+`
+	dir := files(t, "rules.yaml", rules, "access.jsonl", log)
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--log-format", "json", "--plan", "field:plan", "--plot", "plots", "access.jsonl"); code != 0 {
+		t.Fatalf("replay --plot: status %d, stderr %q", code, errOut)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "plots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"A~2.png", "a.b.png", "a.b@b.png", "a.png", "a@b.png", "default.png"}; !slices.Equal(names, want) {
+		t.Errorf("plots %q, want %q", names, want)
+	}
+}
