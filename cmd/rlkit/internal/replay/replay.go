@@ -325,13 +325,16 @@ func (r *Replayer) commit(rec *Record, waited bool) {
 	}
 }
 
-// weight is what the rule named would charge rec: the cost
-// core.Config.MatchRules gives the request under it (its path's weight),
-// or the decision's cost when the decision names the rule; 1 when neither
-// says.
+// weight is what the rule named would charge rec: the decision's cost
+// when the decision names the rule; 1 under a rule without weights; else
+// the cost core.Config.MatchRules gives the request under it (its path's
+// weight).
 func (r *Replayer) weight(rec *Record, rule string) int64 {
 	if d := &r.d; d.Rule != nil && d.Rule.Name == rule && d.Cost > 0 {
 		return d.Cost
+	}
+	if !r.rules.weighted[rule] {
+		return 1
 	}
 	rules, costs := r.rules.run.MatchRules(rec.Method, core.Path(rec.Path), r.o.FoldCase)
 	for i, m := range rules {
