@@ -5,6 +5,8 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -24,15 +26,24 @@ var (
 )
 
 // writePlots writes one PNG per rule of rep into dir (made if need be):
-// <rule>.png, or <rule>.<plan>.png for a plan's limits.
+// <rule>.png, or <rule>@<plan>.png for a plan's limits. No rule or plan
+// name holds '@' (names are letters, digits, '_', '.' and '-'), so no two
+// rules or plans share a name; a name that differs from an earlier one
+// only in case, which a file system that ignores case takes as the same,
+// gets ~2, ~3, and so on.
 func writePlots(dir string, rep *replay.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	seen := map[string]int{} // names in lower case, and how many had it
 	for _, r := range rep.Rules {
 		name := r.Rule
 		if r.Plan != "" {
-			name += "." + r.Plan
+			name += "@" + r.Plan
+		}
+		lower := strings.ToLower(name)
+		if seen[lower]++; seen[lower] > 1 {
+			name += "~" + strconv.Itoa(seen[lower])
 		}
 		if err := writePlot(filepath.Join(dir, name+".png"), r); err != nil {
 			return fmt.Errorf("plot of rule %q: %w", r.Rule, err)

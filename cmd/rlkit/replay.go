@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -23,11 +24,11 @@ type replayCmd struct {
 	FoldCase    bool     `help:"Match paths without regard to case, as Fiber's default router does."`
 	IPv6Prefix  int      `name:"ipv6-prefix" default:"64" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config does."`
 	Format      string   `enum:"text,json" default:"text" help:"Output format: text or json."`
-	RefuseShare float64  `default:"0.001" help:"The share of a rule's requests a recommended limit may refuse."`
+	RefuseShare float64  `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
 	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
 	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
 	StoreKeys   int      `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
-	Progress    bool     `default:"true" help:"Show a progress bar on a terminal for large logs (--progress=false: never)."`
+	Progress    bool     `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or for standard input from a pipe a count of the bytes read (--progress=false: never)."`
 	Plot        string   `placeholder:"DIR" help:"Write one PNG per rule into DIR: the distribution of per-key peaks, the limit and the recommendations."`
 	Logs        []string `arg:"" optional:"" name:"log" help:"Access logs, in time order (default: standard input; \"-\" is standard input). A log compressed with gzip is read through it."`
 }
@@ -59,11 +60,18 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 	}
 	var (
 		srcs  []replay.Source
-		total int64 // bytes of the files, for progress
+		total int64 // bytes of the logs, for progress; -1 when not known
 	)
 	for _, name := range logs {
 		if name == "-" {
 			srcs = append(srcs, replay.Stdin(os.Stdin))
+			// A file redirected to standard input has a size; a pipe
+			// has none.
+			if st, err := os.Stdin.Stat(); err == nil && st.Mode().IsRegular() && total >= 0 {
+				total += st.Size()
+			} else {
+				total = -1
+			}
 			continue
 		}
 		// Every log is checked before any is replayed.
@@ -82,7 +90,9 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 			fmt.Fprintf(e.stderr, "rlkit: %s: is a directory, not a log\n", name)
 			return exitError{exitFail}
 		}
-		total += st.Size()
+		if total >= 0 {
+			total += st.Size()
+		}
 		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }})
 	}
 	o := replay.Options{
@@ -93,17 +103,10 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix from 1 to 128 (rlkit replay --help)")
 		return exitError{exitUsage}
 	}
-	var bar *progressbar.ProgressBar
-	if c.Progress && total >= progressMin && isTerminal(e.stderr) {
-		bar = progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(e.stderr),
-			progressbar.OptionSetDescription("replaying"),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100_000_000),
-			progressbar.OptionClearOnFinish(),
-			progressbar.OptionFullWidth(),
-		)
-		o.Progress = func(n int64) { bar.Add64(n) }
+	var pr *progress
+	if c.Progress && (total < 0 || total >= progressMin) && isTerminal(e.stderr) {
+		pr = newProgress(e.stderr, total)
+		o.Progress = pr.add
 	}
 	r, err := replay.New(rules, o)
 	if err != nil {
@@ -111,9 +114,7 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		return exitError{exitUsage}
 	}
 	rep, err := r.Run(srcs)
-	if bar != nil {
-		bar.Finish()
-	}
+	pr.finish()
 	if err != nil {
 		fmt.Fprintln(e.stderr, "rlkit:", err)
 		return exitError{exitFail}
@@ -130,6 +131,80 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		return enc.Encode(rep)
 	}
 	return rep.WriteText(e.stdout)
+}
+
+// progress shows how much of the logs was read, on a terminal: a bar when
+// their size is known, else (standard input from a pipe) a spinner with
+// the bytes read, which appears once progressMin bytes were read, so
+// that a small input shows none.
+type progress struct {
+	bar           *progressbar.ProgressBar
+	out           gate
+	read, pending int64     // bytes read, and of them not yet given to bar
+	last          time.Time // when bar was last given bytes
+}
+
+// progressEvery is how often the progress is drawn.
+const progressEvery = 100 * time.Millisecond
+
+// gate writes to w once open, and drops what is written before.
+type gate struct {
+	w    io.Writer
+	open bool
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	if !g.open {
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+// newProgress starts the progress of logs of total bytes (-1: not known)
+// shown on w.
+func newProgress(w io.Writer, total int64) *progress {
+	p := &progress{out: gate{w: w, open: total >= progressMin}}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(&p.out),
+		progressbar.OptionSetDescription("replaying"),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionFullWidth(),
+	}
+	if total < 0 {
+		opts = append(opts, progressbar.OptionSpinnerType(14))
+	} else {
+		opts = append(opts, progressbar.OptionShowTotalBytes(true))
+	}
+	p.bar = progressbar.NewOptions64(total, opts...)
+	p.bar.StartWithoutRender()
+	return p
+}
+
+// add counts n bytes read; it is called from the replay's reading
+// goroutine, whose end Run waits for.
+// The bar, drawn each time it is given bytes, is given them at most every
+// progressEvery, and at once when it appears.
+func (p *progress) add(n int64) {
+	p.read += n
+	p.pending += n
+	appears := !p.out.open && p.read >= progressMin
+	if !appears && time.Since(p.last) < progressEvery {
+		return
+	}
+	p.out.open = p.out.open || appears
+	p.last = time.Now()
+	p.bar.Add64(p.pending)
+	p.pending = 0
+}
+
+// finish clears the bar, if any was shown.
+func (p *progress) finish() {
+	if p != nil {
+		p.bar.Add64(p.pending)
+		p.bar.Finish()
+	}
 }
 
 // isTerminal reports whether w is a terminal.

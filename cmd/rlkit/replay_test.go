@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -33,7 +34,8 @@ const replayRules = `rate_limit:
 `
 
 // replayLog: 203.0.113.7 searches 4 times in one second (2 refused);
-// 198.51.100.9 fails to log in 3 times (1 refused); a health check.
+// 198.51.100.9 fails to log in 3 times (1 refused); a health check; a
+// connection that sent no request.
 const replayLog = `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
 203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
 203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
@@ -42,15 +44,16 @@ const replayLog = `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search
 198.51.100.9 - - [02/Jun/2026:07:15:03 +0000] "POST /login HTTP/1.1" 401 64
 198.51.100.9 - - [02/Jun/2026:07:15:04 +0000] "POST /login HTTP/1.1" 401 64
 10.0.0.1 - - [02/Jun/2026:07:15:05 +0000] "GET /health HTTP/1.1" 200 2
+192.0.2.50 - - [02/Jun/2026:07:15:05 +0000] "-" 400 0
 not a log line
 `
 
 func TestReplayText(t *testing.T) {
 	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog)
 	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
-	want := `Replayed 8 requests (9 lines, 1 malformed) from 2026-06-02T07:15:01Z to 2026-06-02T07:15:05Z.
+	want := `Replayed 8 requests (10 lines, 1 malformed, 1 with no request) from 2026-06-02T07:15:01Z to 2026-06-02T07:15:05Z.
 Exempt 1, banned 0, held by a wait 0; out of order 0 (by at most 0s); memory store 2 keys, 0 evicted.
-malformed: access.log:9: no [time]
+malformed: access.log:10: no [time]
 
 rule     limit       algorithm     requests  refused  share
 search   2/second    fixed_window         4        2  50.0%
@@ -87,8 +90,8 @@ func TestReplayJSON(t *testing.T) {
 	if err := dec.Decode(&rep); err != nil {
 		t.Fatalf("stdout is not a report: %v\n%s", err, out)
 	}
-	if rep.Lines != 9 || rep.Requests != 8 || rep.Malformed != 1 || rep.Exempt != 1 || rep.RefuseShare != 0.3 ||
-		len(rep.FirstMalformed) != 1 || rep.FirstMalformed[0] != (replay.Malformed{File: "access.log", Line: 9, Reason: "no [time]"}) {
+	if rep.Lines != 10 || rep.Requests != 8 || rep.Malformed != 1 || rep.Unrequested != 1 || rep.Exempt != 1 || rep.RefuseShare != 0.3 ||
+		len(rep.FirstMalformed) != 1 || rep.FirstMalformed[0] != (replay.Malformed{File: "access.log", Line: 10, Reason: "no [time]"}) {
 		t.Errorf("report %+v", rep)
 	}
 	if len(rep.Rules) != 3 {
@@ -123,7 +126,7 @@ func TestReplayJSON(t *testing.T) {
 		obj  map[string]json.RawMessage
 		keys string
 	}{
-		{m.Top, "log_format lines malformed first_malformed requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
 		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
 		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
 	} {
@@ -150,7 +153,7 @@ func TestReplayStdinGzip(t *testing.T) {
 		cmd := exec.Command(binary, args...)
 		cmd.Dir, cmd.Stdin = dir, bytes.NewReader(z.Bytes())
 		out, err := cmd.Output()
-		if err != nil || !strings.HasPrefix(string(out), "Replayed 8 requests (9 lines, 1 malformed)") || !strings.Contains(string(out), "malformed: -:9:") {
+		if err != nil || !strings.HasPrefix(string(out), "Replayed 8 requests (10 lines, 1 malformed, 1 with no request)") || !strings.Contains(string(out), "malformed: -:10:") {
 			t.Errorf("rlkit %q < access.log.gz: %v\n%s", args, err, out)
 		}
 	}
@@ -240,5 +243,110 @@ func TestReplayPlot(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"default.png", "login.png", "search.png"}) {
 		t.Errorf("plots %q, want one per rule", names)
+	}
+}
+
+// TestReplayRefuseShareUnits: --refuse-share is a share of a rule's units
+// (its requests weighted, what its limit counts), in the flag's help, in
+// docs/cli.md and in the recommendations: a caller of 10 requests of
+// weight 5 and ten callers of one request each make 60 units in a minute;
+// a share of 0.4 lets a limit refuse 24 of them: 26 per window, which
+// refuses 24 of the first caller's 50.
+func TestReplayRefuseShareUnits(t *testing.T) {
+	help, _, _ := rlkit(t, t.TempDir(), "replay", "--help")
+	const want = "the share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse"
+	if got := strings.ToLower(strings.Join(strings.Fields(helpOf(help, "--refuse-share")), " ")); got != want+"." {
+		t.Errorf("--refuse-share's help %q, want %q", got, want+".")
+	}
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "| `--refuse-share` | `0.001` | "+want+" |") {
+		t.Errorf("docs/cli.md's --refuse-share row does not read %q", want)
+	}
+	rules := "rate_limit:\n  enabled: true\n  default: 1000/minute\n  rules:\n    - name: heavy\n      paths: [/h, /l]\n      limit: 1000/minute\n      weights:\n        /h: 5\n"
+	var log strings.Builder
+	for range 10 {
+		log.WriteString(`192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET /h HTTP/1.1" 200 1` + "\n")
+	}
+	for i := range 10 {
+		fmt.Fprintf(&log, `192.0.2.%d - - [02/Jun/2026:07:15:01 +0000] "GET /l HTTP/1.1" 200 1`+"\n", 10+i)
+	}
+	dir := files(t, "rules.yaml", rules, "access.log", log.String())
+	out, _, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", "--refuse-share", "0.4", "access.log")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("status %d, %v", code, err)
+	}
+	if w := rep.Rules[0].Windows[0]; w.Units != 60 || w.Recommended != 26 || w.RecommendedShare != 24.0/60 {
+		t.Errorf("heavy: %d units, recommended %d refusing %v; want 60, 26, 0.4", w.Units, w.Recommended, w.RecommendedShare)
+	}
+}
+
+// helpOf returns the help text of flag in kong's help output.
+func helpOf(help, flag string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(help, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, flag+"="), t == flag:
+			in = true
+			if _, rest, ok := strings.Cut(t, "  "); ok {
+				b.WriteString(strings.TrimSpace(rest))
+			}
+		case in && strings.HasPrefix(t, "-"), in && t == "":
+			return b.String()
+		case in:
+			b.WriteString(" " + t)
+		}
+	}
+	return b.String()
+}
+
+// TestReplayPlotNames: each rule and plan has a plot of its own: rule
+// a.b's is a.b.png, rule a's under plan b a@b.png (no rule or plan name
+// holds '@'; a plan's counters are its own, whether it lists the rule or
+// not, so a.b has a plot under plan b too); names that differ only in case, which a file system that
+// ignores case takes as one, get ~2, ~3 after the first.
+func TestReplayPlotNames(t *testing.T) {
+	rules := `rate_limit:
+  enabled: true
+  default: "100/minute"
+  tiers:
+    b:
+      rules:
+        a: 5/minute
+  rules:
+    - name: a.b
+      paths: ["/x"]
+      limit: "2/second"
+    - name: a
+      paths: ["/y"]
+      limit: "2/second"
+    - name: A
+      paths: ["/z"]
+      limit: "2/second"
+`
+	log := `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/x","ip":"192.0.2.1","status":200,"plan":"b"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/y","ip":"192.0.2.1","status":200,"plan":"b"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/y","ip":"192.0.2.1","status":200}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/z","ip":"192.0.2.1","status":200}
+`
+	dir := files(t, "rules.yaml", rules, "access.jsonl", log)
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--log-format", "json", "--plan", "field:plan", "--plot", "plots", "access.jsonl"); code != 0 {
+		t.Fatalf("replay --plot: status %d, stderr %q", code, errOut)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "plots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"A~2.png", "a.b.png", "a.b@b.png", "a.png", "a@b.png", "default.png"}; !slices.Equal(names, want) {
+		t.Errorf("plots %q, want %q", names, want)
 	}
 }

@@ -8,17 +8,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
 
 // benchRules are the rules of the replay benchmark: a search limit per
-// caller, a login guard counting failures per client IP, a sliding window
-// on item pages, a token bucket on writes, and the default.
+// caller, a login guard counting failures per client IP, two limits of a
+// sliding window on item pages, a token bucket on writes, exports
+// weighted by path, a stacked limit over the whole API, exempt static
+// files and health checks, and the default.
 const benchRules = `rate_limit:
   enabled: true
   default: "600/minute"
-  exempt_paths: ["/health"]
+  exempt_paths: ["/health", "/static/**"]
   rules:
     - name: search
       paths: ["/api/search"]
@@ -30,7 +33,7 @@ const benchRules = `rate_limit:
       key: ip
     - name: items
       paths: ["/api/items/*"]
-      limit: "100/minute"
+      limit: ["100/minute", "1000/hour"]
       algorithm: sliding_window
     - name: writes
       paths: ["/api/items"]
@@ -38,18 +41,32 @@ const benchRules = `rate_limit:
       limit: "20/second"
       algorithm: token_bucket
       burst: 40
+    - name: export
+      paths: ["/api/export/*"]
+      limit: "100/minute"
+      weights:
+        "/api/export/full": 20
+    - name: api
+      paths: ["/api/**"]
+      limit: "3000/minute"
+      stack: true
 `
 
 // benchLines is the size of the benchmarks' log.
-const benchLines = 500_000
+const benchLines = 1_000_000
 
-// genCLF writes n lines of a realistic Combined Log Format log to w: 2,000
-// requests a second from 200,000 client IPs of Zipf-distributed activity
-// (a few very busy, most seen a few times), on searches, item pages,
-// logins (a fifth failing), writes, static files and health checks.
+// genCLF writes n lines of a Combined Log Format log to w, 2,000
+// requests a second, of two kinds of client: 60% of the lines come from
+// 500,000 client IPs of Zipf-distributed activity (a few very busy, most
+// seen a few times), 40% from client IPs each seen once (crawlers,
+// scanners, mobile networks), so that most keys are new to the limiter
+// and to each rule's figures. The requests are searches, item pages (a
+// twentieth not found), logins (a fifth failing), writes, exports (some
+// of the heavy kind), static files and health checks (exempt), and
+// other pages (one in fifty failing with 500).
 func genCLF(w io.Writer, n int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	zipf := rand.NewZipf(rng, 1.1, 2, 200_000-1)
+	zipf := rand.NewZipf(rng, 1.1, 2, 500_000-1)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	t := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	agents := []string{
@@ -58,35 +75,54 @@ func genCLF(w io.Writer, n int, seed uint64) {
 		"curl/8.5.0",
 		"python-requests/2.32.3",
 	}
+	pages := []string{"/", "/about", "/cart", "/checkout", "/account"}
 	var ts string
 	var tsSec int64 = -1
+	var once uint32 // client IPs seen once so far
 	for i := range n {
 		now := t.Add(time.Duration(i) * 500 * time.Microsecond)
 		if s := now.Unix(); s != tsSec {
 			tsSec, ts = s, now.Format("02/Jan/2006:15:04:05 -0700")
 		}
-		k := zipf.Uint64()
-		ip := fmt.Sprintf("%d.%d.%d.%d", 10+k>>24&0xff, k>>16&0xff, k>>8&0xff, k&0xff)
+		var ip string
+		if rng.IntN(100) < 40 {
+			k := 0x64400000 + once // 100.64.0.0 on, one address each
+			once++
+			ip = fmt.Sprintf("%d.%d.%d.%d", k>>24, k>>16&0xff, k>>8&0xff, k&0xff)
+		} else {
+			k := zipf.Uint64()
+			ip = fmt.Sprintf("%d.%d.%d.%d", 10, k>>16&0xff, k>>8&0xff, k&0xff)
+		}
 		method, path, status := "GET", "", 200
 		switch p := rng.IntN(100); {
-		case p < 50:
+		case p < 40:
 			path = fmt.Sprintf("/api/search?q=term%d&page=%d", rng.IntN(5000), rng.IntN(5)+1)
-		case p < 75:
+		case p < 60:
 			path = fmt.Sprintf("/api/items/%d", rng.IntN(100_000))
 			if rng.IntN(20) == 0 {
 				status = 404
 			}
-		case p < 80:
+		case p < 65:
 			method, path = "POST", "/login"
 			if rng.IntN(5) == 0 {
 				status = 401
 			}
-		case p < 85:
+		case p < 70:
 			method, path, status = "POST", "/api/items", 201
-		case p < 95:
+		case p < 73:
+			path = "/api/export/csv"
+			if rng.IntN(4) == 0 {
+				path = "/api/export/full"
+			}
+		case p < 85:
 			path, status = fmt.Sprintf("/static/app.%d.js", rng.IntN(50)), 304
-		default:
+		case p < 90:
 			path = "/health"
+		default:
+			path = pages[rng.IntN(len(pages))]
+			if rng.IntN(50) == 0 {
+				status = 500
+			}
 		}
 		fmt.Fprintf(bw, "%s - - [%s] \"%s %s HTTP/1.1\" %d %d \"https://example.com/\" \"%s\"\n",
 			ip, ts, method, path, status, 200+rng.IntN(5000), agents[rng.IntN(len(agents))])
@@ -99,24 +135,31 @@ func genCLF(w io.Writer, n int, seed uint64) {
 func benchLog(b *testing.B) (string, int64) {
 	b.Helper()
 	name := filepath.Join(b.TempDir(), "access.log")
-	var buf bytes.Buffer
-	genCLF(&buf, benchLines, 1)
-	if err := os.WriteFile(name, buf.Bytes(), 0o600); err != nil {
+	data := benchData()
+	if err := os.WriteFile(name, data, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	return name, int64(buf.Len())
+	return name, int64(len(data))
 }
+
+// benchData is the benchmarks' log, made once per run of the benchmarks.
+var benchData = sync.OnceValue(func() []byte {
+	var buf bytes.Buffer
+	genCLF(&buf, benchLines, 1)
+	return buf.Bytes()
+})
 
 func fileSource(name string) Source {
 	return Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }}
 }
 
-// BenchmarkReplayCLF measures a replay end to end: reading a 500,000-line
-// Combined Log Format file (from the page cache), parsing it, deciding
-// every request through the limiter on the log's clock and counting each
-// rule's figures, as `rlkit replay` does, with the rules of benchRules. One
-// op is the whole file; lines/s is the throughput, against
-// BenchmarkCountLines's over the same file.
+// BenchmarkReplayCLF measures a replay end to end, as `rlkit replay`
+// runs it with its defaults: reading a 1,000,000-line Combined Log Format
+// file (from the page cache; see genCLF), parsing it, deciding every
+// request through the limiter on the log's clock, counting each rule's
+// figures, and writing the text report. One op is the whole file;
+// lines/s is the throughput, against BenchmarkCountLines's over the same
+// file.
 func BenchmarkReplayCLF(b *testing.B) {
 	name, size := benchLog(b)
 	rules, err := Load([]byte(benchRules), "bench.yaml")
@@ -133,6 +176,9 @@ func BenchmarkReplayCLF(b *testing.B) {
 			b.Fatal(err)
 		}
 		if rep, err = r.Run([]Source{fileSource(name)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := rep.WriteText(io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,10 +216,8 @@ func BenchmarkCountLines(b *testing.B) {
 
 // benchBatches parses the benchmarks' log into batches in memory.
 func benchBatches(b *testing.B, p *lineParser) []*batch {
-	var buf bytes.Buffer
-	genCLF(&buf, benchLines, 1)
 	var out []*batch
-	data := buf.Bytes()
+	data := benchData()
 	for len(data) > 0 {
 		bt := newBatch()
 		n := copy(bt.buf, data)
@@ -191,14 +235,12 @@ func benchBatches(b *testing.B, p *lineParser) []*batch {
 // BenchmarkParseCLF measures the parsing alone, per line: the reading
 // goroutine's share of BenchmarkReplayCLF without the reads.
 func BenchmarkParseCLF(b *testing.B) {
-	var buf bytes.Buffer
-	genCLF(&buf, benchLines, 1)
 	p, err := newLineParser(&Options{Format: "clf"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	bt := newBatch()
-	data := buf.Bytes()
+	data := benchData()
 	b.ReportAllocs()
 	b.ResetTimer()
 	lines := 0

@@ -21,6 +21,9 @@ type Rules struct {
 	Config *core.Config
 	run    *core.Config        // what the limiter decides under
 	waits  map[string]waitRule // the rules with a wait, by name
+	// weighted names the rules with weights: a request costs 1 under any
+	// other (see Replayer.weight).
+	weighted map[string]bool
 }
 
 // waitRule is a rule's wait and wait_queue.
@@ -43,7 +46,7 @@ func Load(data []byte, file string) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Rules{Config: cfg, run: cfg}
+	r := &Rules{Config: cfg, run: cfg, weighted: weightedRules(data)}
 	for _, rule := range cfg.Rules() {
 		if rule.Wait() > 0 {
 			if r.waits == nil {
@@ -109,6 +112,27 @@ func stripWaits(data []byte, waits map[string]waitRule) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), enc.Close()
+}
+
+// weightedRules returns the names of the rules of the YAML data (which
+// core.ParseConfig has loaded) that have weights.
+func weightedRules(data []byte) map[string]bool {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	rules := value(value(doc.Content[0], "rate_limit"), "rules")
+	if rules == nil || rules.Kind != yaml.SequenceNode {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, rule := range rules.Content {
+		n, w := value(rule, "name"), value(rule, "weights")
+		if n != nil && w != nil && len(w.Content) > 0 {
+			out[n.Value] = true
+		}
+	}
+	return out
 }
 
 // value returns the value of key in the mapping m, nil when it has none.

@@ -1,15 +1,13 @@
 package replay
 
-// hashIndex maps 64-bit key hashes to entries of a keyTable: open
-// addressing with linear probing, at most half full, and deletion by
-// shifting back the entries after the freed slot, so that no tombstone is
-// left behind and lookups stay short however many keys come and go. The
-// hash 0 is stored as 1.
-type hashIndex struct {
-	slots []uint64 // a hash, 0 for none
-	ents  []int32  // the entry of each slot's hash
-	n     int
-}
+// The index of a keyTable: open addressing with linear probing, at most
+// half full, over 64-bit slots, each the upper 32 bits of a key's hash
+// (its tag) and its entry plus one (0: an empty slot). A hash's home slot
+// is its low bits. A slot whose tag matches is checked against the hash in
+// its entry, so a lookup reads the index and the entry it finds, nothing
+// else. Deletion shifts back the slots after the freed one, so that no
+// tombstone is left behind and lookups stay short however many keys come
+// and go. A hash is never 0 (fix).
 
 func fix(h uint64) uint64 {
 	if h == 0 {
@@ -18,73 +16,70 @@ func fix(h uint64) uint64 {
 	return h
 }
 
-func (x *hashIndex) mask() uint64 { return uint64(len(x.slots) - 1) }
+// slotOf is the slot of entry e, of hash h.
+func slotOf(h uint64, e int32) uint64 { return h>>32<<32 | uint64(uint32(e)+1) }
 
-// get returns the entry of h.
-func (x *hashIndex) get(h uint64) (int32, bool) {
-	if x.n == 0 {
-		return 0, false
+// find returns the entry of hash h, or -1 and the empty slot where the
+// probe for h ended (-1 when the index is empty).
+func (t *keyTable) find(h uint64) (e int32, slot int) {
+	if len(t.idx) == 0 {
+		return -1, -1
 	}
-	h = fix(h)
-	m := x.mask()
-	for i := h & m; ; i = (i + 1) & m {
-		switch x.slots[i] {
-		case h:
-			return x.ents[i], true
-		case 0:
-			return 0, false
+	mask := len(t.idx) - 1
+	tag := h >> 32
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		s := t.idx[i]
+		if s == 0 {
+			return -1, i
+		}
+		if s>>32 == tag {
+			if e := int32(uint32(s) - 1); uint64(t.ent(e)[entHash]) == h {
+				return e, i
+			}
 		}
 	}
 }
 
-// put sets the entry of h, which is not in x.
-func (x *hashIndex) put(h uint64, e int32) {
-	if 2*(x.n+1) > len(x.slots) {
-		x.grow()
-	}
-	h = fix(h)
-	m := x.mask()
-	i := h & m
-	for x.slots[i] != 0 {
-		i = (i + 1) & m
-	}
-	x.slots[i], x.ents[i] = h, e
-	x.n++
-}
-
-func (x *hashIndex) grow() {
-	old, oldEnts := x.slots, x.ents
-	size := max(1024, 2*len(old))
-	x.slots, x.ents, x.n = make([]uint64, size), make([]int32, size), 0
-	for i, h := range old {
-		if h != 0 {
-			x.put(h, oldEnts[i])
+// grow doubles the index (to 1,024 slots at first) and places every
+// held entry in it again.
+func (t *keyTable) grow() {
+	t.idx = make([]uint64, max(1024, 2*len(t.idx)))
+	mask := len(t.idx) - 1
+	for e := range t.made {
+		h := uint64(t.ent(e)[entHash])
+		if h == 0 {
+			continue
 		}
+		i := int(h) & mask
+		for t.idx[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.idx[i] = slotOf(h, e)
 	}
 }
 
-// del removes h, which is in x.
-func (x *hashIndex) del(h uint64) {
-	h = fix(h)
-	m := x.mask()
-	i := h & m
-	for x.slots[i] != h {
-		i = (i + 1) & m
+// del removes entry e, of hash h, from the index.
+func (t *keyTable) del(h uint64, e int32) {
+	mask := len(t.idx) - 1
+	i := int(h) & mask
+	for uint32(t.idx[i]) != uint32(e)+1 {
+		i = (i + 1) & mask
 	}
-	// Shift back the entries of the run after i that may sit at i.
+	// Shift back the slots of the run after i that may sit at i.
 	for j := i; ; {
-		j = (j + 1) & m
-		if x.slots[j] == 0 {
+		j = (j + 1) & mask
+		s := t.idx[j]
+		if s == 0 {
 			break
 		}
-		home := x.slots[j] & m
-		// The entry at j stays when its home lies cyclically in (i, j].
+		home := int(uint64(t.ent(int32(uint32(s) - 1))[entHash])) & mask
+		// The slot at j stays when its home lies cyclically in (i, j].
 		if i <= j && i < home && home <= j || i > j && (i < home || home <= j) {
 			continue
 		}
-		x.slots[i], x.ents[i] = x.slots[j], x.ents[j]
+		t.idx[i] = s
 		i = j
 	}
-	x.slots[i], x.ents[i] = 0, 0
-	x.n--
+	t.idx[i] = 0
+	t.n--
 }

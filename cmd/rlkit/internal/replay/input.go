@@ -39,10 +39,11 @@ type reader struct {
 	done     chan struct{} // closed when the decider stops early
 	progress func(n int64)
 
-	lines     int64 // lines read (blank ones aside)
-	malformed int64
-	first     []Malformed
-	err       error // a source that could not be opened or read
+	lines       int64 // lines read (blank ones aside): requests, malformed or unrequested
+	malformed   int64
+	unrequested int64 // lines that log no request (see requestLine)
+	first       []Malformed
+	err         error // a source that could not be opened or read
 }
 
 func newReader(p *lineParser, progress func(int64)) *reader {
@@ -151,6 +152,7 @@ func (r *reader) source(s Source) error {
 			if last < 0 { // no line end in a whole buffer
 				if !skip {
 					line++
+					r.lines++
 					r.bad(s.Name, line, fmt.Sprintf("longer than %d bytes", batchBytes))
 				}
 				skip, carry = true, 0
@@ -221,7 +223,11 @@ func (r *reader) lines1(name string, line int64, data []byte, b *batch) int64 {
 		rec := &b.recs[len(b.recs)-1]
 		if why := r.p.parse(l, rec, b); why != "" {
 			b.recs = b.recs[:len(b.recs)-1]
-			r.bad(name, line, why)
+			if why == noRequest {
+				r.unrequested++
+			} else {
+				r.bad(name, line, why)
+			}
 		}
 	}
 	return line

@@ -113,7 +113,7 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 	if !ok {
 		if t, ok = p.tc.clfTime(ts); !ok {
 			if t, ok = epoch(ts); !ok {
-				return "time " + quote(ts) + " is neither RFC 3339, dd/Mon/yyyy:hh:mm:ss +zzzz nor Unix seconds"
+				return "time " + quote(ts) + " is neither RFC 3339, dd/Mon/yyyy:hh:mm:ss +zzzz nor a Unix time"
 			}
 		}
 	}
@@ -122,6 +122,8 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 	if method == "" || target == "" {
 		req := p.vals[slotRequest]
 		switch {
+		case method == "" && target == "" && req == "" && p.ranks[slotRequest] < 1<<30:
+			return noRequest // a request line logged empty: no request
 		case req != "":
 			if why := requestLine(view(req), rec); why != "" {
 				return why

@@ -177,12 +177,14 @@ func TestMalformedLines(t *testing.T) {
 	want := []Malformed{
 		{"a.log", 2, `status "2000" is not a three-digit code`},
 		{"a.log", 3, `time "31/Jun/2026:07:15:01 +0000" is not dd/Mon/yyyy:hh:mm:ss +zzzz`},
-		{"a.log", 5, `request line "-" is not METHOD PATH PROTOCOL`},
 		{"a.log", 6, `not a Common Log Format line`},
 		{"a.log", 7, `the request line has no closing quote`},
+		{"a.log", 9, `request target "relative" is not a path`},
 	}
-	if rd.lines != 8 || rd.malformed != 6 {
-		t.Errorf("lines %d, malformed %d; want 8 (the blank one aside) and 6", rd.lines, rd.malformed)
+	// Line 5, nginx's "-" for a connection that sent no request, is no
+	// request, not malformed.
+	if rd.lines != 8 || rd.malformed != 5 || rd.unrequested != 1 {
+		t.Errorf("lines %d, malformed %d, no request %d; want 8 (the blank one aside), 5 and 1", rd.lines, rd.malformed, rd.unrequested)
 	}
 	if len(rd.first) != len(want) {
 		t.Fatalf("first malformed %+v, want %+v", rd.first, want)
@@ -202,6 +204,14 @@ func TestLongLine(t *testing.T) {
 	recs, rd := parsed(t, Options{Format: "clf"}, nil, text("a.log", good+long+good+long))
 	if len(recs) != 2 || rd.malformed != 2 || rd.first[0].Line != 2 || rd.first[1].Line != 4 {
 		t.Fatalf("%d records, malformed %+v; want 2 records, lines 2 and 4 malformed", len(recs), rd.first)
+	}
+	if rd.lines != 4 {
+		t.Errorf("lines %d, want 4: an overlong line is a line", rd.lines)
+	}
+	// The report's figures add up: every line is a request or malformed.
+	rep := replayed(t, "rate_limit:\n  enabled: true\n  default: 1/minute\n", Options{}, text("a.log", good+long+good+"x\n"+long))
+	if rep.Lines != 5 || rep.Malformed != 3 || rep.Requests != 2 || rep.Lines != rep.Requests+rep.Malformed {
+		t.Errorf("lines %d, malformed %d, requests %d; want 5 = 2 + 3", rep.Lines, rep.Malformed, rep.Requests)
 	}
 }
 
@@ -226,5 +236,102 @@ func TestBatchBoundaries(t *testing.T) {
 	}
 	if rd.first[0] != (Malformed{"a.log", int64(n + 1), "no ident field"}) || rd.first[1].Reason != "not a Common Log Format line" || rd.first[1].File != "b.log" || rd.first[1].Line != 1 {
 		t.Errorf("malformed = %+v", rd.first)
+	}
+}
+
+// TestEpoch: Unix times in seconds, milliseconds, microseconds and
+// nanoseconds (19 digits), told by their size; a number past int64's
+// nanoseconds, or of more digits, is no time.
+func TestEpoch(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1780384505", 1780384505_000000000, true},
+		{"1780384505.524102", 1780384505_524102000, true},
+		{"1780384505524", 1780384505_524000000, true},
+		{"1780384505524102", 1780384505_524102000, true},
+		{"1780384505524102917", 1780384505_524102917, true},
+		{"1780384505524102917.5", 1780384505_524102917, true},
+		{"4611686018427387904", 4611686018427387904, true}, // 1<<62: the year 2116
+		{"4611686018427387905", 0, false},
+		{"9223372036854775807", 0, false},
+		{"9999999999999999999", 0, false},
+		{"17803845055241029170", 0, false},
+		{"", 0, false},
+		{"1780384505x", 0, false},
+	} {
+		got, ok := epoch([]byte(c.in))
+		if got != c.want || ok != c.ok {
+			t.Errorf("epoch(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+	// A JSON log's 19-digit time stamp, as a number and as a string.
+	log := `{"time":1780384505524102917,"method":"GET","path":"/a","ip":"192.0.2.1","status":200}
+{"time":"1780384505624102917","method":"GET","path":"/a","ip":"192.0.2.1","status":200}
+`
+	recs, rd := parsed(t, Options{Format: "json"}, nil, text("a.jsonl", log))
+	if rd.malformed != 0 || len(recs) != 2 || recs[0].Time != 1780384505524102917 || recs[1].Time != 1780384505624102917 {
+		t.Errorf("records %+v, malformed %+v; want two at their nanoseconds", recs, rd.first)
+	}
+}
+
+// TestClientAddresses: a log's client address is read as the service's
+// clientip reads a peer's: IPv4, IPv6 bare, bracketed, with a port or a
+// zone, IPv4-mapped; an IPv6 client counts per /64 (IP) and is matched
+// whole against the lists (Addr). A host name is taken as it is.
+func TestClientAddresses(t *testing.T) {
+	for _, c := range []struct{ host, ip, addr string }{
+		{"203.0.113.7", "203.0.113.7", "203.0.113.7"},
+		{"203.0.113.7:443", "203.0.113.7", "203.0.113.7"},
+		{"2001:db8::1", "2001:db8::", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::", "2001:db8::1"},
+		{"[2001:DB8:0::1]", "2001:db8::", "2001:db8::1"},
+		{"fe80::1%eth0", "fe80::", "fe80::1"},
+		{"::ffff:203.0.113.7", "203.0.113.7", "203.0.113.7"},
+		{"[::ffff:203.0.113.7]:80", "203.0.113.7", "203.0.113.7"},
+		{"client.example", "client.example", "client.example"},
+	} {
+		log := c.host + ` - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1` + "\n"
+		recs, _ := parsed(t, Options{Format: "clf"}, nil, text("a.log", log))
+		if len(recs) != 1 || recs[0].IP != c.ip || recs[0].Addr != c.addr {
+			t.Errorf("client %q: records %+v; want IP %q, Addr %q", c.host, recs, c.ip, c.addr)
+		}
+	}
+}
+
+// TestNoRequest: a line that logs no request (nginx's "-" request line,
+// an empty one, Envoy's "- - -", an nginx JSON line's empty request) is
+// counted apart from the malformed lines, in every format.
+func TestNoRequest(t *testing.T) {
+	for _, c := range []struct {
+		format, log string
+	}{
+		{"clf", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "-" 400 0
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "" 408 0 "-" "-"
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+`},
+		{"envoy", `[2026-06-02T07:15:06.412Z] "- - -" 0 - 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+[2026-06-02T07:15:06.412Z] "- - HTTP/1.1" 400 DPE 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+[2026-06-02T07:15:06.412Z] "GET / HTTP/1.1" 200 - 0 0 3 - "192.0.2.1" "-" "-" "-" "-"
+`},
+		{"nginx-json", `{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"","request_method":"","request_uri":"","status":"400"}
+{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"-","status":"408"}
+{"time_local":"02/Jun/2026:07:15:01 +0000","remote_addr":"192.0.2.1","request":"GET / HTTP/1.1","status":"200"}
+`},
+	} {
+		recs, rd := parsed(t, Options{Format: c.format}, nil, text("a.log", c.log))
+		if len(recs) != 1 || rd.lines != 3 || rd.malformed != 0 || rd.unrequested != 2 {
+			t.Errorf("%s: %d records, lines %d, malformed %d %+v, no request %d; want 1, 3, 0, 2", c.format, len(recs), rd.lines, rd.malformed, rd.first, rd.unrequested)
+		}
+	}
+	rep := replayed(t, "rate_limit:\n  enabled: true\n  default: 1/minute\n", Options{}, text("a.log", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "-" 400 0
+192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+bad
+`))
+	if rep.Lines != 3 || rep.Requests != 1 || rep.Malformed != 1 || rep.Unrequested != 1 {
+		t.Errorf("lines %d, requests %d, malformed %d, no request %d; want 3 = 1 + 1 + 1", rep.Lines, rep.Requests, rep.Malformed, rep.Unrequested)
 	}
 }

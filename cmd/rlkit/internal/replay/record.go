@@ -1,8 +1,9 @@
 package replay
 
 import (
-	"net/netip"
 	"unsafe"
+
+	"github.com/rlkit/rlkit/core/clientip"
 )
 
 // Record is one request of an access log, as a parser reads it: the
@@ -129,45 +130,45 @@ func (b *batch) keepAppended(p []byte) string {
 }
 
 // clientAddr sets rec.IP and rec.Addr from s, a client address as a log
-// writes it ("203.0.113.7", "2001:db8::1", "[2001:db8::1]:443",
-// "::ffff:203.0.113.7"), as the limiter's clientip.Config derives them
-// from a peer's address: canonical, IPv4-mapped addresses as IPv4, and,
-// for IP, an IPv6 address masked to its first prefix bits. A value that
-// is no address (a host name) is taken as it is for both.
+// writes it ("203.0.113.7", "2001:db8::1", "[2001:db8::1]",
+// "[2001:db8::1]:443", "::ffff:203.0.113.7"), as the service derives them
+// from a peer's address: clientip.Config.ClientIP (canonical, IPv4-mapped
+// addresses as IPv4, an IPv6 address masked to its first prefix bits)
+// and ClientAddr (the whole address). A value that is no address (a host
+// name) is taken as it is for both. A canonical IPv4 address, the common
+// case, is taken as it stands.
 func (b *batch) clientAddr(rec *Record, s string, prefix int) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			rec.IP, rec.Addr = s, s
-			return
-		}
-		a = ap.Addr()
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is4() {
-		if len(s) <= 15 && s[0] != ':' && s[len(s)-1] != ']' && !hasColon(s) {
-			rec.IP, rec.Addr = s, s // already canonical: Go parses no other IPv4 form
-			return
-		}
-		rec.Addr = b.keepAppended(a.AppendTo(b.room(15)))
-		rec.IP = rec.Addr
+	if canonicalIPv4(s) {
+		rec.IP, rec.Addr = s, s
 		return
 	}
-	rec.Addr = b.keepAppended(a.AppendTo(b.room(39)))
-	p, _ := a.Prefix(prefix)
-	if p.Bits() == 128 || prefix >= 128 {
-		rec.IP = rec.Addr
-		return
-	}
-	rec.IP = b.keepAppended(p.Addr().AppendTo(b.room(39)))
+	c := clientip.Config{IPv6PrefixLen: prefix}
+	rec.IP, rec.Addr = c.ClientIP(s, nil), c.ClientAddr(s, nil)
 }
 
-func hasColon(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return true
+// canonicalIPv4 reports whether s is an IPv4 address as netip writes it:
+// four decimal octets of at most 255, without leading zeros.
+func canonicalIPv4(s string) bool {
+	i := 0
+	for k := range 4 {
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		v := int(s[i] - '0')
+		i++
+		for n := 1; v != 0 && n < 3 && i < len(s) && s[i] >= '0' && s[i] <= '9'; n++ {
+			v = v*10 + int(s[i]-'0')
+			i++
+		}
+		if v > 255 {
+			return false
+		}
+		if k < 3 {
+			if i >= len(s) || s[i] != '.' {
+				return false
+			}
+			i++
 		}
 	}
-	return false
+	return i == len(s)
 }

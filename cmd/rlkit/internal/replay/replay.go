@@ -41,8 +41,9 @@ type Options struct {
 	// IPv6PrefixLen groups IPv6 clients as the service's
 	// clientip.Config.IPv6PrefixLen does; 0 means 64.
 	IPv6PrefixLen int
-	// RefuseShare is the share of a rule's units the recommended limit
-	// may refuse; 0 means 0.001.
+	// RefuseShare is the share of a rule's units (its requests weighted,
+	// as its limits count them) the recommended limit may refuse; 0 means
+	// 0.001.
 	RefuseShare float64
 	// Top is how many of the keys refused most a rule's report names; 0
 	// means 10.
@@ -299,20 +300,20 @@ func (r *Replayer) commit(rec *Record, waited bool) {
 			}
 			refused = true
 			if units == 0 {
-				units = 1
-				if d.Rule != nil && d.Rule.Name == e.Rule && d.Cost > 0 {
-					units = d.Cost
-				}
+				units = r.weight(rec, e.Rule)
 			}
 			if s.byOutcome && !s.rule.Counts(rec.Status) {
 				units = 0
 			}
 		default: // allowed (counted, or, under a rule counting by outcome, with Cost 0 when the status does not count), waited, overshoot
-			if !e.Allowed && units == 0 {
-				units = 1 // a stacked rule's, refused by another rule: its weight is not known
-			}
-			if e.Outcome == core.OutcomeOvershoot && units == 0 {
-				units = 1
+			if units == 0 && (!e.Allowed || e.Outcome == core.OutcomeOvershoot) {
+				// Admitted by this rule but refused by another (nothing
+				// counted), or served over a limit counted by outcome:
+				// the demand is what the rule would have charged.
+				units = r.weight(rec, e.Rule)
+				if s.byOutcome && !s.rule.Counts(rec.Status) {
+					units = 0
+				}
 			}
 			if waited && d.Rule != nil && d.Rule.Name == e.Rule {
 				s.waited++
@@ -322,6 +323,26 @@ func (r *Replayer) commit(rec *Record, waited bool) {
 			r.cur.tallies = append(r.cur.tallies, tally{s: s, key: e.Key, units: units, now: r.now, refused: refused})
 		}
 	}
+}
+
+// weight is what the rule named would charge rec: the decision's cost
+// when the decision names the rule; 1 under a rule without weights; else
+// the cost core.Config.MatchRules gives the request under it (its path's
+// weight).
+func (r *Replayer) weight(rec *Record, rule string) int64 {
+	if d := &r.d; d.Rule != nil && d.Rule.Name == rule && d.Cost > 0 {
+		return d.Cost
+	}
+	if !r.rules.weighted[rule] {
+		return 1
+	}
+	rules, costs := r.rules.run.MatchRules(rec.Method, core.Path(rec.Path), r.o.FoldCase)
+	for i, m := range rules {
+		if m.Name == rule && costs[i] > 0 {
+			return costs[i]
+		}
+	}
+	return 1
 }
 
 // statKey names the figures of a rule under a plan.

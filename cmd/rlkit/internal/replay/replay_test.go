@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	_ "time/tzdata" // the calendar test's time zone, whatever the system has
 )
@@ -479,5 +480,90 @@ func TestNotReplayed(t *testing.T) {
 	}
 	if r := ruleOf(t, rep, "keyed"); r.Refused != 1 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "header X-Api-Key, which the clf log does not hold") {
 		t.Errorf("keyed: refused %d, notes %q; want 1 and the header named", r.Refused, rep.Notes)
+	}
+}
+
+// TestStackedWeight: a rule that would have admitted a request another
+// rule refused counts the request's demand at its path's weight, as it
+// would have charged it. search (weight 5) admits all five requests of
+// one caller in a minute; the stacked st refuses the last two.
+func TestStackedWeight(t *testing.T) {
+	yaml := `rate_limit:
+  enabled: true
+  default: 1000/second
+  rules:
+    - name: search
+      paths: [/api/search]
+      limit: 1000/minute
+      weights:
+        /api/search: 5
+    - name: st
+      paths: [/api/**]
+      limit: 3/minute
+      stack: true
+`
+	var reqs []req
+	for i := range 5 {
+		reqs = append(reqs, req{ms: int64(i) * 1000, path: "/api/search"})
+	}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	s, st := ruleOf(t, rep, "search"), ruleOf(t, rep, "st")
+	if st.Refused != 2 || s.Requests != 5 || s.Refused != 0 {
+		t.Fatalf("st refused %d, search %d requests (%d refused); want 2, 5 (0)", st.Refused, s.Requests, s.Refused)
+	}
+	if w := s.Windows[0]; w.Units != 25 || w.PeakMax != 25 || w.Recommended != 25 {
+		t.Errorf("search: %d units, peak %d, recommended %d; want 25, 25, 25", w.Units, w.PeakMax, w.Recommended)
+	}
+	if w := st.Windows[0]; w.Units != 5 {
+		t.Errorf("st: %d units, want 5", w.Units)
+	}
+}
+
+// TestBracketedIPv6: a bracketed IPv6 client without a port is an
+// address: banned by the ban list's network, and counted per /64.
+func TestBracketedIPv6(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1/minute\n  ban:\n    networks: [\"2001:db8:bad::/48\"]\n"
+	log := `[2001:db8:bad::1] - - [02/Jun/2026:07:15:01 +0000] "GET / HTTP/1.1" 200 1
+[2001:db8:1:2::1] - - [02/Jun/2026:07:15:02 +0000] "GET / HTTP/1.1" 200 1
+[2001:db8:1:2::2] - - [02/Jun/2026:07:15:03 +0000] "GET / HTTP/1.1" 200 1
+`
+	rep := replayed(t, yaml, Options{}, text("a.log", log))
+	d := ruleOf(t, rep, "default")
+	if rep.Banned != 1 || d.Requests != 2 || d.Refused != 1 || len(d.TopRefused) != 1 || d.TopRefused[0].Key != "2001:db8:1:2::" {
+		t.Errorf("banned %d, default %d requests, %d refused, top %+v; want 1, 2, 1 of 2001:db8:1:2::", rep.Banned, d.Requests, d.Refused, d.TopRefused)
+	}
+}
+
+// TestTextEscapes: the text report writes the keys refused most and the
+// file names of malformed lines with control bytes, bytes that are not
+// UTF-8 and backslashes escaped (\xNN, \\), so that a client's identity
+// never writes terminal controls; printable UTF-8 stays as it is.
+func TestTextEscapes(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1/minute\n"
+	log := `{"time":"2026-06-02T07:15:00Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"\u001b[2J\u009bevil\\é\r"}
+{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"\u001b[2J\u009bevil\\é\r"}
+`
+	rep := replayed(t, yaml, Options{Format: "json", Identity: "field:user"}, text("a\x1b]0;x\x07.jsonl", log+"bad\n"), text("b.jsonl", strings.Repeat(`{"time":"2026-06-02T07:15:02Z","method":"GET","path":"/","ip":"192.0.2.1","status":200,"user":"`+"\xff"+`x"}`+"\n", 2)))
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		`refused most: \x1b[2J\xc2\x9bevil\\é\x0d 1`,
+		`malformed: a\x1b]0;x\x07.jsonl:3: not a JSON object`,
+		`\xffx 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the text report lacks %q:\n%s", want, out)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		if c := out[i]; c < ' ' && c != '\n' || c == 0x7f {
+			t.Fatalf("the text report holds the control byte %#x at %d:\n%q", c, i, out)
+		}
+	}
+	if strings.Contains(out, "\u009b") || !utf8.ValidString(out) {
+		t.Errorf("the text report holds a C1 control or invalid UTF-8:\n%q", out)
 	}
 }

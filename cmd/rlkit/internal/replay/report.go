@@ -16,11 +16,15 @@ import (
 // JSON form is `rlkit replay --format json`'s output.
 type Report struct {
 	LogFormat string `json:"log_format"`
-	// Lines are the log's lines (blank ones aside); Malformed of them
-	// could not be read, FirstMalformed names the first few.
+	// Lines are the log's lines (blank ones aside): Requests, Malformed
+	// and Unrequested add up to them. Malformed lines could not be read,
+	// FirstMalformed names the first few; Unrequested lines log no
+	// request (a request line of "-", as nginx logs a connection that
+	// sent none, answered 400 or 408).
 	Lines          int64       `json:"lines"`
 	Malformed      int64       `json:"malformed"`
 	FirstMalformed []Malformed `json:"first_malformed"`
+	Unrequested    int64       `json:"unrequested"`
 	// Requests were decided: the lines read.
 	Requests int64 `json:"requests"`
 	// From and To are the earliest and latest time stamps (RFC 3339, UTC).
@@ -39,7 +43,8 @@ type Report struct {
 	// the end and the live ones it dropped to stay within its bound.
 	StoreKeys      int64  `json:"store_keys"`
 	StoreEvictions uint64 `json:"store_evictions"`
-	// RefuseShare is the share the recommended limits may refuse.
+	// RefuseShare is the share of a rule's units (its requests weighted)
+	// the recommended limits may refuse.
 	RefuseShare float64      `json:"refuse_share"`
 	Notes       []string     `json:"notes"`
 	Rules       []RuleReport `json:"rules"`
@@ -127,6 +132,7 @@ func (r *Replayer) report(rd *reader) *Report {
 		Lines:          rd.lines,
 		Malformed:      rd.malformed,
 		FirstMalformed: rd.first,
+		Unrequested:    rd.unrequested,
 		Requests:       r.decided,
 		OutOfOrder:     r.late,
 		Exempt:         r.exempt,
@@ -234,7 +240,7 @@ func durationText(d time.Duration) string {
 // WriteText writes rep as the text report of `rlkit replay`.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Replayed %s requests (%s lines, %s malformed)", count(rep.Requests), count(rep.Lines), count(rep.Malformed))
+	fmt.Fprintf(&b, "Replayed %s requests (%s lines, %s malformed, %s with no request)", count(rep.Requests), count(rep.Lines), count(rep.Malformed), count(rep.Unrequested))
 	if rep.From != "" {
 		fmt.Fprintf(&b, " from %s to %s", rep.From, rep.To)
 	}
@@ -242,13 +248,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "Exempt %s, banned %s, held by a wait %s; out of order %s (by at most %s); memory store %s keys, %s evicted.\n",
 		count(rep.Exempt), count(rep.Banned), count(rep.Held), count(rep.OutOfOrder), secondsText(rep.OutOfOrderMaxSeconds), count(rep.StoreKeys), count(int64(rep.StoreEvictions)))
 	for _, m := range rep.FirstMalformed {
-		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", m.File, m.Line, m.Reason)
+		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
 	}
 	if rep.Malformed > int64(len(rep.FirstMalformed)) {
 		fmt.Fprintf(&b, "malformed: %s more\n", count(rep.Malformed-int64(len(rep.FirstMalformed))))
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
+		fmt.Fprintf(&b, "note: %s\n", printable(n))
 	}
 	b.WriteString("\n")
 	rows := [][]string{{"rule", "limit", "algorithm", "requests", "refused", "share"}}
@@ -284,7 +290,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if len(r.TopRefused) > 0 {
 			var keys []string
 			for _, k := range r.TopRefused {
-				s := k.Key + " " + count(k.Refused)
+				s := printable(k.Key) + " " + count(k.Refused)
 				if k.Error > 0 {
 					s += " (±" + count(k.Error) + ")"
 				}
@@ -340,9 +346,67 @@ func table(b *strings.Builder, rows [][]string, left int) {
 
 func (r RuleReport) name() string {
 	if r.Plan != "" {
-		return r.Rule + " (plan " + r.Plan + ")"
+		return printable(r.Rule) + " (plan " + printable(r.Plan) + ")"
 	}
-	return r.Rule
+	return printable(r.Rule)
+}
+
+// printable returns s as the text report writes what a log or a client
+// chose (an identity, a file name): printable UTF-8 as it is, a
+// backslash doubled, and each byte of a control character (C0, DEL,
+// C1) or of invalid UTF-8 as \xNN, so that no such text writes terminal
+// controls or passes for another.
+func printable(s string) string {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c >= ' ' && c < 0x7f && c != '\\' {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			break
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0 {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
+		return s
+	}
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, len(s)+16)
+	b = append(b, s[:i]...)
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == '\\':
+			b = append(b, '\\', '\\')
+			i++
+			continue
+		case c >= ' ' && c < 0x7f:
+			b = append(b, c)
+			i++
+			continue
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if !(r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0) {
+				b = append(b, s[i:i+n]...)
+				i += n
+				continue
+			}
+			for _, c := range []byte(s[i : i+n]) {
+				b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
+			}
+			i += n
+			continue
+		}
+		b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
+		i++
+	}
+	return string(b)
 }
 
 // count writes n with thousands separators: 1,234,567.

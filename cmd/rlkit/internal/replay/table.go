@@ -28,18 +28,19 @@ func (w *window) id(now int64) int64 {
 	return now / w.period
 }
 
-// winState is one key's count in its current window of one limit, and the
-// most it counted in any window.
-type winState struct{ id, cnt, peak int64 }
-
 // keyTable counts what each key of one rule asks for in each window of
 // each of the rule's limits, for the recommendations: the distribution of
 // per-key-window counts (counts) and of each key's highest count in any
 // window (peaks), per limit. Keys are held by a 64-bit hash of their own
-// (hash/maphash, seeded at random), not as strings: at most about 80
-// bytes a key, the index (hashIndex) included.
-// Two keys whose hashes are equal would count as one; among ten million
-// keys the chance that any two do is about 3 in a million.
+// (hash/maphash, seeded at random), not as strings. Two keys whose hashes
+// are equal would count as one; among ten million keys the chance that
+// any two do is about 3 in a million.
+//
+// A key's entry is a run of int64s in pages that never move (see ent):
+// its hash, then per limit its current window's id, its count there and
+// the most it counted in any window; an index (see index.go) finds the
+// entry of a hash. A key costs 8 bytes, 24 per limit and 16 to 32 of
+// index: 48 to 64 bytes for a rule of one limit.
 //
 // It holds at most max keys. When full, one pass frees a tenth of it:
 // first keys whose every window has ended (a window's count is final once
@@ -49,11 +50,12 @@ type winState struct{ id, cnt, peak int64 }
 // which splits a window's count in two (split).
 type keyTable struct {
 	seed    maphash.Seed
-	idx     hashIndex
-	hashes  []uint64 // per entry
-	used    []bool
-	wins    []winState // nl per entry
-	free    []int32
+	idx     []uint64  // the index: see index.go
+	n       int       // the keys held
+	pages   [][]int64 // the entries, pageEntries a page
+	stride  int       // an entry's int64s: 1 + 3 per limit
+	made    int32     // the entries made
+	free    []int32   // entries made and free
 	nl      int
 	max     int
 	windows []window
@@ -64,10 +66,26 @@ type keyTable struct {
 	most    int    // the most keys held at once
 }
 
+// pageBits sets the entries of a page: 4,096.
+const (
+	pageBits    = 12
+	pageEntries = 1 << pageBits
+)
+
+// Offsets in an entry: the hash, then per limit j at 1+3j its window's
+// id, its count there and its peak.
+const (
+	entHash = 0
+	winID   = 0
+	winCnt  = 1
+	winPeak = 2
+)
+
 func newKeyTable(windows []window, maxKeys int) *keyTable {
 	return &keyTable{
 		seed:    maphash.MakeSeed(),
 		nl:      len(windows),
+		stride:  1 + 3*len(windows),
 		max:     max(maxKeys, 1),
 		windows: windows,
 		counts:  make([]hist, len(windows)),
@@ -75,49 +93,67 @@ func newKeyTable(windows []window, maxKeys int) *keyTable {
 	}
 }
 
+// ent returns entry e.
+func (t *keyTable) ent(e int32) []int64 {
+	p := t.pages[e>>pageBits]
+	o := int(e&(pageEntries-1)) * t.stride
+	return p[o : o+t.stride : o+t.stride]
+}
+
 // add counts units (> 0) for key at instant now.
 func (t *keyTable) add(key string, units, now int64) {
-	h := maphash.String(t.seed, key)
-	i, ok := t.idx.get(h)
-	if !ok {
-		i = t.insert(h, now)
+	h := fix(maphash.String(t.seed, key))
+	e, slot := t.find(h)
+	if e < 0 {
+		e = t.insert(h, slot, now)
 	}
-	ws := t.wins[int(i)*t.nl : int(i+1)*t.nl]
-	for j := range ws {
-		w := &ws[j]
-		if id := t.windows[j].id(now); w.id != id {
-			t.counts[j].add(w.cnt)
-			w.id, w.cnt = id, 0
+	en := t.ent(e)
+	for j := range t.nl {
+		w := en[1+3*j : 4+3*j : 4+3*j]
+		if id := t.windows[j].id(now); w[winID] != id {
+			t.counts[j].add(w[winCnt])
+			w[winID], w[winCnt] = id, 0
 		}
-		w.cnt += units
-		w.peak = max(w.peak, w.cnt)
+		w[winCnt] += units
+		w[winPeak] = max(w[winPeak], w[winCnt])
 	}
 }
 
-// insert makes room for the key of hash h if need be and returns its new
-// entry.
-func (t *keyTable) insert(h uint64, now int64) int32 {
-	if t.idx.n >= t.max {
+// insert makes the entry of the key of hash h, which is not held, and
+// returns it; slot is the index's empty slot find gave for h.
+func (t *keyTable) insert(h uint64, slot int, now int64) int32 {
+	if t.n >= t.max {
 		t.evict(now)
+		slot = -1
 	}
-	var i int32
+	if 2*(t.n+1) > len(t.idx) {
+		t.grow()
+		slot = -1
+	}
+	var e int32
 	if n := len(t.free); n > 0 {
-		i = t.free[n-1]
+		e = t.free[n-1]
 		t.free = t.free[:n-1]
 	} else {
-		i = int32(len(t.hashes))
-		t.hashes = append(t.hashes, 0)
-		t.used = append(t.used, false)
-		t.wins = append(t.wins, make([]winState, t.nl)...)
+		e = t.made
+		if int(e>>pageBits) == len(t.pages) {
+			t.pages = append(t.pages, make([]int64, pageEntries*t.stride))
+		}
+		t.made++
 	}
-	t.hashes[i], t.used[i] = h, true
-	ws := t.wins[int(i)*t.nl : int(i+1)*t.nl]
-	for j := range ws {
-		ws[j] = winState{id: t.windows[j].id(now)}
+	en := t.ent(e)
+	en[entHash] = int64(h)
+	for j := range t.nl {
+		w := en[1+3*j : 4+3*j : 4+3*j]
+		w[winID], w[winCnt], w[winPeak] = t.windows[j].id(now), 0, 0
 	}
-	t.idx.put(h, i)
-	t.most = max(t.most, t.idx.n)
-	return i
+	if slot < 0 {
+		_, slot = t.find(h)
+	}
+	t.idx[slot] = slotOf(h, e)
+	t.n++
+	t.most = max(t.most, t.n)
+	return e
 }
 
 // evict frees a tenth of the table (see keyTable).
@@ -129,52 +165,55 @@ func (t *keyTable) evict(now int64) {
 	}
 	var open []int32
 	freed := 0
-	for i := range t.hashes {
+	for e := range t.made {
 		if freed >= target {
 			break
 		}
-		if !t.used[i] {
+		en := t.ent(e)
+		if en[entHash] == 0 {
 			continue
 		}
 		closed := true
-		for j, w := range t.wins[i*t.nl : (i+1)*t.nl] {
-			if w.id == cur[j] && w.cnt > 0 {
+		for j := range t.nl {
+			if en[1+3*j+winID] == cur[j] && en[1+3*j+winCnt] > 0 {
 				closed = false
 			}
 		}
 		if closed {
-			t.drop(int32(i), false)
+			t.drop(e, false)
 			freed++
 		} else {
-			open = append(open, int32(i))
+			open = append(open, e)
 		}
 	}
 	if freed >= target {
 		return
 	}
 	// Too few ended: the keys with the least in their open windows go.
-	total := func(i int32) int64 {
+	total := func(e int32) int64 {
 		var s int64
-		for _, w := range t.wins[int(i)*t.nl : int(i+1)*t.nl] {
-			s += w.cnt
+		en := t.ent(e)
+		for j := range t.nl {
+			s += en[1+3*j+winCnt]
 		}
 		return s
 	}
 	slices.SortFunc(open, func(a, b int32) int { return cmp.Compare(total(a), total(b)) })
-	for _, i := range open[:min(len(open), target-freed)] {
-		t.drop(i, true)
+	for _, e := range open[:min(len(open), target-freed)] {
+		t.drop(e, true)
 	}
 }
 
-// drop forgets entry i, counting what it held into the distributions.
-func (t *keyTable) drop(i int32, open bool) {
-	for j, w := range t.wins[int(i)*t.nl : int(i+1)*t.nl] {
-		t.counts[j].add(w.cnt)
-		t.peaks[j].add(w.peak)
+// drop forgets entry e, counting what it held into the distributions.
+func (t *keyTable) drop(e int32, open bool) {
+	en := t.ent(e)
+	for j := range t.nl {
+		t.counts[j].add(en[1+3*j+winCnt])
+		t.peaks[j].add(en[1+3*j+winPeak])
 	}
-	t.idx.del(t.hashes[i])
-	t.used[i] = false
-	t.free = append(t.free, i)
+	t.del(uint64(en[entHash]), e)
+	en[entHash] = 0
+	t.free = append(t.free, e)
 	t.evicted++
 	if open {
 		t.split++
@@ -184,15 +223,17 @@ func (t *keyTable) drop(i int32, open bool) {
 // finish counts every key still held into the distributions, once, at
 // the end of the log.
 func (t *keyTable) finish() {
-	for i := range t.hashes {
-		if t.used[i] {
-			for j, w := range t.wins[i*t.nl : (i+1)*t.nl] {
-				t.counts[j].add(w.cnt)
-				t.peaks[j].add(w.peak)
-			}
+	for e := range t.made {
+		en := t.ent(e)
+		if en[entHash] == 0 {
+			continue
+		}
+		for j := range t.nl {
+			t.counts[j].add(en[1+3*j+winCnt])
+			t.peaks[j].add(en[1+3*j+winPeak])
 		}
 	}
-	t.idx, t.hashes, t.used, t.wins, t.free = hashIndex{}, nil, nil, nil, nil
+	t.idx, t.pages, t.free, t.made, t.n = nil, nil, nil, 0, 0
 }
 
 // topK finds the keys refused most with the Space-Saving algorithm

@@ -187,7 +187,14 @@ func (p *lineParser) envoy(line []byte, rec *Record, b *batch) string {
 // HTTP/0.9 sends it) into rec's Method and Path: the target's path as sent,
 // without its query or fragment; an absolute target's
 // ("http://host/path") path.
+//
+// A request line of "-" or "" (or an Envoy line's "- - -"), which servers
+// log for a connection that sent no request (nginx's 400 and 408), gives
+// noRequest.
 func requestLine(req []byte, rec *Record) string {
+	if len(req) == 0 || req[0] == '-' && (len(req) == 1 || req[1] == ' ') {
+		return noRequest
+	}
 	i := bytes.IndexByte(req, ' ')
 	if i <= 0 {
 		return "request line " + quote(req) + " is not METHOD PATH PROTOCOL"
@@ -213,6 +220,10 @@ func requestLine(req []byte, rec *Record) string {
 	}
 	return ""
 }
+
+// noRequest is the reason parse gives for a line that logs no request
+// (see requestLine): counted apart from the malformed lines.
+const noRequest = "no request"
 
 // targetSpan finds the path of a request target: origin form "/a/b?q"
 // gives "/a/b"; absolute form "https://host/a?q" gives "/a", and s < 0

@@ -1,6 +1,9 @@
 package replay
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+)
 
 // The time stamps of logs, read without the time package's layouts (which
 // cost a few hundred nanoseconds a line): each parser keeps the second it
@@ -49,19 +52,24 @@ func daysFromCivil(y, m, d int64) int64 {
 	return era*146097 + doe - 719468
 }
 
-// digits reads the decimal number of b, all digits; ok is false otherwise
-// or when b is empty.
+// digits reads the decimal number of b, all digits, at most 19 of them (a
+// Unix time in nanoseconds has 19); ok is false otherwise, when b is
+// empty, or when the number is past math.MaxInt64.
 func digits(b []byte) (n int64, ok bool) {
-	if len(b) == 0 || len(b) > 18 {
+	if len(b) == 0 || len(b) > 19 {
 		return 0, false
 	}
+	var u uint64 // 19 digits stay below 10^19 < 2^64
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		n = n*10 + int64(c-'0')
+		u = u*10 + uint64(c-'0')
 	}
-	return n, true
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 // civil returns the Unix second of a date and time of day, checking the
@@ -231,10 +239,12 @@ func (c *timeCache) rfc3339(b []byte) (int64, bool) {
 }
 
 // epoch reads a Unix time as a decimal number, "1760000000",
-// "1760000000.123456" (seconds), "1760000000123" (milliseconds), and
-// returns it in nanoseconds. The unit is told by the size of the whole
-// part: below 10^11 seconds (until the year 5138), below 10^14
-// milliseconds, below 10^17 microseconds, else nanoseconds.
+// "1760000000.123456" (seconds), "1760000000123" (milliseconds),
+// "1760000000123456789" (nanoseconds, 19 digits), and returns it in
+// nanoseconds. The unit is told by the size of the whole part: below
+// 10^11 seconds (until the year 5138), below 10^14 milliseconds, below
+// 10^17 microseconds, else nanoseconds. A time past 2^62 nanoseconds (the
+// year 2116) is refused.
 func epoch(b []byte) (int64, bool) {
 	whole, fracText, _ := bytes.Cut(b, []byte{'.'})
 	w, ok := digits(whole)
