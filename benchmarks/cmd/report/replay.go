@@ -14,12 +14,15 @@ import (
 
 // The replay benchmarks live in rlkit's own module, beside `rlkit replay`
 // (cmd/rlkit/internal/replay): BenchmarkReplayCLF replays a generated
-// Combined Log Format file end to end, BenchmarkCountLines counts the same
-// file's lines with a bufio.Scanner, the baseline. Both report lines/s.
+// Combined Log Format file end to end, BenchmarkReplayCLFStacked does
+// under the same rules and one stacked over the API, BenchmarkCountLines
+// counts the same file's lines with a bufio.Scanner, the baseline. All
+// report lines/s.
 const (
-	replayBench = "BenchmarkReplayCLF"
-	countBench  = "BenchmarkCountLines"
-	replayPkg   = "cmd/rlkit/internal/replay"
+	replayBench  = "BenchmarkReplayCLF"
+	stackedBench = "BenchmarkReplayCLFStacked"
+	countBench   = "BenchmarkCountLines"
+	replayPkg    = "cmd/rlkit/internal/replay"
 	// replayTarget is the throughput `rlkit replay` is built for, in CLF
 	// lines a second, end to end.
 	replayTarget = 1_000_000
@@ -28,7 +31,7 @@ const (
 // wantReplay reports whether the -bench regexp selects a replay benchmark.
 func wantReplay(bench string) bool {
 	re, err := regexp.Compile(bench)
-	return err == nil && (re.MatchString(replayBench) || re.MatchString(countBench))
+	return err == nil && (re.MatchString(replayBench) || re.MatchString(stackedBench) || re.MatchString(countBench))
 }
 
 // runReplay runs the replay benchmarks, count times in one go test run,
@@ -36,7 +39,7 @@ func wantReplay(bench string) bool {
 // their output into res and copies it to raw. The error says why they did
 // not run or failed.
 func runReplay(dir string, count int, benchtime string, raw io.Writer, res *results) error {
-	args := []string{"test", "-run", "^$", "-bench", "^(" + replayBench + "|" + countBench + ")$", "-benchmem", "-count", strconv.Itoa(count)}
+	args := []string{"test", "-run", "^$", "-bench", "^(" + replayBench + "|" + stackedBench + "|" + countBench + ")$", "-benchmem", "-count", strconv.Itoa(count)}
 	if benchtime != "" {
 		args = append(args, "-benchtime", benchtime)
 	}
@@ -61,7 +64,7 @@ func runReplay(dir string, count int, benchtime string, raw io.Writer, res *resu
 // replay's median over the line count's.
 func renderReplay(b *strings.Builder, r *results) {
 	b.WriteString("## Replay (`rlkit replay`)\n\n")
-	b.WriteString("`rlkit replay` end to end (`" + replayBench + "` in `" + replayPkg + "`): a generated Combined Log Format file of 500,000 lines (about 90 MB, read from the page cache; 2,000 requests a second from 200,000 client IPs of Zipf-distributed activity, on searches, item pages, logins, writes, static files and health checks) read, parsed, decided through the limiter on the log's clock (four rules and the default: fixed and sliding windows, a token bucket, a rule counting failures per client IP) and counted into each rule's per-key figures, one op being the whole file; against `" + countBench + "`, the same file's lines counted by a `bufio.Scanner`. " +
+	b.WriteString("`rlkit replay` end to end (`" + replayBench + "` in `" + replayPkg + "`): a generated Combined Log Format file of 1,000,000 lines (about 180 MB, read from the page cache; 2,000 requests a second, 60% of them from 500,000 client IPs of Zipf-distributed activity and 40% from client IPs seen once, on searches, item pages, logins, writes, exports, static files and health checks, with statuses 200, 201, 304, 401, 404 and 500) read, parsed, decided through the limiter on the log's clock (five rules and the default: fixed windows, a sliding window of two limits, a token bucket, a rule counting failures per client IP, weighted paths, exempt paths) and counted into each rule's per-key figures, and the text report written, one op being the whole file, as `rlkit replay` runs it with its defaults; `" + stackedBench + "`, the same under the same rules and one more stacked over the API (`stack: true`), so that each API request counts under two rules; against `" + countBench + "`, the same file's lines counted by a `bufio.Scanner`. " +
 		"Reading and parsing, deciding, and counting run in three goroutines; go test's own run of the package (`-count` runs, `-benchmem`), one sample per run. " +
 		fmt.Sprintf("The target is %s lines a second end to end on this machine.\n\n", fmtRate(replayTarget)))
 	replay, base := summarize(r.samples[replayBench], "lines/s"), summarize(r.samples[countBench], "lines/s")
@@ -72,6 +75,7 @@ func renderReplay(b *strings.Builder, r *results) {
 	b.WriteString("| benchmark | lines/s (median) | min–max | MB/s | B/op | allocs/op | × line count |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, row := range []struct{ name, label string }{
 		{replayBench, "replay: read, parse, decide, count"},
+		{stackedBench, "replay, a rule stacked over the API"},
 		{countBench, "baseline: count the lines (`bufio.Scanner`)"},
 	} {
 		ss := r.samples[row.name]
@@ -94,5 +98,9 @@ func renderReplay(b *strings.Builder, r *results) {
 		}
 		fmt.Fprintf(b, "The replay's median, %s lines/s, is %s of the line count's; the target of %s lines/s is %s.\n\n",
 			fmtRate(replay.median), fmtPercent(ratio(replay.median, base.median)), fmtRate(replayTarget), verdict)
+	}
+	if st := summarize(r.samples[stackedBench], "lines/s"); st.n > 0 && replay.n > 0 {
+		fmt.Fprintf(b, "With a rule stacked over the API, the median is %s lines/s, %s of the replay's without it: each API request then counts under two rules in one call of the memory store's `TakeAll` (see the `stack` row of the features table).\n\n",
+			fmtRate(st.median), fmtPercent(ratio(st.median, replay.median)))
 	}
 }
