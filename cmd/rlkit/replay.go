@@ -133,15 +133,15 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 	return rep.WriteText(e.stdout)
 }
 
-// progress shows how much of the logs was read, on a terminal: a bar when
+// progress shows how much of the logs was read, on a terminal: a progress meter when
 // their size is known, else (standard input from a pipe) a spinner with
 // the bytes read, which appears once progressMin bytes were read, so
 // that a small input shows none.
 type progress struct {
 	bar           *progressbar.ProgressBar
 	out           gate
-	read, pending int64     // bytes read, and of them not yet given to bar
-	last          time.Time // when bar was last given bytes
+	read, pending int64     // bytes read, and of them not yet given to the meter
+	last          time.Time // when the meter was last given bytes
 }
 
 // progressEvery is how often the progress is drawn.
@@ -184,7 +184,7 @@ func newProgress(w io.Writer, total int64) *progress {
 
 // add counts n bytes read; it is called from the replay's reading
 // goroutine, whose end Run waits for.
-// The bar, drawn each time it is given bytes, is given them at most every
+// The meter, drawn each time it is given bytes, is given them at most every
 // progressEvery, and at once when it appears.
 func (p *progress) add(n int64) {
 	p.read += n
@@ -199,7 +199,7 @@ func (p *progress) add(n int64) {
 	p.pending = 0
 }
 
-// finish clears the bar, if any was shown.
+// finish clears the meter, if any was shown.
 func (p *progress) finish() {
 	if p != nil {
 		p.bar.Add64(p.pending)
