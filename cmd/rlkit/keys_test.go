@@ -584,8 +584,15 @@ func TestKeysReadOnly(t *testing.T) {
 							t.Errorf("%q wrote %s:\nbefore %s\nafter  %s", cmd, k, before[k], v)
 						}
 					}
-					if len(after) != len(before) {
-						t.Errorf("%q made %d keys %d", cmd, len(before), len(after))
+					for k, v := range before {
+						if _, ok := after[k]; !ok {
+							t.Errorf("%q removed %s (%s)", cmd, k, v)
+						}
+					}
+					for k, v := range after {
+						if _, ok := before[k]; !ok {
+							t.Errorf("%q made %s (%s)", cmd, k, v)
+						}
 					}
 					before = after
 				}
