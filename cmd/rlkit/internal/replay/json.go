@@ -170,6 +170,28 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 // view returns the bytes of s without copying them, to read only.
 func view(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
+// member reads the key of an object's member at line[i] and the ':'
+// after it: the key's bounds in line (esc: it holds escapes), and the
+// index of the value; or why the member is not valid JSON.
+func member(line []byte, i int) (ks, ke int, esc bool, value int, bad string) {
+	if i >= len(line) || line[i] != '"' {
+		return 0, 0, false, 0, "invalid JSON: want a key"
+	}
+	ks, ke, esc, next := scanString(line, i)
+	if next < 0 {
+		return 0, 0, false, 0, "invalid JSON: a string has no closing quote"
+	}
+	i = skipWS(line, next)
+	if i >= len(line) || line[i] != ':' {
+		return 0, 0, false, 0, "invalid JSON: want ':' after a key"
+	}
+	i = skipWS(line, i+1)
+	if i >= len(line) {
+		return 0, 0, false, 0, "invalid JSON: a key has no value"
+	}
+	return ks, ke, esc, i, ""
+}
+
 // object reads the object at line[i] ('{'), taking the values n asks for,
 // and returns the index after it.
 func (p *lineParser) object(line []byte, i int, n *jnode, b *batch, depth int) (int, string) {
@@ -178,21 +200,11 @@ func (p *lineParser) object(line []byte, i int, n *jnode, b *batch, depth int) (
 		return i + 1, ""
 	}
 	for {
-		if i >= len(line) || line[i] != '"' {
-			return 0, "invalid JSON: want a key"
+		ks, ke, esc, next, bad := member(line, i)
+		if bad != "" {
+			return 0, bad
 		}
-		ks, ke, esc, next := scanString(line, i)
-		if next < 0 {
-			return 0, "invalid JSON: a string has no closing quote"
-		}
-		i = skipWS(line, next)
-		if i >= len(line) || line[i] != ':' {
-			return 0, "invalid JSON: want ':' after a key"
-		}
-		i = skipWS(line, i+1)
-		if i >= len(line) {
-			return 0, "invalid JSON: a key has no value"
-		}
+		i = next
 		var kid *jnode
 		if n != nil && n.kids != nil {
 			if esc {
@@ -293,21 +305,11 @@ func (p *lineParser) headerObject(line []byte, i int, b *batch) (int, string) {
 		return i + 1, ""
 	}
 	for {
-		if i >= len(line) || line[i] != '"' {
-			return 0, "invalid JSON: want a key"
+		ks, ke, _, next, bad := member(line, i)
+		if bad != "" {
+			return 0, bad
 		}
-		ks, ke, _, next := scanString(line, i)
-		if next < 0 {
-			return 0, "invalid JSON: a string has no closing quote"
-		}
-		i = skipWS(line, next)
-		if i >= len(line) || line[i] != ':' {
-			return 0, "invalid JSON: want ':' after a key"
-		}
-		i = skipWS(line, i+1)
-		if i >= len(line) {
-			return 0, "invalid JSON: a key has no value"
-		}
+		i = next
 		slot := -1
 		if name := line[ks:ke]; len(name) <= 128 && len(p.spec.headers) > 0 {
 			var nb [128]byte
