@@ -35,6 +35,11 @@ type compiler struct {
 	exempt  []pathClaim    // exempt_paths, compiled
 	seen    map[string]int // the rule names so far, with their index
 	taken   [2][]pathClaim // the paths of the rules so far, enforced [0] and shadow [1]
+	// The file's consistency: lease (leaseBlock > 0: the rules that name
+	// none take blocks of at most leaseBlock units) or exact (0); leased
+	// is set once a rule or the file takes blocks.
+	leaseBlock int64
+	leased     bool
 }
 
 // line is the line of the field at key; a missing field ("rules.0.limit")
@@ -110,6 +115,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	}
 
 	cc.defAlgo, cc.shadow, cc.exempt = defAlgo, c.shadow, exempt
+	cc.fileConsistency(spec)
 	cc.seen = map[string]int{DefaultRuleName: -1}
 	for i, rs := range spec.Rules {
 		if r := cc.rule(i, rs); r != nil {
@@ -138,7 +144,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 	if defWin.loc != nil && len(spec.Default) == 0 {
 		cc.fail("default_window", DefaultRuleName, "default_window", spec.DefaultWindow, "a calendar default limit needs a default of limits per day, month or year (default: \"10000/day\"): the built-in %s is not one", defaultLimit)
 	} else if lims := cc.limits("default", "default", DefaultRuleName, def, 0, defWin); lims != nil {
-		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow, key: defKey}
+		c.def = &Rule{Name: DefaultRuleName, Policy: &store.Policy{Name: DefaultRuleName, Algorithm: defAlgo, Limits: lims, Location: defWin.loc}, shadow: c.shadow, key: defKey, block: cc.leaseBlock}
 		c.def.prepare()
 		if c.shadow {
 			c.shadowDef = c.def
@@ -147,6 +153,7 @@ func compile(spec Spec, file string, ln lines) (*Config, error) {
 		}
 	}
 	cc.stackNames(spec.Rules, c)
+	cc.fileLeaseBlock(spec)
 	cc.tiers(spec.Tiers, c)
 	c.lists = cc.lists(spec.Allow, spec.Ban)
 	c.extras = c.lists != nil || c.tiers != nil
@@ -239,6 +246,7 @@ func (cc *compiler) rule(i int, rs RuleSpec) *Rule {
 	cc.cost(key, label, rs, r)
 	r.penalty = cc.penalty(key+".penalty", label, name, rs.Penalty)
 	cc.compileWait(key, label, rs, r)
+	cc.consistency(key, label, rs, r)
 	if len(cc.errs) > n || lims == nil && r.conc == nil {
 		return nil
 	}

@@ -471,8 +471,8 @@ func checkConfigError(t *testing.T, err error, want ...string) {
 }
 
 const (
-	unknownSection = `unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)`
-	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key or stack)`
+	unknownSection = `unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow, ban, consistency or lease_block)`
+	unknownRule    = `unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key, stack, consistency or lease_block)`
 	unknownAlgo    = `(want fixed_window, sliding_window, token_bucket or gcra)`
 	unitsWanted    = `(want second, minute, hour or day)`
 	shadowed       = `which comes first: this path would never apply here`
@@ -1824,7 +1824,7 @@ func TestConfigOnePass(t *testing.T) {
 		"      burst: 5", // 11: not for a fixed window
 	)), "t.yaml")
 	checkConfigError(t, err,
-		`rate-limit config t.yaml:2: field "enabeld": unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)`,
+		`rate-limit config t.yaml:2: field "enabeld": unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow, ban, consistency or lease_block)`,
 		`rate-limit config t.yaml:7: rule "a": field "weights": value "3": weight of "/a" exceeds the rule's capacity 2 (2/s): such a request could never pass`,
 		`rate-limit config t.yaml:8: rule "a": field "name": value "a": duplicate rule name (also rules[0])`,
 		`rate-limit config t.yaml:11: rule "a": field "burst": value "5": burst applies to token_bucket and gcra only, not fixed_window`,

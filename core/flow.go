@@ -469,6 +469,8 @@ func (l *Limiter) take(ctx context.Context, a ask, sc *stackCall, peek bool, res
 			l.takeStack(c, sc, res, err)
 		} else if peek {
 			*res, *err = l.store.Peek(c, a.key, a.rule.Policy, a.rule.peekCost(a.cost))
+		} else if a.rule.block > 0 {
+			l.takeBlocks(c, a, res, err)
 		} else {
 			*res, *err = l.store.Take(c, a.key, a.rule.Policy, a.cost)
 		}

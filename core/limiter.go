@@ -138,9 +138,11 @@ type Limiter struct {
 	plans        *cache[string] // plan lookups per store key; nil: not cached (no WithLimitCache)
 	unknownPlans atomic.Uint64  // see UnknownPlans
 
-	waits      waitRoom // the requests held by their rules' wait
-	storeWarn  logGate  // store failures
-	shadowLogs sync.Map // rule name → *logGate: each shadow rule's denials
+	waits      waitRoom   // the requests held by their rules' wait
+	blocks     blockTable // the blocks of lease rules (see blocks.go)
+	leaseKeys  int        // WithLeaseKeys
+	storeWarn  logGate    // store failures
+	shadowLogs sync.Map   // rule name → *logGate: each shadow rule's denials
 
 	loadMu   sync.Mutex // held by each reload, from reading to swapping
 	reloadMu sync.Mutex // guards reload
@@ -168,6 +170,7 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 		warnEvery:   int64(10 * time.Second),
 		identityKey: []byte(defaultIdentityKey),
 		sampleMask:  15, // one call in 16
+		leaseKeys:   defaultLeaseKeys,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -179,6 +182,7 @@ func NewLimiter(cfg *Config, opts ...Option) *Limiter {
 	}
 	l.cfg.Store(cfg)
 	l.storeWarn.init()
+	l.blocks.init(l.leaseKeys)
 	l.provider = newProvider(l.providerOpts)
 	if l.providerOpts.cached {
 		l.plans = newCache[string](l.providerOpts.size, l.providerOpts.ttl)

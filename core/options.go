@@ -109,6 +109,13 @@ func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log
 // by the runtime's. Default: store.SystemClock.
 func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
 
+// WithLeaseKeys sets how many keys' blocks of lease rules
+// (RuleSpec.Consistency) the limiter keeps at most, all rules together:
+// past it, a new key evicts an expired block, else one that decided few
+// units, whose unspent units are lost (refused, never admitted). n < 1
+// keeps one per lock (64). Default: 65,536 (about 20 MB at most).
+func WithLeaseKeys(n int) Option { return func(l *Limiter) { l.leaseKeys = n } }
+
 // WithWarnInterval sets the least time between two log lines about store
 // failures, and between two about one shadow rule's denials; the ones in
 // between are counted and the count goes in the next line. Default: 10s.

@@ -342,6 +342,7 @@ type Rule struct {
 	conc      *store.Concurrency // nil: no concurrency limit (see inflight.go)
 	key       *ruleKey           // what it counts per; nil: the caller (see key.go)
 	stack     bool               // counted beside the rule that applies (RuleSpec.Stack; see stack.go)
+	block     int64              // lease mode: the largest block a process holds of a key; 0: exact (see blocks.go)
 
 	// Precomputed responses and header values; see headers.go.
 	rateItems   []string        // the start of each limit's item in the RateLimit header

@@ -46,6 +46,15 @@ type Spec struct {
 	// with 403 (see AllowSpec, BanSpec).
 	Allow AllowSpec
 	Ban   BanSpec
+	// Consistency is exact (when empty) or lease: the consistency of
+	// every rule that names none, and of the default limit (see
+	// RuleSpec.Consistency). A rule that cannot take blocks (it counts
+	// by outcome, is charged by response, is stacked or bounds only
+	// requests in flight) stays exact under a lease file.
+	Consistency string
+	// LeaseBlock is the lease_block of every lease rule that names none
+	// (see RuleSpec.LeaseBlock); 0 means 1000.
+	LeaseBlock int64
 }
 
 // RuleSpec is one rule as written.
@@ -254,6 +263,41 @@ type RuleSpec struct {
 	// wait_queue or penalty, which belong to the rule that applies. At
 	// most 8 rules of a file are stacked.
 	Stack bool
+	// Consistency is how the rule's count is kept in a store shared by
+	// processes: exact (the default: every decision is one store call,
+	// exact on the store's clock) or lease: each process (each Limiter)
+	// takes quota from the store in blocks, a request of a key it holds
+	// no block of asking for its cost and a block more, and decides the
+	// next requests of that key from the block, with no store call,
+	// until it is spent or expires. A block grows (doubling) while the
+	// process spends its blocks in full, is what the process spent when
+	// it expired unspent, and is at most LeaseBlock and an eighth of what
+	// the store said was left: a key near its limit is decided exactly,
+	// one store call per request. A block expires at the end of the
+	// window it was taken in (fixed_window, calendar windows: the window;
+	// sliding_window: the window its count is in), and at the latest a
+	// minute after it was taken.
+	//
+	// Bounds, per key, with P processes sharing the store and B the
+	// largest block (LeaseBlock, and an eighth of the capacity): under
+	// fixed_window, sliding_window and calendar windows lease mode
+	// admits no more than exact mode, since every unit is counted in the
+	// store, in the window it is spent in, before it is spent; a key may
+	// be refused while blocks of it sit unspent in other processes, at
+	// most P × B units per window. Under token_bucket and gcra, in any
+	// span of time at most P × B units more than the algorithm admits
+	// pass (units taken before the span and spent in it). A process that
+	// stops loses its unspent blocks (never more admitted); with the
+	// store down a process spends the blocks it holds, then the failure
+	// policy applies. A Reset clears the blocks of the process that
+	// calls it, not those other processes hold. Only rules that count
+	// every request before the handler take blocks: not with count
+	// failures or successes, cost: response, stack, nor without limit.
+	Consistency string
+	// LeaseBlock is the most units one process holds of one key under a
+	// lease rule: at least 1; 0 means the file's lease_block, else 1000.
+	// Only with consistency lease.
+	LeaseBlock int64
 }
 
 // WeightSpec is the cost of one request on paths matching Path.

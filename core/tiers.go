@@ -375,11 +375,13 @@ func (l *Limiter) ruleFor(ctx context.Context, t *tier, r *Rule, key string) *Ru
 	return r
 }
 
-// resetAll forgets key's counters under r and each of its variants: every
+// resetAll forgets key's counters under r and each of its variants (and
+// the blocks this limiter holds of key under any rule): every
 // plan's, and the LimitProvider's (asked when its answer is not cached),
 // but under a rule with a key of its own (RuleSpec.Key): the provider
 // knows callers, and key is not one.
 func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule) (cleared bool, err error) {
+	l.blocks.forget(key) // this limiter's blocks of key: the next request asks the store
 	rules := []*Rule{r}
 	for _, name := range cfg.Plans() {
 		rules = append(rules, cfg.tiers[name].of(r))

@@ -281,6 +281,10 @@ func (w *walker) section(n *yaml.Node) Spec {
 			s.Allow = w.allow(v)
 		case "ban":
 			s.Ban = w.ban(v)
+		case "consistency":
+			s.Consistency = w.str(v, "", key)
+		case "lease_block":
+			s.LeaseBlock = w.int(v, "", key)
 		case "rules":
 			if !w.check(v, yaml.SequenceNode, "", key, "a list of rules") {
 				return
@@ -291,7 +295,7 @@ func (w *walker) section(n *yaml.Node) Spec {
 		case "tiers":
 			s.Tiers = w.tiers(v)
 		default:
-			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow or ban)")
+			w.fail(k, "", key, "", "unknown field (want enabled, algorithm, rules, default, default_window, default_timezone, default_key, exempt_paths, headers, failure, mode, tiers, allow, ban, consistency or lease_block)")
 		}
 	})
 	return s
@@ -352,13 +356,17 @@ func (w *walker) rule(n *yaml.Node, i int) RuleSpec {
 			r.Key = w.str(v, label, key)
 		case "stack":
 			r.Stack = w.bool(v, label, key)
+		case "consistency":
+			r.Consistency = w.str(v, label, key)
+		case "lease_block":
+			r.LeaseBlock = w.int(v, label, key)
 		case "weights":
 			w.mapping(v, label, key, func(path string, _, c *yaml.Node) {
 				w.ln[fkey+"."+path] = c.Line
 				r.Weights = append(r.Weights, WeightSpec{Path: path, Cost: w.int(c, label, key)})
 			})
 		default:
-			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key or stack)")
+			w.fail(k, label, key, "", "unknown field (want name, paths, methods, limit, algorithm, window, timezone, burst, weights, mode, count, cost, clear_on_success, penalty, wait, wait_queue, concurrent, lease, key, stack, consistency or lease_block)")
 		}
 	})
 	return r

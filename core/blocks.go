@@ -1,0 +1,384 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rlkit/rlkit/core/algo"
+	"github.com/rlkit/rlkit/core/store"
+)
+
+// Lease mode (RuleSpec.Consistency): a limiter takes quota from the store
+// in blocks and decides from them with no store call.
+const (
+	// defaultLeaseBlock is a lease rule's largest block when the file
+	// names none.
+	defaultLeaseBlock = 1000
+	// blockShare: a block is at most 1/blockShare of what the store said
+	// was left of the key (of the capacity, before it said anything), so
+	// that a key near its limit is decided exactly.
+	blockShare = 8
+	// blockLife is the longest a block is kept, whatever its window.
+	blockLife = time.Minute
+	// defaultLeaseKeys is how many keys' blocks a limiter keeps at most
+	// (WithLeaseKeys).
+	defaultLeaseKeys = 65536
+	// blockShards is the number of locks the blocks are spread over.
+	blockShards = 64
+	// evictSample is how many entries of a full shard are looked at to
+	// choose the one evicted.
+	evictSample = 8
+)
+
+// fileConsistency compiles the file's consistency and lease_block.
+func (cc *compiler) fileConsistency(spec Spec) {
+	switch spec.Consistency {
+	case "", "exact":
+	case "lease":
+		cc.leaseBlock = defaultLeaseBlock
+		cc.leased = true
+	default:
+		cc.fail("consistency", "", "consistency", spec.Consistency, "want exact or lease")
+	}
+	if _, given := cc.ln["lease_block"]; given || spec.LeaseBlock != 0 {
+		if n, ok := cc.blockSize("lease_block", "", spec.LeaseBlock); ok && cc.leaseBlock > 0 {
+			cc.leaseBlock = n
+		}
+	}
+}
+
+// fileLeaseBlock faults a lease_block of the file when nothing in it
+// takes blocks (called once every rule is compiled).
+func (cc *compiler) fileLeaseBlock(spec Spec) {
+	if _, given := cc.ln["lease_block"]; (given || spec.LeaseBlock != 0) && !cc.leased {
+		cc.fail("lease_block", "", "lease_block", strconv.FormatInt(spec.LeaseBlock, 10), "lease_block needs consistency: lease (in the file or on a rule): it sizes the blocks of lease mode")
+	}
+}
+
+// blockSize checks a lease_block value at key.
+func (cc *compiler) blockSize(key, label string, n int64) (int64, bool) {
+	if n < 1 || n > algo.MaxCount {
+		cc.fail(key, label, "lease_block", strconv.FormatInt(n, 10), "want 1 to %d units", int64(algo.MaxCount))
+		return 0, false
+	}
+	return n, true
+}
+
+// consistency compiles the consistency and lease_block of the rule at key
+// (whose policy, count mode and stacking are compiled) into r.block.
+func (cc *compiler) consistency(key, label string, rs RuleSpec, r *Rule) {
+	why := ""
+	switch {
+	case r.stack:
+		why = "a stacked rule is taken in one store call with the rule that applies"
+	case r.count == countResponse:
+		why = "a rule charged by response (cost: response) charges after the handler, whatever is left"
+	case r.byOutcome():
+		why = "a rule that counts " + r.Count() + " asks the store before the handler and counts after it"
+	case len(r.Policy.Limits) == 0:
+		why = "the rule has no limit, only requests in flight"
+	}
+	block := cc.leaseBlock
+	switch rs.Consistency {
+	case "":
+		if why != "" {
+			block = 0 // stays exact under a lease file
+		}
+	case "exact":
+		block = 0
+	case "lease":
+		block = defaultLeaseBlock
+		if cc.leaseBlock > 0 {
+			block = cc.leaseBlock
+		}
+		if why != "" {
+			cc.fail(key+".consistency", label, "consistency", rs.Consistency, "lease mode decides from blocks taken before the request: %s", why)
+			block = 0
+		}
+	default:
+		cc.fail(key+".consistency", label, "consistency", rs.Consistency, "want exact or lease")
+		block = 0
+	}
+	if _, given := cc.ln[key+".lease_block"]; given || rs.LeaseBlock != 0 {
+		n, ok := cc.blockSize(key+".lease_block", label, rs.LeaseBlock)
+		switch {
+		case !ok:
+		case block == 0 && why == "":
+			cc.fail(key+".lease_block", label, "lease_block", strconv.FormatInt(rs.LeaseBlock, 10), "lease_block needs consistency: lease (on the rule or in the file): it sizes the blocks of lease mode")
+		case block == 0:
+		default:
+			block = n
+		}
+	}
+	r.block = block
+	cc.leased = cc.leased || block > 0
+}
+
+// Consistency returns "lease" when the rule takes quota from the store in
+// blocks (RuleSpec.Consistency), else "exact".
+func (r *Rule) Consistency() string {
+	if r.block > 0 {
+		return "lease"
+	}
+	return "exact"
+}
+
+// LeaseBlock returns the largest block of a lease rule (RuleSpec.LeaseBlock);
+// 0 for an exact one.
+func (r *Rule) LeaseBlock() int64 { return r.block }
+
+// blockTable holds a limiter's blocks: per rule policy and store key, the
+// units it took from the store and has not spent. It keeps at most max
+// keys; past it, a new key evicts (from its shard) an expired entry, else
+// the one that decided the fewest units, of a few looked at. The zero
+// value keeps none until init.
+type blockTable struct {
+	seed   maphash.Seed
+	max    int // per shard
+	shards [blockShards]blockShard
+}
+
+type blockShard struct {
+	mu sync.Mutex
+	m  map[blockKey]*block
+}
+
+type blockKey struct {
+	policy *store.Policy
+	key    string
+}
+
+// block is what a limiter holds of one key under one policy.
+type block struct {
+	units   int64 // unspent units of the block
+	expires int64 // when the block ends (clock ns); its units are void then
+	size    int64 // the block's size when taken
+	spent   int64 // units spent of it
+	used    int64 // units decided through the entry, for eviction
+	at      int64 // when res was asked for (clock ns)
+	known   bool  // res holds an answer of the store
+	// res is the store's answer when the block was taken (or the last
+	// exact decision): its Remaining is what the store had left.
+	res store.Result
+	// renewing is closed when the store call that takes the next block
+	// returns; nil when none runs.
+	renewing chan struct{}
+}
+
+func (t *blockTable) init(keys int) {
+	t.seed = maphash.MakeSeed()
+	t.max = max(keys/blockShards, 1)
+}
+
+func (t *blockTable) shard(key string) *blockShard {
+	return &t.shards[maphash.String(t.seed, key)%blockShards]
+}
+
+// takeBlocks is take's store call for a lease rule: the request of a is
+// decided from the block of its key when it holds enough units, else by
+// the store, asked for the request's cost and the next block; while
+// another request of the key asks for a block, it waits for that answer.
+func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err *error) {
+	p := a.rule.Policy
+	k := blockKey{p, a.key}
+	sh := l.blocks.shard(a.key)
+	sh.mu.Lock()
+	b := sh.m[k]
+	now := l.clock.Now()
+	for b != nil {
+		if now < b.expires && b.units >= a.cost {
+			b.units -= a.cost
+			b.spent += a.cost
+			b.used += a.cost
+			b.answer(res, now)
+			sh.mu.Unlock()
+			*err = nil
+			return
+		}
+		if b.renewing == nil {
+			break
+		}
+		ch := b.renewing
+		sh.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			*res, *err = l.store.Take(ctx, a.key, p, a.cost)
+			return
+		}
+		sh.mu.Lock()
+		b = sh.m[k]
+		now = l.clock.Now()
+	}
+	if b == nil {
+		b = &block{}
+		l.blocks.insert(sh, k, b, now)
+	}
+	held := int64(0) // units of the block still good (fewer than the cost)
+	if now < b.expires {
+		held = b.units
+	}
+	// The request's cost and the block must fit in the capacity, or the
+	// store would refuse them together.
+	extra := min(b.next(p, a.rule.block), p.Capacity()-a.cost+held)
+	if extra <= 0 {
+		sh.mu.Unlock()
+		*res, *err = l.store.Take(ctx, a.key, p, a.cost)
+		if *err == nil {
+			sh.mu.Lock()
+			b.exact(res, now, a.cost)
+			sh.mu.Unlock()
+		}
+		return
+	}
+	// The units held go into the request: no other request spends them
+	// meanwhile.
+	b.units -= held
+	ch := make(chan struct{})
+	b.renewing = ch
+	sh.mu.Unlock()
+	*res, *err = l.store.Take(ctx, a.key, p, a.cost-held+extra)
+	sh.mu.Lock()
+	b.renewing = nil
+	close(ch)
+	switch {
+	case *err != nil:
+		b.units += held
+		sh.mu.Unlock()
+		return
+	case res.Allowed:
+		b.units, b.size, b.spent = extra, extra, 0
+		b.used += a.cost
+		b.res, b.at, b.known = *res, now, true
+		b.expires = now + blockEnd(p, res)
+		sh.mu.Unlock()
+		res.Remaining += extra
+		for i := range p.Limits {
+			res.Limits[i].Remaining += extra
+		}
+		return
+	}
+	// No room for a block: the request alone, exactly.
+	b.units += held
+	b.res, b.at, b.known = *res, now, true
+	b.size, b.spent = 0, 0
+	sh.mu.Unlock()
+	*res, *err = l.store.Take(ctx, a.key, p, a.cost)
+	if *err == nil {
+		sh.mu.Lock()
+		b.exact(res, now, a.cost)
+		sh.mu.Unlock()
+	}
+}
+
+// next is the size of the block to ask for with the next request (0: the
+// request alone), for p's rule whose blocks are at most most: twice the
+// last one when it was spent in full (1 after none), else what was spent
+// of it; at most most, and an eighth of what the store last said was
+// left (of the capacity before it said anything).
+func (b *block) next(p *store.Policy, most int64) int64 {
+	want := b.spent
+	if b.spent >= b.size {
+		want = max(2*b.size, 1)
+	}
+	left := p.Capacity()
+	if b.known {
+		left = b.res.Remaining
+	}
+	return min(want, most, left/blockShare)
+}
+
+// exact records the store's answer to a request of cost decided alone:
+// its Remaining sizes the next block.
+func (b *block) exact(res *store.Result, now, cost int64) {
+	b.res, b.at, b.known = *res, now, true
+	b.size, b.spent = 0, 0
+	if res.Allowed {
+		b.used += cost
+	}
+}
+
+// answer fills res with the decision of a request spent from the block at
+// now: admitted, with what the store had left when the block was taken
+// and the units still in the block as remaining, and the resets counted
+// down since.
+func (b *block) answer(res *store.Result, now int64) {
+	*res = b.res
+	elapsed := time.Duration(now - b.at)
+	res.Allowed, res.RetryAfter = true, 0
+	res.Remaining += b.units
+	res.ResetAfter = max(res.ResetAfter-elapsed, 0)
+	for i := range res.Limits {
+		res.Limits[i].Remaining += b.units
+		res.Limits[i].ResetAfter = max(res.Limits[i].ResetAfter-elapsed, 0)
+	}
+}
+
+// blockEnd is how long a block the store granted with res lasts: until
+// the end of the window its units were counted in (fixed and calendar
+// windows: the window; a sliding window: the window its count is in,
+// which ends a period before the count is forgotten), at most blockLife.
+func blockEnd(p *store.Policy, res *store.Result) int64 {
+	end := int64(blockLife)
+	for i, lim := range p.Limits {
+		switch p.Algorithm {
+		case algo.FixedWindow:
+			end = min(end, int64(res.Limits[i].ResetAfter))
+		case algo.SlidingWindow:
+			end = min(end, int64(res.Limits[i].ResetAfter-lim.Period))
+		}
+	}
+	return max(end, 0)
+}
+
+// insert adds b under k to sh (locked), evicting an entry when the shard
+// is full: an expired one of the first evictSample (map order), else the
+// one of them that decided the fewest units. An entry being renewed is
+// kept.
+func (t *blockTable) insert(sh *blockShard, k blockKey, b *block, now int64) {
+	if sh.m == nil {
+		sh.m = make(map[blockKey]*block)
+	}
+	if len(sh.m) >= t.max {
+		var (
+			victim blockKey
+			least  int64 = -1
+			seen   int
+		)
+		for vk, v := range sh.m {
+			if v.renewing != nil {
+				continue
+			}
+			if now >= v.expires {
+				victim, least = vk, 0
+				break
+			}
+			if least < 0 || v.used < least {
+				victim, least = vk, v.used
+			}
+			if seen++; seen == evictSample {
+				break
+			}
+		}
+		if least >= 0 {
+			delete(sh.m, victim)
+		}
+	}
+	sh.m[k] = b
+}
+
+// forget drops the blocks of key under every policy: after a Reset, the
+// limiter's next request of it asks the store.
+func (t *blockTable) forget(key string) {
+	sh := t.shard(key)
+	sh.mu.Lock()
+	for k := range sh.m {
+		if k.key == key {
+			delete(sh.m, k)
+		}
+	}
+	sh.mu.Unlock()
+}

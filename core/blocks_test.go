@@ -1,0 +1,484 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/memstore"
+	"github.com/rlkit/rlkit/core/store"
+)
+
+// leaseYAML is one lease rule, search, of the given limit, algorithm and
+// more lines (burst, lease_block), over a default limit.
+const leaseYAML = `
+rate_limit:
+  enabled: true
+  consistency: %s
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: %q
+      algorithm: %s
+%s`
+
+func leaseConfig(t testing.TB, consistency, limit, algorithm, more string) *core.Config {
+	t.Helper()
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, leaseYAML, consistency, limit, algorithm, more), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// process is one process of a fleet: its own Limiter over its own view
+// of the store the fleet shares, which counts the takes it asks for (their
+// costs) and fails while down is set.
+type process struct {
+	*core.Limiter
+	shared store.Store
+	mu     sync.Mutex
+	takes  []int64
+	down   atomic.Bool
+	hold   func(cost int64) // when set, called before each take
+}
+
+var errStoreDown = errors.New("store down")
+
+func (p *process) Take(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
+	p.mu.Lock()
+	p.takes = append(p.takes, cost)
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		hold(cost)
+	}
+	if p.down.Load() {
+		return store.Result{}, errStoreDown
+	}
+	return p.shared.Take(ctx, key, pol, cost)
+}
+
+func (p *process) Peek(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
+	if p.down.Load() {
+		return store.Result{}, errStoreDown
+	}
+	return p.shared.Peek(ctx, key, pol, cost)
+}
+
+func (p *process) Reset(ctx context.Context, key string, pol *store.Policy) (bool, error) {
+	return p.shared.Reset(ctx, key, pol)
+}
+
+// calls returns and forgets the costs of the takes asked for so far.
+func (p *process) calls() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.takes
+	p.takes = nil
+	return out
+}
+
+// fleet starts n processes of cfg sharing one memory store on clock.
+func fleet(t testing.TB, n int, cfg *core.Config, clock store.Clock, opts ...core.Option) ([]*process, *memstore.Store) {
+	t.Helper()
+	mem := memstore.New(memstore.WithClock(clock))
+	t.Cleanup(func() { _ = mem.Close() })
+	ps := make([]*process, n)
+	for i := range ps {
+		p := &process{shared: mem}
+		p.Limiter = core.NewLimiter(cfg, append([]core.Option{core.WithStore(p), core.WithClock(clock)}, opts...)...)
+		ps[i] = p
+	}
+	return ps, mem
+}
+
+func (p *process) search(user string) core.Decision {
+	return p.Decide(context.Background(), "GET", "/api/search", user, false)
+}
+
+// TestLeaseBlocksGrow: one process, 100 requests of one key far from its
+// limit: the first asks for its cost and a block of 1, each block spent in
+// full doubles the next (2, 4, 8, ...), so 7 store calls decide them all;
+// the store counted every unit handed out, and the headers count the
+// units held as remaining.
+func TestLeaseBlocksGrow(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "1000/minute", "fixed_window", "")
+	ps, mem := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for i := range 100 {
+		if d := p.search("alice"); !d.Allowed || d.Err != nil {
+			t.Fatalf("request %d: allowed %v, err %v", i+1, d.Allowed, d.Err)
+		}
+	}
+	if got, want := fmt.Sprint(p.calls()), "[2 3 5 9 17 33 65]"; got != want {
+		t.Errorf("takes %s, want %s", got, want)
+	}
+	res, err := mem.Peek(context.Background(), "alice", cfg.Rule("search").Policy, 0)
+	if err != nil || res.Remaining != 1000-134 {
+		t.Errorf("store remaining %d (%v), want %d", res.Remaining, err, 1000-134)
+	}
+	// 34 units of the last block are left: 866 in the store and 34 here.
+	if d := p.search("alice"); d.Result.Remaining != 866+33 || len(p.calls()) != 0 {
+		t.Errorf("remaining %d, want %d, from the block", d.Result.Remaining, 866+33)
+	}
+}
+
+// TestLeaseWindowsAdmitTheLimit: four processes share a fixed window of
+// 100 a minute; requests of one key go to each in turn, 1,000 per window
+// over three windows: every window admits exactly 100, as exact mode does,
+// and near the limit the blocks shrink to nothing (one store call per
+// request).
+func TestLeaseWindowsAdmitTheLimit(t *testing.T) {
+	for _, alg := range []string{"fixed_window", "sliding_window"} {
+		t.Run(alg, func(t *testing.T) {
+			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := leaseConfig(t, "lease", "100/minute", alg, "      lease_block: 10\n")
+			ps, _ := fleet(t, 4, cfg, clock)
+			for w := range 3 {
+				admitted := 0
+				for i := range 1000 {
+					if ps[i%4].search("alice").Allowed {
+						admitted++
+					}
+					clock.Advance(50 * time.Millisecond) // 50 s of the window
+				}
+				if admitted != 100 {
+					t.Errorf("window %d: admitted %d, want 100", w, admitted)
+				}
+				// To the start of the window after next, where a sliding
+				// window's previous count is empty.
+				clock.Advance(70 * time.Second)
+			}
+		})
+	}
+}
+
+// TestLeaseBlockEndsWithItsWindow: a block taken just before its window
+// ends is not spent in the next: the next request asks the store.
+func TestLeaseBlockEndsWithItsWindow(t *testing.T) {
+	for _, tc := range []struct {
+		algorithm string
+		remaining int64 // after the first request of the next window
+	}{
+		{"fixed_window", 999},
+		// The count of the window before weighs in full at its end.
+		{"sliding_window", 1000 - 1 - 10},
+	} {
+		t.Run(tc.algorithm, func(t *testing.T) { blockEndsWithItsWindow(t, tc.algorithm, tc.remaining) })
+	}
+}
+
+func blockEndsWithItsWindow(t *testing.T, algorithm string, remaining int64) {
+	start := time.Date(2026, 1, 1, 0, 0, 59, 0, time.UTC) // 1 s before the window ends
+	clock := store.NewManualClock(start)
+	cfg := leaseConfig(t, "lease", "1000/minute", algorithm, "")
+	ps, _ := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 3 {
+		p.search("alice") // the blocks of 1, then 2: both units left
+	}
+	if got := fmt.Sprint(p.calls()); got != "[2 3]" {
+		t.Fatalf("takes %s, want [2 3]", got)
+	}
+	clock.Advance(999 * time.Millisecond)
+	p.search("alice") // the units left, in the window they were taken in
+	p.search("alice")
+	if got := fmt.Sprint(p.calls()); got != "[]" {
+		t.Fatalf("takes %s within the window, want none", got)
+	}
+	p.search("alice") // a block of 4, 1 ms before the window ends
+	if got := fmt.Sprint(p.calls()); got != "[5]" {
+		t.Fatalf("takes %s, want [5]", got)
+	}
+	clock.Advance(time.Millisecond) // the next window
+	// The block ended unspent: the next is what was spent of it, none,
+	// so the request is decided alone, in a window of its own.
+	if d := p.search("alice"); !d.Allowed || d.Result.Remaining != remaining {
+		t.Fatalf("in a new window: allowed %v, remaining %d, want %d", d.Allowed, d.Result.Remaining, remaining)
+	}
+	if got := fmt.Sprint(p.calls()); got != "[1]" {
+		t.Errorf("takes %s in the new window, want [1]: the block ended with its window", got)
+	}
+}
+
+// TestLeaseTokenBucketBound drives four processes to the stated bound of
+// a token bucket: each holds a full block (B = 10 units) when the bucket
+// is emptied; once it has refilled (800 units), 840 requests pass at one
+// instant, C + P × B, where exact mode lets 800 pass.
+func TestLeaseTokenBucketBound(t *testing.T) {
+	for _, mode := range []string{"lease", "exact"} {
+		t.Run(mode, func(t *testing.T) {
+			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			more := ""
+			if mode == "lease" {
+				more = "      lease_block: 10\n"
+			}
+			cfg := leaseConfig(t, mode, "800/10s", "token_bucket", more)
+			ps, mem := fleet(t, 4, cfg, clock)
+			pol := cfg.Rule("search").Policy
+			ctx := context.Background()
+			for _, p := range ps {
+				// Blocks of 1, 2, 4, 8, then 10 (lease_block): the
+				// process stops as it takes the block of 10.
+				for i := 0; i < 100; i++ {
+					p.search("alice")
+					if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
+						break
+					}
+				}
+				clock.Advance(10 * time.Second) // refilled: every block is taken from a full bucket
+			}
+			res, _ := mem.Peek(ctx, "alice", pol, 0)
+			if res.Remaining > 0 {
+				if _, err := mem.Take(ctx, "alice", pol, res.Remaining); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(10 * time.Second) // full again
+			admitted := 0
+			for i := range 4000 {
+				if ps[i%4].search("alice").Allowed {
+					admitted++
+				}
+			}
+			want := 800
+			if mode == "lease" {
+				want = 800 + 4*10
+			}
+			if admitted != want {
+				t.Errorf("admitted %d at one instant, want %d", admitted, want)
+			}
+		})
+	}
+}
+
+// TestLeaseHeldUnitsGoOnce: a request heavier than what is left of the
+// block takes those units with it into its store call; a light request
+// that comes meanwhile waits for that call's block instead of spending
+// them again.
+func TestLeaseHeldUnitsGoOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/search/heavy"]
+      limit: "1000/minute"
+      weights: {"/api/search/heavy": 3}
+`), "lease.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, _ := fleet(t, 1, cfg, clock)
+		p := ps[0]
+		p.search("alice") // a block of 1
+		p.search("alice") // spent
+		p.search("alice") // a block of 2
+		p.search("alice") // one unit left
+		p.calls()
+		release := make(chan struct{})
+		p.hold = func(cost int64) {
+			if cost == 3 { // the heavy request: 3 - 1 held + a block of 1
+				<-release
+			}
+		}
+		heavy := make(chan core.Decision, 1)
+		go func() { heavy <- p.Decide(context.Background(), "GET", "/api/search/heavy", "alice", false) }()
+		synctest.Wait()
+		light := make(chan core.Decision, 1)
+		go func() { light <- p.search("alice") }()
+		synctest.Wait()
+		select {
+		case <-light:
+			t.Fatal("a light request was decided while the heavy one held the block's last unit")
+		default:
+		}
+		close(release)
+		if d := <-heavy; !d.Allowed || d.Cost != 3 {
+			t.Errorf("heavy: allowed %v, cost %d", d.Allowed, d.Cost)
+		}
+		if d := <-light; !d.Allowed {
+			t.Error("light refused")
+		}
+		// 2 + 3 for the first four, 3 for the heavy one and its block of
+		// 1, which the light one spent: 8 units taken, 8 decided.
+		if got := fmt.Sprint(p.calls()); got != "[3]" {
+			t.Errorf("takes %s, want [3]", got)
+		}
+	})
+}
+
+// TestLeaseStoreDown: a process whose store fails spends the block it
+// holds, then the failure policy applies to each request: open lets it
+// pass uncounted, closed refuses it.
+func TestLeaseStoreDown(t *testing.T) {
+	for _, failure := range []string{"open", "closed"} {
+		t.Run(failure, func(t *testing.T) {
+			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg := leaseConfig(t, "lease", "1000/minute", "fixed_window", "  failure: "+failure+"\n")
+			ps, _ := fleet(t, 1, cfg, clock)
+			p := ps[0]
+			for range 10 {
+				p.search("alice") // blocks of 1, 2, 4: 2 + 3 + 5 = 10 requests, the last block spent
+			}
+			p.search("alice") // a block of 8 and the request: 8 left
+			p.calls()
+			p.down.Store(true)
+			for i := range 8 {
+				if d := p.search("alice"); !d.Allowed || d.Err != nil {
+					t.Fatalf("request %d on the block: allowed %v, err %v", i+1, d.Allowed, d.Err)
+				}
+			}
+			if got := p.calls(); len(got) != 0 {
+				t.Fatalf("takes %v while the block lasts, want none", got)
+			}
+			d := p.search("alice")
+			if !errors.Is(d.Err, errStoreDown) || d.Allowed != (failure == "open") {
+				t.Errorf("past the block: allowed %v, err %v", d.Allowed, d.Err)
+			}
+		})
+	}
+}
+
+// TestLeaseReset: Reset drops the blocks this process holds of the key:
+// its next request asks the store, which has the full limit again.
+func TestLeaseReset(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "1000/minute", "fixed_window", "")
+	ps, _ := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 4 {
+		p.search("alice")
+	}
+	p.calls()
+	if _, err := p.Limiter.Reset(context.Background(), "alice", "search"); err != nil {
+		t.Fatal(err)
+	}
+	d := p.search("alice")
+	if got := p.calls(); len(got) != 1 {
+		t.Fatalf("takes %v after the reset, want one", got)
+	}
+	if d.Result.Remaining != 1000-1 {
+		t.Errorf("remaining %d after the reset, want %d", d.Result.Remaining, 999)
+	}
+}
+
+// TestLeaseConcurrent: 64 goroutines over four processes, one key, one
+// fixed window: exactly the limit passes (run with -race).
+func TestLeaseConcurrent(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "5000/minute", "fixed_window", "      lease_block: 64\n")
+	ps, _ := fleet(t, 4, cfg, clock)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if ps[g%4].search("alice").Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 5000 {
+		t.Errorf("admitted %d of 12,800, want 5000", admitted.Load())
+	}
+}
+
+// TestLeaseConfig: consistency and lease_block, in the file and on rules,
+// and where each applies.
+func TestLeaseConfig(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  lease_block: 200
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "100/second"
+    - name: upload
+      paths: ["/api/upload"]
+      limit: "10/minute"
+      lease_block: 5
+    - name: admin
+      paths: ["/api/admin"]
+      limit: "10/minute"
+      consistency: exact
+    - name: login
+      paths: ["/login"]
+      limit: "5/minute"
+      count: failures
+    - name: all
+      paths: ["/api/**"]
+      limit: "1000/hour"
+      stack: true
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range append(cfg.Rules(), cfg.Default()) {
+		got = append(got, fmt.Sprintf("%s %s %d", r.Name, r.Consistency(), r.LeaseBlock()))
+	}
+	if want := "search lease 200; upload lease 5; admin exact 0; login exact 0; all exact 0; default lease 200"; strings.Join(got, "; ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, "; "), want)
+	}
+	exact, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "100/second"
+      consistency: lease
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := exact.Rule("search"); r.Consistency() != "lease" || r.LeaseBlock() != 1000 || exact.Default().Consistency() != "exact" {
+		t.Errorf("rule %s %d, default %s; want lease 1000, exact", r.Consistency(), r.LeaseBlock(), exact.Default().Consistency())
+	}
+}
+
+// TestLeaseConfigErrors: each mistake is named with its line, rule, field
+// and value.
+func TestLeaseConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ name, doc, want string }{
+		{"file value", "  consistency: eventual\n", `lease.yaml:3: field "consistency": value "eventual": want exact or lease`},
+		{"rule value", "      consistency: strong\n", `lease.yaml:9: rule "search": field "consistency": value "strong": want exact or lease`},
+		{"block without lease", "      lease_block: 10\n", `lease.yaml:9: rule "search": field "lease_block": value "10": lease_block needs consistency: lease (on the rule or in the file): it sizes the blocks of lease mode`},
+		{"file block without lease", "  lease_block: 10\n", `lease.yaml:3: field "lease_block": value "10": lease_block needs consistency: lease (in the file or on a rule): it sizes the blocks of lease mode`},
+		{"block zero", "      consistency: lease\n      lease_block: 0\n", `lease.yaml:10: rule "search": field "lease_block": value "0": want 1 to`},
+		{"by outcome", "      consistency: lease\n      count: failures\n", `lease.yaml:9: rule "search": field "consistency": value "lease": lease mode decides from blocks taken before the request: a rule that counts failures asks the store before the handler and counts after it`},
+		{"stacked", "      consistency: lease\n      stack: true\n", `lease.yaml:9: rule "search": field "consistency": value "lease": lease mode decides from blocks taken before the request: a stacked rule is taken in one store call with the rule that applies`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "\nrate_limit:\n  enabled: true\n  rules:\n    - name: search\n      paths: [\"/api/search\"]\n      limit: \"100/second\"\n"
+			if strings.HasPrefix(tc.doc, "  c") || strings.HasPrefix(tc.doc, "  l") {
+				doc = "\nrate_limit:\n" + tc.doc + "  enabled: true\n  rules:\n    - name: search\n      paths: [\"/api/search\"]\n      limit: \"100/second\"\n"
+			} else {
+				doc += "      algorithm: fixed_window\n" + tc.doc
+			}
+			_, err := core.ParseConfig([]byte(doc), "lease.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant one containing %s", err, tc.want)
+			}
+		})
+	}
+}
