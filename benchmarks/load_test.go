@@ -73,6 +73,8 @@ type loadTarget struct {
 	enabled bool
 	limit   string
 	redis   bool
+	// consistency, when set, is the file's consistency (lease).
+	consistency string
 	// denying: the limit is reached at once, so nearly every answer is a
 	// 429 (expected; denied/op counts them).
 	denying bool
@@ -86,17 +88,22 @@ var loadTargets = []loadTarget{
 	{name: "rlkit-memory", enabled: true, limit: "2000000000/hour"},
 	{name: "rlkit-memory-denying", enabled: true, limit: "10/second", denying: true},
 	{name: "rlkit-redis", enabled: true, limit: "2000000000/hour", redis: true},
+	{name: "rlkit-redis-lease", enabled: true, limit: "2000000000/hour", redis: true, consistency: "lease"},
 }
 
 func (t loadTarget) config() string {
+	more := ""
+	if t.consistency != "" {
+		more = "  consistency: " + t.consistency + "\n"
+	}
 	return fmt.Sprintf(`rate_limit:
   enabled: %t
-  rules:
+%s  rules:
     - name: search
       paths: ["/api/search"]
       limit: %q
   default: %q
-`, t.enabled, t.limit, t.limit)
+`, t.enabled, more, t.limit, t.limit)
 }
 
 // BenchmarkLoad measures examples/server over loopback: GET /api/search
@@ -113,7 +120,9 @@ func (t loadTarget) config() string {
 //     request is answered 429 with its JSON body and headers: what holding
 //     back an abusive client costs;
 //   - rlkit-redis: as rlkit-memory, with -redis on the shared redis-server
-//     (left out, with a log line, without one).
+//     (left out, with a log line, without one);
+//   - rlkit-redis-lease: as rlkit-redis, with consistency: lease: the
+//     server takes its quota from Redis in blocks.
 //
 // Each target runs as two server processes, the first of every target
 // started in the targets' order, the second ones in the reverse order, and

@@ -53,6 +53,7 @@ var participants = map[string]participant{
 	"rlkit-memory":         {label: "**rlkit** on, memory store"},
 	"rlkit-memory-denying": {label: "rlkit on, limit reached (nearly every answer a 429)"},
 	"rlkit-redis":          {label: "rlkit on, Redis store"},
+	"rlkit-redis-lease":    {label: "rlkit on, Redis store, consistency: lease"},
 }
 
 // frameworkModules name the module of a framework table's built-in row.
