@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,7 +62,12 @@ var clusterMasters = []int{1, 3}
 //     client-cpu-ns: this process's (getrusage) per decision;
 //   - busiest-server-cpus: the CPU time of the busiest redis-server over
 //     the wall time (1 is a core, all that a single-threaded server can
-//     use); cpus: client's and servers' CPU time over the wall time.
+//     use); cpus: client's and servers' CPU time over the wall time;
+//     machine-cpus: the machine's busy CPU time (/proc/stat) over the wall
+//     time, this benchmark's and any other process's;
+//   - dec/call: decisions per script call the masters ran (INFO
+//     commandstats, reset before the measurement): how many decisions a
+//     batch carries on average.
 //
 // What bounds it on a small machine: the client and the servers share the
 // machine's CPUs (2 where this project is built, and other load with
@@ -78,15 +85,24 @@ func BenchmarkClusterScale(b *testing.B) {
 			lat := make([]time.Duration, b.N)
 			base := r.next
 			r.next = (r.next + b.N) % clusterKeys
+			if err := r.resetStats(); err != nil {
+				b.Fatal(err)
+			}
 			settle()
 			srv0, ok0 := r.serverCPU()
 			self0, ok1 := selfCPU()
+			mach0, ok4 := machineCPU()
 			b.ReportAllocs()
 			b.ResetTimer()
 			wall, err := r.decide(b.N, base, lat)
 			b.StopTimer()
 			srv1, ok2 := r.serverCPU()
 			self1, ok3 := selfCPU()
+			mach1, ok5 := machineCPU()
+			if err != nil {
+				b.Fatal(err)
+			}
+			calls, err := r.calls()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -107,6 +123,12 @@ func BenchmarkClusterScale(b *testing.B) {
 				b.ReportMetric(float64(client)/n, "client-cpu-ns")
 				b.ReportMetric(busiest.Seconds()/wall.Seconds(), "busiest-server-cpus")
 				b.ReportMetric((total+client).Seconds()/wall.Seconds(), "cpus")
+			}
+			if ok4 && ok5 {
+				b.ReportMetric((mach1-mach0).Seconds()/wall.Seconds(), "machine-cpus")
+			}
+			if calls > 0 {
+				b.ReportMetric(n/float64(calls), "dec/call")
 			}
 		})
 	}
@@ -218,11 +240,14 @@ func (r *clusterRig) decide(n, base int, lat []time.Duration) (time.Duration, er
 	ctx := context.Background()
 	for g := range clusterGoroutines {
 		wg.Go(func() {
+			// Two readings of the monotonic clock per decision (time.Since
+			// from one time.Now): cheaper than a time.Now each.
+			t := time.Now()
 			<-start
 			for j := g; j < n; j += clusterGoroutines {
-				t0 := time.Now()
+				t0 := time.Since(t)
 				d := r.lim.Decide(ctx, "GET", "/api/search", r.ids[(base+j)%clusterKeys], false)
-				lat[j] = time.Since(t0)
+				lat[j] = time.Since(t) - t0
 				if d.Err != nil || !d.Allowed {
 					once.Do(func() {
 						first = d.Err
@@ -239,6 +264,45 @@ func (r *clusterRig) decide(n, base int, lat []time.Duration) (time.Duration, er
 	close(start)
 	wg.Wait()
 	return time.Since(t0), first
+}
+
+// resetStats zeroes every master's command statistics (CONFIG
+// RESETSTAT), for calls.
+func (r *clusterRig) resetStats() error {
+	return r.client.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		return m.ConfigResetStat(ctx).Err()
+	})
+}
+
+// calls returns the script calls (EVALSHA and EVAL) all masters have run
+// since resetStats.
+func (r *clusterRig) calls() (int64, error) {
+	var calls atomic.Int64
+	err := r.client.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(info) {
+			// "cmdstat_evalsha:calls=N,usec=M,..."
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+			if !ok {
+				continue
+			}
+			cmd, fields, _ := strings.Cut(rest, ":")
+			if cmd != "evalsha" && cmd != "eval" {
+				continue
+			}
+			for f := range strings.SplitSeq(fields, ",") {
+				if k, v, _ := strings.Cut(f, "="); k == "calls" {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					calls.Add(n)
+				}
+			}
+		}
+		return nil
+	})
+	return calls.Load(), err
 }
 
 // serverCPU returns the CPU time each of the cluster's redis-servers has

@@ -215,6 +215,7 @@ func run(o options, args []string) error {
 			renderSweep(&b, sw, relTo(filepath.Dir(abs(o.out)), abs(o.gpng)), versions)
 		}
 	}
+	renderClusterScale(&b, res, runtime.NumCPU())
 	renderLoad(&b, res, versions)
 	renderOverAdmission(&b, res, versions)
 	renderMetrics(&b, res)
