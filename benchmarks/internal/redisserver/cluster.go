@@ -81,6 +81,9 @@ func startNode(bin string) (*Server, error) {
 		// As rlkit's documentation advises: a failed master fails only
 		// its own slots (and redisstore.New does not warn).
 		"--cluster-require-full-coverage", "no",
+		// A node learns its own address from the nodes it meets: a
+		// cluster of one would name itself with an empty host.
+		"--cluster-announce-ip", "127.0.0.1",
 	}
 	for range portAttempts {
 		port, err := freePort(true)
