@@ -16,9 +16,9 @@
 // benchmarks of `rlkit replay` (BenchmarkReplayCLF and BenchmarkCountLines,
 // in rlkit's own module, -count times in one go test run) for the Replay
 // section. The Redis Cluster scale-out (BenchmarkClusterScale) starts its
-// own clusters of redis-servers. It also simulates rlkit's algorithms on a fake clock and draws
-// algorithms.png, and draws the Redis goroutines sweep (decisions per
-// second against goroutines) as redis-goroutines.png.
+// own clusters of redis-servers. It also simulates rlkit's algorithms on a
+// fake clock and draws algorithms.png, and draws the Redis goroutines sweep
+// (decisions per second against goroutines) as redis-goroutines.png.
 //
 // Flags:
 //
