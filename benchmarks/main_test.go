@@ -29,17 +29,29 @@ func benchRedisAddr(tb testing.TB) string {
 	if addr := os.Getenv(redisserver.AddrEnv); addr != "" {
 		return addr
 	}
-	if !redisserver.Available() {
-		if os.Getenv(requireRedisEnv) == "1" {
-			tb.Fatalf("redis-server is required (%s=1) but not in PATH; install it, e.g. apt-get install redis-server", requireRedisEnv)
-		}
-		tb.Skipf("redis-server not in PATH; skipping (set %s=1 to fail instead, or %s to use a running server)", requireRedisEnv, redisserver.AddrEnv)
-	}
+	needRedisServer(tb, "or "+redisserver.AddrEnv+" to use a running server")
 	ownRedis.once.Do(func() { ownRedis.srv, ownRedis.err = redisserver.Start() })
 	if ownRedis.err != nil {
 		tb.Fatal(ownRedis.err)
 	}
 	return ownRedis.srv.Addr()
+}
+
+// needRedisServer skips tb when redis-server is not in PATH, or fails it
+// when RLKIT_REQUIRE_REDIS=1; alt, when not empty, names another way out
+// in the skip message.
+func needRedisServer(tb testing.TB, alt string) {
+	tb.Helper()
+	if redisserver.Available() {
+		return
+	}
+	if os.Getenv(requireRedisEnv) == "1" {
+		tb.Fatalf("redis-server is required (%s=1) but not in PATH; install it, e.g. apt-get install redis-server", requireRedisEnv)
+	}
+	if alt != "" {
+		alt = ", " + alt
+	}
+	tb.Skipf("redis-server not in PATH; skipping (set %s=1 to fail instead%s)", requireRedisEnv, alt)
 }
 
 func TestMain(m *testing.M) {
@@ -48,5 +60,6 @@ func TestMain(m *testing.M) {
 		ownRedis.srv.Stop()
 	}
 	stopLoadServers()
+	stopClusters()
 	os.Exit(code)
 }

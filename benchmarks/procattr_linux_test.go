@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,35 @@ func selfCPU() (time.Duration, bool) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
+// machineCPU returns the CPU time all of the machine's CPUs have spent
+// busy so far (anything but idle and waiting for I/O, steal included: time
+// this machine's processes could not have), from the first line of
+// /proc/stat (in ticks of 1/100 s), and false when it cannot be read.
+func machineCPU() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal [guest guest_nice]:
+	// guest time is counted in user time already.
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return time.Duration(busy) * (time.Second / 100), true
+}
+
 // TestProcessCPU reads this process's CPU time from /proc/<pid>/stat
 // after burning some, and finds what getrusage says, to the file's tick.
 func TestProcessCPU(t *testing.T) {
@@ -78,5 +108,34 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, ok := processCPU(-1); ok {
 		t.Error("processCPU(-1) = ok")
+	}
+}
+
+// TestMachineCPU burns CPU on one goroutine and finds the machine's busy
+// time grown by at least that much, to its tick, and by no more than
+// every CPU busy the whole time.
+func TestMachineCPU(t *testing.T) {
+	m0, ok := machineCPU()
+	if !ok {
+		t.Fatal("machineCPU: /proc/stat not read")
+	}
+	s0, _ := selfCPU()
+	w0 := time.Now()
+	x := uint64(1)
+	for {
+		for range 1 << 20 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		if now, _ := selfCPU(); now-s0 >= 300*time.Millisecond {
+			break
+		}
+	}
+	s1, _ := selfCPU()
+	m1, _ := machineCPU()
+	wall := time.Since(w0)
+	// Each CPU's counters tick apart: one tick per CPU of slack.
+	slack := time.Duration(runtime.NumCPU()) * 10 * time.Millisecond
+	if got := m1 - m0; got < s1-s0-slack || got > time.Duration(runtime.NumCPU())*wall+slack {
+		t.Errorf("machine busy %v over %v, this process %v (x %d)", got, wall, s1-s0, x)
 	}
 }

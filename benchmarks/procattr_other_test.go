@@ -16,3 +16,6 @@ func processCPU(int) (time.Duration, bool) { return 0, false }
 
 // selfCPU returns false: measured on Linux only.
 func selfCPU() (time.Duration, bool) { return 0, false }
+
+// machineCPU returns false: only Linux's /proc is read.
+func machineCPU() (time.Duration, bool) { return 0, false }

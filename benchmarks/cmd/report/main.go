@@ -15,9 +15,10 @@
 // measured in the same run. When -bench selects them, it also runs the
 // benchmarks of `rlkit replay` (BenchmarkReplayCLF and BenchmarkCountLines,
 // in rlkit's own module, -count times in one go test run) for the Replay
-// section. It also simulates rlkit's algorithms on a fake clock and draws
-// algorithms.png, and draws the Redis goroutines sweep (decisions per
-// second against goroutines) as redis-goroutines.png.
+// section. The Redis Cluster scale-out (BenchmarkClusterScale) starts its
+// own clusters of redis-servers. It also simulates rlkit's algorithms on a
+// fake clock and draws algorithms.png, and draws the Redis goroutines sweep
+// (decisions per second against goroutines) as redis-goroutines.png.
 //
 // Flags:
 //
@@ -215,6 +216,7 @@ func run(o options, args []string) error {
 			renderSweep(&b, sw, relTo(filepath.Dir(abs(o.out)), abs(o.gpng)), versions)
 		}
 	}
+	renderClusterScale(&b, res, runtime.NumCPU())
 	renderLoad(&b, res, versions)
 	renderOverAdmission(&b, res, versions)
 	renderMetrics(&b, res)

@@ -29,9 +29,10 @@ import (
 const AddrEnv = "RLKIT_BENCH_REDIS_ADDR"
 
 const (
-	// Ports are picked in [minPort, maxPort): below 32768, where Linux starts
-	// handing out ephemeral ports, so an outgoing connection is unlikely to
-	// take the port between the check and redis-server's bind.
+	// Ports are picked in [minPort, maxPort), and cluster buses land in
+	// [minPort+busOffset, maxPort+busOffset): below 32768, where Linux
+	// starts handing out ephemeral ports, so an outgoing connection is
+	// unlikely to take a port between the check and redis-server's bind.
 	minPort      = 12000
 	maxPort      = 22700
 	portAttempts = 10
@@ -82,11 +83,11 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	for range portAttempts {
-		port, err := freePort()
+		port, err := freePort(false)
 		if err != nil {
 			break
 		}
-		s, err := start(bin, dir, port)
+		s, err := start(bin, dir, port, nil)
 		if err == nil {
 			return s, nil
 		}
@@ -99,7 +100,10 @@ func Start() (*Server, error) {
 	return nil, fmt.Errorf("redis-server: no usable loopback port after %d attempts", portAttempts)
 }
 
-func start(bin, dir string, port int) (*Server, error) {
+// start runs redis-server on port, its working directory and log in dir,
+// with extra arguments after the common ones (cluster mode), and waits
+// until it answers PING.
+func start(bin, dir string, port int, extra []string) (*Server, error) {
 	logPath := filepath.Join(dir, "redis.log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -115,6 +119,7 @@ func start(bin, dir string, port int) (*Server, error) {
 		"--loglevel", "warning",
 		"--dir", dir,
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
@@ -152,6 +157,9 @@ func start(bin, dir string, port int) (*Server, error) {
 // Addr returns "127.0.0.1:port".
 func (s *Server) Addr() string { return s.addr }
 
+// Pid returns the process ID of the server, for reading its CPU time.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Stop sends SIGTERM, waits for the server to exit (SIGKILL after 5 s) and
 // removes its directory.
 func (s *Server) Stop() {
@@ -170,18 +178,25 @@ func (s *Server) kill() {
 }
 
 // freePort returns a port of 127.0.0.1 in [minPort, maxPort) that nothing
-// listens on right now.
-func freePort() (int, error) {
+// listens on right now, and whose cluster bus port (busOffset above it) is
+// free too when bus is set.
+func freePort(bus bool) (int, error) {
 	for range 100 {
 		port := minPort + rand.IntN(maxPort-minPort)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
+		if portFree(port) && (!bus || portFree(port+busOffset)) {
+			return port, nil
 		}
-		ln.Close()
-		return port, nil
 	}
 	return 0, errors.New("no free port")
+}
+
+func portFree(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }
 
 // ping sends PING in RESP and expects +PONG.
