@@ -40,9 +40,9 @@ const (
 	// that several end during a sub-benchmark.
 	fleetPeriod = time.Second
 	// fleetHotLimit is a hot key's limit per fleetPeriod, far under what
-	// one hot key is asked (1/16 of all decisions: hundreds to thousands
-	// per second at every number of goroutines).
-	fleetHotLimit = 50
+	// one hot key is asked: 1/16 of all decisions, some 50 per second at
+	// the least (gubernator, one goroutine) and thousands at the most.
+	fleetHotLimit = 10
 	// fleetColdLimit is the limit of every other key, which none comes near
 	// (each gets 1/1,984 of all decisions).
 	fleetColdLimit = 10_000
@@ -129,7 +129,7 @@ func (e errFleetRefused) Error() string { return e.msg }
 // goroutines; b.N decisions in all, shared evenly among the goroutines,
 // decision j of goroutine i going to node (i+j) mod 3, so even one
 // goroutine spreads over the three nodes. Each decision picks, from a
-// random stream of its goroutine, a hot key (one of 8, limit 50 per
+// random stream of its goroutine, a hot key (one of 8, limit 10 per
 // second) or another one (one of 992, limit 10,000 per second, never
 // reached) with equal chance. Every call of the benchmark function uses
 // fresh keys, so no window carries over from the previous call.
@@ -478,4 +478,44 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// TestFleetOverAdmitted pins how BenchmarkFleet counts over-admission:
+// window ends less than half a period apart are one window, the excess
+// over the limit of the fullest window is reported, never below 0.
+func TestFleetOverAdmitted(t *testing.T) {
+	const s = int64(time.Second)
+	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
+	var key0, key1 []int64
+	for i := range int64(12) { // one window seen a few ms apart: 12 admitted
+		key0 = append(key0, s+ms(i%4))
+	}
+	for range 10 { // the next window: 10
+		key0 = append(key0, 2*s)
+	}
+	for range 10 {
+		key1 = append(key1, s)
+	}
+	key1 = append(key1, s+ms(600)) // past half a period: a window of its own
+	over, windows := overAdmitted([][]int64{key0, key1, nil}, 10, s)
+	if over != 2 || windows != 4 {
+		t.Errorf("overAdmitted = %d over in %d windows, want 2 in 4", over, windows)
+	}
+	if over, windows := overAdmitted([][]int64{{s, s, s}}, 10, s); over != 0 || windows != 1 {
+		t.Errorf("under the limit: %d over in %d windows, want 0 in 1", over, windows)
+	}
+
+	sorted := make([]int64, 100)
+	for i := range sorted {
+		sorted[i] = int64(i + 1)
+	}
+	if p50, p99 := percentile(sorted, 50), percentile(sorted, 99); p50 != 50 || p99 != 99 {
+		t.Errorf("percentiles of 1..100: p50 %d, p99 %d; want 50, 99", p50, p99)
+	}
+	if p := percentile([]int64{7}, 99); p != 7 {
+		t.Errorf("p99 of one value = %d, want 7", p)
+	}
+	if p := percentile(nil, 50); p != 0 {
+		t.Errorf("p50 of nothing = %d, want 0", p)
+	}
 }
