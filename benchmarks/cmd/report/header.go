@@ -145,7 +145,8 @@ var peers = []struct{ module, use string }{
 	{"github.com/gin-gonic/gin", "bare engine only (Gin has no built-in limiter)"},
 	{"github.com/redis/go-redis/v9", "the client of every Redis participant"},
 	{"github.com/tsenart/vegeta/v12", "load generator of the load run (library)"},
-	{"gonum.org/v1/plot", "draws algorithms.png"},
+	{"github.com/gubernator-io/gubernator/v2", "a cluster of three daemons in process (`SpawnDaemon`), called through its gRPC `V1Client`, `TOKEN_BUCKET` with behaviours `BATCHING` and `GLOBAL` (fleet section)"},
+	{"gonum.org/v1/plot", "draws algorithms.png, redis-goroutines.png and fleet.png"},
 }
 
 func writePeers(b *strings.Builder, versions map[string]string) {

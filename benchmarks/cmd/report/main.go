@@ -1,5 +1,6 @@
 // Command report runs rlkit's benchmarks against the peer libraries and
-// writes RESULTS.md, algorithms.png and redis-goroutines.png. From the
+// writes RESULTS.md, algorithms.png, redis-goroutines.png and fleet.png.
+// From the
 // benchmarks module:
 //
 //	cd benchmarks && go run ./cmd/report
@@ -18,7 +19,9 @@
 // section. The Redis Cluster scale-out (BenchmarkClusterScale) starts its
 // own clusters of redis-servers. It also simulates rlkit's algorithms on a
 // fake clock and draws algorithms.png, and draws the Redis goroutines sweep
-// (decisions per second against goroutines) as redis-goroutines.png.
+// (decisions per second against goroutines) as redis-goroutines.png, and
+// the fleet of three nodes, rlkit against gubernator (decisions per second
+// per node against goroutines), as fleet.png.
 //
 // Flags:
 //
@@ -29,6 +32,7 @@
 //	-out FILE       the report (default RESULTS.md)
 //	-png FILE       the picture (default algorithms.png)
 //	-gpng FILE      the goroutines sweep's picture (default redis-goroutines.png)
+//	-fpng FILE      the fleet's picture (default fleet.png)
 //	-raw FILE       the raw output of every run (default results/latest.txt)
 //
 // Relative paths are relative to the benchmarks module's directory.
@@ -67,6 +71,7 @@ type options struct {
 	quick     bool
 	out, png  string
 	gpng      string
+	fpng      string
 	raw       string
 }
 
@@ -79,6 +84,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "RESULTS.md", "the report to write")
 	flag.StringVar(&o.png, "png", "algorithms.png", "the picture of the algorithms to write")
 	flag.StringVar(&o.gpng, "gpng", "redis-goroutines.png", "the picture of the Redis goroutines sweep to write")
+	flag.StringVar(&o.fpng, "fpng", "fleet.png", "the picture of the fleet (rlkit and gubernator on three nodes) to write")
 	flag.StringVar(&o.raw, "raw", filepath.Join("results", "latest.txt"), "where to keep the raw benchmark output")
 	flag.Parse()
 	if flag.NArg() > 0 || o.count < 1 {
@@ -200,6 +206,12 @@ func run(o options, args []string) error {
 			return fmt.Errorf("write %s: %w", o.gpng, err)
 		}
 	}
+	fl := res.fleet()
+	if len(fl.systems) > 0 {
+		if err := writeFleetPNG(abs(o.fpng), fl, versions); err != nil {
+			return fmt.Errorf("write %s: %w", o.fpng, err)
+		}
+	}
 	var b strings.Builder
 	writeHeader(&b, reportRun{o, args, info, redisNote, started, relTo(dir, abs(o.raw))})
 	writeNotes(&b, notes, res)
@@ -219,6 +231,7 @@ func run(o options, args []string) error {
 	renderClusterScale(&b, res, runtime.NumCPU())
 	renderLoad(&b, res, versions)
 	renderOverAdmission(&b, res, versions)
+	renderFleet(&b, fl, relTo(filepath.Dir(abs(o.out)), abs(o.fpng)), versions)
 	renderMetrics(&b, res)
 	renderFeatures(&b, res)
 	renderReplay(&b, res)
