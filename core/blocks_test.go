@@ -166,21 +166,27 @@ func TestLeaseWindowsAdmitTheLimit(t *testing.T) {
 // ends is not spent in the next: the next request asks the store.
 func TestLeaseBlockEndsWithItsWindow(t *testing.T) {
 	for _, tc := range []struct {
-		algorithm string
-		remaining int64 // after the first request of the next window
+		name, limit, algorithm, more string
+		remaining                    int64 // after the first request of the next window
 	}{
-		{"fixed_window", 999},
+		{"fixed_window", "1000/minute", "fixed_window", "", 999},
 		// The count of the window before weighs in full at its end.
-		{"sliding_window", 1000 - 1 - 10},
+		{"sliding_window", "1000/minute", "sliding_window", "", 1000 - 1 - 10},
+		// 2026-01-01 00:00 in Tokyo is 2025-12-31 15:00 UTC.
+		{"calendar", "1000/day", "fixed_window", "      window: calendar\n      timezone: Asia/Tokyo\n", 999},
 	} {
-		t.Run(tc.algorithm, func(t *testing.T) { blockEndsWithItsWindow(t, tc.algorithm, tc.remaining) })
+		t.Run(tc.name, func(t *testing.T) {
+			end := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC) // a minute's end
+			if tc.name == "calendar" {
+				end = time.Date(2025, 12, 31, 15, 0, 0, 0, time.UTC) // midnight in Tokyo
+			}
+			blockEndsWithItsWindow(t, leaseConfig(t, "lease", tc.limit, tc.algorithm, tc.more), end, tc.remaining)
+		})
 	}
 }
 
-func blockEndsWithItsWindow(t *testing.T, algorithm string, remaining int64) {
-	start := time.Date(2026, 1, 1, 0, 0, 59, 0, time.UTC) // 1 s before the window ends
-	clock := store.NewManualClock(start)
-	cfg := leaseConfig(t, "lease", "1000/minute", algorithm, "")
+func blockEndsWithItsWindow(t *testing.T, cfg *core.Config, end time.Time, remaining int64) {
+	clock := store.NewManualClock(end.Add(-time.Second)) // 1 s before the window ends
 	ps, _ := fleet(t, 1, cfg, clock)
 	p := ps[0]
 	for range 3 {
@@ -211,18 +217,19 @@ func blockEndsWithItsWindow(t *testing.T, algorithm string, remaining int64) {
 }
 
 // TestLeaseTokenBucketBound drives four processes to the stated bound of
-// a token bucket: each holds a full block (B = 10 units) when the bucket
+// a token bucket (and of GCRA): each holds a full block (B = 10 units) when the bucket
 // is emptied; once it has refilled (800 units), 840 requests pass at one
 // instant, C + P × B, where exact mode lets 800 pass.
 func TestLeaseTokenBucketBound(t *testing.T) {
-	for _, mode := range []string{"lease", "exact"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct{ algorithm, mode string }{{"token_bucket", "lease"}, {"token_bucket", "exact"}, {"gcra", "lease"}, {"gcra", "exact"}} {
+		mode := tc.mode
+		t.Run(tc.algorithm+"/"+mode, func(t *testing.T) {
 			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			more := ""
 			if mode == "lease" {
 				more = "      lease_block: 10\n"
 			}
-			cfg := leaseConfig(t, mode, "800/10s", "token_bucket", more)
+			cfg := leaseConfig(t, mode, "800/10s", tc.algorithm, more)
 			ps, mem := fleet(t, 4, cfg, clock)
 			pol := cfg.Rule("search").Policy
 			ctx := context.Background()
