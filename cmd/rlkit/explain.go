@@ -129,6 +129,8 @@ type rule struct {
 	Count          string             `json:"count"`
 	Concurrent     int64              `json:"concurrent"`
 	Wait           string             `json:"wait"`
+	Consistency    string             `json:"consistency"` // "exact" or "lease"
+	LeaseBlock     int64              `json:"lease_block"` // the largest block of a lease rule; 0 for exact
 	Key            string             `json:"key"`
 	StoreKey       string             `json:"store_key"`
 	RedisKeys      []string           `json:"redis_keys"`
@@ -362,6 +364,7 @@ func (x *ruleContext) describe(r *core.Rule, first bool, cost int64) rule {
 		Name: r.Name, Stacked: r.Stacked(), Shadow: r.Shadow(), Default: r == cfg.Default(), Cost: cost,
 		Matches: []match{}, Algorithm: r.Policy.Algorithm.String(), Limits: limits(r.Policy.Limits),
 		Plans: map[string][]limit{}, Count: r.Count(), Concurrent: r.Concurrent(), Key: r.Key(), RedisKeys: []string{},
+		Consistency: r.Consistency(), LeaseBlock: r.LeaseBlock(),
 	}
 	switch {
 	case r.Stacked():
@@ -587,6 +590,11 @@ func (rep *report) text() string {
 			line(2, "mode        shadow: counts and reports, denies nothing")
 		} else {
 			line(2, "mode        enforce")
+		}
+		if r.Consistency == "lease" {
+			line(2, "consistency lease: blocks of at most %d units per process and key", r.LeaseBlock)
+		} else {
+			line(2, "consistency exact: one store call per decision")
 		}
 		line(2, "key         %s", r.Key)
 	}

@@ -203,6 +203,7 @@ func TestExplainRules(t *testing.T) {
     concurrent  none
     wait        none
     mode        enforce
+    consistency exact: one store call per decision
     key         user
   trial: in shadow mode, counted beside the rule that applies: denies nothing
     matches     /api/search by "/api/**", cost 1
@@ -212,6 +213,7 @@ func TestExplainRules(t *testing.T) {
     concurrent  none
     wait        none
     mode        shadow: counts and reports, denies nothing
+    consistency exact: one store call per decision
     key         user
   global: stacked, counted beside the rule that applies
     matches     /api/search by "/api/**", cost 1
@@ -221,6 +223,7 @@ func TestExplainRules(t *testing.T) {
     concurrent  none
     wait        none
     mode        enforce
+    consistency exact: one store call per decision
     key         user
 `)
 	// Both counted rules in the headers, each under its own name.
@@ -343,7 +346,7 @@ func TestExplainJSON(t *testing.T) {
 	}
 	for _, c := range []struct{ got, want string }{
 		{keys(raw.Top), "caller config enabled exempt lists request response rules spellings"},
-		{keys(raw.Rules[0]), "algorithm concurrent cost count default key limits matched_pattern matches name outcome plan plans redis_keys role shadow spelling stacked store_key timezone wait window"},
+		{keys(raw.Rules[0]), "algorithm concurrent consistency cost count default key lease_block limits matched_pattern matches name outcome plan plans redis_keys role shadow spelling stacked store_key timezone wait window"},
 		{keys(raw.Resp), "body handler headers status"},
 	} {
 		if c.got != c.want {
@@ -565,5 +568,27 @@ func TestExplainDocsExample(t *testing.T) {
 	out, errOut, code := rlkit(t, files(t, "ratelimit.yaml", file), args...)
 	if code != 0 || errOut != "" || out != want {
 		t.Errorf("rlkit %q: status %d, stderr %q, stdout\n%s\nwant (docs/cli.md)\n%s", args, code, errOut, out, want)
+	}
+}
+
+// TestExplainLease: a rule in lease mode says so, with its largest block,
+// in the text and in JSON.
+func TestExplainLease(t *testing.T) {
+	dir := files(t, "rl.yaml", `rate_limit:
+  enabled: true
+  consistency: lease
+  lease_block: 50
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "100/minute"
+`)
+	out, errOut, code := rlkit(t, dir, "explain", "--config", "rl.yaml", "GET", "/api/search")
+	if want := "    consistency lease: blocks of at most 50 units per process and key\n"; code != 0 || errOut != "" || !strings.Contains(section(t, out, 3), want) {
+		t.Errorf("status %d, stderr %q, section 3\n%s\nwant %q", code, errOut, section(t, out, 3), want)
+	}
+	out, _, _ = rlkit(t, dir, "explain", "--config", "rl.yaml", "--format", "json", "GET", "/api/search")
+	if !strings.Contains(out, `"consistency": "lease"`) || !strings.Contains(out, `"lease_block": 50`) {
+		t.Errorf("JSON has no consistency lease and lease_block 50:\n%s", out)
 	}
 }
