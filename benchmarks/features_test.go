@@ -121,6 +121,9 @@ var featureRows = []featureRow{
 	{name: "penalty", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      penalty: {after: 10, within: 1m, ban: 15m}", ""))(jsonHandler)
 	}},
+	{name: "lease", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
+		return nethttp.New(featuresConfig(tb, "\n      consistency: lease", ""))(jsonHandler)
+	}},
 	{name: "wait", base: "baseline", status: 200, header: [2]string{"RateLimit", `"search"`}, build: func(tb testing.TB) http.Handler {
 		return nethttp.New(featuresConfig(tb, "\n      wait: 2s", ""))(jsonHandler)
 	}},

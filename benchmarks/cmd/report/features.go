@@ -19,6 +19,7 @@ var featuresRows = []struct{ name, base, label string }{
 	{"baseline-ipv6", "", "`nethttp`, the same, an IPv6 client (baseline of the next row)"},
 	{"lists-ipv6", "baseline-ipv6", "+ the same lists, the IPv6 client in none"},
 	{"penalty", "baseline", "+ a `penalty` on the matched rule (the ban's check)"},
+	{"lease", "baseline", "+ `consistency: lease` on the matched rule (decided from the limiter's block of the key; the memory store, which holds the count, asked once per block)"},
 	{"wait", "baseline", "+ `wait: 2s` on the matched rule (admitted at once: nothing held)"},
 	{"count-failures-200", "baseline", "+ `count: failures`, answered 200 (a peek)"},
 	{"count-failures-401", "baseline", "+ `count: failures`, answered 401 (a peek and a take)"},
