@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	_ "unsafe" // for go:linkname
 
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/store"
@@ -44,8 +45,11 @@ func (cc *compiler) fileConsistency(spec Spec) {
 		cc.fail("consistency", "", "consistency", spec.Consistency, "want exact or lease")
 	}
 	if _, given := cc.ln["lease_block"]; given || spec.LeaseBlock != 0 {
-		if n, ok := cc.blockSize("lease_block", "", spec.LeaseBlock); ok && cc.leaseBlock > 0 {
-			cc.leaseBlock = n
+		if n, ok := cc.blockSize("lease_block", "", spec.LeaseBlock); ok {
+			cc.fileBlock = n
+			if cc.leaseBlock > 0 {
+				cc.leaseBlock = n
+			}
 		}
 	}
 }
@@ -91,8 +95,8 @@ func (cc *compiler) consistency(key, label string, rs RuleSpec, r *Rule) {
 		block = 0
 	case "lease":
 		block = defaultLeaseBlock
-		if cc.leaseBlock > 0 {
-			block = cc.leaseBlock
+		if cc.fileBlock > 0 {
+			block = cc.fileBlock
 		}
 		if why != "" {
 			cc.fail(key+".consistency", label, "consistency", rs.Consistency, "lease mode decides from blocks taken before the request: %s", why)
@@ -109,6 +113,7 @@ func (cc *compiler) consistency(key, label string, rs RuleSpec, r *Rule) {
 		case block == 0 && why == "":
 			cc.fail(key+".lease_block", label, "lease_block", strconv.FormatInt(rs.LeaseBlock, 10), "lease_block needs consistency: lease (on the rule or in the file): it sizes the blocks of lease mode")
 		case block == 0:
+			cc.fail(key+".lease_block", label, "lease_block", strconv.FormatInt(rs.LeaseBlock, 10), "the rule takes no blocks: %s", why)
 		default:
 			block = n
 		}
@@ -147,30 +152,46 @@ type blockShard struct {
 }
 
 type blockKey struct {
-	policy *store.Policy
-	key    string
+	counter uint64 // the policy's first limit's CounterID
+	key     string
 }
 
 // block is what a limiter holds of one key under one policy.
 type block struct {
 	units   int64 // unspent units of the block
-	expires int64 // when the block ends (clock ns); its units are void then
+	expires int64 // when the block ends (blockTable.now); its units are void then
 	size    int64 // the block's size when taken
 	spent   int64 // units spent of it
 	used    int64 // units decided through the entry, for eviction
-	at      int64 // when res was asked for (clock ns)
+	at      int64 // when res was asked for (blockTable.now)
 	known   bool  // res holds an answer of the store
 	// res is the store's answer when the block was taken (or the last
 	// exact decision): its Remaining is what the store had left.
 	res store.Result
 	// renewing is closed when the store call that takes the next block
-	// returns; nil when none runs.
-	renewing chan struct{}
+	// returns; nil when none runs. failed is the last such call's when
+	// the store failed it.
+	renewing, failed chan struct{}
+	terms            uint64 // the Fingerprint of the policy the block was taken under
 }
 
 func (t *blockTable) init(keys int) {
 	t.seed = maphash.MakeSeed()
 	t.max = max(keys/blockShards, 1)
+}
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// now is the time blocks are measured on: with the system clock, the
+// runtime's monotonic clock, which no step of the wall clock moves (a
+// block lasts what the store said was left of its window); with another
+// clock (a test's), that clock.
+func (t *blockTable) now(c store.Clock) int64 {
+	if c == store.SystemClock {
+		return nanotime()
+	}
+	return c.Now()
 }
 
 func (t *blockTable) shard(key string) *blockShard {
@@ -181,14 +202,30 @@ func (t *blockTable) shard(key string) *blockShard {
 // decided from the block of its key when it holds enough units, else by
 // the store, asked for the request's cost and the next block; while
 // another request of the key asks for a block, it waits for that answer.
+// Blocks are the counter's (its first limit's CounterID) and the key's,
+// taken under one policy's terms (Fingerprint): a request under other
+// terms (another plan's or a provider's limits on the same counter, a
+// reload's) is decided alone while a block of the first terms lasts.
 func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err *error) {
 	p := a.rule.Policy
-	k := blockKey{p, a.key}
+	terms := p.Fingerprint()
+	k := blockKey{p.CounterID(0), a.key}
 	sh := l.blocks.shard(a.key)
 	sh.mu.Lock()
 	b := sh.m[k]
-	now := l.clock.Now()
+	now := l.blocks.now(l.clock)
 	for b != nil {
+		if now < b.at { // the clock went back: the block's end is unknown
+			b.units, b.expires = 0, 0
+		}
+		if b.terms != terms {
+			if b.renewing != nil || now < b.expires && b.units > 0 {
+				sh.mu.Unlock()
+				*res, *err = l.store.Take(ctx, a.key, p, a.cost)
+				return
+			}
+			*b = block{terms: terms, used: b.used}
+		}
 		if now < b.expires && b.units >= a.cost {
 			b.units -= a.cost
 			b.spent += a.cost
@@ -210,11 +247,18 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 			return
 		}
 		sh.mu.Lock()
+		if b.failed == ch {
+			// The store failed the block's call: each request waiting
+			// for it asks alone, at once, and meets the failure policy.
+			sh.mu.Unlock()
+			*res, *err = l.store.Take(ctx, a.key, p, a.cost)
+			return
+		}
 		b = sh.m[k]
-		now = l.clock.Now()
+		now = l.blocks.now(l.clock)
 	}
 	if b == nil {
-		b = &block{}
+		b = &block{terms: terms}
 		l.blocks.insert(sh, k, b, now)
 	}
 	held := int64(0) // units of the block still good (fewer than the cost)
@@ -223,8 +267,10 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 	}
 	// The request's cost and the block must fit in the capacity, or the
 	// store would refuse them together.
-	extra := min(b.next(p, a.rule.block), p.Capacity()-a.cost+held)
-	if extra <= 0 {
+	extra := max(min(b.next(p, a.rule.block), p.Capacity()-a.cost+held), 0)
+	if extra == 0 && held == 0 {
+		// The request alone: requests of the key near its limit ask the
+		// store side by side.
 		sh.mu.Unlock()
 		*res, *err = l.store.Take(ctx, a.key, p, a.cost)
 		if *err == nil {
@@ -235,43 +281,52 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 		return
 	}
 	// The units held go into the request: no other request spends them
-	// meanwhile.
+	// meanwhile, and the requests of the key wait for the block.
 	b.units -= held
-	ch := make(chan struct{})
-	b.renewing = ch
+	b.renewing = make(chan struct{})
 	sh.mu.Unlock()
-	*res, *err = l.store.Take(ctx, a.key, p, a.cost-held+extra)
-	sh.mu.Lock()
-	b.renewing = nil
-	close(ch)
-	switch {
-	case *err != nil:
-		b.units += held
-		sh.mu.Unlock()
-		return
-	case res.Allowed:
-		b.units, b.size, b.spent = extra, extra, 0
-		b.used += a.cost
-		b.res, b.at, b.known = *res, now, true
-		b.expires = now + blockEnd(p, res)
-		sh.mu.Unlock()
-		res.Remaining += extra
-		for i := range p.Limits {
-			res.Limits[i].Remaining += extra
-		}
-		return
-	}
-	// No room for a block: the request alone, exactly.
-	b.units += held
-	b.res, b.at, b.known = *res, now, true
-	b.size, b.spent = 0, 0
-	sh.mu.Unlock()
-	*res, *err = l.store.Take(ctx, a.key, p, a.cost)
-	if *err == nil {
+	l.renew(ctx, a, sh, b, held, extra, now, res, err)
+}
+
+// renew asks the store for the cost of the request of a, less the units
+// held of b (taken out of it), and a block of extra units, or, when there
+// is no room for the block, for the request alone; then records the
+// answer in b, whose renewing it closes, also when the store panics.
+func (l *Limiter) renew(ctx context.Context, a ask, sh *blockShard, b *block, held, extra, now int64, res *store.Result, err *error) {
+	p := a.rule.Policy
+	done := false
+	defer func() {
 		sh.mu.Lock()
-		b.exact(res, now, a.cost)
+		ch := b.renewing
+		b.renewing = nil
+		close(ch)
+		switch {
+		case !done || *err != nil: // the store failed (or panicked): nothing taken
+			b.units += held
+			b.failed = ch
+		case res.Allowed:
+			b.units, b.size, b.spent = extra, extra, 0
+			b.used += a.cost
+			b.res, b.at, b.known = *res, now, true
+			b.expires = now + blockEnd(p, res)
+			// The units of the block are the caller's as well.
+			res.Remaining += extra
+			for i := range p.Limits {
+				res.Limits[i].Remaining += extra
+			}
+		default: // denied: the units held are the key's again
+			b.units += held
+			b.res, b.at, b.known = *res, now, true
+			b.size, b.spent = 0, 0
+		}
 		sh.mu.Unlock()
+	}()
+	*res, *err = l.store.Take(ctx, a.key, p, a.cost-held+extra)
+	if *err == nil && !res.Allowed && extra > 0 {
+		extra = 0 // no room for a block: the request alone, with the units held
+		*res, *err = l.store.Take(ctx, a.key, p, a.cost-held)
 	}
+	done = true
 }
 
 // next is the size of the block to ask for with the next request (0: the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/memstore"
 	"github.com/rlkit/rlkit/core/store"
 )
@@ -487,5 +488,345 @@ func TestLeaseConfigErrors(t *testing.T) {
 				t.Errorf("error %v\nwant one containing %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLeaseFileBlockOnRuleLease: a rule that says consistency: lease
+// itself, in a file that is not in lease mode, takes the file's
+// lease_block.
+func TestLeaseFileBlockOnRuleLease(t *testing.T) {
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  lease_block: 10
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: "100000/second"
+      algorithm: token_bucket
+      consistency: lease
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Rule("search").LeaseBlock(); got != 10 {
+		t.Errorf("rule's lease_block %d, want the file's 10", got)
+	}
+}
+
+// TestLeaseBlockOnExactRule: lease_block on a rule that stays exact under
+// a lease file (it counts failures) is an error.
+func TestLeaseBlockOnExactRule(t *testing.T) {
+	_, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: login
+      paths: ["/login"]
+      limit: "5/minute"
+      count: failures
+      lease_block: 50
+`), "lease.yaml")
+	want := `lease.yaml:10: rule "login": field "lease_block": value "50": the rule takes no blocks: a rule that counts failures asks the store before the handler and counts after it`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v\nwant one containing %s", err, want)
+	}
+}
+
+// panicky panics on its first Take.
+type panicky struct {
+	store.Store
+	mu    sync.Mutex
+	armed bool
+}
+
+func (p *panicky) Take(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
+	p.mu.Lock()
+	a := p.armed
+	p.armed = false
+	p.mu.Unlock()
+	if a {
+		panic("store bug")
+	}
+	return p.Store.Take(ctx, key, pol, cost)
+}
+
+// TestLeaseStorePanicFreesTheKey: a store that panics while a block is
+// asked for leaves the key free: the next request of it is decided at
+// once, not held until its context ends.
+func TestLeaseStorePanicFreesTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		cfg := leaseConfig(t, "lease", "1000/minute", "fixed_window", "")
+		mem := memstore.New(memstore.WithClock(clock))
+		defer mem.Close()
+		ps := &panicky{Store: mem, armed: true}
+		l := core.NewLimiter(cfg, core.WithStore(ps), core.WithClock(clock))
+		func() {
+			defer func() { recover() }() // net/http recovers a handler's panic
+			l.Decide(context.Background(), "GET", "/api/search", "alice", false)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		d := l.Decide(ctx, "GET", "/api/search", "alice", false)
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("the next request of the key waited %v (allowed %v, err %v): the key is wedged", el, d.Allowed, d.Err)
+		}
+	})
+}
+
+// slowDown is a store that is down: each call fails after 100 ms.
+type slowDown struct{ store.Store }
+
+func (s slowDown) Take(ctx context.Context, key string, pol *store.Policy, cost int64) (store.Result, error) {
+	time.Sleep(100 * time.Millisecond)
+	return store.Result{}, errors.New("down")
+}
+
+// TestLeaseStoreDownAnswersAtOnce: with the store down, the requests of a
+// key that waited for a block ask the store side by side once its call
+// fails: every answer comes within one failed call more, as in exact
+// mode, not one failed call after another.
+func TestLeaseStoreDownAnswersAtOnce(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				cfg := leaseConfig(t, mode, "1000/minute", "fixed_window", "")
+				mem := memstore.New(memstore.WithClock(clock))
+				defer mem.Close()
+				l := core.NewLimiter(cfg, core.WithStore(slowDown{mem}), core.WithClock(clock))
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				var worst time.Duration
+				for range 20 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						start := time.Now()
+						l.Decide(context.Background(), "GET", "/api/search", "alice", false)
+						mu.Lock()
+						worst = max(worst, time.Since(start))
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				t.Logf("%s: slowest answer %v", mode, worst)
+				if worst > 200*time.Millisecond {
+					t.Errorf("slowest answer %v with a store failing in 100ms", worst)
+				}
+			})
+		})
+	}
+}
+
+// TestLeaseClockBack: the process's clock steps back while the store
+// (Redis) keeps its own and enters the next window: the blocks held are
+// void, and the next window admits exactly its limit.
+func TestLeaseClockBack(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			t0 := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
+			server := store.NewManualClock(t0)
+			local := store.NewManualClock(t0)
+			cfg := leaseConfig(t, mode, "100/minute", "fixed_window", "")
+			mem := memstore.New(memstore.WithClock(server))
+			defer mem.Close()
+			l := core.NewLimiter(cfg, core.WithStore(mem), core.WithClock(local))
+			for range 6 { // blocks of 1, 2, 4: 4 units held
+				l.Decide(context.Background(), "GET", "/api/search", "alice", false)
+			}
+			local.Set(t0.Add(-time.Hour))        // the wall clock steps back
+			server.Set(t0.Add(40 * time.Second)) // Redis: the next window
+			admitted := 0
+			for range 300 {
+				if l.Decide(context.Background(), "GET", "/api/search", "alice", false).Allowed {
+					admitted++
+				}
+			}
+			if admitted != 100 {
+				t.Errorf("%s: admitted %d in the server's next window, want 100", mode, admitted)
+			}
+		})
+	}
+}
+
+// resetHook runs hook inside Reset, before the store forgets the key: the
+// requests that come while Limiter.Reset runs.
+type resetHook struct {
+	store.Store
+	hook func()
+}
+
+func (r *resetHook) Reset(ctx context.Context, key string, p *store.Policy) (bool, error) {
+	if r.hook != nil {
+		r.hook()
+	}
+	return r.Store.Reset(ctx, key, p)
+}
+
+// TestLeaseResetWhileTaking: blocks taken while the store resets are
+// dropped with the others: after Reset the key has exactly its limit.
+func TestLeaseResetWhileTaking(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "100/minute", "fixed_window", "")
+	mem := memstore.New(memstore.WithClock(clock))
+	defer mem.Close()
+	rh := &resetHook{Store: mem}
+	l := core.NewLimiter(cfg, core.WithStore(rh), core.WithClock(clock))
+	search := func() bool { return l.Decide(context.Background(), "GET", "/api/search", "alice", false).Allowed }
+	rh.hook = func() {
+		for range 6 { // blocks of 1, 2, 4: 4 units held when the store resets
+			search()
+		}
+	}
+	if _, err := l.Reset(context.Background(), "alice", "search"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 300 {
+		if search() {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("admitted %d after the reset, want 100", admitted)
+	}
+}
+
+// TestLeaseHeavyRequestSpendsHeldUnits: a request heavier than the units
+// held, with no room in the store for a block, asks the store for its
+// cost less those units: admitted when they and the store's cover it, as
+// in exact mode.
+func TestLeaseHeavyRequestSpendsHeldUnits(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cfg, err := core.ParseConfig(fmt.Appendf(nil, `
+rate_limit:
+  enabled: true
+  consistency: %s
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "20/minute"
+      weights: {"/api/heavy": 5}
+`, mode), "lease.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem := memstore.New(memstore.WithClock(clock))
+			defer mem.Close()
+			l := core.NewLimiter(cfg, core.WithStore(mem), core.WithClock(clock))
+			for range 4 {
+				l.Decide(context.Background(), "GET", "/api/search", "alice", false)
+			}
+			// Other processes take what is left but 4 units (exact mode: 5,
+			// since no unit is held here).
+			pol := cfg.Rule("search").Policy
+			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
+			other := res.Remaining - 4
+			if mode == "exact" {
+				other = res.Remaining - 5
+			}
+			if _, err := mem.Take(context.Background(), "alice", pol, other); err != nil {
+				t.Fatal(err)
+			}
+			d := l.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+			if !d.Allowed {
+				t.Errorf("%s: heavy request (5) refused with 5 units of the key left (held here + store)", mode)
+			}
+		})
+	}
+}
+
+// TestLeaseProviderCallersShareBlocks: custom limits (LimitProvider) under
+// a rule keyed by a header give each caller of one org a policy of its
+// own, all counting in one store counter: one process holds one block of
+// that counter, so a token bucket admits at most C + 1 × B at one instant.
+func TestLeaseProviderCallersShareBlocks(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			more := "      key: header:X-Org\n"
+			if mode == "lease" {
+				more += "      lease_block: 10\n"
+			}
+			cfg := leaseConfig(t, mode, "800/10s", "token_bucket", more)
+			lims := cfg.Rule("search").Policy.Limits
+			prov := core.LimitProviderFunc(func(context.Context, string, string) ([]algo.Limit, bool, error) {
+				return lims, true, nil
+			})
+			ps, mem := fleet(t, 1, cfg, clock, core.WithLimitProvider(prov))
+			p := ps[0]
+			type req struct{ user string }
+			f := &core.Flow[req]{
+				Limiter: p.Limiter,
+				Key:     func(r req) (string, error) { return r.user, nil },
+				Header:  func(req, string) string { return "acme" },
+			}
+			users := []string{"u1", "u2", "u3", "u4"}
+			var last core.Decision
+			for _, u := range users {
+				p.calls()
+				for range 100 { // blocks of 1, 2, 4, 8, then 10
+					last, _ = f.Decide(context.Background(), req{u}, "GET", "/api/search", "")
+					if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
+						break
+					}
+				}
+			}
+			if last.Rule.Plan() != core.CustomPlan {
+				t.Fatalf("plan %q", last.Rule.Plan())
+			}
+			ctx := context.Background()
+			pol := last.Rule.Policy
+			res, _ := mem.Peek(ctx, last.Key, pol, 0)
+			if res.Remaining > 0 {
+				mem.Take(ctx, last.Key, pol, res.Remaining)
+			}
+			clock.Advance(10 * time.Second) // full again
+			admitted := 0
+			for i := range 4000 {
+				if d, _ := f.Decide(ctx, req{users[i%4]}, "GET", "/api/search", ""); d.Allowed {
+					admitted++
+				}
+			}
+			want := 800
+			if mode == "lease" {
+				want = 800 + 1*10 // P × B, P = 1
+			}
+			if admitted > want {
+				t.Errorf("%s: admitted %d at one instant, stated bound %d", mode, admitted, want)
+			}
+		})
+	}
+}
+
+// TestLeaseReloadNewTerms: a reload that lowers a rule's limit keeps its
+// counter; the units of a block taken under the old limit are not spent
+// under the new one: with the counter past the new limit, the next
+// request is refused, as in exact mode. A reload that keeps the terms
+// keeps the blocks.
+func TestLeaseReloadNewTerms(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ps, _ := fleet(t, 1, leaseConfig(t, "lease", "1000/minute", "fixed_window", ""), clock)
+	p := ps[0]
+	for range 20 {
+		p.search("alice") // 19 taken and a block of 16 (15 left)
+	}
+	p.calls()
+	p.SetConfig(leaseConfig(t, "lease", "1000/minute", "fixed_window", ""))
+	if d := p.search("alice"); !d.Allowed || len(p.calls()) != 0 {
+		t.Fatalf("same terms after a reload: allowed %v, takes made; want the block spent", d.Allowed)
+	}
+	p.SetConfig(leaseConfig(t, "lease", "10/minute", "fixed_window", ""))
+	if d := p.search("alice"); d.Allowed {
+		t.Errorf("under 10/minute with %d units counted: admitted, want refused", 1000-d.Result.Remaining)
+	}
+	if got := p.calls(); len(got) != 1 || got[0] != 1 {
+		t.Errorf("takes %v under the new terms, want [1]: the request alone", got)
 	}
 }

@@ -39,6 +39,7 @@ type compiler struct {
 	// none take blocks of at most leaseBlock units) or exact (0); leased
 	// is set once a rule or the file takes blocks.
 	leaseBlock int64
+	fileBlock  int64 // the file's lease_block, whatever its consistency (0: none)
 	leased     bool
 }
 

@@ -290,7 +290,10 @@ type RuleSpec struct {
 	// stops loses its unspent blocks (never more admitted); with the
 	// store down a process spends the blocks it holds, then the failure
 	// policy applies. A Reset clears the blocks of the process that
-	// calls it, not those other processes hold. Only rules that count
+	// calls it, not those other processes hold. A block is the rule's
+	// counter's and the key's, under the rule's terms: requests of the
+	// counter under other terms (after a reload that changed a count, or
+	// a LimitProvider's limits) are decided alone while it lasts. Only rules that count
 	// every request before the handler take blocks: not with count
 	// failures or successes, cost: response, stack, nor without limit.
 	Consistency string

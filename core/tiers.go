@@ -381,7 +381,10 @@ func (l *Limiter) ruleFor(ctx context.Context, t *tier, r *Rule, key string) *Ru
 // but under a rule with a key of its own (RuleSpec.Key): the provider
 // knows callers, and key is not one.
 func (l *Limiter) resetAll(ctx context.Context, cfg *Config, key string, r *Rule) (cleared bool, err error) {
-	l.blocks.forget(key) // this limiter's blocks of key: the next request asks the store
+	// This limiter's blocks of key, and those taken while the store
+	// resets: the next request asks the store.
+	l.blocks.forget(key)
+	defer l.blocks.forget(key)
 	rules := []*Rule{r}
 	for _, name := range cfg.Plans() {
 		rules = append(rules, cfg.tiers[name].of(r))
