@@ -285,15 +285,25 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 	b.units -= held
 	b.renewing = make(chan struct{})
 	sh.mu.Unlock()
-	l.renew(ctx, a, sh, b, held, extra, now, res, err)
+	l.renew(ctx, a, renewal{sh, b, held, extra, now}, res, err)
+}
+
+// renewal is a request's call for a block: b (of shard sh), the units
+// held of it that go into the request, the size of the block asked for,
+// and when (blockTable.now).
+type renewal struct {
+	sh                *blockShard
+	b                 *block
+	held, extra, when int64
 }
 
 // renew asks the store for the cost of the request of a, less the units
-// held of b (taken out of it), and a block of extra units, or, when there
-// is no room for the block, for the request alone; then records the
-// answer in b, whose renewing it closes, also when the store panics.
-func (l *Limiter) renew(ctx context.Context, a ask, sh *blockShard, b *block, held, extra, now int64, res *store.Result, err *error) {
+// held of r.b (taken out of it), and a block of r.extra units, or, when
+// there is no room for the block, for the request alone; then records the
+// answer in r.b, whose renewing it closes, also when the store panics.
+func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result, err *error) {
 	p := a.rule.Policy
+	sh, b, held, extra, now := r.sh, r.b, r.held, r.extra, r.when
 	done := false
 	defer func() {
 		sh.mu.Lock()
@@ -390,9 +400,10 @@ func blockEnd(p *store.Policy, res *store.Result) int64 {
 }
 
 // insert adds b under k to sh (locked), evicting an entry when the shard
-// is full: an expired one of the first evictSample (map order), else the
-// one of them that decided the fewest units. An entry being renewed is
-// kept.
+// is full: of the first evictSample entries (map order) not waiting for
+// the store, one without a live block (ended, or spent) if there is one,
+// and of those the one that decided the fewest units; its unspent units,
+// if any, are lost.
 func (t *blockTable) insert(sh *blockShard, k blockKey, b *block, now int64) {
 	if sh.m == nil {
 		sh.m = make(map[blockKey]*block)
@@ -400,25 +411,24 @@ func (t *blockTable) insert(sh *blockShard, k blockKey, b *block, now int64) {
 	if len(sh.m) >= t.max {
 		var (
 			victim blockKey
-			least  int64 = -1
+			found  bool
+			vLive  bool
+			vUsed  int64
 			seen   int
 		)
 		for vk, v := range sh.m {
 			if v.renewing != nil {
 				continue
 			}
-			if now >= v.expires {
-				victim, least = vk, 0
-				break
-			}
-			if least < 0 || v.used < least {
-				victim, least = vk, v.used
+			live := now < v.expires && v.units > 0
+			if !found || !live && vLive || live == vLive && v.used < vUsed {
+				victim, found, vLive, vUsed = vk, true, live, v.used
 			}
 			if seen++; seen == evictSample {
 				break
 			}
 		}
-		if least >= 0 {
+		if found {
 			delete(sh.m, victim)
 		}
 	}

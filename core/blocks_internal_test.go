@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -48,48 +49,55 @@ func TestLeaseKeysBounded(t *testing.T) {
 	}
 }
 
-// TestLeaseEvictsLeastUsed: in a full shard, a new key evicts an expired
-// entry first, else the one that decided the fewest units.
+// TestLeaseEvictsLeastUsed: in a full shard, a new key evicts an entry
+// without a live block first, else the one that decided the fewest units.
 func TestLeaseEvictsLeastUsed(t *testing.T) {
 	cfg := mustParse(t, leaseTableYAML)
 	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	l := NewLimiter(cfg, WithClock(clock), WithLeaseKeys(2*blockShards)) // 2 per shard
-	// Three keys of one shard.
+	// Four keys of one shard.
 	var keys []string
 	first := l.blocks.shard("k0")
-	for i := 0; len(keys) < 3; i++ {
+	for i := 0; len(keys) < 4; i++ {
 		if k := "k" + strconv.Itoa(i); l.blocks.shard(k) == first {
 			keys = append(keys, k)
 		}
 	}
-	hot, cold, next := keys[0], keys[1], keys[2]
+	hot, cold, next, last := keys[0], keys[1], keys[2], keys[3]
 	decide := func(key string, n int) {
 		for range n {
 			l.Decide(context.Background(), "GET", "/api/search", key, false)
 		}
 	}
-	held := func(key string) bool {
+	held := func(want ...string) {
+		t.Helper()
 		first.mu.Lock()
-		defer first.mu.Unlock()
-		for k := range first.m {
-			if k.key == key {
-				return true
+		var got []string
+		for _, key := range keys {
+			for k := range first.m {
+				if k.key == key {
+					got = append(got, key)
+				}
 			}
 		}
-		return false
+		first.mu.Unlock()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("held %v, want %v", got, want)
+		}
 	}
-	decide(hot, 20)
-	decide(cold, 2)
+	// Both with live blocks: the one that decided fewer units goes.
+	decide(hot, 19) // blocks of 1, 2, 4 and 8, all spent
+	decide(hot, 1)  // a block of 16, live
+	decide(cold, 1) // a block of 1, live
 	decide(next, 1)
-	if !held(hot) || held(cold) || !held(next) {
-		t.Errorf("held hot %v, cold %v, next %v; want the cold key evicted", held(hot), held(cold), held(next))
-	}
-	// The hot key's block expires with its window: it goes before the
-	// key that decided one unit.
+	held(hot, next)
+	// Every block ends with the window: of two keys holding nothing, the
+	// one that decided fewer units goes; then a key holding nothing goes
+	// before one holding a live block, though it decided more.
 	clock.Advance(time.Minute)
-	decide(next, 1)
-	decide(cold, 1)
-	if held(hot) || !held(cold) || !held(next) {
-		t.Errorf("held hot %v, cold %v, next %v; want the expired hot key evicted", held(hot), held(cold), held(next))
-	}
+	decide(next, 1) // its unspent block ended: the request alone, no block
+	decide(cold, 1) // evicts next, which holds nothing and decided less than hot; a block of 1
+	held(hot, cold)
+	decide(last, 1) // hot holds nothing live (its block ended); cold holds a unit
+	held(cold, last)
 }
