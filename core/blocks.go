@@ -58,8 +58,13 @@ func (cc *compiler) fileConsistency(spec Spec) {
 // takes blocks (called once every rule is compiled).
 func (cc *compiler) fileLeaseBlock(spec Spec) {
 	if _, given := cc.ln["lease_block"]; (given || spec.LeaseBlock != 0) && !cc.leased {
-		cc.fail("lease_block", "", "lease_block", strconv.FormatInt(spec.LeaseBlock, 10), "lease_block needs consistency: lease (in the file or on a rule): it sizes the blocks of lease mode")
+		cc.needsLease("lease_block", "", spec.LeaseBlock)
 	}
+}
+
+// needsLease faults the lease_block n at key, where nothing takes blocks.
+func (cc *compiler) needsLease(key, label string, n int64) {
+	cc.fail(key, label, "lease_block", strconv.FormatInt(n, 10), "lease_block needs consistency: lease (in the file or on the rule): it sizes the blocks of lease mode")
 }
 
 // blockSize checks a lease_block value at key.
@@ -111,7 +116,7 @@ func (cc *compiler) consistency(key, label string, rs RuleSpec, r *Rule) {
 		switch {
 		case !ok:
 		case block == 0 && why == "":
-			cc.fail(key+".lease_block", label, "lease_block", strconv.FormatInt(rs.LeaseBlock, 10), "lease_block needs consistency: lease (on the rule or in the file): it sizes the blocks of lease mode")
+			cc.needsLease(key+".lease_block", label, rs.LeaseBlock)
 		case block == 0:
 			cc.fail(key+".lease_block", label, "lease_block", strconv.FormatInt(rs.LeaseBlock, 10), "the rule takes no blocks: %s", why)
 		default:
@@ -230,7 +235,7 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 			b.units -= a.cost
 			b.spent += a.cost
 			b.used += a.cost
-			b.answer(res, now)
+			b.answer(p, res, now)
 			sh.mu.Unlock()
 			*err = nil
 			return
@@ -267,7 +272,7 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 	}
 	// The request's cost and the block must fit in the capacity, or the
 	// store would refuse them together.
-	extra := max(min(b.next(p, a.rule.block), p.Capacity()-a.cost+held), 0)
+	extra := max(min(b.next(p, a.rule.block, now), p.Capacity()-a.cost+held), 0)
 	if extra == 0 && held == 0 {
 		// The request alone: requests of the key near its limit ask the
 		// store side by side.
@@ -275,7 +280,7 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 		*res, *err = l.store.Take(ctx, a.key, p, a.cost)
 		if *err == nil {
 			sh.mu.Lock()
-			b.exact(res, now, a.cost)
+			b.exact(p, res, now, a.cost)
 			sh.mu.Unlock()
 		}
 		return
@@ -319,11 +324,7 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 			b.used += a.cost
 			b.res, b.at, b.known = *res, now, true
 			b.expires = now + blockEnd(p, res)
-			// The units of the block are the caller's as well.
-			res.Remaining += extra
-			for i := range p.Limits {
-				res.Limits[i].Remaining += extra
-			}
+			addUnits(p, res, extra) // the units of the block are the caller's as well
 		default: // denied: the units held are the key's again
 			b.units += held
 			b.res, b.at, b.known = *res, now, true
@@ -339,15 +340,23 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 	done = true
 }
 
-// next is the size of the block to ask for with the next request (0: the
-// request alone), for p's rule whose blocks are at most most: twice the
-// last one when it was spent in full (1 after none), else what was spent
-// of it; at most most, and an eighth of what the store last said was
-// left (of the capacity before it said anything).
-func (b *block) next(p *store.Policy, most int64) int64 {
-	want := b.spent
-	if b.spent >= b.size {
-		want = max(2*b.size, 1)
+// next is the size of the block to ask for with the next request at now
+// (0: the request alone), for p's rule whose blocks are at most most:
+// twice the last one when it was spent in full; what was spent of it when
+// it ended with units unspent; after a request decided alone, 1 when the
+// window it was counted in (blockEnd) has not ended, else 0: a key whose
+// requests come one per window never takes a block, nor does a key's
+// first request. At most most, and an eighth of what the store last said
+// was left (of the capacity before it said anything).
+func (b *block) next(p *store.Policy, most, now int64) int64 {
+	var want int64
+	switch {
+	case b.spent < b.size:
+		want = b.spent
+	case b.size > 0:
+		want = 2 * b.size
+	case now < b.expires:
+		want = 1
 	}
 	left := p.Capacity()
 	if b.known {
@@ -356,29 +365,44 @@ func (b *block) next(p *store.Policy, most int64) int64 {
 	return min(want, most, left/blockShare)
 }
 
-// exact records the store's answer to a request of cost decided alone:
-// its Remaining sizes the next block.
-func (b *block) exact(res *store.Result, now, cost int64) {
-	b.res, b.at, b.known = *res, now, true
-	b.size, b.spent = 0, 0
+// exact records the store's answer to a request of cost decided alone at
+// now: its Remaining sizes the next block, and the end of the window it
+// was counted in tells whether the next request comes in it too. A block
+// another request took meanwhile is left as it is.
+func (b *block) exact(p *store.Policy, res *store.Result, now, cost int64) {
 	if res.Allowed {
 		b.used += cost
 	}
+	if b.renewing != nil || b.units > 0 && now < b.expires {
+		return
+	}
+	b.units = 0
+	b.res, b.at, b.known = *res, now, true
+	b.size, b.spent = 0, 0
+	b.expires = now + blockEnd(p, res)
 }
 
-// answer fills res with the decision of a request spent from the block at
-// now: admitted, with what the store had left when the block was taken
-// and the units still in the block as remaining, and the resets counted
-// down since.
-func (b *block) answer(res *store.Result, now int64) {
+// answer fills res with the decision of a request of p spent from the
+// block at now: admitted, with what the store had left when the block was
+// taken and the units still in the block as remaining, and the resets
+// counted down since.
+func (b *block) answer(p *store.Policy, res *store.Result, now int64) {
 	*res = b.res
 	elapsed := time.Duration(now - b.at)
 	res.Allowed, res.RetryAfter = true, 0
-	res.Remaining += b.units
+	addUnits(p, res, b.units)
 	res.ResetAfter = max(res.ResetAfter-elapsed, 0)
-	for i := range res.Limits {
-		res.Limits[i].Remaining += b.units
+	for i := range p.Limits {
 		res.Limits[i].ResetAfter = max(res.Limits[i].ResetAfter-elapsed, 0)
+	}
+}
+
+// addUnits counts n units a limiter holds in res's remaining, of p's
+// every limit.
+func addUnits(p *store.Policy, res *store.Result, n int64) {
+	res.Remaining += n
+	for i := range p.Limits {
+		res.Limits[i].Remaining += n
 	}
 }
 

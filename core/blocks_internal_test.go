@@ -85,18 +85,18 @@ func TestLeaseEvictsLeastUsed(t *testing.T) {
 			t.Errorf("held %v, want %v", got, want)
 		}
 	}
-	// Both with live blocks: the one that decided fewer units goes.
-	decide(hot, 19) // blocks of 1, 2, 4 and 8, all spent
+	// A key holding nothing live goes before one holding a live block.
+	decide(hot, 20) // alone, then blocks of 1, 2, 4 and 8, all spent
 	decide(hot, 1)  // a block of 16, live
-	decide(cold, 1) // a block of 1, live
-	decide(next, 1)
+	decide(cold, 3) // alone, a block of 1, spent: nothing live
+	decide(next, 1) // evicts cold: hot's block is live
 	held(hot, next)
 	// Every block ends with the window: of two keys holding nothing, the
-	// one that decided fewer units goes; then a key holding nothing goes
-	// before one holding a live block, though it decided more.
+	// one that decided fewer units goes; then the hot key, holding nothing,
+	// goes before cold, holding a live unit, though it decided more.
 	clock.Advance(time.Minute)
-	decide(next, 1) // its unspent block ended: the request alone, no block
-	decide(cold, 1) // evicts next, which holds nothing and decided less than hot; a block of 1
+	decide(next, 1) // decided alone in a window that ended: alone again
+	decide(cold, 2) // evicts next, which holds nothing and decided less than hot; then a block of 1
 	held(hot, cold)
 	decide(last, 1) // hot holds nothing live (its block ended); cold holds a unit
 	held(cold, last)

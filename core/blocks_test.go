@@ -106,8 +106,9 @@ func (p *process) search(user string) core.Decision {
 }
 
 // TestLeaseBlocksGrow: one process, 100 requests of one key far from its
-// limit: the first asks for its cost and a block of 1, each block spent in
-// full doubles the next (2, 4, 8, ...), so 7 store calls decide them all;
+// limit: the first is decided alone, the second, in the same window, asks
+// for its cost and a block of 1, and each block spent in full doubles the
+// next (2, 4, 8, ...), so 8 store calls decide them all;
 // the store counted every unit handed out, and the headers count the
 // units held as remaining.
 func TestLeaseBlocksGrow(t *testing.T) {
@@ -120,16 +121,16 @@ func TestLeaseBlocksGrow(t *testing.T) {
 			t.Fatalf("request %d: allowed %v, err %v", i+1, d.Allowed, d.Err)
 		}
 	}
-	if got, want := fmt.Sprint(p.calls()), "[2 3 5 9 17 33 65]"; got != want {
+	if got, want := fmt.Sprint(p.calls()), "[1 2 3 5 9 17 33 65]"; got != want {
 		t.Errorf("takes %s, want %s", got, want)
 	}
 	res, err := mem.Peek(context.Background(), "alice", cfg.Rule("search").Policy, 0)
-	if err != nil || res.Remaining != 1000-134 {
-		t.Errorf("store remaining %d (%v), want %d", res.Remaining, err, 1000-134)
+	if err != nil || res.Remaining != 1000-135 {
+		t.Errorf("store remaining %d (%v), want %d", res.Remaining, err, 1000-135)
 	}
-	// 34 units of the last block are left: 866 in the store and 34 here.
-	if d := p.search("alice"); d.Result.Remaining != 866+33 || len(p.calls()) != 0 {
-		t.Errorf("remaining %d, want %d, from the block", d.Result.Remaining, 866+33)
+	// 35 units of the last block are left: 865 in the store and 35 here.
+	if d := p.search("alice"); d.Result.Remaining != 865+34 || len(p.calls()) != 0 {
+		t.Errorf("remaining %d, want %d, from the block", d.Result.Remaining, 865+34)
 	}
 }
 
@@ -172,7 +173,7 @@ func TestLeaseBlockEndsWithItsWindow(t *testing.T) {
 	}{
 		{"fixed_window", "1000/minute", "fixed_window", "", 999},
 		// The count of the window before weighs in full at its end.
-		{"sliding_window", "1000/minute", "sliding_window", "", 1000 - 1 - 10},
+		{"sliding_window", "1000/minute", "sliding_window", "", 1000 - 1 - 11},
 		// 2026-01-01 00:00 in Tokyo is 2025-12-31 15:00 UTC.
 		{"calendar", "1000/day", "fixed_window", "      window: calendar\n      timezone: Asia/Tokyo\n", 999},
 	} {
@@ -190,11 +191,11 @@ func blockEndsWithItsWindow(t *testing.T, cfg *core.Config, end time.Time, remai
 	clock := store.NewManualClock(end.Add(-time.Second)) // 1 s before the window ends
 	ps, _ := fleet(t, 1, cfg, clock)
 	p := ps[0]
-	for range 3 {
-		p.search("alice") // the blocks of 1, then 2: both units left
+	for range 4 {
+		p.search("alice") // alone, the blocks of 1, then 2: both units left
 	}
-	if got := fmt.Sprint(p.calls()); got != "[2 3]" {
-		t.Fatalf("takes %s, want [2 3]", got)
+	if got := fmt.Sprint(p.calls()); got != "[1 2 3]" {
+		t.Fatalf("takes %s, want [1 2 3]", got)
 	}
 	clock.Advance(999 * time.Millisecond)
 	p.search("alice") // the units left, in the window they were taken in
@@ -291,6 +292,7 @@ rate_limit:
 		}
 		ps, _ := fleet(t, 1, cfg, clock)
 		p := ps[0]
+		p.search("alice") // alone
 		p.search("alice") // a block of 1
 		p.search("alice") // spent
 		p.search("alice") // a block of 2
@@ -338,8 +340,8 @@ func TestLeaseStoreDown(t *testing.T) {
 			cfg := leaseConfig(t, "lease", "1000/minute", "fixed_window", "  failure: "+failure+"\n")
 			ps, _ := fleet(t, 1, cfg, clock)
 			p := ps[0]
-			for range 10 {
-				p.search("alice") // blocks of 1, 2, 4: 2 + 3 + 5 = 10 requests, the last block spent
+			for range 11 {
+				p.search("alice") // alone, then blocks of 1, 2, 4: 1 + 2 + 3 + 5 = 11 requests, the last block spent
 			}
 			p.search("alice") // a block of 8 and the request: 8 left
 			p.calls()
@@ -470,8 +472,8 @@ func TestLeaseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, doc, want string }{
 		{"file value", "  consistency: eventual\n", `lease.yaml:3: field "consistency": value "eventual": want exact or lease`},
 		{"rule value", "      consistency: strong\n", `lease.yaml:9: rule "search": field "consistency": value "strong": want exact or lease`},
-		{"block without lease", "      lease_block: 10\n", `lease.yaml:9: rule "search": field "lease_block": value "10": lease_block needs consistency: lease (on the rule or in the file): it sizes the blocks of lease mode`},
-		{"file block without lease", "  lease_block: 10\n", `lease.yaml:3: field "lease_block": value "10": lease_block needs consistency: lease (in the file or on a rule): it sizes the blocks of lease mode`},
+		{"block without lease", "      lease_block: 10\n", `lease.yaml:9: rule "search": field "lease_block": value "10": lease_block needs consistency: lease (in the file or on the rule): it sizes the blocks of lease mode`},
+		{"file block without lease", "  lease_block: 10\n", `lease.yaml:3: field "lease_block": value "10": lease_block needs consistency: lease (in the file or on the rule): it sizes the blocks of lease mode`},
 		{"block zero", "      consistency: lease\n      lease_block: 0\n", `lease.yaml:10: rule "search": field "lease_block": value "0": want 1 to`},
 		{"by outcome", "      consistency: lease\n      count: failures\n", `lease.yaml:9: rule "search": field "consistency": value "lease": lease mode decides from blocks taken before the request: a rule that counts failures asks the store before the handler and counts after it`},
 		{"stacked", "      consistency: lease\n      stack: true\n", `lease.yaml:9: rule "search": field "consistency": value "lease": lease mode decides from blocks taken before the request: a stacked rule is taken in one store call with the rule that applies`},
@@ -814,8 +816,8 @@ func TestLeaseReloadNewTerms(t *testing.T) {
 	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ps, _ := fleet(t, 1, leaseConfig(t, "lease", "1000/minute", "fixed_window", ""), clock)
 	p := ps[0]
-	for range 20 {
-		p.search("alice") // 19 taken and a block of 16 (15 left)
+	for range 21 {
+		p.search("alice") // alone, blocks of 1, 2, 4, 8, then 16, all of it left
 	}
 	p.calls()
 	p.SetConfig(leaseConfig(t, "lease", "1000/minute", "fixed_window", ""))
@@ -828,5 +830,43 @@ func TestLeaseReloadNewTerms(t *testing.T) {
 	}
 	if got := p.calls(); len(got) != 1 || got[0] != 1 {
 		t.Errorf("takes %v under the new terms, want [1]: the request alone", got)
+	}
+}
+
+// TestLeaseSparseKeyTakesNoBlock: a key whose requests come one per
+// window of its shortest limit never takes a block, so none of its units
+// is lost with an ended block: under 16 a second and 100 an hour, one
+// request every 1.5 s, exactly 100 of 300 are admitted, each decided
+// alone.
+func TestLeaseSparseKeyTakesNoBlock(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search"]
+      limit: ["16/second", "100/hour"]
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	admitted := 0
+	for range 300 {
+		if p.search("alice").Allowed {
+			admitted++
+		}
+		clock.Advance(1500 * time.Millisecond)
+	}
+	if admitted != 100 {
+		t.Errorf("admitted %d, want 100", admitted)
+	}
+	for _, c := range p.calls() {
+		if c != 1 {
+			t.Fatalf("a take of %d: a block was taken", c)
+		}
 	}
 }

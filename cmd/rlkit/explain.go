@@ -129,8 +129,9 @@ type rule struct {
 	Count          string             `json:"count"`
 	Concurrent     int64              `json:"concurrent"`
 	Wait           string             `json:"wait"`
-	Consistency    string             `json:"consistency"` // "exact" or "lease"
-	LeaseBlock     int64              `json:"lease_block"` // the largest block of a lease rule; 0 for exact
+	Consistency    string             `json:"consistency"`   // "exact" or "lease"
+	LeaseBlock     int64              `json:"lease_block"`   // a lease rule's lease_block; 0 for exact
+	LargestBlock   int64              `json:"largest_block"` // min(lease_block, capacity/8); 0 for exact
 	Key            string             `json:"key"`
 	StoreKey       string             `json:"store_key"`
 	RedisKeys      []string           `json:"redis_keys"`
@@ -366,6 +367,9 @@ func (x *ruleContext) describe(r *core.Rule, first bool, cost int64) rule {
 		Plans: map[string][]limit{}, Count: r.Count(), Concurrent: r.Concurrent(), Key: r.Key(), RedisKeys: []string{},
 		Consistency: r.Consistency(), LeaseBlock: r.LeaseBlock(),
 	}
+	if r.LeaseBlock() > 0 {
+		out.LargestBlock = min(r.LeaseBlock(), r.Policy.Capacity()/8)
+	}
 	switch {
 	case r.Stacked():
 		out.Role = "stacked"
@@ -591,9 +595,14 @@ func (rep *report) text() string {
 		} else {
 			line(2, "mode        enforce")
 		}
-		if r.Consistency == "lease" {
-			line(2, "consistency lease: blocks of at most %d units per process and key", r.LeaseBlock)
-		} else {
+		switch {
+		case r.Consistency == "lease" && r.Role == "applies" && rep.stacked():
+			line(2, "consistency lease, but this request counts under stacked rules too: all of them are taken in one store call")
+		case r.Consistency == "lease" && r.LargestBlock == 0:
+			line(2, "consistency lease: every request decided alone (an eighth of the capacity is under a unit)")
+		case r.Consistency == "lease":
+			line(2, "consistency lease: blocks of at most %d units per process and key (lease_block %d, an eighth of the capacity)", r.LargestBlock, r.LeaseBlock)
+		default:
 			line(2, "consistency exact: one store call per decision")
 		}
 		line(2, "key         %s", r.Key)
@@ -667,6 +676,18 @@ func (rep *report) uncounted() string {
 		return "the caller is allowed"
 	}
 	return ""
+}
+
+// stacked reports whether an enforced stacked rule counts the request:
+// the store then takes every rule's count in one call, the applying
+// rule's too, whatever its consistency.
+func (rep *report) stacked() bool {
+	for _, r := range rep.Rules {
+		if r.Stacked && !r.Shadow {
+			return true
+		}
+	}
+	return false
 }
 
 // counted reports whether a rule counted the first request.

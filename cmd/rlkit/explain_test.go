@@ -346,7 +346,7 @@ func TestExplainJSON(t *testing.T) {
 	}
 	for _, c := range []struct{ got, want string }{
 		{keys(raw.Top), "caller config enabled exempt lists request response rules spellings"},
-		{keys(raw.Rules[0]), "algorithm concurrent consistency cost count default key lease_block limits matched_pattern matches name outcome plan plans redis_keys role shadow spelling stacked store_key timezone wait window"},
+		{keys(raw.Rules[0]), "algorithm concurrent consistency cost count default key largest_block lease_block limits matched_pattern matches name outcome plan plans redis_keys role shadow spelling stacked store_key timezone wait window"},
 		{keys(raw.Resp), "body handler headers status"},
 	} {
 		if c.got != c.want {
@@ -584,11 +584,28 @@ func TestExplainLease(t *testing.T) {
       limit: "100/minute"
 `)
 	out, errOut, code := rlkit(t, dir, "explain", "--config", "rl.yaml", "GET", "/api/search")
-	if want := "    consistency lease: blocks of at most 50 units per process and key\n"; code != 0 || errOut != "" || !strings.Contains(section(t, out, 3), want) {
+	if want := "    consistency lease: blocks of at most 12 units per process and key (lease_block 50, an eighth of the capacity)\n"; code != 0 || errOut != "" || !strings.Contains(section(t, out, 3), want) {
 		t.Errorf("status %d, stderr %q, section 3\n%s\nwant %q", code, errOut, section(t, out, 3), want)
 	}
 	out, _, _ = rlkit(t, dir, "explain", "--config", "rl.yaml", "--format", "json", "GET", "/api/search")
-	if !strings.Contains(out, `"consistency": "lease"`) || !strings.Contains(out, `"lease_block": 50`) {
-		t.Errorf("JSON has no consistency lease and lease_block 50:\n%s", out)
+	if !strings.Contains(out, `"consistency": "lease"`) || !strings.Contains(out, `"lease_block": 50`) || !strings.Contains(out, `"largest_block": 12`) {
+		t.Errorf("JSON has no consistency lease, lease_block 50 and largest_block 12:\n%s", out)
+	}
+	// Under a stacked rule the request is taken in one store call.
+	stacked := files(t, "rl.yaml", `rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: all
+      paths: ["/api/**"]
+      limit: "1000/hour"
+      stack: true
+    - name: search
+      paths: ["/api/search"]
+      limit: "100/minute"
+`)
+	out, _, _ = rlkit(t, stacked, "explain", "--config", "rl.yaml", "GET", "/api/search")
+	if want := "    consistency lease, but this request counts under stacked rules too: all of them are taken in one store call\n"; !strings.Contains(section(t, out, 3), want) {
+		t.Errorf("section 3\n%s\nwant %q", section(t, out, 3), want)
 	}
 }
