@@ -77,17 +77,6 @@ var clusterMasters = []int{1, 3}
 // masters lift; the CPU per decision of client and servers says which side
 // a full machine spends its time on.
 //
-// On the machine this project is built on (2 CPUs, shared with other
-// work) the machine is the limit: its CPUs were busy 1.9 to 2.0 of 2 in
-// every run, the busiest master used at most 0.7 of a core (1 master) and
-// 0.35 (3 masters), and the client took 40–50% of the CPU time per
-// decision (about 4 µs; the servers 4.5 µs with 1 master, 5.6 µs with 3).
-// Three masters cost about 1.15× the CPU per decision of one: each
-// master's batches are smaller (about 19 decisions per call against 74),
-// so calls are more frequent, and three servers take turns on two CPUs.
-// They cannot be faster here; the ratio of dec/s between the two moves
-// with the other load of the machine.
-//
 // Without redis-server in PATH the rows are skipped, or fail when
 // RLKIT_REQUIRE_REDIS=1.
 func BenchmarkClusterScale(b *testing.B) {

@@ -393,8 +393,11 @@ func (r *loadRun) report(b *testing.B, bare float64) {
 	}
 }
 
-// quantile returns the q-quantile of sorted (nearest rank).
-func quantile(sorted []time.Duration, q float64) time.Duration {
+// quantile returns the q-quantile of sorted (nearest rank); 0 of none.
+func quantile[T time.Duration | int64](sorted []T, q float64) T {
+	if len(sorted) == 0 {
+		return 0
+	}
 	i := int(q*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }

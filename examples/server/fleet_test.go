@@ -113,7 +113,7 @@ type fleetRun struct {
 // with 64 callers sending to every process at once for 5 windows of 1s,
 // and counts what each caller was admitted in each window, across the
 // processes. In exact mode: exactly min(sent, limit). In lease mode
-// (consistency: lease; skipped while the rule file refuses the field): at
+// (consistency: lease): at
 // most the limit, a fixed window's blocks admitting nothing beyond it, and
 // at least min(sent, limit) less processes × block (4 × min(1000, 20/8) =
 // 8), what blocks left unspent in other processes may hold back. The
@@ -168,9 +168,6 @@ func fleetCheck(t *testing.T, run fleetRun) {
 	}
 	cfg := fleetConfig(consistency)
 	if _, err := core.ParseConfig([]byte(cfg), "fleet.yaml"); err != nil {
-		if run.lease && strings.Contains(err.Error(), "unknown field") {
-			t.Skipf("lease mode is not in this build: the rule file with consistency: lease is refused: %v", err)
-		}
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "fleet.yaml")
