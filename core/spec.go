@@ -53,7 +53,8 @@ type Spec struct {
 	// requests in flight) stays exact under a lease file.
 	Consistency string
 	// LeaseBlock is the lease_block of every lease rule that names none
-	// (see RuleSpec.LeaseBlock); 0 means 1000.
+	// (see RuleSpec.LeaseBlock); 0 means 1000. An error when no rule, nor
+	// the file, is in lease mode.
 	LeaseBlock int64
 }
 
@@ -266,17 +267,20 @@ type RuleSpec struct {
 	// Consistency is how the rule's count is kept in a store shared by
 	// processes: exact (the default: every decision is one store call,
 	// exact on the store's clock) or lease: each process (each Limiter)
-	// takes quota from the store in blocks, a request of a key it holds
-	// no block of asking for its cost and a block more, and decides the
-	// next requests of that key from the block, with no store call,
-	// until it is spent or expires. A block grows (doubling) while the
-	// process spends its blocks in full, is what the process spent when
-	// it expired unspent, and is at most LeaseBlock and an eighth of what
-	// the store said was left: a key near its limit is decided exactly,
-	// one store call per request. A block expires at the end of the
-	// window it was taken in (fixed_window, calendar windows: the window;
-	// sliding_window: the window its count is in), and at the latest a
-	// minute after it was taken.
+	// takes quota from the store in blocks and decides requests of a key
+	// from its block, with no store call, until it is spent or ends. A
+	// key's first request is decided alone, and so is one that comes once
+	// the window of the last decided alone has ended (for token_bucket
+	// and gcra, a minute); a second in the same window asks for its cost
+	// and a block of 1; a block spent in full doubles the next, one that
+	// ended unspent makes the next what was spent of it; a block is at
+	// most LeaseBlock
+	// and an eighth of what the store said was left, so a key near its
+	// limit is decided exactly, one store call per request. A block ends
+	// with the window its units were counted in (fixed_window, calendar
+	// windows: the window; sliding_window: the window its count is in; of
+	// the shortest limit), and at the latest a minute after it was taken,
+	// measured on the monotonic clock.
 	//
 	// Bounds, per key, with P processes sharing the store and B the
 	// largest block (LeaseBlock, and an eighth of the capacity): under
@@ -284,22 +288,25 @@ type RuleSpec struct {
 	// admits no more than exact mode, since every unit is counted in the
 	// store, in the window it is spent in, before it is spent; a key may
 	// be refused while blocks of it sit unspent in other processes, at
-	// most P × B units per window. Under token_bucket and gcra, in any
-	// span of time at most P × B units more than the algorithm admits
-	// pass (units taken before the span and spent in it). A process that
-	// stops loses its unspent blocks (never more admitted); with the
-	// store down a process spends the blocks it holds, then the failure
-	// policy applies. A Reset clears the blocks of the process that
-	// calls it, not those other processes hold. A block is the rule's
-	// counter's and the key's, under the rule's terms: requests of the
-	// counter under other terms (after a reload that changed a count, or
-	// a LimitProvider's limits) are decided alone while it lasts. Only rules that count
-	// every request before the handler take blocks: not with count
-	// failures or successes, cost: response, stack, nor without limit.
+	// most P × B units per window of the shortest limit, which count
+	// against the rule's longer limits too. Under token_bucket and gcra,
+	// in any span of time at most P × B units more than the algorithm
+	// admits pass (units taken before the span and spent in it). A
+	// process that stops loses its unspent blocks (never more admitted);
+	// with the store down a process spends the blocks it holds, then the
+	// failure policy applies. A Reset clears the blocks of the process
+	// that calls it, not those other processes hold. A block is the
+	// rule's counter's and the key's, under the rule's terms: requests of
+	// the counter under other terms (after a reload that changed a count,
+	// or a LimitProvider's limits) are decided alone while it lasts, and
+	// so is a request that counts under a stacked rule too (all its rules
+	// are taken in one store call). Only rules that count every request
+	// before the handler take blocks: not with count failures or
+	// successes, cost: response, stack, nor without limit.
 	Consistency string
-	// LeaseBlock is the most units one process holds of one key under a
-	// lease rule: at least 1; 0 means the file's lease_block, else 1000.
-	// Only with consistency lease.
+	// LeaseBlock is the most units one block of a lease rule holds (one
+	// process, one key): at least 1; 0 means the file's lease_block, else
+	// 1000. Only on a rule in lease mode.
 	LeaseBlock int64
 }
 
