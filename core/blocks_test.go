@@ -883,3 +883,26 @@ rate_limit:
 		}
 	}
 }
+
+// TestLeaseCostOverCapacity: a request whose cost (given by the adapter)
+// is above the rule's capacity is refused, as in exact mode, whatever
+// units the process holds.
+func TestLeaseCostOverCapacity(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "100/minute", "fixed_window", "")
+	ps, _ := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 6 {
+		p.search("alice") // alone, blocks of 1 and 2, then 4: 4 units held
+	}
+	type req struct{ cost int64 }
+	f := &core.Flow[req]{
+		Limiter: p.Limiter,
+		Key:     func(req) (string, error) { return "alice", nil },
+		Cost:    func(r req) int64 { return r.cost },
+	}
+	d, err := f.Decide(context.Background(), req{101}, "GET", "/api/search", "")
+	if err != nil || d.Allowed {
+		t.Errorf("a request of cost 101 under 100/minute: allowed %v (%v), want refused", d.Allowed, err)
+	}
+}
