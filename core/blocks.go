@@ -262,12 +262,6 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 		b = sh.m[k]
 		now = l.blocks.now(l.clock)
 	}
-	if a.cost > p.Capacity() {
-		// Never admitted (as in exact mode), whatever the units held.
-		sh.mu.Unlock()
-		*res, *err = l.store.Take(ctx, a.key, p, a.cost)
-		return
-	}
 	if b == nil {
 		b = &block{terms: terms}
 		l.blocks.insert(sh, k, b, now)

@@ -886,7 +886,8 @@ rate_limit:
 
 // TestLeaseCostOverCapacity: a request whose cost (given by the adapter)
 // is above the rule's capacity is refused, as in exact mode, whatever
-// units the process holds.
+// units the process holds: the units held were counted in the store, so
+// the rest of the cost never fits beside them.
 func TestLeaseCostOverCapacity(t *testing.T) {
 	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := leaseConfig(t, "lease", "100/minute", "fixed_window", "")
