@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -217,7 +218,7 @@ func renderFleet(b *strings.Builder, fl fleet, png string, versions map[string]s
 
 // writeFleetPNG draws the fleet to path: decisions per second per node
 // (median over the runs, the runs' range as error bars) against
-// goroutines on a log₂ axis, one line per system.
+// goroutines on a log₂ axis, on a log axis, one line per system.
 func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
 	p := plot.New()
 	p.Title.Text = "Three nodes: decisions per second per node against goroutines (median of the runs, bars: min–max)"
@@ -226,7 +227,10 @@ func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
 	p.Y.Label.Text = "decisions per second per node"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = goroutineTicks(fl.goroutines)
-	p.Y.Min = 0
+	// The systems lie orders of magnitude apart: a log axis shows each.
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min = math.Inf(1)
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
@@ -238,9 +242,13 @@ func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
 			if st.n == 0 {
 				continue
 			}
+			if st.min <= 0 {
+				continue // nothing decided: no point on a log axis
+			}
 			pts = append(pts, plotter.XY{X: float64(g), Y: st.median})
 			errs = append(errs, struct{ Low, High float64 }{st.median - st.min, st.max - st.median})
 			p.Y.Max = max(p.Y.Max, st.max)
+			p.Y.Min = min(p.Y.Min, st.min)
 		}
 		if len(pts) == 0 {
 			continue
@@ -271,7 +279,11 @@ func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
 		p.Add(line, points, bars)
 		p.Legend.Add(strings.ReplaceAll(fleetLabel(sys, versions), "`", ""), line, points)
 	}
-	p.Y.Max *= 1.08
+	if math.IsInf(p.Y.Min, 1) {
+		p.Y.Min, p.Y.Max = 1, 10
+	}
+	p.Y.Min /= 1.5
+	p.Y.Max *= 1.5
 	img := vgimg.New(9*vg.Inch, 5*vg.Inch)
 	p.Draw(draw.New(img))
 	f, err := os.Create(path)
