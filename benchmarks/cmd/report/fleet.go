@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // fleetPrefix names the fleet's rows: BenchmarkFleet/<system>/g<goroutines>
@@ -84,19 +81,13 @@ func (r *results) fleet() fleet {
 		}
 	}
 	slices.Sort(fl.goroutines)
-	rank := func(n string) int {
+	sortKnownFirst(fl.systems, func(n string) int {
 		for i, l := range fleetLabels {
 			if l.name == n {
 				return i
 			}
 		}
-		return len(fleetLabels)
-	}
-	slices.SortFunc(fl.systems, func(a, b string) int {
-		if d := rank(a) - rank(b); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
+		return -1
 	})
 	return fl
 }
@@ -253,46 +244,20 @@ func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
 		if len(pts) == 0 {
 			continue
 		}
-		line, points, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return err
-		}
 		c := color.Color(color.Gray{Y: uint8(40 * (i % 5))})
 		for _, l := range fleetLabels {
 			if l.name == sys {
 				c = l.color
 			}
 		}
-		line.Color, line.Width = c, vg.Points(2)
-		if strings.HasPrefix(sys, "gubernator") {
-			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		}
-		points.Color, points.Shape = c, draw.CircleGlyph{}
-		bars, err := plotter.NewYErrorBars(struct {
-			plotter.XYer
-			plotter.YErrorer
-		}{pts, errs})
-		if err != nil {
+		if err := addSeries(p, pts, errs, c, strings.HasPrefix(sys, "gubernator"), fleetLabel(sys, versions)); err != nil {
 			return err
 		}
-		bars.Color = c
-		p.Add(line, points, bars)
-		p.Legend.Add(strings.ReplaceAll(fleetLabel(sys, versions), "`", ""), line, points)
 	}
 	if math.IsInf(p.Y.Min, 1) {
 		p.Y.Min, p.Y.Max = 1, 10
 	}
 	p.Y.Min /= 1.5
 	p.Y.Max *= 1.5
-	img := vgimg.New(9*vg.Inch, 5*vg.Inch)
-	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return savePNG(p, path)
 }

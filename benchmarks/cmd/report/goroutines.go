@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -77,19 +78,8 @@ func (r *results) sweep() sweep {
 	}
 	slices.Sort(sw.goroutines)
 	// Known participants first, in sweepLabels' order; others after, by name.
-	rank := func(n string) int {
-		for i, l := range sweepLabels {
-			if l.name == n {
-				return i
-			}
-		}
-		return len(sweepLabels)
-	}
-	slices.SortFunc(sw.participants, func(a, b string) int {
-		if d := rank(a) - rank(b); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
+	sortKnownFirst(sw.participants, func(n string) int {
+		return slices.IndexFunc(sweepLabels, func(l struct{ name, label, module string }) bool { return l.name == n })
 	})
 	for name, byG := range points {
 		sw.rates[name] = map[int]stat{}
@@ -221,31 +211,46 @@ func writeSweepPNG(path string, sw sweep, versions map[string]string) error {
 		if len(pts) == 0 {
 			continue
 		}
-		line, points, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return err
-		}
 		c, ok := sweepColors[name]
 		if !ok {
 			c = color.Gray{Y: uint8(40 * (i % 5))}
 		}
-		line.Color, line.Width = c, vg.Points(2)
-		if strings.Contains(name, "unbatched") {
-			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		}
-		points.Color, points.Shape = c, draw.CircleGlyph{}
-		bars, err := plotter.NewYErrorBars(struct {
-			plotter.XYer
-			plotter.YErrorer
-		}{pts, errs})
-		if err != nil {
+		if err := addSeries(p, pts, errs, c, strings.Contains(name, "unbatched"), sweepLabel(name, versions)); err != nil {
 			return err
 		}
-		bars.Color = c
-		p.Add(line, points, bars)
-		p.Legend.Add(strings.ReplaceAll(sweepLabel(name, versions), "`", ""), line, points)
 	}
 	p.Y.Max *= 1.08
+	return savePNG(p, path)
+}
+
+// addSeries draws one series on p: a line of colour c (dashed or not)
+// through pts, a dot on each, the error bars errs, and label (without
+// its Markdown backquotes) in the legend.
+func addSeries(p *plot.Plot, pts plotter.XYs, errs plotter.YErrors, c color.Color, dashed bool, label string) error {
+	line, points, err := plotter.NewLinePoints(pts)
+	if err != nil {
+		return err
+	}
+	line.Color, line.Width = c, vg.Points(2)
+	if dashed {
+		line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	points.Color, points.Shape = c, draw.CircleGlyph{}
+	bars, err := plotter.NewYErrorBars(struct {
+		plotter.XYer
+		plotter.YErrorer
+	}{pts, errs})
+	if err != nil {
+		return err
+	}
+	bars.Color = c
+	p.Add(line, points, bars)
+	p.Legend.Add(strings.ReplaceAll(label, "`", ""), line, points)
+	return nil
+}
+
+// savePNG draws p, 9 by 5 inches, into the PNG file path.
+func savePNG(p *plot.Plot, path string) error {
 	img := vgimg.New(9*vg.Inch, 5*vg.Inch)
 	p.Draw(draw.New(img))
 	f, err := os.Create(path)
@@ -257,6 +262,20 @@ func writeSweepPNG(path string, sw sweep, versions map[string]string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// sortKnownFirst sorts names by their place in a list of known names
+// (index; -1: not in it), the unknown ones after, by name.
+func sortKnownFirst(names []string, index func(string) int) {
+	rank := func(n string) int {
+		if i := index(n); i >= 0 {
+			return i
+		}
+		return math.MaxInt
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
+	})
 }
 
 // goroutineTicks labels the sweep's points on the log axis.
