@@ -184,15 +184,7 @@ func renderFleet(b *strings.Builder, fl fleet, png string, versions map[string]s
 		if a.n == 0 || p.n == 0 {
 			continue
 		}
-		verdict := "overlap"
-		switch {
-		case min(a.n, p.n) < minRuns:
-			verdict = "too few runs"
-		case !overlaps(a, p) && a.median > p.median:
-			verdict = "rlkit more"
-		case !overlaps(a, p):
-			verdict = "rlkit fewer"
-		}
+		verdict := rateVerdict(a, p, "rlkit more", "rlkit fewer")
 		ratioOf := func(unit string) string {
 			return fmtRatio(ratio(fl.stat(pr[0], fleetCompareAt, unit).median, fl.stat(pr[1], fleetCompareAt, unit).median))
 		}

@@ -150,15 +150,7 @@ func renderSweep(b *strings.Builder, sw sweep, png string, versions map[string]s
 			if !okA || !okP || a.n == 0 || p.n == 0 {
 				continue
 			}
-			verdict := "overlap"
-			switch {
-			case min(a.n, p.n) < minRuns:
-				verdict = "too few runs"
-			case !overlaps(a, p) && a.median > p.median:
-				verdict = "rlkit faster"
-			case !overlaps(a, p):
-				verdict = "rlkit slower"
-			}
+			verdict := rateVerdict(a, p, "rlkit faster", "rlkit slower")
 			lines = append(lines, fmt.Sprintf("| %d | %s | %s | %s | %s |", g, strings.ReplaceAll(sweepLabel(pr[0], versions), "`", ""),
 				sweepLabel(pr[1], versions), fmtRatio(ratio(p.median, a.median)), verdict))
 		}
@@ -262,6 +254,21 @@ func savePNG(p *plot.Plot, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// rateVerdict compares rlkit's rate a with a peer's p: more (a higher
+// rate, in every run) or fewer, "overlap" when some run of one was at
+// least as good as some run of the other, "too few runs" under minRuns.
+func rateVerdict(a, p stat, more, fewer string) string {
+	switch {
+	case min(a.n, p.n) < minRuns:
+		return "too few runs"
+	case !overlaps(a, p) && a.median > p.median:
+		return more
+	case !overlaps(a, p):
+		return fewer
+	}
+	return "overlap"
 }
 
 // sortKnownFirst sorts names by their place in a list of known names

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,24 +84,7 @@ func startNode(bin string) (*Server, error) {
 		// cluster of one would name itself with an empty host.
 		"--cluster-announce-ip", "127.0.0.1",
 	}
-	for range portAttempts {
-		port, err := freePort(true)
-		if err != nil {
-			break
-		}
-		// A failed attempt may have written a node ID for the old port.
-		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
-		s, err := start(bin, dir, port, extra)
-		if err == nil {
-			return s, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("redis-server: no usable loopback port after %d attempts", portAttempts)
+	return startOnFreePort(bin, dir, true, extra)
 }
 
 // join assigns each node its slots and config epoch, introduces the nodes

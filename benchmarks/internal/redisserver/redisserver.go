@@ -82,12 +82,22 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startOnFreePort(bin, dir, false, nil)
+}
+
+// startOnFreePort starts redis-server (with extra arguments) in dir on a
+// free loopback port (and, for a cluster node, a free bus port 10000
+// above it), trying another while the one chosen is taken meanwhile; dir
+// is removed when none starts.
+func startOnFreePort(bin, dir string, cluster bool, extra []string) (*Server, error) {
 	for range portAttempts {
-		port, err := freePort(false)
+		port, err := freePort(cluster)
 		if err != nil {
 			break
 		}
-		s, err := start(bin, dir, port, nil)
+		// A failed attempt may have written a node ID for the old port.
+		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
+		s, err := start(bin, dir, port, extra)
 		if err == nil {
 			return s, nil
 		}
