@@ -302,6 +302,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(strings.Replace(llmConfig, "window: calendar", "window: weekly\n      algorithm: gcra", 1)))
 	f.Add([]byte(strings.Replace(string(example), `"10/second"`, `"1000/month"`, 1)))
 	f.Add([]byte(strings.Replace(string(example), "  default:", "  default_window: calendar\n  default_timezone: Local\n  default:", 1)))
+	f.Add([]byte(strings.Replace(string(example), "  default:", "  consistency: lease\n  lease_block: 50\n  default:", 1)))
+	f.Add([]byte(strings.Replace(string(example), "  default:", "  consistency: eventual\n  lease_block: 0\n  default:", 1)))
 	for _, s := range configSeeds {
 		f.Add([]byte(s))
 	}
