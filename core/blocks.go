@@ -156,9 +156,13 @@ type blockShard struct {
 	m  map[blockKey]*block
 }
 
+// blockKey names an entry: a policy's name and algorithm, which every
+// counter it may share with another policy has too (store.Policy.CounterID:
+// two policies that share any counter meet in one entry), and a key.
 type blockKey struct {
-	counter uint64 // the policy's first limit's CounterID
-	key     string
+	name string
+	alg  algo.Algorithm
+	key  string
 }
 
 // block is what a limiter holds of one key under one policy.
@@ -207,14 +211,14 @@ func (t *blockTable) shard(key string) *blockShard {
 // decided from the block of its key when it holds enough units, else by
 // the store, asked for the request's cost and the next block; while
 // another request of the key asks for a block, it waits for that answer.
-// Blocks are the counter's (its first limit's CounterID) and the key's,
-// taken under one policy's terms (Fingerprint): a request under other
-// terms (another plan's or a provider's limits on the same counter, a
-// reload's) is decided alone while a block of the first terms lasts.
+// Blocks are the policy's (its name and algorithm) and the key's, taken
+// under one policy's terms (Fingerprint): a request under other terms (a
+// provider's limits on the same counters, a reload's) is decided alone
+// while a block of the first terms lasts.
 func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err *error) {
 	p := a.rule.Policy
 	terms := p.Fingerprint()
-	k := blockKey{p.CounterID(0), a.key}
+	k := blockKey{p.Name, p.Algorithm, a.key}
 	sh := l.blocks.shard(a.key)
 	sh.mu.Lock()
 	b := sh.m[k]
@@ -252,15 +256,16 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 			return
 		}
 		sh.mu.Lock()
-		if b.failed == ch {
-			// The store failed the block's call: each request waiting
-			// for it asks alone, at once, and meets the failure policy.
+		now = l.blocks.now(l.clock)
+		if b.failed == ch && !(sh.m[k] == b && b.terms == terms && now < b.expires && b.units >= a.cost) {
+			// The store failed the block's call, and the block has not
+			// the units for the request: each request waiting for it
+			// asks alone, at once, and meets the failure policy.
 			sh.mu.Unlock()
 			*res, *err = l.store.Take(ctx, a.key, p, a.cost)
 			return
 		}
 		b = sh.m[k]
-		now = l.blocks.now(l.clock)
 	}
 	if b == nil {
 		b = &block{terms: terms}
@@ -290,7 +295,7 @@ func (l *Limiter) takeBlocks(ctx context.Context, a ask, res *store.Result, err 
 	b.units -= held
 	b.renewing = make(chan struct{})
 	sh.mu.Unlock()
-	l.renew(ctx, a, renewal{sh, b, held, extra, now}, res, err)
+	l.renew(ctx, a, renewal{sh, b, held, extra, now, b.expires}, res, err)
 }
 
 // renewal is a request's call for a block: b (of shard sh), the units
@@ -300,31 +305,44 @@ type renewal struct {
 	sh                *blockShard
 	b                 *block
 	held, extra, when int64
+	heldEnd           int64 // when the units held end
 }
 
 // renew asks the store for the cost of the request of a, less the units
 // held of r.b (taken out of it), and a block of r.extra units, or, when
 // there is no room for the block, for the request alone; then records the
 // answer in r.b, whose renewing it closes, also when the store panics.
+//
+// Units held spend only in their window: when it ended (r.heldEnd) before
+// the store answered, the store may have counted the request in the next
+// window, and the request takes as many units again, from the block the
+// store just counted, else from the store; if the store refuses them, the
+// request is refused and what the store counted is the block.
 func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result, err *error) {
 	p := a.rule.Policy
 	sh, b, held, extra, now := r.sh, r.b, r.held, r.extra, r.when
 	done := false
+	var (
+		counted store.Result // the store's answer that counted the block
+		block   int64        // the units of the block once the request is served
+	)
 	defer func() {
 		sh.mu.Lock()
 		ch := b.renewing
 		b.renewing = nil
 		close(ch)
 		switch {
-		case !done || *err != nil: // the store failed (or panicked): nothing taken
+		case !done || *err != nil && !counted.Allowed: // the store failed (or panicked): nothing taken
 			b.units += held
 			b.failed = ch
-		case res.Allowed:
-			b.units, b.size, b.spent = extra, extra, 0
-			b.used += a.cost
-			b.res, b.at, b.known = *res, now, true
-			b.expires = now + blockEnd(p, res)
-			addUnits(p, res, extra) // the units of the block are the caller's as well
+		case counted.Allowed:
+			b.units, b.size, b.spent = block, extra, 0
+			b.res, b.at, b.known = counted, now, true
+			b.expires = now + blockEnd(p, &counted)
+			if *err == nil && res.Allowed {
+				b.used += a.cost
+				addUnits(p, res, block) // the units of the block are the caller's as well
+			}
 		default: // denied: the units held are the key's again
 			b.units += held
 			b.res, b.at, b.known = *res, now, true
@@ -336,6 +354,20 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 	if *err == nil && !res.Allowed && extra > 0 {
 		extra = 0 // no room for a block: the request alone, with the units held
 		*res, *err = l.store.Take(ctx, a.key, p, a.cost-held)
+	}
+	if *err == nil && res.Allowed {
+		counted, block = *res, extra
+		if held > 0 && l.blocks.now(l.clock) >= r.heldEnd {
+			if block >= held {
+				block -= held
+			} else {
+				*res, *err = l.store.Take(ctx, a.key, p, held-block)
+				block = 0
+				if *err != nil || !res.Allowed {
+					block = a.cost - held + extra // counted in the new window: the key's
+				}
+			}
+		}
 	}
 	done = true
 }

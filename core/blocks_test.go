@@ -907,3 +907,221 @@ func TestLeaseCostOverCapacity(t *testing.T) {
 		t.Errorf("a request of cost 101 under 100/minute: allowed %v (%v), want refused", d.Allowed, err)
 	}
 }
+
+// TestLeaseHeldUnitsEndWithTheirWindow: a heavy request puts the units
+// held of a block into its store call, which the store answers after the
+// block's window has ended, counting it in the next window: the held
+// units, counted in the old window, are not spent in the new one, which
+// admits its limit, as in exact mode.
+func TestLeaseHeldUnitsEndWithTheirWindow(t *testing.T) {
+	for _, mode := range []string{"exact", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			clock := store.NewManualClock(t0)
+			cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: `+mode+`
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "100/minute"
+      weights: {"/api/heavy": 10}
+`), "lease.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, mem := fleet(t, 1, cfg, clock)
+			p := ps[0]
+			for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
+				p.search("alice")
+			}
+			clock.Set(t0.Add(time.Minute - time.Millisecond))                          // the window's last ms
+			p.hold = func(int64) { clock.Set(t0.Add(time.Minute + time.Millisecond)) } // 2 ms round trip
+			heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+			p.hold = nil
+			inNext := int64(0)
+			if heavy.Allowed {
+				inNext += heavy.Cost // decided by the store, in the next window
+			}
+			// Other processes take what is left of the next window.
+			pol := cfg.Rule("search").Policy
+			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
+			if _, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil {
+				t.Fatal(err)
+			}
+			inNext += res.Remaining
+			for range 100 {
+				if p.search("alice").Allowed {
+					inNext++
+				}
+			}
+			if inNext != 100 {
+				t.Errorf("%s: admitted %d in the window after 00:01, want its limit, 100", mode, inNext)
+			}
+		})
+	}
+}
+
+// TestLeaseProviderPoliciesShareBlocks: two callers of one org get
+// custom limits that share the org's 10 s token bucket but differ in their
+// first limit: one process holds one block of the shared counter, so at
+// most C + P × B (P = 1) pass at one instant.
+func TestLeaseProviderPoliciesShareBlocks(t *testing.T) {
+	clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := leaseConfig(t, "lease", "800/10s", "token_bucket", "      key: header:X-Org\n      lease_block: 10\n")
+	shared := algo.Limit{Count: 800, Period: 10 * time.Second}
+	prov := core.LimitProviderFunc(func(_ context.Context, key, _ string) ([]algo.Limit, bool, error) {
+		if key == "u2" {
+			return []algo.Limit{{Count: 8000, Period: time.Second}, shared}, true, nil
+		}
+		return []algo.Limit{shared}, true, nil
+	})
+	ps, mem := fleet(t, 1, cfg, clock, core.WithLimitProvider(prov))
+	p := ps[0]
+	type req struct{ user string }
+	f := &core.Flow[req]{
+		Limiter: p.Limiter,
+		Key:     func(r req) (string, error) { return r.user, nil },
+		Header:  func(req, string) string { return "acme" },
+	}
+	users := []string{"u1", "u2"}
+	var last core.Decision
+	for _, u := range users {
+		p.calls()
+		for range 100 { // blocks of 1, 2, 4, 8, then 10
+			last, _ = f.Decide(context.Background(), req{u}, "GET", "/api/search", "")
+			if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
+				break
+			}
+		}
+	}
+	ctx := context.Background()
+	pol := last.Rule.Policy // u2's: empties both counters
+	res, _ := mem.Peek(ctx, last.Key, pol, 0)
+	if res.Remaining > 0 {
+		mem.Take(ctx, last.Key, pol, res.Remaining)
+	}
+	clock.Advance(10 * time.Second) // full again
+	admitted := 0
+	for i := range 4000 {
+		if d, _ := f.Decide(ctx, req{users[i%2]}, "GET", "/api/search", ""); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 800+1*10 {
+		t.Errorf("admitted %d at one instant, want %d (C + P × B)", admitted, 800+10)
+	}
+}
+
+// TestLeaseStoreDownSpendsHeldUnitsFirst: with the store down (failure:
+// closed), a heavy request's call for a block fails and gives back the 8
+// units it held; the light request that waited for it spends one of them,
+// since a process spends the blocks it holds before the failure policy
+// applies.
+func TestLeaseStoreDownSpendsHeldUnitsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  failure: closed
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "1000/minute"
+      weights: {"/api/heavy": 10}
+`), "lease.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, _ := fleet(t, 1, cfg, clock)
+		p := ps[0]
+		for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
+			p.search("alice")
+		}
+		release := make(chan struct{})
+		p.hold = func(cost int64) {
+			if cost == 2 { // the heavy request: 10 - 8 held
+				<-release
+			}
+		}
+		heavy := make(chan core.Decision, 1)
+		go func() { heavy <- p.Decide(context.Background(), "GET", "/api/heavy", "alice", false) }()
+		synctest.Wait()
+		light := make(chan core.Decision, 1)
+		go func() { light <- p.search("alice") }()
+		synctest.Wait()
+		p.down.Store(true)
+		close(release)
+		<-heavy
+		d := <-light
+		p.hold = nil
+		after := p.search("alice")
+		if !d.Allowed || !after.Allowed {
+			t.Errorf("store down, 8 units in the block: the waiting request allowed %v (err %v), the next %v; want both from the block", d.Allowed, d.Err, after.Allowed)
+		}
+	})
+}
+
+// TestLeaseLapsedHeldUnitsRefused: as above, but other processes fill the
+// next window before the request asks for the units its lapsed held units
+// stood for: it is refused, and the 2 units the store counted for it in
+// the new window stay the process's block, spent by its next requests:
+// the new window admits exactly its limit.
+func TestLeaseLapsedHeldUnitsRefused(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := store.NewManualClock(t0)
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "100/minute"
+      weights: {"/api/heavy": 10}
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, mem := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
+		p.search("alice")
+	}
+	pol := cfg.Rule("search").Policy
+	others := int64(0)
+	clock.Set(t0.Add(time.Minute - time.Millisecond))
+	p.hold = func(cost int64) {
+		switch cost {
+		case 2: // 10 - 8 held: answered in the next window
+			clock.Set(t0.Add(time.Minute + time.Millisecond))
+		case 8: // the lapsed units, asked again: others took the rest first
+			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
+			if _, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil {
+				t.Error(err)
+			}
+			others = res.Remaining
+		}
+	}
+	heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+	p.hold = nil
+	if heavy.Allowed || others != 98 {
+		t.Fatalf("heavy allowed %v, others took %d; want refused, 98", heavy.Allowed, others)
+	}
+	p.calls()
+	admitted := others
+	for i := range 10 {
+		if p.search("alice").Allowed {
+			admitted++
+		}
+		if got := p.calls(); i < 2 && len(got) > 0 {
+			t.Errorf("request %d: takes %v, want it spent from the block", i+1, got)
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("admitted %d in the new window, want 100", admitted)
+	}
+}

@@ -110,10 +110,11 @@ func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log
 func WithClock(c store.Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithLeaseKeys sets how many keys' blocks of lease rules
-// (RuleSpec.Consistency) the limiter keeps at most, all rules together:
-// past it, a new key evicts an expired block, else one that decided few
-// units, whose unspent units are lost (refused, never admitted). n < 1
-// keeps one per lock (64). Default: 65,536 (about 20 MB at most).
+// (RuleSpec.Consistency) the limiter keeps at most, all rules together,
+// spread over 64 locks of n/64 keys each (at least 1): a new key in a full
+// one evicts, of 8 keys it looks at, one holding no live block, else the
+// one that decided the fewest units; an evicted block's unspent units are
+// lost (refused, never admitted). Default: 65,536 (about 20 MB at most).
 func WithLeaseKeys(n int) Option { return func(l *Limiter) { l.leaseKeys = n } }
 
 // WithWarnInterval sets the least time between two log lines about store

@@ -296,8 +296,8 @@ type RuleSpec struct {
 	// with the store down a process spends the blocks it holds, then the
 	// failure policy applies. A Reset clears the blocks of the process
 	// that calls it, not those other processes hold. A block is the
-	// rule's counter's and the key's, under the rule's terms: requests of
-	// the counter under other terms (after a reload that changed a count,
+	// rule's (its name and algorithm) and the key's, under the rule's
+	// terms: requests of its counters under other terms (after a reload that changed a count,
 	// or a LimitProvider's limits) are decided alone while it lasts, and
 	// so is a request that counts under a stacked rule too (all its rules
 	// are taken in one store call). Only rules that count every request
