@@ -313,11 +313,13 @@ type renewal struct {
 // there is no room for the block, for the request alone; then records the
 // answer in r.b, whose renewing it closes, also when the store panics.
 //
-// Units held spend only in their window: when it ended (r.heldEnd) before
-// the store answered, the store may have counted the request in the next
-// window, and the request takes as many units again, from the block the
-// store just counted, else from the store; if the store refuses them, the
-// request is refused and what the store counted is the block.
+// Units held of a window algorithm spend only in their window: when it
+// ended (r.heldEnd) before the store answered, the store may have counted
+// the request in the next window, and the request takes as many units
+// again, from the block the store just counted, else from the store; if
+// the store refuses them (or fails), the request is refused and what the
+// store counted is the block. A bucket's held units (at most a block)
+// have no window: they are spent.
 func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result, err *error) {
 	p := a.rule.Policy
 	sh, b, held, extra, now := r.sh, r.b, r.held, r.extra, r.when
@@ -332,17 +334,20 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 		b.renewing = nil
 		close(ch)
 		switch {
-		case !done || *err != nil && !counted.Allowed: // the store failed (or panicked): nothing taken
-			b.units += held
-			b.failed = ch
-		case counted.Allowed:
+		case counted.Allowed: // also when the retake failed or panicked
 			b.units, b.size, b.spent = block, extra, 0
 			b.res, b.at, b.known = counted, now, true
 			b.expires = now + blockEnd(p, &counted)
-			if *err == nil && res.Allowed {
+			if done && *err == nil {
+				b.res = *res // the last answer: what the store has left now
+			}
+			if done && *err == nil && res.Allowed {
 				b.used += a.cost
 				addUnits(p, res, block) // the units of the block are the caller's as well
 			}
+		case !done || *err != nil: // the store failed (or panicked): nothing taken
+			b.units += held
+			b.failed = ch
 		default: // denied: the units held are the key's again
 			b.units += held
 			b.res, b.at, b.known = *res, now, true
@@ -357,14 +362,15 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 	}
 	if *err == nil && res.Allowed {
 		counted, block = *res, extra
-		if held > 0 && l.blocks.now(l.clock) >= r.heldEnd {
+		windowed := p.Algorithm == algo.FixedWindow || p.Algorithm == algo.SlidingWindow
+		if held > 0 && windowed && l.blocks.now(l.clock) >= r.heldEnd {
 			if block >= held {
 				block -= held
 			} else {
-				*res, *err = l.store.Take(ctx, a.key, p, held-block)
-				block = 0
-				if *err != nil || !res.Allowed {
-					block = a.cost - held + extra // counted in the new window: the key's
+				block = a.cost - held + extra // counted in the new window: the key's, unless the retake is allowed
+				*res, *err = l.store.Take(ctx, a.key, p, held-extra)
+				if *err == nil && res.Allowed {
+					block = 0
 				}
 			}
 		}

@@ -1125,3 +1125,164 @@ rate_limit:
 		t.Errorf("admitted %d in the new window, want 100", admitted)
 	}
 }
+
+// TestLeaseBucketHeldUnitsKeepTheBound: token bucket (and GCRA) 800/10s,
+// B = 10. A heavy request (cost 100) puts 8 held units into its call, and
+// the block's life (1 min) ends while the store answers: a bucket has no
+// window, so the held units (at most B) are spent, and no more than the
+// block stays with the process. Ten seconds later (the bucket full again)
+// the fleet takes the bucket's 800: at most C + P × B = 810 pass at one
+// instant.
+func TestLeaseBucketHeldUnitsKeepTheBound(t *testing.T) {
+	for _, alg := range []string{"token_bucket", "gcra"} {
+		t.Run(alg, func(t *testing.T) {
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			clock := store.NewManualClock(t0)
+			cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "800/10s"
+      algorithm: `+alg+`
+      lease_block: 10
+      weights: {"/api/heavy": 100}
+`), "lease.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, mem := fleet(t, 1, cfg, clock)
+			p := ps[0]
+			for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
+				p.search("alice")
+			}
+			pol := cfg.Rule("search").Policy
+			drain := func() int64 {
+				res, _ := mem.Peek(context.Background(), "alice", pol, 0)
+				if res.Remaining > 0 {
+					if r, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil || !r.Allowed {
+						t.Fatalf("drain: %v %v", r.Allowed, err)
+					}
+				}
+				return res.Remaining
+			}
+			clock.Set(t0.Add(time.Minute - time.Millisecond))
+			p.hold = func(cost int64) {
+				switch cost {
+				case 92: // 100 - 8 held: answered after the block's life
+					clock.Set(t0.Add(time.Minute + time.Millisecond))
+				case 8: // the lapsed units asked again: the fleet took the bucket
+					drain()
+				}
+			}
+			p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+			p.hold = nil
+			clock.Advance(10 * time.Second) // the bucket is full again
+			admitted := drain()             // the rest of the fleet
+			for range 200 {
+				if p.search("alice").Allowed {
+					admitted++
+				}
+			}
+			if admitted > 800+10 {
+				t.Errorf("%s: admitted %d at one instant, want at most C + P × B = 810", alg, admitted)
+			}
+		})
+	}
+}
+
+// TestLeaseLapsedRetakeRemaining: as TestLeaseLapsedHeldUnitsRefused:
+// after the refused retake the store has 0 left and the process 2 units;
+// a request spent from them reports what is left: the store's 0 and the
+// block's units.
+func TestLeaseLapsedRetakeRemaining(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := store.NewManualClock(t0)
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "100/minute"
+      weights: {"/api/heavy": 10}
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, mem := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 12 {
+		p.search("alice")
+	}
+	pol := cfg.Rule("search").Policy
+	clock.Set(t0.Add(time.Minute - time.Millisecond))
+	p.hold = func(cost int64) {
+		switch cost {
+		case 2:
+			clock.Set(t0.Add(time.Minute + time.Millisecond))
+		case 8:
+			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
+			mem.Take(context.Background(), "alice", pol, res.Remaining)
+		}
+	}
+	heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+	p.hold = nil
+	if heavy.Allowed {
+		t.Fatal("setup: heavy allowed")
+	}
+	d := p.search("alice")
+	if !d.Allowed || d.Result.Remaining != 1 {
+		t.Errorf("from the kept block: allowed %v, remaining %d; want allowed, 1 (store 0 + 1 in the block)", d.Allowed, d.Result.Remaining)
+	}
+}
+
+// TestLeaseLapsedRetakePanics: as TestLeaseLapsedHeldUnitsRefused, but
+// the retake of the lapsed units panics: the 2 units the store counted
+// for the request in the new window stay the block, as when the retake is
+// refused or fails.
+func TestLeaseLapsedRetakePanics(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := store.NewManualClock(t0)
+	cfg, err := core.ParseConfig([]byte(`
+rate_limit:
+  enabled: true
+  consistency: lease
+  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: "100/minute"
+      weights: {"/api/heavy": 10}
+`), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := fleet(t, 1, cfg, clock)
+	p := ps[0]
+	for range 12 {
+		p.search("alice")
+	}
+	clock.Set(t0.Add(time.Minute - time.Millisecond))
+	p.hold = func(cost int64) {
+		switch cost {
+		case 2:
+			clock.Set(t0.Add(time.Minute + time.Millisecond))
+		case 8:
+			panic("store bug")
+		}
+	}
+	func() {
+		defer func() { _ = recover() }()
+		p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+	}()
+	p.hold = nil
+	p.calls()
+	p.search("alice")
+	p.search("alice")
+	if got := p.calls(); len(got) != 0 {
+		t.Errorf("takes %v; want both spent from the 2 units counted for the heavy request", got)
+	}
+}
