@@ -71,7 +71,7 @@ func clusterRatios(row, base clusterRow) stat {
 // decisions/s (median, min–max, and over the smallest cluster's in the
 // same run), latencies, decisions per script call, CPU per decision of
 // servers and client, and the CPUs busy; then what bounds each size on
-// this machine of cpus CPUs.
+// the machine of the run (cpus CPUs).
 func renderClusterScale(b *strings.Builder, r *results, cpus int) {
 	b.WriteString("## Redis Cluster scale-out\n\n")
 	b.WriteString("rlkit's decisions on a Redis Cluster of one master (all 16,384 slots) and of three (the slots split evenly), each master a redis-server process on loopback that the benchmark starts (cluster mode, no persistence, no replicas). " +
@@ -112,7 +112,7 @@ func renderClusterScale(b *strings.Builder, r *results, cpus int) {
 			medianOf(fmtCPUs, summarize(row.samples, "machine-cpus")))
 	}
 	fmt.Fprintf(b, "\n%s per row, one per run of the test binary.\n\n", plural(runs, "sample"))
-	b.WriteString("What bounds it on this machine (medians over the runs):\n\n")
+	b.WriteString("What bounds it on the machine of the run (medians over the runs):\n\n")
 	for _, row := range rows {
 		if summarize(row.samples, "dec/s").n == 0 {
 			continue
@@ -125,7 +125,7 @@ func renderClusterScale(b *strings.Builder, r *results, cpus int) {
 		c0, c1 := clusterCPU(first), clusterCPU(last)
 		if c0 > 0 && c1 > 0 {
 			fmt.Fprintf(b, "Per decision, client and servers together spent %s of CPU with %s and %s with %s (%s). "+
-				"Where the machine's CPUs are full, decisions/s follows the inverse of that, whatever the number of masters: more masters raise it only where one master is the limit and the others get CPUs of their own (cores or machines of their own, which this machine cannot show).\n\n",
+				"Where the machine's CPUs are full, decisions/s follows the inverse of that, whatever the number of masters: more masters raise it only where one master is the limit and the others get CPUs of their own (cores or machines of their own, which the machine of the run cannot give them).\n\n",
 				fmtNs(c0), plural(first.masters, "master"), fmtNs(c1), plural(last.masters, "master"), fmtRatio(c1/c0))
 		}
 	}

@@ -66,7 +66,7 @@ func renderReplay(b *strings.Builder, r *results) {
 	b.WriteString("## Replay (`rlkit replay`)\n\n")
 	b.WriteString("`rlkit replay` end to end (`" + replayBench + "` in `" + replayPkg + "`): a generated Combined Log Format file of 1,000,000 lines (about 180 MB, read from the page cache; 2,000 requests a second, 60% of them from 500,000 client IPs of Zipf-distributed activity and 40% from client IPs seen once, on searches, item pages, logins, writes, exports, static files and health checks, with statuses 200, 201, 304, 401, 404 and 500) read, parsed, decided through the limiter on the log's clock (five rules and the default: fixed windows, a sliding window of two limits, a token bucket, a rule counting failures per client IP, weighted paths, exempt paths) and counted into each rule's per-key figures, and the text report written, one op being the whole file, as `rlkit replay` runs it with its defaults; `" + stackedBench + "`, the same under the same rules and one more stacked over the API (`stack: true`), so that each API request counts under two rules; against `" + countBench + "`, the same file's lines counted by a `bufio.Scanner`. " +
 		"Reading and parsing, deciding, and counting run in three goroutines; go test's own run of the package (`-count` runs, `-benchmem`), one sample per run. " +
-		fmt.Sprintf("The target is %s lines a second end to end on this machine.\n\n", fmtRate(replayTarget)))
+		fmt.Sprintf("The target is %s lines a second end to end on the machine of the run.\n\n", fmtRate(replayTarget)))
 	replay, base := summarize(r.samples[replayBench], "lines/s"), summarize(r.samples[countBench], "lines/s")
 	if replay.n == 0 && base.n == 0 {
 		b.WriteString("_No rows: this scenario did not run (see the notes at the top)._\n\n")
