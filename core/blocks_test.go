@@ -908,6 +908,77 @@ func TestLeaseCostOverCapacity(t *testing.T) {
 	}
 }
 
+// heavyRig is a fleet of one process, p, on a memory store, mem, at t0 on
+// clock, whose rule search (policy pol) counts /api/heavy at a weight,
+// holding 8 units of alice: its first 12 requests were decided alone, then
+// from blocks of 1, 2, 4 and 8.
+type heavyRig struct {
+	p     *process
+	mem   *memstore.Store
+	pol   *store.Policy
+	clock *store.ManualClock
+	t0    time.Time
+}
+
+// newHeavyRig makes a heavyRig of the file's consistency, with fileMore
+// lines in the file and ruleMore in the rule, a limit and a weight.
+func newHeavyRig(t *testing.T, consistency, limit string, weight int, fileMore, ruleMore string) *heavyRig {
+	t.Helper()
+	cfg, err := core.ParseConfig(fmt.Appendf(nil, `
+rate_limit:
+  enabled: true
+  consistency: %s
+%s  rules:
+    - name: search
+      paths: ["/api/search", "/api/heavy"]
+      limit: %q
+      weights: {"/api/heavy": %d}
+%s`, consistency, fileMore, limit, weight, ruleMore), "lease.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &heavyRig{t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), pol: cfg.Rule("search").Policy}
+	r.clock = store.NewManualClock(r.t0)
+	ps, mem := fleet(t, 1, cfg, r.clock)
+	r.p, r.mem = ps[0], mem
+	for range 12 {
+		r.p.search("alice")
+	}
+	return r
+}
+
+// heavy decides a request of alice on /api/heavy.
+func (r *heavyRig) heavy() core.Decision {
+	return r.p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+}
+
+// fill takes, as other processes would, what the store has left of alice,
+// and returns it.
+func (r *heavyRig) fill(t *testing.T) int64 {
+	res, _ := r.mem.Peek(context.Background(), "alice", r.pol, 0)
+	if res.Remaining > 0 {
+		if got, err := r.mem.Take(context.Background(), "alice", r.pol, res.Remaining); err != nil || !got.Allowed {
+			t.Errorf("taking the %d left: allowed %v, err %v", res.Remaining, got.Allowed, err)
+		}
+	}
+	return res.Remaining
+}
+
+// acrossWindowEnd sets the clock to the last millisecond of the first
+// minute, and makes the store call of cost moved answer 2 ms later, in the
+// next minute; then calls at, if not nil, with the cost of every call.
+func (r *heavyRig) acrossWindowEnd(moved int64, at func(cost int64)) {
+	r.clock.Set(r.t0.Add(time.Minute - time.Millisecond))
+	r.p.hold = func(cost int64) {
+		if cost == moved {
+			r.clock.Set(r.t0.Add(time.Minute + time.Millisecond))
+		}
+		if at != nil {
+			at(cost)
+		}
+	}
+}
+
 // TestLeaseHeldUnitsEndWithTheirWindow: a heavy request puts the units
 // held of a block into its store call, which the store answers after the
 // block's window has ended, counting it in the next window: the held
@@ -916,43 +987,21 @@ func TestLeaseCostOverCapacity(t *testing.T) {
 func TestLeaseHeldUnitsEndWithTheirWindow(t *testing.T) {
 	for _, mode := range []string{"exact", "lease"} {
 		t.Run(mode, func(t *testing.T) {
-			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			clock := store.NewManualClock(t0)
-			cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: `+mode+`
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "100/minute"
-      weights: {"/api/heavy": 10}
-`), "lease.yaml")
-			if err != nil {
-				t.Fatal(err)
+			r := newHeavyRig(t, mode, "100/minute", 10, "", "")
+			moved := int64(2) // 10 - 8 held
+			if mode == "exact" {
+				moved = 10
 			}
-			ps, mem := fleet(t, 1, cfg, clock)
-			p := ps[0]
-			for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
-				p.search("alice")
-			}
-			clock.Set(t0.Add(time.Minute - time.Millisecond))                          // the window's last ms
-			p.hold = func(int64) { clock.Set(t0.Add(time.Minute + time.Millisecond)) } // 2 ms round trip
-			heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
-			p.hold = nil
+			r.acrossWindowEnd(moved, nil)
+			heavy := r.heavy()
+			r.p.hold = nil
 			inNext := int64(0)
 			if heavy.Allowed {
 				inNext += heavy.Cost // decided by the store, in the next window
 			}
-			// Other processes take what is left of the next window.
-			pol := cfg.Rule("search").Policy
-			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
-			if _, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil {
-				t.Fatal(err)
-			}
-			inNext += res.Remaining
+			inNext += r.fill(t) // other processes take what is left of the next window
 			for range 100 {
-				if p.search("alice").Allowed {
+				if r.p.search("alice").Allowed {
 					inNext++
 				}
 			}
@@ -1021,26 +1070,8 @@ func TestLeaseProviderPoliciesShareBlocks(t *testing.T) {
 // applies.
 func TestLeaseStoreDownSpendsHeldUnitsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clock := store.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: lease
-  failure: closed
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "1000/minute"
-      weights: {"/api/heavy": 10}
-`), "lease.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps, _ := fleet(t, 1, cfg, clock)
-		p := ps[0]
-		for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
-			p.search("alice")
-		}
+		r := newHeavyRig(t, "lease", "1000/minute", 10, "  failure: closed\n", "")
+		p := r.p
 		release := make(chan struct{})
 		p.hold = func(cost int64) {
 			if cost == 2 { // the heavy request: 10 - 8 held
@@ -1048,7 +1079,7 @@ rate_limit:
 			}
 		}
 		heavy := make(chan core.Decision, 1)
-		go func() { heavy <- p.Decide(context.Background(), "GET", "/api/heavy", "alice", false) }()
+		go func() { heavy <- r.heavy() }()
 		synctest.Wait()
 		light := make(chan core.Decision, 1)
 		go func() { light <- p.search("alice") }()
@@ -1071,42 +1102,17 @@ rate_limit:
 // the new window stay the process's block, spent by its next requests:
 // the new window admits exactly its limit.
 func TestLeaseLapsedHeldUnitsRefused(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := store.NewManualClock(t0)
-	cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: lease
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "100/minute"
-      weights: {"/api/heavy": 10}
-`), "lease.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, mem := fleet(t, 1, cfg, clock)
-	p := ps[0]
-	for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
-		p.search("alice")
-	}
-	pol := cfg.Rule("search").Policy
+	r := newHeavyRig(t, "lease", "100/minute", 10, "", "")
+	p := r.p
 	others := int64(0)
-	clock.Set(t0.Add(time.Minute - time.Millisecond))
-	p.hold = func(cost int64) {
-		switch cost {
-		case 2: // 10 - 8 held: answered in the next window
-			clock.Set(t0.Add(time.Minute + time.Millisecond))
-		case 8: // the lapsed units, asked again: others took the rest first
-			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
-			if _, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil {
-				t.Error(err)
-			}
-			others = res.Remaining
+	// 10 - 8 held is answered in the next window; when the lapsed units
+	// are asked again, others took the rest first.
+	r.acrossWindowEnd(2, func(cost int64) {
+		if cost == 8 {
+			others = r.fill(t)
 		}
-	}
-	heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+	})
+	heavy := r.heavy()
 	p.hold = nil
 	if heavy.Allowed || others != 98 {
 		t.Fatalf("heavy allowed %v, others took %d; want refused, 98", heavy.Allowed, others)
@@ -1136,53 +1142,20 @@ rate_limit:
 func TestLeaseBucketHeldUnitsKeepTheBound(t *testing.T) {
 	for _, alg := range []string{"token_bucket", "gcra"} {
 		t.Run(alg, func(t *testing.T) {
-			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			clock := store.NewManualClock(t0)
-			cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: lease
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "800/10s"
-      algorithm: `+alg+`
-      lease_block: 10
-      weights: {"/api/heavy": 100}
-`), "lease.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ps, mem := fleet(t, 1, cfg, clock)
-			p := ps[0]
-			for range 12 { // alone, blocks of 1, 2, 4, then 8: 8 units held
-				p.search("alice")
-			}
-			pol := cfg.Rule("search").Policy
-			drain := func() int64 {
-				res, _ := mem.Peek(context.Background(), "alice", pol, 0)
-				if res.Remaining > 0 {
-					if r, err := mem.Take(context.Background(), "alice", pol, res.Remaining); err != nil || !r.Allowed {
-						t.Fatalf("drain: %v %v", r.Allowed, err)
-					}
+			r := newHeavyRig(t, "lease", "800/10s", 100, "", "      algorithm: "+alg+"\n      lease_block: 10\n")
+			// 100 - 8 held is answered after the block's life; if the
+			// lapsed units were asked again, the fleet took the bucket.
+			r.acrossWindowEnd(92, func(cost int64) {
+				if cost == 8 {
+					r.fill(t)
 				}
-				return res.Remaining
-			}
-			clock.Set(t0.Add(time.Minute - time.Millisecond))
-			p.hold = func(cost int64) {
-				switch cost {
-				case 92: // 100 - 8 held: answered after the block's life
-					clock.Set(t0.Add(time.Minute + time.Millisecond))
-				case 8: // the lapsed units asked again: the fleet took the bucket
-					drain()
-				}
-			}
-			p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
-			p.hold = nil
-			clock.Advance(10 * time.Second) // the bucket is full again
-			admitted := drain()             // the rest of the fleet
+			})
+			r.heavy()
+			r.p.hold = nil
+			r.clock.Advance(10 * time.Second) // the bucket is full again
+			admitted := r.fill(t)             // the rest of the fleet
 			for range 200 {
-				if p.search("alice").Allowed {
+				if r.p.search("alice").Allowed {
 					admitted++
 				}
 			}
@@ -1198,43 +1171,18 @@ rate_limit:
 // a request spent from them reports what is left: the store's 0 and the
 // block's units.
 func TestLeaseLapsedRetakeRemaining(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := store.NewManualClock(t0)
-	cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: lease
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "100/minute"
-      weights: {"/api/heavy": 10}
-`), "lease.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, mem := fleet(t, 1, cfg, clock)
-	p := ps[0]
-	for range 12 {
-		p.search("alice")
-	}
-	pol := cfg.Rule("search").Policy
-	clock.Set(t0.Add(time.Minute - time.Millisecond))
-	p.hold = func(cost int64) {
-		switch cost {
-		case 2:
-			clock.Set(t0.Add(time.Minute + time.Millisecond))
-		case 8:
-			res, _ := mem.Peek(context.Background(), "alice", pol, 0)
-			mem.Take(context.Background(), "alice", pol, res.Remaining)
+	r := newHeavyRig(t, "lease", "100/minute", 10, "", "")
+	r.acrossWindowEnd(2, func(cost int64) {
+		if cost == 8 {
+			r.fill(t)
 		}
-	}
-	heavy := p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
-	p.hold = nil
+	})
+	heavy := r.heavy()
+	r.p.hold = nil
 	if heavy.Allowed {
 		t.Fatal("setup: heavy allowed")
 	}
-	d := p.search("alice")
+	d := r.p.search("alice")
 	if !d.Allowed || d.Result.Remaining != 1 {
 		t.Errorf("from the kept block: allowed %v, remaining %d; want allowed, 1 (store 0 + 1 in the block)", d.Allowed, d.Result.Remaining)
 	}
@@ -1245,38 +1193,16 @@ rate_limit:
 // for the request in the new window stay the block, as when the retake is
 // refused or fails.
 func TestLeaseLapsedRetakePanics(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := store.NewManualClock(t0)
-	cfg, err := core.ParseConfig([]byte(`
-rate_limit:
-  enabled: true
-  consistency: lease
-  rules:
-    - name: search
-      paths: ["/api/search", "/api/heavy"]
-      limit: "100/minute"
-      weights: {"/api/heavy": 10}
-`), "lease.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, _ := fleet(t, 1, cfg, clock)
-	p := ps[0]
-	for range 12 {
-		p.search("alice")
-	}
-	clock.Set(t0.Add(time.Minute - time.Millisecond))
-	p.hold = func(cost int64) {
-		switch cost {
-		case 2:
-			clock.Set(t0.Add(time.Minute + time.Millisecond))
-		case 8:
+	r := newHeavyRig(t, "lease", "100/minute", 10, "", "")
+	p := r.p
+	r.acrossWindowEnd(2, func(cost int64) {
+		if cost == 8 {
 			panic("store bug")
 		}
-	}
+	})
 	func() {
 		defer func() { _ = recover() }()
-		p.Decide(context.Background(), "GET", "/api/heavy", "alice", false)
+		r.heavy()
 	}()
 	p.hold = nil
 	p.calls()
