@@ -58,11 +58,11 @@ const keysYAML = `rate_limit:
         upload: {limit: "100/hour", burst: 100}
 `
 
-// service is a limiter of keysYAML over a store in rc, as a service
-// runs it.
-func service(t *testing.T, rc redis.UniversalClient) *core.Limiter {
+// service is a limiter of the rule file yaml over a store in rc, as a
+// service runs it, with opts.
+func service(t *testing.T, rc redis.UniversalClient, yaml string, opts ...core.Option) *core.Limiter {
 	t.Helper()
-	cfg, err := core.ParseConfig([]byte(keysYAML), "rules.yaml")
+	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func service(t *testing.T, rc redis.UniversalClient) *core.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return core.NewLimiter(cfg, core.WithStore(s))
+	return core.NewLimiter(cfg, append([]core.Option{core.WithStore(s)}, opts...)...)
 }
 
 // count makes n requests of identity to path (under plan, when given).
@@ -161,7 +161,7 @@ func TestKeysInspect(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conn, rc := b.start(t)
-			known(t, service(t, rc))
+			known(t, service(t, rc, keysYAML))
 			dir := files(t, "rules.yaml", keysYAML)
 			type lim struct {
 				limit           string
@@ -242,7 +242,7 @@ func TestKeysTop(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conn, rc := b.start(t)
-			known(t, service(t, rc))
+			known(t, service(t, rc, keysYAML))
 			dir := files(t, "rules.yaml", keysYAML)
 			size, err := rc.DBSize(context.Background()).Result()
 			if err != nil {
@@ -311,7 +311,7 @@ func TestKeysReset(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conn, rc := b.start(t)
-			lim := service(t, rc)
+			lim := service(t, rc, keysYAML)
 			known(t, lim)
 			dir := files(t, "rules.yaml", keysYAML)
 			ctx := context.Background()
@@ -335,7 +335,7 @@ func TestKeysReset(t *testing.T) {
 			}
 			// Another replica: the first has bob's denial in its deny cache,
 			// which a reset by another process does not reach.
-			lim = service(t, rc)
+			lim = service(t, rc, keysYAML)
 			if d := lim.Decide(ctx, "GET", "/upload", "bob", false); !d.Allowed || d.Result.Remaining != 11 {
 				t.Errorf("bob after the reset: allowed %v, remaining %d; want admitted, 11 left", d.Allowed, d.Result.Remaining)
 			}
@@ -551,16 +551,7 @@ func TestKeysReadOnly(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conn, rc := b.start(t)
-			cfg, err := core.ParseConfig([]byte(savedYAML), "saved.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := redisstore.New(rc, redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			lim := core.NewLimiter(cfg, core.WithStore(s))
+			lim := service(t, rc, savedYAML)
 			awayFromMidnight(t)
 			rules := []string{"upload", "search", "slow", "feed", "daily", "monthly", "export"} // export: 3 slots held
 			count(t, lim, "/upload", "bob", "", 11)
@@ -627,16 +618,7 @@ func TestKeysPenalty(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			conn, rc := b.start(t)
-			cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := redisstore.New(rc, redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			lim := core.NewLimiter(cfg, core.WithStore(s))
+			lim := service(t, rc, yaml)
 			count(t, lim, "/login", "mallory", "", 5) // 2 admitted, 2 denied (the ban), 1 banned
 			count(t, lim, "/login", "alice", "", 2)   // at her limit, not banned
 			dir := files(t, "rules.yaml", yaml)
@@ -705,16 +687,7 @@ func TestKeysServiceIdentity(t *testing.T) {
     - {name: login, paths: ["/login"], limit: "10/hour", algorithm: gcra, key: ip}
 `
 	srv := redistest.StartServer(t)
-	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := redisstore.New(srv.Client(t), redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	lim := core.NewLimiter(cfg, core.WithStore(s), core.WithIdentityKey([]byte("service secret")))
+	lim := service(t, srv.Client(t), yaml, core.WithIdentityKey([]byte("service secret")))
 	serve(t, lim, "/api", "192.0.2.9:1234", "sk_live_1", 3)
 	serve(t, lim, "/export", "192.0.2.9:1234", "sk_live_1", 4)
 	serve(t, lim, "/login", "[2001:db8::1]:1234", "", 2)
@@ -787,16 +760,7 @@ func TestKeysDigest(t *testing.T) {
     - {name: upload, paths: ["/upload"], limit: "10/hour", algorithm: gcra, concurrent: 10, penalty: {after: 5, within: 1h, ban: 1h}}
 `
 	srv := redistest.StartServer(t)
-	cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := redisstore.New(srv.Client(t), redisstore.WithTimeout(redistest.StoreTimeout), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	lim := core.NewLimiter(cfg, core.WithStore(s))
+	lim := service(t, srv.Client(t), yaml)
 	long := strings.Repeat("é", 40)
 	count(t, lim, "/upload", long, "", 4)
 	dir := files(t, "rules.yaml", yaml)
