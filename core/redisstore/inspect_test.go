@@ -91,13 +91,7 @@ func awayFromMidnight(t *testing.T) {
 // capacity. It writes nothing, on a server and on a Cluster.
 func TestInspect(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
-	} {
+	for _, c := range backends {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rc := c.client(t)
@@ -210,13 +204,7 @@ func TestInspectDenyCache(t *testing.T) {
 // on a server and on a Cluster.
 func TestScan(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
-	} {
+	for _, c := range backends {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rc := c.client(t)
@@ -378,13 +366,7 @@ func TestTags(t *testing.T) {
 // server and on a Cluster; the keys of other policies are left out.
 func TestScanPolicies(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
-	} {
+	for _, c := range backends {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rc := c.client(t)

@@ -32,6 +32,16 @@ func client(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
+// backends are the two Redis deployments tests run on: a server and a
+// 3-master Cluster, each started for the test, with a client of it.
+var backends = []struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}{
+	{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
+	{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
+}
+
 func clusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
-	"github.com/rlkit/rlkit/internal/redistest"
 )
 
 // stackFile stacks a per-user limit over /api and a per-IP one over
@@ -62,13 +61,7 @@ func stackFlow(t *testing.T, c redis.UniversalClient) *core.Flow[[2]string] {
 // what the tightest rule allows.
 func TestStackedRulesRedis(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"server", func(t *testing.T) redis.UniversalClient { return client(t, redistest.StartServer(t).Addr()) }},
-		{"cluster", func(t *testing.T) redis.UniversalClient { return clusterClient(t, redistest.StartCluster(t)) }},
-	} {
+	for _, tc := range backends {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := tc.client(t)
