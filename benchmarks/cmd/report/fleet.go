@@ -10,7 +10,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // fleetPrefix names the fleet's rows: BenchmarkFleet/<system>/g<goroutines>
@@ -200,23 +199,15 @@ func renderFleet(b *strings.Builder, fl fleet, png string, versions map[string]s
 }
 
 // writeFleetPNG draws the fleet to path: decisions per second per node
-// (median over the runs, the runs' range as error bars) against
-// goroutines on a log₂ axis, on a log axis, one line per system.
+// (median over the runs, the runs' range as error bars, on a log axis)
+// against goroutines (a log₂ axis), one line per system.
 func writeFleetPNG(path string, fl fleet, versions map[string]string) error {
-	p := plot.New()
-	p.Title.Text = "Three nodes: decisions per second per node against goroutines (median of the runs, bars: min–max)"
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.X.Label.Text = "goroutines calling at once, spread over the three nodes"
-	p.Y.Label.Text = "decisions per second per node"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = goroutineTicks(fl.goroutines)
+	p := goroutinePlot("Three nodes: decisions per second per node against goroutines (median of the runs, bars: min–max)",
+		"goroutines calling at once, spread over the three nodes", "decisions per second per node", fl.goroutines)
 	// The systems lie orders of magnitude apart: a log axis shows each.
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min = math.Inf(1)
-	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	for i, sys := range fl.systems {
 		var pts plotter.XYs
 		var errs plotter.YErrors

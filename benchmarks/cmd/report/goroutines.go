@@ -177,17 +177,9 @@ func fmtKilo(v float64) string {
 // the runs, with the runs' range as error bars) against goroutines on a
 // log₂ axis, one line per participant.
 func writeSweepPNG(path string, sw sweep, versions map[string]string) error {
-	p := plot.New()
-	p.Title.Text = "Redis: decisions per second against goroutines (median of the runs, bars: min–max)"
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.X.Label.Text = "goroutines calling at once"
-	p.Y.Label.Text = "decisions per second"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = goroutineTicks(sw.goroutines)
+	p := goroutinePlot("Redis: decisions per second against goroutines (median of the runs, bars: min–max)",
+		"goroutines calling at once", "decisions per second", sw.goroutines)
 	p.Y.Min = 0
-	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	for i, name := range sw.participants {
 		var pts plotter.XYs
 		var errs plotter.YErrors
@@ -213,6 +205,23 @@ func writeSweepPNG(path string, sw sweep, versions map[string]string) error {
 	}
 	p.Y.Max *= 1.08
 	return savePNG(p, path)
+}
+
+// goroutinePlot is a plot titled title, with a grid and the legend at its
+// top left, whose x axis (labelled x) is goroutines on a log₂ scale,
+// ticked at each of goroutines, and whose y axis is labelled y.
+func goroutinePlot(title, x, y string, goroutines []int) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = goroutineTicks(goroutines)
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	return p
 }
 
 // addSeries draws one series on p: a line of colour c (dashed or not)
