@@ -340,10 +340,10 @@ func (l *Limiter) renew(ctx context.Context, a ask, r renewal, res *store.Result
 			b.expires = now + blockEnd(p, &counted)
 			if done && *err == nil {
 				b.res = *res // the last answer: what the store has left now
-			}
-			if done && *err == nil && res.Allowed {
-				b.used += a.cost
-				addUnits(p, res, block) // the units of the block are the caller's as well
+				if res.Allowed {
+					b.used += a.cost
+					addUnits(p, res, block) // the units of the block are the caller's as well
+				}
 			}
 		case !done || *err != nil: // the store failed (or panicked): nothing taken
 			b.units += held
