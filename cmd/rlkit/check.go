@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -13,9 +14,12 @@ import (
 
 // checkCmd is `rlkit check FILE...`.
 type checkCmd struct {
-	Format string   `enum:"text,json" default:"text" help:"Output format: text (file:line:col: message) or json (one array, for CI annotations)."`
-	Strict bool     `help:"Exit 1 on warnings too."`
-	Files  []string `arg:"" name:"file" help:"Configuration files to check."`
+	Format string `enum:"text,json" default:"text" help:"Output format: text (file:line:col: message) or json (one array, for CI annotations)."`
+	Strict bool   `help:"Exit 1 on warnings too."`
+	// IdentityKeyEnv says the service hashes secret identities under a
+	// key of its own, as rlkit keys' flag of the same name does.
+	IdentityKeyEnv string   `placeholder:"VAR" help:"The environment variable that holds the service's identity key (core.WithIdentityKey): when it is set, a rule keyed by a header is no warning."`
+	Files          []string `arg:"" name:"file" help:"Configuration files to check."`
 }
 
 // finding is one error or warning of one file.
@@ -33,8 +37,9 @@ type finding struct {
 // Run checks every file and prints what it found.
 func (c *checkCmd) Run(e *env) error {
 	all := []finding{} // an empty array, not null, in JSON
+	keySet := c.IdentityKeyEnv != "" && os.Getenv(c.IdentityKeyEnv) != ""
 	for _, file := range c.Files {
-		all = append(all, checkFile(file)...)
+		all = append(all, c.checkFile(file, keySet)...)
 	}
 	failed := false
 	for _, f := range all {
@@ -79,8 +84,9 @@ func (f finding) text() string {
 }
 
 // checkFile loads file as core.LoadConfig does and returns its errors,
-// or, when it loads, its warnings.
-func checkFile(file string) []finding {
+// or, when it loads, its warnings; keySet tells whether the variable
+// c.IdentityKeyEnv names holds a key.
+func (c *checkCmd) checkFile(file string, keySet bool) []finding {
 	data, err := core.ReadConfigFile(file)
 	if err != nil {
 		return []finding{{File: file, Message: strings.TrimPrefix(err.Error(), "rate-limit config: "), Severity: "error"}}
@@ -89,7 +95,7 @@ func checkFile(file string) []finding {
 	if err != nil {
 		return errorFindings(file, err)
 	}
-	return warnings(file, data, cfg)
+	return warnings(file, data, cfg, c.IdentityKeyEnv, keySet)
 }
 
 // errorFindings is one finding per error joined in err.

@@ -192,6 +192,15 @@ func TestCheckWarnings(t *testing.T) {
 		"exempt catch-all",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  exempt_paths:\n    - /health\n    - /static/**\n",
 		`f.yaml:6:1: warning: field "exempt_paths": value "/static/**": a catch-all: no path under /static/ is ever counted, a rule's nor one added later`,
+	}, {
+		"a rule keyed by a header",
+		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: ip+header:x-api-key\n",
+		`f.yaml:8:1: warning: rule "api": field "key": value "ip+header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,
+	}, {
+		"the default keyed by a header",
+		"rate_limit:\n  enabled: true\n  default: 10/second\n  default_key: header:Authorization\n",
+		`f.yaml:4:1: warning: field "default_key": value "header:Authorization": counts callers by the request header Authorization, kept as a keyed hash under the limiter's identity key: ` +
+			strings.ReplaceAll(publicKeyWhy, "X-Api-Key", "Authorization"),
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := files(t, "f.yaml", c.yaml)
@@ -210,6 +219,25 @@ func TestCheckWarnings(t *testing.T) {
 		if out, _, code := rlkit(t, files(t, "f.yaml", doc), "check", "--strict", "f.yaml"); code != 0 || out != "" {
 			t.Errorf("failures with %s: status %d, stdout %q; want 0 and nothing", bound, code, out)
 		}
+	}
+}
+
+// publicKeyWhy ends the warning of a rule keyed by the X-Api-Key header.
+const publicKeyWhy = "unless the service sets core.WithIdentityKey, that key is the public default, and anyone who reads the store's keys can test a guessed X-Api-Key against them (--identity-key-env names the variable that holds the service's key)"
+
+// TestCheckIdentityKeyEnv: a rule keyed by a header is no warning when
+// --identity-key-env names a variable that holds a key, and a warning
+// that names the variable when it holds none.
+func TestCheckIdentityKeyEnv(t *testing.T) {
+	dir := files(t, "f.yaml", "rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: header:X-Api-Key\n")
+	t.Setenv("SERVICE_KEY", "a key of the service's own")
+	if out, _, code := rlkit(t, dir, "check", "--strict", "--identity-key-env", "SERVICE_KEY", "f.yaml"); code != 0 || out != "" {
+		t.Errorf("with the key set: status %d, stdout %q; want 0 and nothing", code, out)
+	}
+	t.Setenv("SERVICE_KEY", "")
+	want := `f.yaml:8:1: warning: rule "api": field "key": value "header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: --identity-key-env SERVICE_KEY: the variable is empty or not set, so the service may hash under the public default key, and anyone who reads the store's keys could test a guessed X-Api-Key against them` + "\n"
+	if out, _, code := rlkit(t, dir, "check", "--strict", "--identity-key-env", "SERVICE_KEY", "f.yaml"); code != 1 || out != want {
+		t.Errorf("with the variable empty: status %d, stdout\n%s\nwant 1 and\n%s", code, out, want)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 // warnings returns what is risky in a file that loads: cfg is its
 // configuration, data its text, read again here only for what the
 // configuration does not tell (which fields were written, and where).
-func warnings(file string, data []byte, cfg *core.Config) []finding {
+// keyVar is the variable that --identity-key-env names ("" when not
+// given), and keySet whether it holds a key.
+func warnings(file string, data []byte, cfg *core.Config, keyVar string, keySet bool) []finding {
 	top, topLine := rateLimitNode(data)
 	if top == nil {
 		return nil
@@ -33,6 +35,31 @@ func warnings(file string, data []byte, cfg *core.Config) []finding {
 		}
 		warn(enabled.Line, "", "default", "",
 			fmt.Sprintf(`no "default": requests no rule matches count against the built-in %s`, strings.Join(limits, ", ")))
+	}
+	if !keySet {
+		publicKey := func(line int, rule, field, key string) {
+			h := headerOf(key)
+			if h == "" {
+				return
+			}
+			why := "unless the service sets core.WithIdentityKey, that key is the public default, and anyone who reads the store's keys can test a guessed " + h + " against them (--identity-key-env names the variable that holds the service's key)"
+			if keyVar != "" {
+				why = "--identity-key-env " + keyVar + ": the variable is empty or not set, so the service may hash under the public default key, and anyone who reads the store's keys could test a guessed " + h + " against them"
+			}
+			warn(line, rule, field, key, "counts callers by the request header "+h+", kept as a keyed hash under the limiter's identity key: "+why)
+		}
+		if dk := child(top, "default_key"); dk != nil && cfg.Default() != nil {
+			publicKey(dk.Line, "", "default_key", cfg.Default().Key())
+		}
+		if rules != nil && rules.Kind == yaml.SequenceNode {
+			for _, rn := range rules.Content {
+				rn = deref(rn)
+				name := scalar(child(rn, "name"))
+				if kn, r := child(rn, "key"), cfg.Rule(name); kn != nil && r != nil {
+					publicKey(kn.Line, name, "key", r.Key())
+				}
+			}
+		}
 	}
 	if rules != nil && rules.Kind == yaml.SequenceNode {
 		for i, rn := range rules.Content {
@@ -64,6 +91,17 @@ func warnings(file string, data []byte, cfg *core.Config) []finding {
 	}
 	slices.SortStableFunc(out, func(a, b finding) int { return a.Line - b.Line })
 	return out
+}
+
+// headerOf is the header a rule's key (Rule.Key) counts by, "" when it
+// counts by none.
+func headerOf(key string) string {
+	for part := range strings.SplitSeq(key, "+") {
+		if h, ok := strings.CutPrefix(part, "header:"); ok {
+			return h
+		}
+	}
+	return ""
 }
 
 // rateLimitNode is the mapping under the file's rate_limit key, and that
