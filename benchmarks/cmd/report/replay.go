@@ -17,11 +17,13 @@ import (
 // Combined Log Format file end to end, BenchmarkReplayCLFStacked does
 // under the same rules and one stacked over the API, BenchmarkCountLines
 // counts the same file's lines with a bufio.Scanner, the baseline. All
-// report lines/s.
+// report lines/s. BenchmarkReplayDistinctKeys replays logs of ever more
+// distinct keys and reports the peak memory.
 const (
 	replayBench  = "BenchmarkReplayCLF"
 	stackedBench = "BenchmarkReplayCLFStacked"
 	countBench   = "BenchmarkCountLines"
+	memoryBench  = "BenchmarkReplayDistinctKeys"
 	replayPkg    = "cmd/rlkit/internal/replay"
 	// replayTarget is the throughput `rlkit replay` is built for, in CLF
 	// lines a second, end to end.
@@ -31,7 +33,7 @@ const (
 // wantReplay reports whether the -bench regexp selects a replay benchmark.
 func wantReplay(bench string) bool {
 	re, err := regexp.Compile(bench)
-	return err == nil && (re.MatchString(replayBench) || re.MatchString(stackedBench) || re.MatchString(countBench))
+	return err == nil && (re.MatchString(replayBench) || re.MatchString(stackedBench) || re.MatchString(countBench) || re.MatchString(memoryBench))
 }
 
 // runReplay runs the replay benchmarks, count times in one go test run,
@@ -39,7 +41,7 @@ func wantReplay(bench string) bool {
 // their output into res and copies it to raw. The error says why they did
 // not run or failed.
 func runReplay(dir string, count int, benchtime string, raw io.Writer, res *results) error {
-	args := []string{"test", "-run", "^$", "-bench", "^(" + replayBench + "|" + stackedBench + "|" + countBench + ")$", "-benchmem", "-count", strconv.Itoa(count)}
+	args := []string{"test", "-run", "^$", "-bench", "^(" + replayBench + "|" + stackedBench + "|" + countBench + "|" + memoryBench + ")$", "-benchmem", "-count", strconv.Itoa(count)}
 	if benchtime != "" {
 		args = append(args, "-benchtime", benchtime)
 	}
@@ -102,5 +104,43 @@ func renderReplay(b *strings.Builder, r *results) {
 	if st := summarize(r.samples[stackedBench], "lines/s"); st.n > 0 && replay.n > 0 {
 		fmt.Fprintf(b, "With a rule stacked over the API, the median is %s lines/s, %s of the replay's without it: each API request then counts under two rules in one call of the memory store's `TakeAll` (see the `stack` row of the features table).\n\n",
 			fmtRate(st.median), fmtPercent(ratio(st.median, replay.median)))
+	}
+	renderReplayMemory(b, r)
+}
+
+// memoryKeys are the distinct keys of BenchmarkReplayDistinctKeys's logs.
+var memoryKeys = []int{100_000, 1_000_000, 10_000_000}
+
+// renderReplayMemory writes the replay's memory against the distinct keys
+// of its log: each size's median peak live heap, its min–max, the peak
+// memory the Go runtime held, and the live heap against the 1,000,000
+// keys' row, at which the bounds are reached.
+func renderReplayMemory(b *strings.Builder, r *results) {
+	name := func(k int) string { return memoryBench + "/keys=" + strconv.Itoa(k) }
+	at := func(k int) stat { return summarize(r.samples[name(k)], "peak-live-MB") }
+	if at(memoryKeys[len(memoryKeys)-1]).n == 0 {
+		return
+	}
+	b.WriteString("### Memory against distinct keys\n\n")
+	b.WriteString("`" + memoryBench + "`: a log of N searches, one a millisecond, each from a client IP seen once, so that every line is a new key to the memory store and to the search rule, generated as it is read (never held in memory) and replayed under the same rules with `rlkit replay`'s default bounds (a rule's figures hold at most 1,000,000 keys, `--stats-keys`; the memory store at most 1,048,576 counters, `--store-keys`), its text report written. " +
+		"Peak live heap: the most the garbage collector found live (runtime/metrics' `/gc/heap/live:bytes`, read every 10 ms and after the replay, its state still held); runtime memory: the most the Go runtime held from the system (`/memory/classes/total:bytes`). Medians over the runs.\n\n")
+	b.WriteString("| distinct keys | peak live heap (MB) | min–max | runtime memory (MB) | × 1,000,000 keys |\n|--:|--:|--:|--:|--:|\n")
+	mb := func(v float64) string { return trim(v, 1) }
+	base := at(1_000_000)
+	for _, k := range memoryKeys {
+		st := at(k)
+		if st.n == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", fmtRate(float64(k)), mb(st.median), span(mb, st),
+			medianOf(mb, summarize(r.samples[name(k)], "peak-total-MB")), fmtRatio(ratio(st.median, base.median)))
+	}
+	if top := at(memoryKeys[len(memoryKeys)-1]); base.n > 0 {
+		verdict := "stays within its bounds"
+		if ratio(top.median, base.median) > 1.1 {
+			verdict = "grows past its bounds"
+		}
+		fmt.Fprintf(b, "\nFrom 1,000,000 to 10,000,000 distinct keys the peak live heap goes from %s MB to %s MB (%s): the replay's memory %s.\n\n",
+			mb(base.median), mb(top.median), fmtRatio(ratio(top.median, base.median)), verdict)
 	}
 }

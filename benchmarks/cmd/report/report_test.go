@@ -376,6 +376,12 @@ BenchmarkReplayCLFStacked-2    	       2	 800000000 ns/op	 113.00 MB/s	    62500
 BenchmarkReplayCLFStacked-2    	       2	 1000000000 ns/op	 90.50 MB/s	    500000 lines/s	34355240 B/op	   34125 allocs/op
 BenchmarkCountLines-2   	      51	  41673686 ns/op	2176.92 MB/s	  12000000 lines/s	 1048744 B/op	       4 allocs/op
 BenchmarkCountLines-2   	      51	  50000000 ns/op	2000.00 MB/s	  10000000 lines/s	 1048744 B/op	       4 allocs/op
+BenchmarkReplayDistinctKeys/keys=100000-2         	      10	 102499848 ns/op	        30.15 peak-live-MB	        55.22 peak-total-MB	49906180 B/op	    2014 allocs/op
+BenchmarkReplayDistinctKeys/keys=1000000-2        	       2	 799541154 ns/op	       110.7 peak-live-MB	       152.5 peak-total-MB	168375040 B/op	    6329 allocs/op
+BenchmarkReplayDistinctKeys/keys=10000000-2       	       1	10207927810 ns/op	       111.5 peak-live-MB	       152.5 peak-total-MB	189380704 B/op	    8580 allocs/op
+BenchmarkReplayDistinctKeys/keys=100000-2         	      10	 102499848 ns/op	        32.15 peak-live-MB	        57.22 peak-total-MB	49906180 B/op	    2014 allocs/op
+BenchmarkReplayDistinctKeys/keys=1000000-2        	       2	 799541154 ns/op	       112.7 peak-live-MB	       156.5 peak-total-MB	168375040 B/op	    6329 allocs/op
+BenchmarkReplayDistinctKeys/keys=10000000-2       	       1	10207927810 ns/op	       113.5 peak-live-MB	       158.5 peak-total-MB	189380704 B/op	    8580 allocs/op
 PASS
 `
 
@@ -395,6 +401,10 @@ func TestRenderReplay(t *testing.T) {
 		"The replay's median, 1,125,000 lines/s, is 10.2% of the line count's; the target of 1,000,000 lines/s is met.",
 		"| replay, a rule stacked over the API | 562,500 | 500,000–625,000 |",
 		"With a rule stacked over the API, the median is 562,500 lines/s, 50% of the replay's without it",
+		"| 100,000 | 31.1 | 30.1–32.1 | 56.2 | 0.28× |\n",
+		"| 1,000,000 | 111.7 | 110.7–112.7 | 154.5 | 1.00× |\n",
+		"| 10,000,000 | 112.5 | 111.5–113.5 | 155.5 | 1.01× |\n",
+		"From 1,000,000 to 10,000,000 distinct keys the peak live heap goes from 111.7 MB to 112.5 MB (1.01×): the replay's memory stays within its bounds.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the replay section lacks %q:\n%s", want, got)
@@ -405,7 +415,7 @@ func TestRenderReplay(t *testing.T) {
 	if !strings.Contains(empty.String(), "_No rows: this scenario did not run") {
 		t.Errorf("without samples: %s", empty.String())
 	}
-	if !wantReplay(".") || !wantReplay("Replay") || !wantReplay("CountLines") || wantReplay("OneKey") {
+	if !wantReplay(".") || !wantReplay("Replay") || !wantReplay("CountLines") || !wantReplay("DistinctKeys") || wantReplay("OneKey") {
 		t.Error("wantReplay selects the wrong runs")
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +228,98 @@ func BenchmarkCountLines(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(benchLines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// BenchmarkReplayDistinctKeys measures the memory a replay holds as the
+// distinct keys of its logs grow past its bounds (a rule's figures hold
+// at most Options.StatsKeys keys, 1,000,000 by default, and the memory
+// store at most Options.StoreKeys counters, 1,048,576): a log of n
+// searches, one a millisecond, each from a client IP seen once, so that
+// every line is a new key to the store and to the search rule, made as it
+// is read (genDistinct; the log is never held in memory) and replayed
+// under benchRules with the default bounds, as `rlkit replay` runs it. It
+// reports the peak of the live heap (what the last garbage collection
+// found live, runtime/metrics' /gc/heap/live:bytes, read every 10 ms and
+// once more after the replay, its state still held) and of the memory
+// the Go runtime holds from the system (/memory/classes/total:bytes), in
+// MB; B/op and allocs/op include the generator's.
+func BenchmarkReplayDistinctKeys(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			rules, err := Load([]byte(benchRules), "bench.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var live, total uint64
+			read := func() {
+				ms := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"}}
+				metrics.Read(ms)
+				live, total = max(live, ms[0].Value.Uint64()), max(total, ms[1].Value.Uint64())
+			}
+			done, sampled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(sampled)
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						read()
+					}
+				}
+			}()
+			var rep *Report
+			for b.Loop() {
+				r, err := New(rules, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pr, pw := io.Pipe()
+				go func() { genDistinct(pw, n); pw.Close() }()
+				src := Source{Name: "generated.log", Open: func() (io.ReadCloser, error) { return pr, nil }}
+				if rep, err = r.Run([]Source{src}); err != nil {
+					b.Fatal(err)
+				}
+				if err := rep.WriteText(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				read()
+				runtime.KeepAlive(r)
+			}
+			close(done)
+			<-sampled
+			s := rep.Rules[slices.IndexFunc(rep.Rules, func(r RuleReport) bool { return r.Rule == "search" })]
+			if rep.Lines != int64(n) || rep.Malformed != 0 || s.Requests != int64(n) || s.Windows[0].Keys != int64(n) {
+				b.Fatalf("read %d lines, %d malformed, %d searches of %d keys; want %d, none, and every line a search of its own key", rep.Lines, rep.Malformed, s.Requests, s.Windows[0].Keys, n)
+			}
+			b.ReportMetric(float64(live)/1e6, "peak-live-MB")
+			b.ReportMetric(float64(total)/1e6, "peak-total-MB")
+		})
+	}
+}
+
+// genDistinct writes n lines of a Combined Log Format log to w, one
+// search a millisecond, each from a client IP of its own (100.64.0.0 on).
+func genDistinct(w io.Writer, n int) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	t := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	var line []byte
+	for i := range n {
+		k := 0x64400000 + uint32(i)
+		line = strconv.AppendUint(line[:0], uint64(k>>24), 10)
+		for _, o := range []uint32{k >> 16 & 0xff, k >> 8 & 0xff, k & 0xff} {
+			line = strconv.AppendUint(append(line, '.'), uint64(o), 10)
+		}
+		line = append(line, " - - ["...)
+		line = t.Add(time.Duration(i)*time.Millisecond).AppendFormat(line, "02/Jan/2006:15:04:05 -0700")
+		line = append(line, "] \"GET /api/search?q=term HTTP/1.1\" 200 512 \"-\" \"curl/8.5.0\"\n"...)
+		bw.Write(line)
+	}
+	bw.Flush()
 }
 
 // benchBatches parses the benchmarks' log into batches in memory.
