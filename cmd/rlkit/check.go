@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -37,7 +36,11 @@ type finding struct {
 // Run checks every file and prints what it found.
 func (c *checkCmd) Run(e *env) error {
 	all := []finding{} // an empty array, not null, in JSON
-	keySet := c.IdentityKeyEnv != "" && os.Getenv(c.IdentityKeyEnv) != ""
+	keySet := false
+	if c.IdentityKeyEnv != "" {
+		_, err := identityKey(c.IdentityKeyEnv)
+		keySet = err == nil
+	}
 	for _, file := range c.Files {
 		all = append(all, c.checkFile(file, keySet)...)
 	}

@@ -29,11 +29,15 @@ type explainCmd struct {
 	Header   []string `short:"H" sep:"none" placeholder:"'NAME: VALUE'" help:"A request header (repeatable)."`
 	Plan     string   `placeholder:"P" help:"The caller's plan (one of the file's tiers)."`
 	IP       string   `name:"ip" default:"192.0.2.1" placeholder:"ADDR" help:"The client's address, the request's RemoteAddr (default: ${default})."`
-	Identity string   `placeholder:"ID" help:"The identity a key function names the caller by (default: none, so the client IP)."`
-	Bypass   bool     `help:"The application's bypass predicate (a super-admin) accepts the caller."`
-	Format   string   `enum:"text,json" default:"text" help:"Output format: text or json."`
-	Method   string   `arg:"" name:"method" help:"The request method (GET, POST, ...)."`
-	Path     string   `arg:"" name:"path" help:"The request path as sent, escapes and all (a query is shown and ignored)."`
+	Identity string   `placeholder:"ID" xor:"identity" help:"The identity a key function names the caller by (default: none, so the client IP)."`
+	// KeyHeader is the header HeaderKey counts callers by: the value is
+	// -H's.
+	KeyHeader      string `placeholder:"NAME" xor:"identity" help:"The service counts callers by this request header (HeaderKey(NAME), an API key): the identity is the value -H gives it, kept as a keyed hash (give --identity-key-env)."`
+	IdentityKeyEnv string `placeholder:"VAR" help:"The environment variable that holds the service's identity key (core.WithIdentityKey), to hash API keys and other secret identities as the service does (default: the public built-in key)."`
+	Bypass         bool   `help:"The application's bypass predicate (a super-admin) accepts the caller."`
+	Format         string `enum:"text,json" default:"text" help:"Output format: text or json."`
+	Method         string `arg:"" name:"method" help:"The request method (GET, POST, ...)."`
+	Path           string `arg:"" name:"path" help:"The request path as sent, escapes and all (a query is shown and ignored)."`
 }
 
 // explainEpoch is the instant of the explained first request, on a
@@ -61,6 +65,8 @@ type report struct {
 	Lists    lists     `json:"lists"`
 	Rules    []rule    `json:"rules"`
 	Response response  `json:"response"`
+
+	keyHeader string // --key-header
 }
 
 type request struct {
@@ -88,7 +94,8 @@ type caller struct {
 	IP       string `json:"ip"`        // --ip
 	ClientIP string `json:"client_ip"` // as the limiter derives it (IPv6 grouped)
 	Identity string `json:"identity"`
-	// IdentitySource is "identity" (--identity) or "client_ip".
+	// IdentitySource is "identity" (--identity), "key_header" (the
+	// value of the header --key-header names) or "client_ip".
 	IdentitySource string `json:"identity_source"`
 	StoreKey       string `json:"store_key"` // Limiter.Key(identity)
 	Plan           string `json:"plan"`
@@ -209,11 +216,21 @@ func (c *explainCmd) Run(e *env) error {
 		req.Host = h
 	}
 
+	if c.KeyHeader != "" && !token(c.KeyHeader) {
+		return usage(e, "--key-header %q is not a header name", c.KeyHeader)
+	}
+	var key []byte
+	if c.IdentityKeyEnv != "" {
+		if key, err = identityKey(c.IdentityKeyEnv); err != nil {
+			return usage(e, "%v", err)
+		}
+	}
+
 	data, err := core.ReadConfigFile(c.Config)
 	if err == nil {
 		var cfg *core.Config
 		if cfg, err = core.ParseConfig(data, c.Config); err == nil {
-			rep := c.explain(cfg, req, path, query)
+			rep := c.explain(cfg, req, path, query, key)
 			return c.print(e.stdout, rep)
 		}
 		for _, f := range errorFindings(c.Config, err) {
@@ -241,16 +258,25 @@ func token(s string) bool {
 
 // explain works the report out: from cfg's own answers for the path,
 // lists and rules, and from a first request sent through the nethttp
-// middleware over a limiter of cfg on a fresh memory store.
-func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query string) *report {
+// middleware over a limiter of cfg on a fresh memory store; key is the
+// service's identity key (nil: the built-in one).
+func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query string, key []byte) *report {
 	var events []core.Event // the observer is called on the request's goroutine, which send waits for
-	lim := core.NewLimiter(cfg,
+	lopts := []core.Option{
 		core.WithClock(store.NewManualClock(explainEpoch)),
-		core.WithObserver(func(ev core.Event) { events = append(events, ev) }))
+		core.WithObserver(func(ev core.Event) { events = append(events, ev) }),
+	}
+	if key != nil {
+		lopts = append(lopts, core.WithIdentityKey(key))
+	}
+	lim := core.NewLimiter(cfg, lopts...)
 	var opts []nethttp.Option
-	if c.Identity != "" {
+	switch {
+	case c.Identity != "":
 		id := c.Identity
 		opts = append(opts, nethttp.WithKeyFunc(func(*http.Request) (string, error) { return id, nil }))
+	case c.KeyHeader != "":
+		opts = append(opts, nethttp.WithKeyFunc(nethttp.HeaderKey(c.KeyHeader)))
 	}
 	if c.Bypass {
 		opts = append(opts, nethttp.WithBypass(func(*http.Request) bool { return true }))
@@ -261,10 +287,11 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 	}
 
 	rep := &report{
-		Config:  c.Config,
-		Enabled: cfg.Enabled(),
-		Rules:   []rule{},
-		Request: request{Method: c.Method, Path: path, RouterPath: path, Query: query, Headers: map[string][]string(req.Header)},
+		keyHeader: c.KeyHeader,
+		Config:    c.Config,
+		Enabled:   cfg.Enabled(),
+		Rules:     []rule{},
+		Request:   request{Method: c.Method, Path: path, RouterPath: path, Query: query, Headers: map[string][]string(req.Header)},
 	}
 	u, uerr := url.ParseRequestURI(path)
 	var p core.Path = core.Path(path)
@@ -286,8 +313,12 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 	addr := cip.ClientAddr(req.RemoteAddr, req.Header.Values)
 	identity, _ := nethttp.Identity(req, lim, opts...) // the key function given never fails
 	rep.Caller = caller{IP: c.IP, ClientIP: cip.ClientIP(req.RemoteAddr, req.Header.Values), Identity: identity, IdentitySource: "client_ip", StoreKey: lim.Key(identity), Plan: c.Plan}
-	if c.Identity != "" {
+	switch {
+	case c.Identity != "":
 		rep.Caller.IdentitySource = "identity"
+	case c.KeyHeader != "" && req.Header.Get(c.KeyHeader) != "":
+		// The identity holds the secret: it is shown as the store keeps it.
+		rep.Caller.IdentitySource, rep.Caller.Identity = "key_header", rep.Caller.StoreKey
 	}
 	rep.Caller.PlanKnown = slices.Contains(cfg.Plans(), c.Plan)
 	if n, ok := cfg.BanNetwork(addr); ok && cfg.Enabled() {
@@ -503,9 +534,14 @@ func (rep *report) text() string {
 	line(0, "2. Caller")
 	cl := rep.Caller
 	line(1, "client IP   %s", cl.ClientIP)
-	if cl.IdentitySource == "identity" {
+	switch {
+	case cl.IdentitySource == "identity":
 		line(1, "identity    %s (--identity)", cl.Identity)
-	} else {
+	case cl.IdentitySource == "key_header":
+		line(1, "identity    the value of %s (--key-header), a secret kept as its keyed hash", http.CanonicalHeaderKey(rep.keyHeader))
+	case rep.keyHeader != "":
+		line(1, "identity    %s (the client IP: the request has no %s header, and HeaderKey counts it under its client IP)", cl.Identity, http.CanonicalHeaderKey(rep.keyHeader))
+	default:
 		line(1, "identity    %s (the client IP: no key function names the caller; --identity gives one)", cl.Identity)
 	}
 	line(1, "store key   %s (Limiter.Key of the identity)", cl.StoreKey)

@@ -436,6 +436,9 @@ func TestExplainUsage(t *testing.T) {
 		{[]string{"explain", "--config", "rl.yaml", "G(E)T", "/x"}, `method "G(E)T" is not an HTTP method`},
 		{[]string{"explain", "--config", "rl.yaml", "", "/x"}, `method "" is not an HTTP method`},
 		{[]string{"explain", "--config", "rl.yaml", "--format", "xml", "GET", "/x"}, "xml"},
+		{[]string{"explain", "--config", "rl.yaml", "--identity", "a", "--key-header", "X-Api-Key", "GET", "/x"}, "--identity and --key-header can't be used together"},
+		{[]string{"explain", "--config", "rl.yaml", "--key-header", "X Api", "GET", "/x"}, `--key-header "X Api" is not a header name`},
+		{[]string{"explain", "--config", "rl.yaml", "--identity-key-env", "RLKIT_TEST_UNSET_VARIABLE", "GET", "/x"}, "--identity-key-env RLKIT_TEST_UNSET_VARIABLE: the variable is empty or not set"},
 	} {
 		out, errOut, code := rlkit(t, dir, c.args...)
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "rlkit: ") || !strings.Contains(errOut, c.msg) {
@@ -607,5 +610,50 @@ func TestExplainLease(t *testing.T) {
 	out, _, _ = rlkit(t, stacked, "explain", "--config", "rl.yaml", "GET", "/api/search")
 	if want := "    consistency lease, but this request counts under stacked rules too: all of them are taken in one store call\n"; !strings.Contains(section(t, out, 3), want) {
 		t.Errorf("section 3\n%s\nwant %q", section(t, out, 3), want)
+	}
+}
+
+// TestExplainKeyHeader: with --key-header the caller is the value of the
+// header -H gives, kept as its keyed hash under the identity key that
+// --identity-key-env names (the built-in one without it), and under a
+// rule keyed by the header too; a request without the header counts
+// under its client IP, as HeaderKey counts it.
+func TestExplainKeyHeader(t *testing.T) {
+	dir := files(t, "rl.yaml", "rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: header:X-Api-Key\n")
+	// HMAC-SHA256 of "secret", its first 32 hex digits, under the key
+	// "abc" and under the built-in key.
+	const underABC, underBuiltIn = "de9f2ed5807a42c9a747c49428ab2c85", "408f64e22cda0996be3ce0ce9ea97b81"
+	t.Setenv("SERVICE_KEY", "abc")
+	for _, c := range []struct {
+		args           []string
+		source, caller string
+	}{
+		{[]string{"--identity-key-env", "SERVICE_KEY", "--key-header", "x-api-key", "-H", "X-Api-Key: secret"}, "key_header", "X-Api-Key:hmac:" + underABC},
+		{[]string{"--key-header", "X-Api-Key", "-H", "X-Api-Key: secret"}, "key_header", "X-Api-Key:hmac:" + underBuiltIn},
+		{[]string{"--identity-key-env", "SERVICE_KEY", "-H", "X-Api-Key: secret"}, "client_ip", "192.0.2.1"},
+		{[]string{"--key-header", "X-Api-Key"}, "client_ip", "192.0.2.1"},
+	} {
+		out, errOut, code := rlkit(t, dir, append(append([]string{"explain", "--config", "rl.yaml", "--format", "json"}, c.args...), "GET", "/api/x")...)
+		if code != 0 {
+			t.Fatalf("explain %q: status %d, stderr %s", c.args, code, errOut)
+		}
+		var rep report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		ruleKey := "ip:192.0.2.1"
+		if strings.Contains(strings.Join(c.args, " "), "secret") {
+			ruleKey = "h:X-Api-Key:hmac:" + underBuiltIn
+			if c.args[0] == "--identity-key-env" {
+				ruleKey = "h:X-Api-Key:hmac:" + underABC
+			}
+		}
+		if rep.Caller.IdentitySource != c.source || rep.Caller.StoreKey != c.caller || rep.Caller.Identity != c.caller || len(rep.Rules) != 1 || rep.Rules[0].StoreKey != ruleKey {
+			t.Errorf("explain %q: caller %+v, rules %+v; want %s %s, the rule's key %s", c.args, rep.Caller, rep.Rules, c.source, c.caller, ruleKey)
+		}
+	}
+	out, _, _ := rlkit(t, dir, "explain", "--config", "rl.yaml", "--key-header", "X-Api-Key", "-H", "X-Api-Key: secret", "GET", "/api/x")
+	if want := "identity    the value of X-Api-Key (--key-header), a secret kept as its keyed hash"; !strings.Contains(out, want) || strings.Contains(out, "secret\n") {
+		t.Errorf("the text report lacks %q, or shows the secret:\n%s", want, out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -166,6 +167,9 @@ type conn struct {
 // timeout.
 func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rule, error) {
 	cfg, err := core.LoadConfig(k.Config)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%w (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -177,16 +181,27 @@ func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rul
 	return c, r, err
 }
 
+// identityKey is the service's identity key (core.WithIdentityKey), held
+// by the environment variable that --identity-key-env names; an error
+// when it is empty or not set.
+func identityKey(name string) ([]byte, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil, fmt.Errorf("--identity-key-env %s: the variable is empty or not set", name)
+	}
+	return []byte(v), nil
+}
+
 // connect connects to Redis, which must answer PING within the timeout,
 // and returns a limiter of cfg over the store there.
 func (k *keysCmd) connect(ctx context.Context, cfg *core.Config) (*conn, error) {
 	opts := []core.Option{core.WithClientIP(clientip.Config{IPv6PrefixLen: k.IPv6PrefixLen})}
 	if k.IdentityKeyEnv != "" {
-		v := os.Getenv(k.IdentityKeyEnv)
-		if v == "" {
-			return nil, fmt.Errorf("--identity-key-env %s: the variable is empty or not set", k.IdentityKeyEnv)
+		key, err := identityKey(k.IdentityKeyEnv)
+		if err != nil {
+			return nil, err
 		}
-		opts = append(opts, core.WithIdentityKey([]byte(v)))
+		opts = append(opts, core.WithIdentityKey(key))
 	}
 	redis.SetLogger(quiet{}) // the command says what failed, once
 	var rc redis.UniversalClient

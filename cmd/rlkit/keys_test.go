@@ -412,6 +412,20 @@ func TestKeysUnknownRule(t *testing.T) {
 	}
 }
 
+// TestKeysNoRuleFile: without --config the rule file is ratelimit.yaml;
+// when there is none, the error says what --config is for, before any
+// call to Redis.
+func TestKeysNoRuleFile(t *testing.T) {
+	dir := t.TempDir()
+	want := "rlkit: rate-limit config: open ratelimit.yaml: no such file or directory (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)\n"
+	for _, args := range [][]string{{"top", "--rule", "api", "-n", "2"}, {"inspect", "--rule", "api", "--identity", "a"}, {"reset", "--rule", "api", "--key", "a"}} {
+		out, errOut, code := rlkit(t, dir, append([]string{"keys", "-redis", "redis://127.0.0.1:1"}, args...)...)
+		if code != 1 || out != "" || errOut != want {
+			t.Errorf("keys %q: status %d, stdout %q, stderr %q; want 1 and %q", args, code, out, errOut, want)
+		}
+	}
+}
+
 // TestKeysUnreachable: a Redis that refuses connections, or accepts them
 // and never answers, exits 1 naming the address, within the timeout.
 func TestKeysUnreachable(t *testing.T) {
