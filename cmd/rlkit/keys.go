@@ -683,9 +683,9 @@ func (o *topJSON) text(w io.Writer) error {
 	}
 	var err error
 	if o.Complete {
-		_, err = fmt.Fprintf(w, "scanned all %d keys (MATCH %s): %d keys of rule %s\n", o.Scanned, o.Pattern, o.Found, rule)
+		_, err = fmt.Fprintf(w, "scanned all %s (MATCH %s): %s of rule %s\n", plural(o.Scanned, "key"), o.Pattern, plural(o.Found, "key"), rule)
 	} else {
-		_, err = fmt.Fprintf(w, "scanned %d keys, stopped at the bound (--max-scan %d): %d keys of rule %s found; there may be more\n", o.Scanned, o.MaxScan, o.Found, rule)
+		_, err = fmt.Fprintf(w, "scanned %s, stopped at the bound (--max-scan %d): %s of rule %s found; there may be more\n", plural(o.Scanned, "key"), o.MaxScan, plural(o.Found, "key"), rule)
 	}
 	return err
 }
@@ -775,4 +775,12 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// plural is n and the noun, plural but for 1: "1 key", "12 keys".
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -62,12 +62,12 @@ default  100/minute  fixed_window         0        0     0%
 
 search
   refused most: 203.0.113.7 2
-  2/second (fixed windows of 1s aligned on the Unix epoch): 1 keys, 4 units; peak per key p99 4, p99.9 4, max 4
+  2/second (fixed windows of 1s aligned on the Unix epoch): 1 key, 4 units; peak per key p99 4, p99.9 4, max 4
     2 per window refuses 50.0% of units; 4 would refuse 0% (at most 0.10%)
 
 login (counts failures)
   refused most: 198.51.100.9 1
-  2/minute (fixed windows of 1m aligned on the Unix epoch): 1 keys, 3 units; peak per key p99 3, p99.9 3, max 3
+  2/minute (fixed windows of 1m aligned on the Unix epoch): 1 key, 3 units; peak per key p99 3, p99.9 3, max 3
     2 per window refuses 33.3% of units; 3 would refuse 0% (at most 0.10%)
 
 default
@@ -348,5 +348,92 @@ func TestReplayPlotNames(t *testing.T) {
 	}
 	if want := []string{"A~2.png", "a.b.png", "a.b@b.png", "a.png", "a@b.png", "default.png"}; !slices.Equal(names, want) {
 		t.Errorf("plots %q, want %q", names, want)
+	}
+}
+
+// TestReplayAlgorithmsFixture replays testdata/algorithms.jsonl under
+// testdata/algorithms.yaml: a limit of 2 a second under each algorithm,
+// and 2 a calendar day of Asia/Tokyo, refusing what was counted by hand.
+// Caller 192.0.2.1 asks each of /fixed, /sliding, /token and /gcra at
+// these instants, in seconds after 07:15:00: 0, .1, .2, .5, .75, 1.0,
+// 1.1, 1.2, 1.6, 2.05.
+//
+//   - fixed_window: [0,1) admits 0 and .1, refuses .2, .5, .75; [1,2)
+//     admits 1.0 and 1.1, refuses 1.2 and 1.6; [2,3) admits 2.05: 5
+//     refused. 192.0.2.2 asks /fixed at 0, .3 and .6 too: 1 refused, so
+//     6 of 13.
+//   - sliding_window, admitted while prev×(1−elapsed) + cur + 1 ≤ 2:
+//     [0,1) as above (cur 2); in [1,2) prev is 2, so 1.0 (3), 1.1 (2.8)
+//     and 1.2 (2.6) are refused and 1.6 (1.8) admitted (cur 1); at 2.05
+//     prev is 1: 1.95, admitted. 6 refused.
+//   - token_bucket (capacity 2, 2 whole tokens a second): 0 and .1 take
+//     both; .2 finds none; .5 takes the one refilled since 0; .75 none;
+//     1.0 takes one; 1.1 and 1.2 none; 1.6 one; 2.05 one. 4 refused.
+//   - gcra (emission interval .5 s, tolerance 1 s), admitted while
+//     TAT + .5 − now ≤ 1: after 0 and .1 TAT is 1.0; .2 (1.3) refused;
+//     .5 (1.0) admitted, TAT 1.5; .75 (1.25) refused; 1.0 (1.0) admitted,
+//     TAT 2.0; 1.1 (1.4) and 1.2 (1.3) refused; 1.6 (.9) and 2.05 (.95)
+//     admitted. 4 refused.
+//   - calendar days of Asia/Tokyo (UTC+9), whose day starts at 15:00 UTC:
+//     14:59:58, 14:59:59 twice and 14:59:59.999 (2 refused), then 15:00:00
+//     twice and 15:00:01 (1 refused). 3 refused.
+//
+// Per fixed window of a second, 192.0.2.1 asks 5, 4 and 1 of each rule:
+// a peak of 5, and 5 is the smallest limit that refuses none.
+func TestReplayAlgorithmsFixture(t *testing.T) {
+	out, errOut, code := rlkit(t, "testdata", "replay", "--config", "algorithms.yaml", "--log-format", "json", "algorithms.jsonl")
+	want := `Replayed 50 requests (50 lines, 0 malformed, 0 with no request) from 2026-06-02T07:15:00Z to 2026-06-02T15:00:01Z.
+Exempt 0, banned 0, held by a wait 0; out of order 0 (by at most 0s); memory store 6 keys, 0 evicted.
+
+rule     limit        algorithm       requests  refused  share
+fixed    2/second     fixed_window          13        6  46.2%
+sliding  2/second     sliding_window        10        6  60.0%
+token    2/second     token_bucket          10        4  40.0%
+gcra     2/second     gcra                  10        4  40.0%
+export   2/day        fixed_window           7        3  42.9%
+default  1000/second  fixed_window           0        0     0%
+
+fixed
+  refused most: 192.0.2.1 5, 192.0.2.2 1
+  2/second (fixed windows of 1s aligned on the Unix epoch): 2 keys, 13 units; peak per key p99 5, p99.9 5, max 5
+    2 per window refuses 46.2% of units; 5 would refuse 0% (at most 0.10%)
+
+sliding
+  refused most: 192.0.2.1 6
+  2/second (fixed windows of 1s aligned on the Unix epoch): 1 key, 10 units; peak per key p99 5, p99.9 5, max 5
+    2 per window refuses 50.0% of units; 5 would refuse 0% (at most 0.10%)
+
+token
+  refused most: 192.0.2.1 4
+  2/second (fixed windows of 1s aligned on the Unix epoch): 1 key, 10 units; peak per key p99 5, p99.9 5, max 5
+    2 per window refuses 50.0% of units; 5 would refuse 0% (at most 0.10%)
+
+gcra
+  refused most: 192.0.2.1 4
+  2/second (fixed windows of 1s aligned on the Unix epoch): 1 key, 10 units; peak per key p99 5, p99.9 5, max 5
+    2 per window refuses 50.0% of units; 5 would refuse 0% (at most 0.10%)
+
+export
+  refused most: 192.0.2.1 3
+  2/day (calendar days of Asia/Tokyo): 1 key, 7 units; peak per key p99 4, p99.9 4, max 4
+    2 per window refuses 42.9% of units; 4 would refuse 0% (at most 0.10%)
+
+default
+  1000/second: nothing counted
+`
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant 0, nothing, and\n%s", code, errOut, out, want)
+	}
+	out, _, code = rlkit(t, "testdata", "replay", "--config", "algorithms.yaml", "--log-format", "json", "--format", "json", "algorithms.jsonl")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("replay --format json: status %d, %v", code, err)
+	}
+	got := map[string][2]int64{}
+	for _, r := range rep.Rules {
+		got[r.Rule] = [2]int64{r.Requests, r.Refused}
+	}
+	if want := map[string][2]int64{"fixed": {13, 6}, "sliding": {10, 6}, "token": {10, 4}, "gcra": {10, 4}, "export": {7, 3}, "default": {0, 0}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("requests and refusals per rule %v, want %v", got, want)
 	}
 }

@@ -240,13 +240,13 @@ func durationText(d time.Duration) string {
 // WriteText writes rep as the text report of `rlkit replay`.
 func (rep *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Replayed %s requests (%s lines, %s malformed, %s with no request)", count(rep.Requests), count(rep.Lines), count(rep.Malformed), count(rep.Unrequested))
+	fmt.Fprintf(&b, "Replayed %s (%s, %s malformed, %s with no request)", counted(rep.Requests, "request"), counted(rep.Lines, "line"), count(rep.Malformed), count(rep.Unrequested))
 	if rep.From != "" {
 		fmt.Fprintf(&b, " from %s to %s", rep.From, rep.To)
 	}
 	b.WriteString(".\n")
-	fmt.Fprintf(&b, "Exempt %s, banned %s, held by a wait %s; out of order %s (by at most %s); memory store %s keys, %s evicted.\n",
-		count(rep.Exempt), count(rep.Banned), count(rep.Held), count(rep.OutOfOrder), secondsText(rep.OutOfOrderMaxSeconds), count(rep.StoreKeys), count(int64(rep.StoreEvictions)))
+	fmt.Fprintf(&b, "Exempt %s, banned %s, held by a wait %s; out of order %s (by at most %s); memory store %s, %s evicted.\n",
+		count(rep.Exempt), count(rep.Banned), count(rep.Held), count(rep.OutOfOrder), secondsText(rep.OutOfOrderMaxSeconds), counted(rep.StoreKeys, "key"), count(int64(rep.StoreEvictions)))
 	for _, m := range rep.FirstMalformed {
 		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
 	}
@@ -303,12 +303,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, "  %s: nothing counted\n", w.Limit)
 				continue
 			}
-			fmt.Fprintf(&b, "  %s (%s): %s keys, %s units; peak per key p99 %s, p99.9 %s, max %s\n",
-				w.Limit, w.Window, count(w.Keys), count(w.Units), count(w.PeakP99), count(w.PeakP999), count(w.PeakMax))
+			fmt.Fprintf(&b, "  %s (%s): %s, %s; peak per key p99 %s, p99.9 %s, max %s\n",
+				w.Limit, w.Window, counted(w.Keys, "key"), counted(w.Units, "unit"), count(w.PeakP99), count(w.PeakP999), count(w.PeakMax))
 			fmt.Fprintf(&b, "    %s per window refuses %s of units; %s would refuse %s (at most %s)\n",
 				count(w.Count), percent(w.LimitRefusedShare), count(w.Recommended), percent(w.RecommendedShare), percent(rep.RefuseShare))
 			if !w.Exact {
-				fmt.Fprintf(&b, "    approximate: %s keys forgotten to stay within the key bound, %s of them in an open window\n", count(w.EvictedKeys), count(w.SplitWindows))
+				fmt.Fprintf(&b, "    approximate: %s forgotten to stay within the key bound, %s of them in an open window\n", counted(w.EvictedKeys, "key"), count(w.SplitWindows))
 			}
 		}
 	}
@@ -407,6 +407,14 @@ func printable(s string) string {
 		i++
 	}
 	return string(b)
+}
+
+// counted is n and the noun, plural but for 1: "1 key", "1,024 keys".
+func counted(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return count(n) + " " + noun + "s"
 }
 
 // count writes n with thousands separators: 1,234,567.
