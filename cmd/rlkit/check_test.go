@@ -282,4 +282,27 @@ func TestOneDashLongFlags(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check -strict=true -format=text: code %d, want 0", code)
 	}
+	// A flag's other name is read with one dash too.
+	for _, flag := range []string{"-ipv6-prefix", "--ipv6-prefix", "-ipv6-prefix-len"} {
+		_, errOut, code = rlkit(t, dir, "replay", "-config", "good.yaml", flag, "0", os.DevNull)
+		if code != 2 || !strings.Contains(errOut, "--ipv6-prefix-len from 1 to 128") {
+			t.Errorf("replay %s 0: code %d, stderr %q; want 2 and the bound named", flag, code, errOut)
+		}
+	}
+}
+
+// TestVersion: --version prints the program's version, its module's as
+// the build records it, and the Go release, and exits 0; the
+// help names it, and shows --identity and --key as a choice, not both.
+func TestVersion(t *testing.T) {
+	for _, flag := range []string{"--version", "-version"} {
+		out, errOut, code := rlkit(t, t.TempDir(), flag)
+		if v := strings.Fields(out); code != 0 || len(v) < 3 || v[0] != "rlkit" || !strings.HasPrefix(v[2], "go1.") || errOut != "" {
+			t.Errorf("rlkit %s: status %d, stdout %q, stderr %q; want 0 and the version", flag, code, out, errOut)
+		}
+	}
+	out, _, code := rlkit(t, t.TempDir(), "--help")
+	if code != 0 || !strings.Contains(out, "--version") || !strings.Contains(out, "keys inspect --redis=URL --rule=STRING [flags]") {
+		t.Errorf("rlkit --help: status %d, stdout\n%s", code, out)
+	}
 }

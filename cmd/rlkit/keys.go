@@ -53,13 +53,17 @@ type keysCmd struct {
 // target is the key a command reads: one of --identity and --key.
 type target struct {
 	Rule     string `required:"" help:"The rule's name (default for the default limit)."`
-	Identity string `xor:"target" required:"" help:"The caller, as the service's key function names it (alice, sub:alice, a client IP; with --header, the header's value): derived into the store key as the service derives it."`
+	Identity string `xor:"target" help:"The caller, as the service's key function names it (alice, sub:alice, a client IP; with --header, the header's value): derived into the store key as the service derives it."`
 	Header   string `placeholder:"NAME" help:"The service counts callers by this header (HeaderKey: an API key): --identity is its value, hashed as the service hashes it (give --identity-key-env)."`
-	Key      string `xor:"target" required:"" help:"The store key as it is (Decision.Key, Event.Key, a log line's key, or KEY of rlkit keys top, a digest {#...} included)."`
+	Key      string `xor:"target" help:"The store key as it is (Decision.Key, Event.Key, a log line's key, or KEY of rlkit keys top, a digest {#...} included)."`
 }
 
-// Validate refuses --header without --identity.
+// Validate wants one of --identity and --key (kong refuses both), and
+// refuses --header without --identity.
 func (t *target) Validate() error {
+	if t.Identity == "" && t.Key == "" {
+		return errors.New("name the key: --identity (the caller, as the service's key function names it) or --key (the store key as it is)")
+	}
 	if t.Header != "" && t.Identity == "" {
 		return errors.New("--header names the header whose value --identity is: give --identity (with --key, the store key is given as it is)")
 	}

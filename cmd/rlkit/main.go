@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
+	_ "time/tzdata" // check and replay know every IANA time zone, whatever the system has
 
 	"github.com/alecthomas/kong"
 )
@@ -21,6 +23,8 @@ const (
 // cli is the command line: one field per subcommand, each in a file of
 // its own.
 type cli struct {
+	Version kong.VersionFlag `help:"Print rlkit's version and exit."`
+
 	Check   checkCmd   `cmd:"" help:"Validate rate-limit configuration files."`
 	Explain explainCmd `cmd:"" help:"Explain what the limiter does with one request."`
 	Keys    keysCmd    `cmd:"" help:"Inspect, list and clear a service's counters in Redis."`
@@ -52,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.Description("rlkit checks and explains rate-limit configuration files, replays access logs through them, and reads the counters a service keeps in Redis."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { code = c }),
+		kong.Vars{"version": version()},
 	)
 	if err != nil {
 		fmt.Fprintln(stderr, "rlkit:", err)
@@ -76,6 +81,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// version is the program's module version as go install recorded it
+// (v1.2.3, or a pseudo-version; "(devel)" when built from a checkout),
+// the Go release it was built with, and the commit when the build
+// recorded one.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "rlkit (unknown version)"
+	}
+	v := "rlkit " + bi.Main.Version + " " + bi.GoVersion
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += " commit " + s.Value
+		}
+	}
+	return v
+}
+
 // longFlags returns args with every long flag written with one dash
 // ("-config FILE", "-plan=pro", as Go's flag package and Envoy's tools
 // spell them) written with two, as kong reads them. Only the names of the
@@ -88,6 +111,9 @@ func longFlags(app *kong.Node, args []string) []string {
 	walk = func(n *kong.Node) {
 		for _, f := range n.Flags {
 			names[f.Name] = true
+			for _, a := range f.Aliases {
+				names[a] = true
+			}
 		}
 		for _, c := range n.Children {
 			walk(c)

@@ -22,7 +22,7 @@ type replayCmd struct {
 	Identity    string   `default:"ip" help:"Who a request counts as: ip (the client IP), field:NAME or header:NAME."`
 	Plan        string   `placeholder:"SOURCE" help:"Where a request's plan is: field:NAME or header:NAME (default: no plan)."`
 	FoldCase    bool     `help:"Match paths without regard to case, as Fiber's default router does."`
-	IPv6Prefix  int      `name:"ipv6-prefix" default:"64" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config does."`
+	IPv6Prefix  int      `name:"ipv6-prefix-len" aliases:"ipv6-prefix" default:"64" placeholder:"BITS" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config.IPv6PrefixLen does (--ipv6-prefix too)."`
 	Format      string   `enum:"text,json" default:"text" help:"Output format: text or json."`
 	RefuseShare float64  `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
 	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
@@ -100,7 +100,7 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		IPv6PrefixLen: c.IPv6Prefix, RefuseShare: c.RefuseShare, Top: c.Top, StatsKeys: c.StatsKeys, StoreKeys: c.StoreKeys,
 	}
 	if c.RefuseShare <= 0 || c.Top <= 0 || c.StatsKeys <= 0 || c.StoreKeys <= 0 || c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
-		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix from 1 to 128 (rlkit replay --help)")
+		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix-len from 1 to 128 (rlkit replay --help)")
 		return exitError{exitUsage}
 	}
 	var pr *progress
