@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/rlkit/rlkit/core"
 )
@@ -96,13 +98,18 @@ func (c *checkCmd) checkFile(file string, keySet bool) []finding {
 	}
 	cfg, err := core.ParseConfig(data, file)
 	if err != nil {
-		return errorFindings(file, err)
+		return errorFindings(file, data, err)
 	}
-	return warnings(file, data, cfg, c.IdentityKeyEnv, keySet)
+	out := warnings(file, data, cfg, c.IdentityKeyEnv, keySet)
+	for i := range out {
+		out[i].Column = column(data, out[i].Line, out[i].Field, out[i].Value)
+	}
+	return out
 }
 
-// errorFindings is one finding per error joined in err.
-func errorFindings(file string, err error) []finding {
+// errorFindings is one finding per error joined in err, data the file's
+// text.
+func errorFindings(file string, data []byte, err error) []finding {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -118,7 +125,7 @@ func errorFindings(file string, err error) []finding {
 		}
 		f := finding{File: file, Line: ce.Line, Column: ce.Column, Rule: ce.Rule, Field: ce.Field, Value: ce.Value, Message: message(*ce), Severity: "error"}
 		if f.Line > 0 && f.Column <= 0 {
-			f.Column = 1
+			f.Column = column(data, f.Line, f.Field, f.Value)
 		}
 		out = append(out, f)
 	}
@@ -132,4 +139,67 @@ func errorFindings(file string, err error) []finding {
 func message(ce core.ConfigError) string {
 	ce.File, ce.Line, ce.Column = "", 0, 0
 	return strings.TrimPrefix(ce.Error(), "rate-limit config: ")
+}
+
+// column is where, on line n of data (from 1), a finding's value is
+// written, else its field's key (the last part of a field such as
+// "penalty.ban"), in characters from 1; 1 when the line holds neither,
+// as for an error about a field that is missing.
+func column(data []byte, n int, field, value string) int {
+	text, ok := lineAt(data, n)
+	if !ok {
+		return 1
+	}
+	at := -1
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		field = field[i+1:]
+	}
+	if field != "" {
+		for i := 0; i < len(text); {
+			j := strings.Index(text[i:], field)
+			if j < 0 {
+				break
+			}
+			j += i
+			rest := strings.TrimLeft(text[j+len(field):], " \t\"'")
+			if (j == 0 || !isWord(text[j-1])) && strings.HasPrefix(rest, ":") {
+				at = j
+				break
+			}
+			i = j + len(field)
+		}
+	}
+	if value != "" {
+		from := max(at, 0)
+		if j := strings.Index(text[from:], value); j >= 0 {
+			at = from + j
+			if at > 0 && (text[at-1] == '"' || text[at-1] == '\'') {
+				at-- // the value's opening quote
+			}
+		}
+	}
+	if at < 0 {
+		return 1
+	}
+	return utf8.RuneCountInString(text[:at]) + 1
+}
+
+// lineAt is line n of data (from 1), without its end of line.
+func lineAt(data []byte, n int) (string, bool) {
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(data, '\n')
+		if j < 0 {
+			return "", false
+		}
+		data = data[j+1:]
+	}
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	return strings.TrimSuffix(string(data), "\r"), n >= 1
+}
+
+// isWord reports whether c may be part of a YAML key written plain.
+func isWord(c byte) bool {
+	return c == '_' || c == '-' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }

@@ -96,8 +96,8 @@ func TestCheckValidFile(t *testing.T) {
 func TestCheckErrorsWithLines(t *testing.T) {
 	dir := files(t, "bad.yaml", twoErrors)
 	out, _, code := rlkit(t, dir, "check", "bad.yaml")
-	want := `bad.yaml:7:1: rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer
-bad.yaml:8:1: rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window
+	want := `bad.yaml:7:14: rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer
+bad.yaml:8:14: rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window
 `
 	if code != 1 || out != want {
 		t.Errorf("check bad.yaml: status %d, stdout\n%s\nwant 1 and\n%s", code, out, want)
@@ -122,7 +122,7 @@ func TestCheckMissingAndSeveralFiles(t *testing.T) {
 	if lines[0] != "missing.yaml: open missing.yaml: no such file or directory" {
 		t.Errorf("line 1 = %q, want the missing file named", lines[0])
 	}
-	if !strings.HasPrefix(lines[1], "bad.yaml:7:1: ") || !strings.HasPrefix(lines[2], "bad.yaml:8:1: ") {
+	if !strings.HasPrefix(lines[1], "bad.yaml:7:14: ") || !strings.HasPrefix(lines[2], "bad.yaml:8:14: ") {
 		t.Errorf("lines 2, 3 = %q, %q; want bad.yaml's errors at 7 and 8", lines[1], lines[2])
 	}
 	// Two good files pass together.
@@ -155,8 +155,8 @@ func TestCheckJSON(t *testing.T) {
 		t.Fatalf("stdout is not a JSON array of findings: %v\n%s", err, out)
 	}
 	want := []finding{
-		{File: "bad.yaml", Line: 7, Column: 1, Rule: "api", Field: "limit", Value: "ten/minute", Message: `rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer`, Severity: "error"},
-		{File: "bad.yaml", Line: 8, Column: 1, Rule: "api", Field: "burst", Value: "-3", Message: `rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window`, Severity: "error"},
+		{File: "bad.yaml", Line: 7, Column: 14, Rule: "api", Field: "limit", Value: "ten/minute", Message: `rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer`, Severity: "error"},
+		{File: "bad.yaml", Line: 8, Column: 14, Rule: "api", Field: "burst", Value: "-3", Message: `rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window`, Severity: "error"},
 		{File: "warn.yaml", Line: 2, Column: 1, Field: "default", Message: `field "default": no "default": requests no rule matches count against the built-in 120/minute`, Severity: "warning"},
 	}
 	if len(got) != len(want) {
@@ -187,19 +187,19 @@ func TestCheckWarnings(t *testing.T) {
 	}, {
 		"failures unbounded",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: login\n      paths: [\"/login\"]\n      limit: 5/minute\n      count: failures\n",
-		`f.yaml:8:1: warning: rule "login": field "count": value "failures": counts failures with neither concurrent nor penalty: requests in flight together all pass the check before the first failure is counted`,
+		`f.yaml:8:14: warning: rule "login": field "count": value "failures": counts failures with neither concurrent nor penalty: requests in flight together all pass the check before the first failure is counted`,
 	}, {
 		"exempt catch-all",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  exempt_paths:\n    - /health\n    - /static/**\n",
-		`f.yaml:6:1: warning: field "exempt_paths": value "/static/**": a catch-all: no path under /static/ is ever counted, a rule's nor one added later`,
+		`f.yaml:6:7: warning: field "exempt_paths": value "/static/**": a catch-all: no path under /static/ is ever counted, a rule's nor one added later`,
 	}, {
 		"a rule keyed by a header",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: ip+header:x-api-key\n",
-		`f.yaml:8:1: warning: rule "api": field "key": value "ip+header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,
+		`f.yaml:8:7: warning: rule "api": field "key": value "ip+header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,
 	}, {
 		"the default keyed by a header",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  default_key: header:Authorization\n",
-		`f.yaml:4:1: warning: field "default_key": value "header:Authorization": counts callers by the request header Authorization, kept as a keyed hash under the limiter's identity key: ` +
+		`f.yaml:4:16: warning: field "default_key": value "header:Authorization": counts callers by the request header Authorization, kept as a keyed hash under the limiter's identity key: ` +
 			strings.ReplaceAll(publicKeyWhy, "X-Api-Key", "Authorization"),
 	}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -235,7 +235,7 @@ func TestCheckIdentityKeyEnv(t *testing.T) {
 		t.Errorf("with the key set: status %d, stdout %q; want 0 and nothing", code, out)
 	}
 	t.Setenv("SERVICE_KEY", "")
-	want := `f.yaml:8:1: warning: rule "api": field "key": value "header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: --identity-key-env SERVICE_KEY: the variable is empty or not set, so the service may hash under the public default key, and anyone who reads the store's keys could test a guessed X-Api-Key against them` + "\n"
+	want := `f.yaml:8:12: warning: rule "api": field "key": value "header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: --identity-key-env SERVICE_KEY: the variable is empty or not set, so the service may hash under the public default key, and anyone who reads the store's keys could test a guessed X-Api-Key against them` + "\n"
 	if out, _, code := rlkit(t, dir, "check", "--strict", "--identity-key-env", "SERVICE_KEY", "f.yaml"); code != 1 || out != want {
 		t.Errorf("with the variable empty: status %d, stdout\n%s\nwant 1 and\n%s", code, out, want)
 	}
@@ -304,5 +304,67 @@ func TestVersion(t *testing.T) {
 	out, _, code := rlkit(t, t.TempDir(), "--help")
 	if code != 0 || !strings.Contains(out, "--version") || !strings.Contains(out, "keys inspect --redis=URL --rule=STRING [flags]") {
 		t.Errorf("rlkit --help: status %d, stdout\n%s", code, out)
+	}
+}
+
+// TestColumn: a finding's column is where its value is written on its
+// line, its opening quote included, else its field's key; 1 when the line
+// holds neither or does not exist.
+func TestColumn(t *testing.T) {
+	data := []byte("rate_limit:\r\n" +
+		"  default_key: header:X-Id\r\n" +
+		"    - {name: up, limit: \"1/hour\", burst: -3}\n" +
+		"      penalty: {after: 0, within: 1m}\n" +
+		"      name: \"é\", limit: 'ten/minute'\n" +
+		"    - /static/**\n")
+	for _, c := range []struct {
+		line         int
+		field, value string
+		want         int
+	}{
+		{2, "default_key", "header:X-Id", 16},
+		{2, "key", "", 1}, // "key" only inside default_key
+		{3, "burst", "-3", 42},
+		{3, "limit", "1/hour", 25},
+		{3, "limit", "", 18},
+		{4, "penalty.after", "0", 24},
+		{4, "penalty.within", "", 27},
+		{5, "limit", "ten/minute", 25}, // é is one character
+		{6, "exempt_paths", "/static/**", 7},
+		{6, "exempt_paths", "/health", 1},
+		{1, "enabled", "", 1},
+		{0, "limit", "x", 1},
+		{9, "limit", "x", 1},
+	} {
+		if got := column(data, c.line, c.field, c.value); got != c.want {
+			t.Errorf("column(line %d, %q, %q) = %d, want %d", c.line, c.field, c.value, got, c.want)
+		}
+	}
+}
+
+// TestCheckDocsExample runs the example of docs/cli.md's check section:
+// its two files, and the lines and exit status it shows.
+func TestCheckDocsExample(t *testing.T) {
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, _ := strings.Cut(string(data), "\n## An example run\n")
+	doc, _, _ = strings.Cut(doc, "\n## rlkit explain\n")
+	block := func(fence string) string {
+		t.Helper()
+		_, rest, ok := strings.Cut(doc, "\n```"+fence+"\n")
+		body, after, closed := strings.Cut(rest, "\n```\n")
+		if !ok || !closed {
+			t.Fatalf("no ```%s block in the example", fence)
+		}
+		doc = after
+		return body + "\n"
+	}
+	bad, edge, console := block("yaml invalid"), block("yaml"), block("console")
+	want, _, _ := strings.Cut(strings.TrimPrefix(console, "$ rlkit check ratelimit.yaml edge.yaml\n"), "$ echo $?\n")
+	out, errOut, code := rlkit(t, files(t, "ratelimit.yaml", bad, "edge.yaml", edge), "check", "ratelimit.yaml", "edge.yaml")
+	if code != 1 || errOut != "" || out != want || !strings.Contains(console, "$ echo $?\n1\n") {
+		t.Errorf("rlkit check: status %d, stderr %q, stdout\n%s\nwant 1 and (docs/cli.md)\n%s", code, errOut, out, want)
 	}
 }

@@ -233,7 +233,7 @@ func (c *explainCmd) Run(e *env) error {
 			rep := c.explain(cfg, req, path, query, key)
 			return c.print(e.stdout, rep)
 		}
-		for _, f := range errorFindings(c.Config, err) {
+		for _, f := range errorFindings(c.Config, data, err) {
 			fmt.Fprintln(e.stderr, f.text())
 		}
 		return exitError{exitFail}

@@ -450,8 +450,8 @@ func TestExplainUsage(t *testing.T) {
 func TestExplainConfigError(t *testing.T) {
 	dir := files(t, "bad.yaml", twoErrors)
 	out, errOut, code := rlkit(t, dir, "explain", "--config", "bad.yaml", "GET", "/api")
-	want := `bad.yaml:7:1: rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer
-bad.yaml:8:1: rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window
+	want := `bad.yaml:7:14: rule "api": field "limit": value "ten/minute": limit "ten/minute": count "ten" is not a positive integer
+bad.yaml:8:14: rule "api": field "burst": value "-3": burst applies to token_bucket and gcra only, not fixed_window
 `
 	if code != 1 || out != "" || errOut != want {
 		t.Errorf("explain bad.yaml: status %d, stdout %q, stderr\n%s\nwant 1 and\n%s", code, out, errOut, want)

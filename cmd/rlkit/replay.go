@@ -44,7 +44,7 @@ func (c *replayCmd) Run(e *env) error {
 		if rules, err = replay.Load(data, c.Config); err == nil {
 			return c.replay(e, rules)
 		}
-		for _, f := range errorFindings(c.Config, err) {
+		for _, f := range errorFindings(c.Config, data, err) {
 			fmt.Fprintln(e.stderr, f.text())
 		}
 		return exitError{exitFail}

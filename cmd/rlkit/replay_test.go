@@ -165,7 +165,7 @@ func TestReplayStdinGzip(t *testing.T) {
 func TestReplayBadConfig(t *testing.T) {
 	dir := files(t, "bad.yaml", twoErrors, "access.log", replayLog)
 	out, errOut, code := rlkit(t, dir, "replay", "--config", "bad.yaml", "access.log")
-	if code != 1 || out != "" || !strings.HasPrefix(errOut, "bad.yaml:7:1: rule \"api\": field \"limit\"") || !strings.Contains(errOut, "\nbad.yaml:8:1: ") {
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "bad.yaml:7:14: rule \"api\": field \"limit\"") || !strings.Contains(errOut, "\nbad.yaml:8:14: ") {
 		t.Errorf("bad config: status %d, stdout %q, stderr %q; want 1 and the errors with their lines", code, out, errOut)
 	}
 	if _, errOut, code := rlkit(t, dir, "replay", "--config", "missing.yaml", "access.log"); code != 1 || !strings.Contains(errOut, "missing.yaml") {
