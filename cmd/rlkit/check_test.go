@@ -194,6 +194,12 @@ func TestCheckWarnings(t *testing.T) {
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  exempt_paths:\n    - /health\n    - /static/**\n",
 		`f.yaml:6:7: warning: field "exempt_paths": value "/static/**": a catch-all: no path under /static/ is ever counted, a rule's nor one added later`,
 	}, {
+		"exempt wildcard",
+		"rate_limit:\n  enabled: true\n  default: 10/second\n  exempt_paths: [\"/health\", \"/api/v1/*\", \"/users/:id\", \"/t/{t}\", \"/a/*/b\"]\n",
+		`f.yaml:4:29: warning: field "exempt_paths": value "/api/v1/*": a wildcard: no path one segment under /api/v1/ is ever counted, a rule's nor one added later` + "\n" +
+			`f.yaml:4:42: warning: field "exempt_paths": value "/users/:id": a wildcard: no path one segment under /users/ is ever counted, a rule's nor one added later` + "\n" +
+			`f.yaml:4:56: warning: field "exempt_paths": value "/t/{t}": a wildcard: no path one segment under /t/ is ever counted, a rule's nor one added later`,
+	}, {
 		"a rule keyed by a header",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: ip+header:x-api-key\n",
 		`f.yaml:8:7: warning: rule "api": field "key": value "ip+header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,

@@ -83,9 +83,18 @@ func warnings(file string, data []byte, cfg *core.Config, keyVar string, keySet 
 	if ex := child(top, "exempt_paths"); ex != nil && ex.Kind == yaml.SequenceNode {
 		for _, pn := range ex.Content {
 			pn = deref(pn)
-			if p := scalar(pn); strings.HasSuffix(p, "/**") {
+			p := scalar(pn)
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				continue
+			}
+			switch last := p[i+1:]; {
+			case last == "**":
 				warn(pn.Line, "", "exempt_paths", p,
-					fmt.Sprintf("a catch-all: no path under %s is ever counted, a rule's nor one added later", strings.TrimSuffix(p, "/**")+"/"))
+					fmt.Sprintf("a catch-all: no path under %s is ever counted, a rule's nor one added later", p[:i+1]))
+			case last == "*" || strings.HasPrefix(last, ":") || strings.HasPrefix(last, "{") && strings.HasSuffix(last, "}"):
+				warn(pn.Line, "", "exempt_paths", p,
+					fmt.Sprintf("a wildcard: no path one segment under %s is ever counted, a rule's nor one added later", p[:i+1]))
 			}
 		}
 	}
