@@ -652,13 +652,16 @@ func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 
 // nearest sorts keys nearest their limit first and keeps n: by fewest
 // remaining (a key over a limit, or banned, has none left), then by
-// longest Retry-After (the keys refused first, the longest wait first),
-// then by key.
+// longest Retry-After in whole seconds, as RETRY AFTER shows it and the
+// service answers it (the keys refused first, the longest wait first),
+// then by key. Each key's Retry-After is read on the server's clock when
+// its state is: keys over the limit in one fixed window differ by the
+// microseconds between their reads, which order nothing.
 func nearest(keys []view, n int) []view {
 	slices.SortFunc(keys, func(a, b view) int {
 		return cmp.Or(
 			cmp.Compare(a.remaining, b.remaining),
-			cmp.Compare(b.retry, a.retry),
+			cmp.Compare(seconds(millis(b.retry)), seconds(millis(a.retry))),
 			cmp.Compare(a.Key, b.Key),
 			cmp.Compare(a.Tag, b.Tag))
 	})
@@ -738,7 +741,7 @@ func ms(n int64) string {
 	if n <= 0 {
 		return "-"
 	}
-	s := (n + 999) / 1000
+	s := seconds(n)
 	var b strings.Builder
 	for _, u := range []struct {
 		secs int64
@@ -750,6 +753,12 @@ func ms(n int64) string {
 		}
 	}
 	return b.String()
+}
+
+// seconds is n milliseconds in whole seconds, rounded up as Retry-After
+// is.
+func seconds(n int64) int64 {
+	return (n + 999) / 1000
 }
 
 func dash(n int64) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -849,5 +851,58 @@ func TestKeysClusterNode(t *testing.T) {
 		if code == 0 || out != "" || strings.Contains(errOut, "s3cr3t") || strings.Contains(errOut, "wr0ng") || !strings.HasPrefix(errOut, "rlkit: ") {
 			t.Errorf("--cluster --redis %s: status %d, stdout %q, stderr %q; want a failure that shows no password", redisArg, code, out, errOut)
 		}
+	}
+}
+
+// TestKeysTopTies: keys over the limit in one fixed window, whose
+// Retry-After differs by the microseconds between their reads, are
+// listed by key among those whose Retry-After is the same in whole
+// seconds, as RETRY AFTER shows it and the service answers it; on a
+// server and on a Cluster.
+func TestKeysTopTies(t *testing.T) {
+	t.Parallel()
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: daily, paths: ["/daily"], limit: "2/day"}
+`
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			lim := service(t, rc, yaml)
+			awayFromMidnight(t)
+			var names []string
+			for i := range 16 {
+				names = append(names, fmt.Sprintf("k%02d", i))
+			}
+			for _, n := range names {
+				count(t, lim, "/daily", n, "", 3) // over, until midnight
+			}
+			dir := files(t, "rules.yaml", yaml)
+			var top topJSON
+			keysJSON(t, dir, conn, &top, "top", "--rule", "daily", "-n", "16")
+			var got []string
+			for _, k := range top.Keys {
+				got = append(got, k.Key)
+				if !k.Over || k.Remaining != 0 {
+					t.Errorf("%s: %+v; want over, none remaining", k.Key, k)
+				}
+			}
+			// The keys by key, but where a second ticked over between two
+			// reads: the key read first then shows one second more.
+			want := slices.Clone(top.Keys)
+			slices.SortStableFunc(want, func(a, b keyJSON) int {
+				return cmp.Or(cmp.Compare((b.RetryAfterMS+999)/1000, (a.RetryAfterMS+999)/1000), cmp.Compare(a.Key, b.Key))
+			})
+			var wantKeys []string
+			for _, k := range want {
+				wantKeys = append(wantKeys, k.Key)
+			}
+			if !slices.Equal(got, wantKeys) || len(got) != len(names) {
+				t.Errorf("top daily: %v; want %v (Retry-After in seconds, longest first, then by key)", got, wantKeys)
+			}
+		})
 	}
 }
