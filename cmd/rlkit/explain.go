@@ -173,9 +173,10 @@ type response struct {
 // limitHeaders are the response headers explain shows.
 var limitHeaders = []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
 
-// usage reports a bad command line: status 2.
-func usage(e *env, format string, args ...any) error {
-	fmt.Fprintf(e.stderr, "rlkit: explain: "+format+"\n", args...)
+// usage reports a bad command line of the command cmd ("explain",
+// "keys inspect") that only its Run finds: status 2.
+func usage(e *env, cmd, format string, args ...any) error {
+	fmt.Fprintf(e.stderr, "rlkit: "+cmd+": "+format+"\n", args...)
 	return exitError{exitUsage}
 }
 
@@ -183,7 +184,7 @@ func usage(e *env, format string, args ...any) error {
 func (c *explainCmd) Run(e *env) error {
 	target := c.Path
 	if target == "" || target[0] != '/' {
-		return usage(e, "path %q must start with '/' (the path as sent, such as /api/search?q=1)", c.Path)
+		return usage(e, "explain", "path %q must start with '/' (the path as sent, such as /api/search?q=1)", c.Path)
 	}
 	path, query, _ := strings.Cut(target, "?")
 	if up := strings.ToUpper(c.Method); up != c.Method && token(c.Method) {
@@ -191,23 +192,23 @@ func (c *explainCmd) Run(e *env) error {
 	}
 	req, err := http.NewRequest(c.Method, "/", nil)
 	if err != nil || c.Method == "" {
-		return usage(e, "method %q is not an HTTP method", c.Method)
+		return usage(e, "explain", "method %q is not an HTTP method", c.Method)
 	}
 	ip, err := netip.ParseAddr(c.IP)
 	switch {
 	case err != nil:
-		return usage(e, "--ip %q is not an IP address (such as 192.0.2.1 or 2001:db8::1)", c.IP)
+		return usage(e, "explain", "--ip %q is not an IP address (such as 192.0.2.1 or 2001:db8::1)", c.IP)
 	case ip.Zone() != "":
-		return usage(e, "--ip %q has a zone (%%%s): a client address the limiter sees has none; give the address alone", c.IP, ip.Zone())
+		return usage(e, "explain", "--ip %q has a zone (%%%s): a client address the limiter sees has none; give the address alone", c.IP, ip.Zone())
 	}
 	for _, h := range c.Header {
 		name, value, ok := strings.Cut(h, ":")
 		if !ok || !token(name) {
-			return usage(e, "-H %q is not a header: want 'Name: value'", h)
+			return usage(e, "explain", "-H %q is not a header: want 'Name: value'", h)
 		}
 		value = strings.TrimSpace(value)
 		if strings.ContainsAny(value, "\r\n\x00") {
-			return usage(e, "-H %q: a header value cannot hold a line break or NUL", h)
+			return usage(e, "explain", "-H %q: a header value cannot hold a line break or NUL", h)
 		}
 		req.Header.Add(name, value)
 	}
@@ -217,12 +218,12 @@ func (c *explainCmd) Run(e *env) error {
 	}
 
 	if c.KeyHeader != "" && !token(c.KeyHeader) {
-		return usage(e, "--key-header %q is not a header name", c.KeyHeader)
+		return usage(e, "explain", "--key-header %q is not a header name", c.KeyHeader)
 	}
 	var key []byte
 	if c.IdentityKeyEnv != "" {
 		if key, err = identityKey(c.IdentityKeyEnv); err != nil {
-			return usage(e, "%v", err)
+			return usage(e, "explain", "%v", err)
 		}
 	}
 
