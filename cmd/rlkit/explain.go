@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -335,10 +337,10 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 	rep.Lists.Allowed = !rep.Lists.Banned && (rep.Lists.AllowNetwork != "" || rep.Lists.AllowIdentity != "" || c.Bypass)
 
 	// 5. The first request, through the middleware.
-	if uerr != nil {
-		rep.Response.Error = "net/http refuses this path before any middleware runs (400 Bad Request): " + strings.TrimPrefix(uerr.Error(), "parse "+strconv.Quote(path)+": ")
+	if target, why := readTarget(c.Method, c.Path); why != "" {
+		rep.Response.Error = "net/http refuses this path before any middleware runs (400 Bad Request): " + why
 	} else {
-		req.URL, req.RequestURI = u, u.RequestURI()
+		req.URL, req.RequestURI = target, c.Path
 		rep.Response = send(lim, opts, req)
 	}
 
@@ -354,6 +356,28 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		}
 	}
 	return rep
+}
+
+// readTarget reads a request of method whose request-target is target
+// (the path as sent, with its query) as net/http's server reads it, with
+// http.ReadRequest: the URL the server's handlers get, or why the server
+// answers 400 Bad Request before any handler runs. It refuses what
+// url.ParseRequestURI refuses (an invalid escape, a control character),
+// a raw space, which ends the target, and a line break, which ends the
+// line.
+func readTarget(method, target string) (*url.URL, string) {
+	line := method + " " + target + " HTTP/1.1"
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(line + "\r\nHost: rlkit.invalid\r\n\r\n")))
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue):
+		return nil, ue.Err.Error()
+	case err != nil:
+		return nil, fmt.Sprintf("in the request line %q: %v", line, err)
+	case req.RequestURI != target:
+		return nil, fmt.Sprintf("a line break ends the request line, whose path net/http reads as %q", req.RequestURI)
+	}
+	return req.URL, ""
 }
 
 // send sends req through the nethttp middleware of lim with opts, to a

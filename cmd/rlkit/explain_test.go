@@ -474,6 +474,36 @@ func TestExplainUnparsablePath(t *testing.T) {
 	}
 }
 
+// TestExplainRequestLine: a request whose request line net/http's
+// server refuses with 400 (a raw space in the path or the query, a
+// control character in the query, a line break) is not sent, and the
+// report says why, as for a path net/http cannot parse; a space written
+// %20 is sent.
+func TestExplainRequestLine(t *testing.T) {
+	const refused = "\n  not sent: net/http refuses this path before any middleware runs (400 Bad Request): "
+	for _, c := range []struct{ target, why string }{
+		{"/api/a b", `in the request line "GET /api/a b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`},
+		{"/api/search?q=a b", `in the request line "GET /api/search?q=a b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`},
+		{"/api/search?q=\x01", `net/url: invalid control character in URL`},
+		{"/api/search?q=1 HTTP/1.1\r\nX-Evil: 1", `a line break ends the request line, whose path net/http reads as "/api/search?q=1"`},
+	} {
+		out := explain(t, "GET", c.target)
+		if s := section(t, out, 5); !strings.HasPrefix(s, "5. First request") || !strings.Contains(s, refused+c.why+"\n") {
+			t.Errorf("GET %q: section 5\n%s\nwant it to say: %s", c.target, s, c.why)
+		}
+		if s := section(t, out, 4); !strings.Contains(s, "\n  nothing counted: net/http refuses the path with 400 before the limiter sees it\n") {
+			t.Errorf("GET %q: section 4\n%s", c.target, s)
+		}
+		var rep report
+		if err := json.Unmarshal([]byte(explain(t, "--format", "json", "GET", c.target)), &rep); err != nil || rep.Response.Status != 0 || rep.Response.Handler || !strings.HasSuffix(rep.Response.Error, ": "+c.why) {
+			t.Errorf("GET %q as JSON: %v, response %+v; want status 0 and the error", c.target, err, rep.Response)
+		}
+	}
+	if s := section(t, explain(t, "GET", "/api/a%20b"), 5); !strings.Contains(s, "\n  status 200: passed to the handler\n") {
+		t.Errorf("GET /api/a%%20b: section 5\n%s", s)
+	}
+}
+
 // TestExplainUnparsablePathCountsNothing: sections 3 and 4 say why no
 // rule counts a path net/http refuses.
 func TestExplainUnparsablePathCountsNothing(t *testing.T) {
