@@ -17,7 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/escape"
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
@@ -512,9 +514,16 @@ func (c *explainCmd) print(w io.Writer, rep *report) error {
 // text is the report as text: one section per question, in order.
 func (rep *report) text() string {
 	var b strings.Builder
+	// line writes a line of format, a constant, and args, each string
+	// of which is shown.
 	line := func(indent int, format string, args ...any) {
+		for i, a := range args {
+			if s, ok := a.(string); ok {
+				args[i] = shown(s)
+			}
+		}
 		b.WriteString(strings.Repeat("  ", indent))
-		b.WriteString(printable(fmt.Sprintf(format, args...)))
+		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
 	target := rep.Request.Path
@@ -537,14 +546,14 @@ func (rep *report) text() string {
 	line(1, "spellings the limiter matches (the request is exempt only when every one is):")
 	width := 0
 	for _, s := range rep.Spellings {
-		width = max(width, len(s.Spelling))
+		width = max(width, utf8.RuneCountInString(escape.Printable(s.Spelling)))
 	}
 	for _, s := range rep.Spellings {
-		ex := "not exempt"
 		if s.Exempt {
-			ex = "exempt by " + strconv.Quote(s.ExemptPattern)
+			line(2, "%-*s  exempt by %q", width, s.Spelling, s.ExemptPattern)
+		} else {
+			line(2, "%-*s  not exempt", width, s.Spelling)
 		}
-		line(2, "%-*s  %s", width, s.Spelling, ex)
 	}
 	line(1, "exempt: %s", yesNo(rep.Exempt))
 	if rep.FoldCase != nil {
@@ -600,9 +609,9 @@ func (rep *report) text() string {
 	case len(why) == 0:
 		line(1, "allowed     no")
 	case ls.Banned:
-		line(1, "allowed     by %s, but the ban comes first", strings.Join(why, ", "))
+		line(1, "allowed     by %s, but the ban comes first", verbatim(strings.Join(why, ", ")))
 	default:
-		line(1, "allowed     yes: %s; passes uncounted", strings.Join(why, ", "))
+		line(1, "allowed     yes: %s; passes uncounted", verbatim(strings.Join(why, ", ")))
 	}
 
 	line(0, "")
@@ -814,22 +823,21 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// printable is s with every control byte (a path may hold ESC, NUL, a
-// line break) written \xNN, so that a report never moves a terminal's
-// cursor or colours it.
-func printable(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
-	if i < 0 {
-		return s
+// shown is a string of the text report (a path, an identity, a header's
+// value, a name of the file's) as the report writes it, so that it never
+// moves a terminal's cursor or colours it: quoted (%q) as strconv.Quote
+// quotes it, escaping what is not printable; else (%s) as
+// escape.Printable writes it.
+type shown string
+
+func (s shown) Format(f fmt.State, verb rune) {
+	v := string(s)
+	if verb != 'q' {
+		v = escape.Printable(v)
 	}
-	var b strings.Builder
-	b.WriteString(s[:i])
-	for _, c := range []byte(s[i:]) {
-		if c < 0x20 || c == 0x7f {
-			fmt.Fprintf(&b, "\\x%02x", c)
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
+	fmt.Fprintf(f, fmt.FormatString(f, verb), v)
 }
+
+// verbatim is text of the report printable already (strconv.Quote's,
+// the file's networks), which a line writes as it is.
+type verbatim string

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // explainFile has an exempt list, allow and ban lists, a stacked rule, a
@@ -565,6 +566,36 @@ func TestExplainPrintable(t *testing.T) {
 	}
 	if errOut != "rlkit: explain: note: methods are case-sensitive, as net/http and the rules' methods read them: \"get\" is not GET\n" {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+// TestExplainPrintableUTF8: the text report writes each byte of invalid
+// UTF-8 (the path /api/%ff has the spelling /api/ and the byte 0xff) and of a C1
+// control character (U+009B, a terminal's CSI) as \xNN, a backslash
+// doubled, printable UTF-8 as it is; a quoted value is quoted once
+// (strconv.Quote), its escapes not doubled; columns stay aligned.
+func TestExplainPrintableUTF8(t *testing.T) {
+	out := explain(t, "--identity", "bob\u009b31m\\é", "GET", `/api/%ff/é?q="x\y"`)
+	if !utf8.ValidString(out) || strings.ContainsAny(out, "\u009b\x1b") {
+		t.Errorf("the report holds invalid UTF-8 or a control character:\n%s", out)
+	}
+	checkSection(t, out, 1, `1. Path
+  query "q=\"x\\y\"": ignored, as the limiter ignores it
+  spellings the limiter matches (the request is exempt only when every one is):
+    /api/%ff/é   not exempt
+    /api/\xff/é  not exempt
+  exempt: no
+`)
+	if s := section(t, out, 2); !strings.Contains(s, "\n  identity    bob\\xc2\\x9b31m\\\\é (--identity)\n") {
+		t.Errorf("section 2\n%s", s)
+	}
+	if !strings.HasPrefix(out, `GET /api/%ff/é?q="x\\y" under rl.yaml`+"\n") {
+		t.Errorf("first line %q", out[:strings.IndexByte(out, '\n')])
+	}
+	// JSON as encoding/json writes it.
+	var rep report
+	if err := json.Unmarshal([]byte(explain(t, "--format", "json", "--identity", "bob\u009b31m", "GET", "/api/%ff")), &rep); err != nil || rep.Caller.Identity != "bob\u009b31m" || len(rep.Spellings) != 2 || rep.Spellings[1].Spelling != "/api/\ufffd" {
+		t.Errorf("JSON: %v, identity %q, spellings %+v", err, rep.Caller.Identity, rep.Spellings)
 	}
 }
 
