@@ -243,7 +243,7 @@ func (c *explainCmd) Run(e *env) error {
 		}
 		return exitError{exitFail}
 	}
-	fmt.Fprintln(e.stderr, c.Config+": "+strings.TrimPrefix(err.Error(), "rate-limit config: "))
+	fmt.Fprintln(e.stderr, c.Config+": "+readError(c.Config, err))
 	return exitError{exitFail}
 }
 

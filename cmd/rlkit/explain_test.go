@@ -458,8 +458,12 @@ bad.yaml:8:14: rule "api": field "burst": value "-3": burst applies to token_buc
 		t.Errorf("explain bad.yaml: status %d, stdout %q, stderr\n%s\nwant 1 and\n%s", code, out, errOut, want)
 	}
 	out, errOut, code = rlkit(t, dir, "explain", "--config", "missing.yaml", "GET", "/api")
-	if code != 1 || out != "" || errOut != "missing.yaml: open missing.yaml: no such file or directory\n" {
+	if code != 1 || out != "" || errOut != "missing.yaml: no such file or directory\n" {
 		t.Errorf("explain missing.yaml: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = rlkit(t, dir, "explain", "--config", ".", "GET", "/api")
+	if code != 1 || out != "" || errOut != ".: is a directory, not a regular file\n" {
+		t.Errorf("explain --config .: status %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
