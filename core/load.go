@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -77,34 +78,64 @@ const maxConfigBytes = 4 << 20
 // link to one is followed) of at most 4 MiB. Anything else (a
 // directory, a FIFO or a device such as /dev/zero, which could block or
 // never end; a larger file) is an error that says so, read no further.
+// Its errors wrap an *fs.PathError of file, which says what file is
+// ("open ratelimit.yaml: is a directory, not a regular file") as it says
+// a file that is not there ("open ratelimit.yaml: no such file or
+// directory").
 func ReadConfigFile(file string) ([]byte, error) {
-	fail := func(err error) ([]byte, error) { return nil, fmt.Errorf("rate-limit config: %w", err) }
-	fi, err := os.Stat(file)
-	if pe, ok := err.(*os.PathError); ok {
-		pe.Op = "open" // what the file could not be
+	fail := func(op string, err error) ([]byte, error) {
+		if pe, ok := err.(*fs.PathError); ok {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("rate-limit config: %w", &fs.PathError{Op: op, Path: file, Err: err})
 	}
+	fi, err := os.Stat(file)
 	if err != nil {
-		return fail(err)
+		return fail("open", err) // what the file could not be
 	}
 	if !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%s is not a regular file (%v)", file, fi.Mode().Type()))
+		return fail("open", notRegular(fi.Mode()))
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return fail(err)
+		return fail("open", err)
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%s is not a regular file", file)) // replaced meanwhile
+	if fi, err = f.Stat(); err != nil {
+		return fail("open", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail("open", notRegular(fi.Mode())) // replaced meanwhile
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return fail(err)
+		return fail("read", err)
 	}
 	if len(data) > maxConfigBytes {
-		return fail(fmt.Errorf("%s is larger than %d bytes, the most a configuration file may hold", file, maxConfigBytes))
+		return fail("read", fmt.Errorf("is larger than %d bytes, the most a configuration file may hold", maxConfigBytes))
 	}
 	return data, nil
+}
+
+// notRegular is the error of a file of mode m, not a regular file: what
+// it is ("is a directory, not a regular file").
+func notRegular(m fs.FileMode) error {
+	var what string
+	switch t := m.Type(); {
+	case t&fs.ModeDir != 0:
+		what = "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		what = "a socket"
+	case t&fs.ModeCharDevice != 0:
+		what = "a character device"
+	case t&fs.ModeDevice != 0:
+		what = "a block device"
+	default:
+		return errors.New("is not a regular file")
+	}
+	return errors.New("is " + what + ", not a regular file")
 }
 
 // ParseConfig compiles a YAML configuration; file names it in errors.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -94,7 +95,7 @@ func (f finding) text() string {
 func (c *checkCmd) checkFile(file string, keySet bool) []finding {
 	data, err := core.ReadConfigFile(file)
 	if err != nil {
-		return []finding{{File: file, Message: strings.TrimPrefix(err.Error(), "rate-limit config: "), Severity: "error"}}
+		return []finding{{File: file, Message: readError(file, err), Severity: "error"}}
 	}
 	cfg, err := core.ParseConfig(data, file)
 	if err != nil {
@@ -105,6 +106,17 @@ func (c *checkCmd) checkFile(file string, keySet bool) []finding {
 		out[i].Column = column(data, out[i].Line, out[i].Field, out[i].Value)
 	}
 	return out
+}
+
+// readError is what is wrong with file, which core.ReadConfigFile did
+// not read (err), as a finding says it after the file's name: "no such
+// file or directory", "is a directory, not a regular file".
+func readError(file string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == file {
+		return pe.Err.Error()
+	}
+	return strings.TrimPrefix(err.Error(), "rate-limit config: ")
 }
 
 // errorFindings is one finding per error joined in err, data the file's

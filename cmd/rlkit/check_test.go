@@ -120,7 +120,7 @@ func TestCheckMissingAndSeveralFiles(t *testing.T) {
 	if code != 1 || len(lines) != 3 {
 		t.Fatalf("check good missing bad: status %d, stdout\n%s\nwant 1 and 3 lines", code, out)
 	}
-	if lines[0] != "missing.yaml: open missing.yaml: no such file or directory" {
+	if lines[0] != "missing.yaml: no such file or directory" {
 		t.Errorf("line 1 = %q, want the missing file named", lines[0])
 	}
 	if !strings.HasPrefix(lines[1], "bad.yaml:7:14: ") || !strings.HasPrefix(lines[2], "bad.yaml:8:14: ") {
@@ -129,6 +129,30 @@ func TestCheckMissingAndSeveralFiles(t *testing.T) {
 	// Two good files pass together.
 	if out, _, code := rlkit(t, files(t, "a.yaml", good, "b.yaml", good), "check", "a.yaml", "b.yaml"); code != 0 || out != "" {
 		t.Errorf("check a b: status %d, stdout %q; want 0 and nothing", code, out)
+	}
+}
+
+// TestCheckNotRegular: a file that is not a regular one is named once,
+// with what it is, in text and in JSON.
+func TestCheckNotRegular(t *testing.T) {
+	dir := files(t, "good.yaml", good)
+	if err := os.Mkdir(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"check", ".", "conf.d", "good.yaml"}
+	want := ".: is a directory, not a regular file\nconf.d: is a directory, not a regular file\n"
+	if _, err := os.Stat("/dev/null"); err == nil {
+		args = append(args, "/dev/null")
+		want += "/dev/null: is a character device, not a regular file\n"
+	}
+	if out, errOut, code := rlkit(t, dir, args...); code != 1 || out != want || errOut != "" {
+		t.Errorf("rlkit %q: status %d, stdout %q, stderr %q; want 1 and %q", args, code, out, errOut, want)
+	}
+	out, _, code := rlkit(t, dir, "check", "--format", "json", ".")
+	var got []finding
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 1 ||
+		!slices.Equal(got, []finding{{File: ".", Message: "is a directory, not a regular file", Severity: "error"}}) {
+		t.Errorf("check --format json .: status %d, %v, %+v", code, err, got)
 	}
 }
 

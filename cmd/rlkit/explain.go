@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,7 +17,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/escape"
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
@@ -173,9 +177,10 @@ type response struct {
 // limitHeaders are the response headers explain shows.
 var limitHeaders = []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
 
-// usage reports a bad command line: status 2.
-func usage(e *env, format string, args ...any) error {
-	fmt.Fprintf(e.stderr, "rlkit: explain: "+format+"\n", args...)
+// usage reports a bad command line of the command cmd ("explain",
+// "keys inspect") that only its Run finds: status 2.
+func usage(e *env, cmd, format string, args ...any) error {
+	fmt.Fprintf(e.stderr, "rlkit: "+cmd+": "+format+"\n", args...)
 	return exitError{exitUsage}
 }
 
@@ -183,7 +188,7 @@ func usage(e *env, format string, args ...any) error {
 func (c *explainCmd) Run(e *env) error {
 	target := c.Path
 	if target == "" || target[0] != '/' {
-		return usage(e, "path %q must start with '/' (the path as sent, such as /api/search?q=1)", c.Path)
+		return usage(e, "explain", "path %q must start with '/' (the path as sent, such as /api/search?q=1)", c.Path)
 	}
 	path, query, _ := strings.Cut(target, "?")
 	if up := strings.ToUpper(c.Method); up != c.Method && token(c.Method) {
@@ -191,23 +196,23 @@ func (c *explainCmd) Run(e *env) error {
 	}
 	req, err := http.NewRequest(c.Method, "/", nil)
 	if err != nil || c.Method == "" {
-		return usage(e, "method %q is not an HTTP method", c.Method)
+		return usage(e, "explain", "method %q is not an HTTP method", c.Method)
 	}
 	ip, err := netip.ParseAddr(c.IP)
 	switch {
 	case err != nil:
-		return usage(e, "--ip %q is not an IP address (such as 192.0.2.1 or 2001:db8::1)", c.IP)
+		return usage(e, "explain", "--ip %q is not an IP address (such as 192.0.2.1 or 2001:db8::1)", c.IP)
 	case ip.Zone() != "":
-		return usage(e, "--ip %q has a zone (%%%s): a client address the limiter sees has none; give the address alone", c.IP, ip.Zone())
+		return usage(e, "explain", "--ip %q has a zone (%%%s): a client address the limiter sees has none; give the address alone", c.IP, ip.Zone())
 	}
 	for _, h := range c.Header {
 		name, value, ok := strings.Cut(h, ":")
 		if !ok || !token(name) {
-			return usage(e, "-H %q is not a header: want 'Name: value'", h)
+			return usage(e, "explain", "-H %q is not a header: want 'Name: value'", h)
 		}
 		value = strings.TrimSpace(value)
 		if strings.ContainsAny(value, "\r\n\x00") {
-			return usage(e, "-H %q: a header value cannot hold a line break or NUL", h)
+			return usage(e, "explain", "-H %q: a header value cannot hold a line break or NUL", h)
 		}
 		req.Header.Add(name, value)
 	}
@@ -217,12 +222,12 @@ func (c *explainCmd) Run(e *env) error {
 	}
 
 	if c.KeyHeader != "" && !token(c.KeyHeader) {
-		return usage(e, "--key-header %q is not a header name", c.KeyHeader)
+		return usage(e, "explain", "--key-header %q is not a header name", c.KeyHeader)
 	}
 	var key []byte
 	if c.IdentityKeyEnv != "" {
 		if key, err = identityKey(c.IdentityKeyEnv); err != nil {
-			return usage(e, "%v", err)
+			return usage(e, "explain", "%v", err)
 		}
 	}
 
@@ -238,7 +243,7 @@ func (c *explainCmd) Run(e *env) error {
 		}
 		return exitError{exitFail}
 	}
-	fmt.Fprintln(e.stderr, c.Config+": "+strings.TrimPrefix(err.Error(), "rate-limit config: "))
+	fmt.Fprintln(e.stderr, c.Config+": "+readError(c.Config, err))
 	return exitError{exitFail}
 }
 
@@ -334,10 +339,10 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 	rep.Lists.Allowed = !rep.Lists.Banned && (rep.Lists.AllowNetwork != "" || rep.Lists.AllowIdentity != "" || c.Bypass)
 
 	// 5. The first request, through the middleware.
-	if uerr != nil {
-		rep.Response.Error = "net/http refuses this path before any middleware runs (400 Bad Request): " + strings.TrimPrefix(uerr.Error(), "parse "+strconv.Quote(path)+": ")
+	if target, why := readTarget(c.Method, c.Path); why != "" {
+		rep.Response.Error = "net/http refuses this path before any middleware runs (400 Bad Request): " + why
 	} else {
-		req.URL, req.RequestURI = u, u.RequestURI()
+		req.URL, req.RequestURI = target, c.Path
 		rep.Response = send(lim, opts, req)
 	}
 
@@ -353,6 +358,28 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		}
 	}
 	return rep
+}
+
+// readTarget reads a request of method whose request-target is target
+// (the path as sent, with its query) as net/http's server reads it, with
+// http.ReadRequest: the URL the server's handlers get, or why the server
+// answers 400 Bad Request before any handler runs. It refuses what
+// url.ParseRequestURI refuses (an invalid escape, a control character),
+// a raw space, which ends the target, and a line break, which ends the
+// line.
+func readTarget(method, target string) (*url.URL, string) {
+	line := method + " " + target + " HTTP/1.1"
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(line + "\r\nHost: rlkit.invalid\r\n\r\n")))
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue):
+		return nil, ue.Err.Error()
+	case err != nil:
+		return nil, fmt.Sprintf("in the request line %q: %v", line, err)
+	case req.RequestURI != target:
+		return nil, fmt.Sprintf("a line break ends the request line, whose path net/http reads as %q", req.RequestURI)
+	}
+	return req.URL, ""
 }
 
 // send sends req through the nethttp middleware of lim with opts, to a
@@ -487,9 +514,16 @@ func (c *explainCmd) print(w io.Writer, rep *report) error {
 // text is the report as text: one section per question, in order.
 func (rep *report) text() string {
 	var b strings.Builder
+	// line writes a line of format, a constant, and args, each string
+	// of which is shown.
 	line := func(indent int, format string, args ...any) {
+		for i, a := range args {
+			if s, ok := a.(string); ok {
+				args[i] = shown(s)
+			}
+		}
 		b.WriteString(strings.Repeat("  ", indent))
-		b.WriteString(printable(fmt.Sprintf(format, args...)))
+		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
 	target := rep.Request.Path
@@ -512,14 +546,14 @@ func (rep *report) text() string {
 	line(1, "spellings the limiter matches (the request is exempt only when every one is):")
 	width := 0
 	for _, s := range rep.Spellings {
-		width = max(width, len(s.Spelling))
+		width = max(width, utf8.RuneCountInString(escape.Printable(s.Spelling)))
 	}
 	for _, s := range rep.Spellings {
-		ex := "not exempt"
 		if s.Exempt {
-			ex = "exempt by " + strconv.Quote(s.ExemptPattern)
+			line(2, "%-*s  exempt by %q", width, s.Spelling, s.ExemptPattern)
+		} else {
+			line(2, "%-*s  not exempt", width, s.Spelling)
 		}
-		line(2, "%-*s  %s", width, s.Spelling, ex)
 	}
 	line(1, "exempt: %s", yesNo(rep.Exempt))
 	if rep.FoldCase != nil {
@@ -575,9 +609,9 @@ func (rep *report) text() string {
 	case len(why) == 0:
 		line(1, "allowed     no")
 	case ls.Banned:
-		line(1, "allowed     by %s, but the ban comes first", strings.Join(why, ", "))
+		line(1, "allowed     by %s, but the ban comes first", verbatim(strings.Join(why, ", ")))
 	default:
-		line(1, "allowed     yes: %s; passes uncounted", strings.Join(why, ", "))
+		line(1, "allowed     yes: %s; passes uncounted", verbatim(strings.Join(why, ", ")))
 	}
 
 	line(0, "")
@@ -789,22 +823,21 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// printable is s with every control byte (a path may hold ESC, NUL, a
-// line break) written \xNN, so that a report never moves a terminal's
-// cursor or colours it.
-func printable(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
-	if i < 0 {
-		return s
+// shown is a string of the text report (a path, an identity, a header's
+// value, a name of the file's) as the report writes it, so that it never
+// moves a terminal's cursor or colours it: quoted (%q) as strconv.Quote
+// quotes it, escaping what is not printable; else (%s) as
+// escape.Printable writes it.
+type shown string
+
+func (s shown) Format(f fmt.State, verb rune) {
+	v := string(s)
+	if verb != 'q' {
+		v = escape.Printable(v)
 	}
-	var b strings.Builder
-	b.WriteString(s[:i])
-	for _, c := range []byte(s[i:]) {
-		if c < 0x20 || c == 0x7f {
-			fmt.Fprintf(&b, "\\x%02x", c)
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
+	fmt.Fprintf(f, fmt.FormatString(f, verb), v)
 }
+
+// verbatim is text of the report printable already (strconv.Quote's,
+// the file's networks), which a line writes as it is.
+type verbatim string

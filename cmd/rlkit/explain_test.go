@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // explainFile has an exempt list, allow and ban lists, a stacked rule, a
@@ -457,8 +458,12 @@ bad.yaml:8:14: rule "api": field "burst": value "-3": burst applies to token_buc
 		t.Errorf("explain bad.yaml: status %d, stdout %q, stderr\n%s\nwant 1 and\n%s", code, out, errOut, want)
 	}
 	out, errOut, code = rlkit(t, dir, "explain", "--config", "missing.yaml", "GET", "/api")
-	if code != 1 || out != "" || errOut != "missing.yaml: open missing.yaml: no such file or directory\n" {
+	if code != 1 || out != "" || errOut != "missing.yaml: no such file or directory\n" {
 		t.Errorf("explain missing.yaml: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	out, errOut, code = rlkit(t, dir, "explain", "--config", ".", "GET", "/api")
+	if code != 1 || out != "" || errOut != ".: is a directory, not a regular file\n" {
+		t.Errorf("explain --config .: status %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
@@ -471,6 +476,36 @@ func TestExplainUnparsablePath(t *testing.T) {
 	}
 	if s := section(t, out, 5); !strings.Contains(s, "\n  not sent: net/http refuses this path before any middleware runs (400 Bad Request): invalid URL escape \"%zz\"\n") {
 		t.Errorf("section 5\n%s", s)
+	}
+}
+
+// TestExplainRequestLine: a request whose request line net/http's
+// server refuses with 400 (a raw space in the path or the query, a
+// control character in the query, a line break) is not sent, and the
+// report says why, as for a path net/http cannot parse; a space written
+// %20 is sent.
+func TestExplainRequestLine(t *testing.T) {
+	const refused = "\n  not sent: net/http refuses this path before any middleware runs (400 Bad Request): "
+	for _, c := range []struct{ target, why string }{
+		{"/api/a b", `in the request line "GET /api/a b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`},
+		{"/api/search?q=a b", `in the request line "GET /api/search?q=a b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`},
+		{"/api/search?q=\x01", `net/url: invalid control character in URL`},
+		{"/api/search?q=1 HTTP/1.1\r\nX-Evil: 1", `a line break ends the request line, whose path net/http reads as "/api/search?q=1"`},
+	} {
+		out := explain(t, "GET", c.target)
+		if s := section(t, out, 5); !strings.HasPrefix(s, "5. First request") || !strings.Contains(s, refused+c.why+"\n") {
+			t.Errorf("GET %q: section 5\n%s\nwant it to say: %s", c.target, s, c.why)
+		}
+		if s := section(t, out, 4); !strings.Contains(s, "\n  nothing counted: net/http refuses the path with 400 before the limiter sees it\n") {
+			t.Errorf("GET %q: section 4\n%s", c.target, s)
+		}
+		var rep report
+		if err := json.Unmarshal([]byte(explain(t, "--format", "json", "GET", c.target)), &rep); err != nil || rep.Response.Status != 0 || rep.Response.Handler || !strings.HasSuffix(rep.Response.Error, ": "+c.why) {
+			t.Errorf("GET %q as JSON: %v, response %+v; want status 0 and the error", c.target, err, rep.Response)
+		}
+	}
+	if s := section(t, explain(t, "GET", "/api/a%20b"), 5); !strings.Contains(s, "\n  status 200: passed to the handler\n") {
+		t.Errorf("GET /api/a%%20b: section 5\n%s", s)
 	}
 }
 
@@ -535,6 +570,36 @@ func TestExplainPrintable(t *testing.T) {
 	}
 	if errOut != "rlkit: explain: note: methods are case-sensitive, as net/http and the rules' methods read them: \"get\" is not GET\n" {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+// TestExplainPrintableUTF8: the text report writes each byte of invalid
+// UTF-8 (the path /api/%ff has the spelling /api/ and the byte 0xff) and of a C1
+// control character (U+009B, a terminal's CSI) as \xNN, a backslash
+// doubled, printable UTF-8 as it is; a quoted value is quoted once
+// (strconv.Quote), its escapes not doubled; columns stay aligned.
+func TestExplainPrintableUTF8(t *testing.T) {
+	out := explain(t, "--identity", "bob\u009b31m\\é", "GET", `/api/%ff/é?q="x\y"`)
+	if !utf8.ValidString(out) || strings.ContainsAny(out, "\u009b\x1b") {
+		t.Errorf("the report holds invalid UTF-8 or a control character:\n%s", out)
+	}
+	checkSection(t, out, 1, `1. Path
+  query "q=\"x\\y\"": ignored, as the limiter ignores it
+  spellings the limiter matches (the request is exempt only when every one is):
+    /api/%ff/é   not exempt
+    /api/\xff/é  not exempt
+  exempt: no
+`)
+	if s := section(t, out, 2); !strings.Contains(s, "\n  identity    bob\\xc2\\x9b31m\\\\é (--identity)\n") {
+		t.Errorf("section 2\n%s", s)
+	}
+	if !strings.HasPrefix(out, `GET /api/%ff/é?q="x\\y" under rl.yaml`+"\n") {
+		t.Errorf("first line %q", out[:strings.IndexByte(out, '\n')])
+	}
+	// JSON as encoding/json writes it.
+	var rep report
+	if err := json.Unmarshal([]byte(explain(t, "--format", "json", "--identity", "bob\u009b31m", "GET", "/api/%ff")), &rep); err != nil || rep.Caller.Identity != "bob\u009b31m" || len(rep.Spellings) != 2 || rep.Spellings[1].Spelling != "/api/\ufffd" {
+		t.Errorf("JSON: %v, identity %q, spellings %+v", err, rep.Caller.Identity, rep.Spellings)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlkit/rlkit/core"
@@ -58,9 +60,16 @@ type target struct {
 	Key      string `xor:"target" help:"The store key as it is (Decision.Key, Event.Key, a log line's key, or KEY of rlkit keys top, a digest {#...} included)."`
 }
 
-// Validate wants one of --identity and --key (kong refuses both), and
-// refuses --header without --identity.
-func (t *target) Validate() error {
+// Validate wants one of --identity and --key (kong refuses both), not
+// empty, and refuses --header without --identity.
+func (t *target) Validate(kctx *kong.Context) error {
+	for _, f := range kctx.Flags() {
+		if f.Name == "identity" && f.Set && t.Identity == "" {
+			// A service counts a caller without identity (or with an
+			// empty header) under its client IP: "" names no key.
+			return errors.New(`--identity "": empty; want the caller as the service's key function names it (alice, sub:alice, a client IP), or --key (the store key as it is)`)
+		}
+	}
 	if t.Identity == "" && t.Key == "" {
 		return errors.New("name the key: --identity (the caller, as the service's key function names it) or --key (the store key as it is)")
 	}
@@ -68,6 +77,22 @@ func (t *target) Validate() error {
 		return errors.New("--header names the header whose value --identity is: give --identity (with --key, the store key is given as it is)")
 	}
 	return nil
+}
+
+// check refuses an --identity that names no key under rule r: under a
+// rule keyed by ip, one that is no IP address, alone or with a port (a
+// RemoteAddr), which the service's client IP never is.
+func (t *target) check(r *core.Rule) error {
+	if t.Identity == "" || t.Header != "" || r.Key() != "ip" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(t.Identity); err == nil {
+		return nil
+	}
+	if _, err := netip.ParseAddrPort(t.Identity); err == nil {
+		return nil
+	}
+	return fmt.Errorf("--identity %q: rule %q counts per client IP (key: ip): want an IP address (203.0.113.7, 2001:db8::1), alone or with a port", t.Identity, r.Name)
 }
 
 type keysInspectCmd struct {
@@ -167,9 +192,10 @@ type conn struct {
 }
 
 // open loads the rule file, finds the rule named name (under plan, when
-// given) and connects to Redis, which must answer PING within the
-// timeout.
-func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rule, error) {
+// given), checks that t (nil for none) names a key under it, and
+// connects to Redis, which must answer PING within the timeout. A t that
+// names no key is a bad command line of cmd, reported on e.
+func (k *keysCmd) open(ctx context.Context, e *env, cmd string, t *target, name, plan string) (*conn, *core.Rule, error) {
 	cfg, err := core.LoadConfig(k.Config)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("%w (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)", err)
@@ -180,6 +206,11 @@ func (k *keysCmd) open(ctx context.Context, name, plan string) (*conn, *core.Rul
 	r, err := findRule(cfg, k.Config, name, plan)
 	if err != nil {
 		return nil, nil, err
+	}
+	if t != nil {
+		if err := t.check(r); err != nil {
+			return nil, nil, usage(e, cmd, "%v", err)
+		}
 	}
 	c, err := k.connect(ctx, cfg)
 	return c, r, err
@@ -326,9 +357,6 @@ func (c *conn) key(t *target, r *core.Rule) (keyName, error) {
 		if spec != "user" && spec != "header:"+name {
 			return keyName{}, fmt.Errorf("--header %s: rule %q counts per %s, not per the header's value", name, r.Name, spec)
 		}
-		if identity == "" {
-			return keyName{}, fmt.Errorf("--header %s: a request whose header is empty counts under its client IP: give --identity ip:ADDRESS", name)
-		}
 		identity = adapter.HeaderIdentity(name, identity)
 	case spec == "ip":
 		cip := c.lim.ClientIP()
@@ -471,7 +499,7 @@ type inspectJSON struct {
 // ban.
 func (c *keysInspectCmd) Run(e *env, k *keysCmd) error {
 	ctx := context.Background()
-	cn, r, err := k.open(ctx, c.Rule, c.Plan)
+	cn, r, err := k.open(ctx, e, "keys inspect", &c.target, c.Rule, c.Plan)
 	if err != nil {
 		return err
 	}
@@ -561,7 +589,7 @@ type resetJSON struct {
 // lifts its penalty, as Limiter.ResetKey does.
 func (c *keysResetCmd) Run(e *env, k *keysCmd) error {
 	ctx := context.Background()
-	cn, r, err := k.open(ctx, c.Rule, "")
+	cn, r, err := k.open(ctx, e, "keys reset", &c.target, c.Rule, "")
 	if err != nil {
 		return err
 	}
@@ -607,7 +635,7 @@ type topJSON struct {
 // penalty.
 func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 	ctx := context.Background()
-	cn, r, err := k.open(ctx, c.Rule, c.Plan)
+	cn, r, err := k.open(ctx, e, "keys top", nil, c.Rule, c.Plan)
 	if err != nil {
 		return err
 	}
@@ -652,13 +680,16 @@ func (c *keysTopCmd) Run(e *env, k *keysCmd) error {
 
 // nearest sorts keys nearest their limit first and keeps n: by fewest
 // remaining (a key over a limit, or banned, has none left), then by
-// longest Retry-After (the keys refused first, the longest wait first),
-// then by key.
+// longest Retry-After in whole seconds, as RETRY AFTER shows it and the
+// service answers it (the keys refused first, the longest wait first),
+// then by key. Each key's Retry-After is read on the server's clock when
+// its state is: keys over the limit in one fixed window differ by the
+// microseconds between their reads, which order nothing.
 func nearest(keys []view, n int) []view {
 	slices.SortFunc(keys, func(a, b view) int {
 		return cmp.Or(
 			cmp.Compare(a.remaining, b.remaining),
-			cmp.Compare(b.retry, a.retry),
+			cmp.Compare(seconds(millis(b.retry)), seconds(millis(a.retry))),
 			cmp.Compare(a.Key, b.Key),
 			cmp.Compare(a.Tag, b.Tag))
 	})
@@ -738,7 +769,7 @@ func ms(n int64) string {
 	if n <= 0 {
 		return "-"
 	}
-	s := (n + 999) / 1000
+	s := seconds(n)
 	var b strings.Builder
 	for _, u := range []struct {
 		secs int64
@@ -750,6 +781,12 @@ func ms(n int64) string {
 		}
 	}
 	return b.String()
+}
+
+// seconds is n milliseconds in whole seconds, rounded up as Retry-After
+// is.
+func seconds(n int64) int64 {
+	return (n + 999) / 1000
 }
 
 func dash(n int64) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -848,6 +850,123 @@ func TestKeysClusterNode(t *testing.T) {
 		out, errOut, code := rlkit(t, dir, "keys", "--config", "rules.yaml", "--cluster", "--redis", redisArg, "top", "--rule", "upload")
 		if code == 0 || out != "" || strings.Contains(errOut, "s3cr3t") || strings.Contains(errOut, "wr0ng") || !strings.HasPrefix(errOut, "rlkit: ") {
 			t.Errorf("--cluster --redis %s: status %d, stdout %q, stderr %q; want a failure that shows no password", redisArg, code, out, errOut)
+		}
+	}
+}
+
+// TestKeysTopTies: keys over the limit in one fixed window, whose
+// Retry-After differs by the microseconds between their reads, are
+// listed by key among those whose Retry-After is the same in whole
+// seconds, as RETRY AFTER shows it and the service answers it; on a
+// server and on a Cluster.
+func TestKeysTopTies(t *testing.T) {
+	t.Parallel()
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: daily, paths: ["/daily"], limit: "2/day"}
+`
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			conn, rc := b.start(t)
+			lim := service(t, rc, yaml)
+			awayFromMidnight(t)
+			var names []string
+			for i := range 16 {
+				names = append(names, fmt.Sprintf("k%02d", i))
+			}
+			for _, n := range names {
+				count(t, lim, "/daily", n, "", 3) // over, until midnight
+			}
+			dir := files(t, "rules.yaml", yaml)
+			var top topJSON
+			keysJSON(t, dir, conn, &top, "top", "--rule", "daily", "-n", "16")
+			var got []string
+			for _, k := range top.Keys {
+				got = append(got, k.Key)
+				if !k.Over || k.Remaining != 0 {
+					t.Errorf("%s: %+v; want over, none remaining", k.Key, k)
+				}
+			}
+			// The keys by key, but where a second ticked over between two
+			// reads: the key read first then shows one second more.
+			want := slices.Clone(top.Keys)
+			slices.SortStableFunc(want, func(a, b keyJSON) int {
+				return cmp.Or(cmp.Compare((b.RetryAfterMS+999)/1000, (a.RetryAfterMS+999)/1000), cmp.Compare(a.Key, b.Key))
+			})
+			var wantKeys []string
+			for _, k := range want {
+				wantKeys = append(wantKeys, k.Key)
+			}
+			if !slices.Equal(got, wantKeys) || len(got) != len(names) {
+				t.Errorf("top daily: %v; want %v (Retry-After in seconds, longest first, then by key)", got, wantKeys)
+			}
+		})
+	}
+}
+
+// TestKeysIdentityUsage: an --identity that names no key the service
+// counts under is a bad command line (status 2), said before any call
+// to Redis, naming the value and what is wanted: empty under any rule;
+// under a rule keyed by ip, anything but an IP address (alone, or with a
+// port, as a RemoteAddr holds it).
+func TestKeysIdentityUsage(t *testing.T) {
+	const yaml = `rate_limit:
+  enabled: true
+  default: "1000/day"
+  rules:
+    - {name: api, paths: ["/api"], limit: "10/hour"}
+    - {name: login, paths: ["/login"], limit: "10/hour", key: ip}
+    - {name: kb, paths: ["/kb/:kb"], limit: "10/hour", key: "param:kb"}
+    - {name: tenant, paths: ["/t"], limit: "10/hour", key: "header:X-Tenant"}
+`
+	dir := files(t, "rules.yaml", yaml)
+	conn := []string{"keys", "--redis", "redis://127.0.0.1:1", "--config", "rules.yaml"}
+	const ip = `want an IP address (203.0.113.7, 2001:db8::1), alone or with a port`
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", "--rule", "login", "--identity", "not-an-ip"}, `rlkit: keys inspect: --identity "not-an-ip": rule "login" counts per client IP (key: ip): ` + ip + "\n"},
+		{[]string{"reset", "--rule", "login", "--identity", "192.0.2.300"}, `rlkit: keys reset: --identity "192.0.2.300": rule "login" counts per client IP (key: ip): ` + ip + "\n"},
+		{[]string{"inspect", "--rule", "login", "--identity", "192.0.2.1:x"}, `rlkit: keys inspect: --identity "192.0.2.1:x": rule "login" counts per client IP (key: ip): ` + ip + "\n"},
+		{[]string{"inspect", "--rule", "default", "--identity", "alice"}, ""}, // the default is per user: any identity
+	} {
+		out, errOut, code := rlkit(t, dir, append(conn, c.args...)...)
+		if c.want == "" {
+			if code != 1 || !strings.HasPrefix(errOut, "rlkit: redis 127.0.0.1:1: ") {
+				t.Errorf("keys %q: status %d, stderr %q; want 1 and Redis refusing", c.args, code, errOut)
+			}
+			continue
+		}
+		if code != 2 || out != "" || errOut != c.want {
+			t.Errorf("keys %q: status %d, stdout %q, stderr %q; want 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+	// Empty, under any rule.
+	for _, rule := range []string{"api", "login", "kb", "tenant"} {
+		for _, cmd := range []string{"inspect", "reset"} {
+			args := append(slices.Clone(conn), cmd, "--rule", rule, "--identity", "")
+			want := `rlkit: keys ` + cmd + `: --identity "": empty; want the caller as the service's key function names it (alice, sub:alice, a client IP), or --key (the store key as it is)`
+			if out, errOut, code := rlkit(t, dir, args...); code != 2 || out != "" || !strings.HasPrefix(errOut, want) {
+				t.Errorf("keys %q: status %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errOut, want)
+			}
+		}
+	}
+	// Addresses the service counts: alone, with a port, IPv6, mapped.
+	srv := redistest.StartServer(t)
+	for _, c := range []struct{ identity, key string }{
+		{"192.0.2.1", "ip:192.0.2.1"},
+		{"192.0.2.1:4711", "ip:192.0.2.1"},
+		{"[2001:db8::1]:4711", "ip:2001:db8::"},
+		{"::ffff:192.0.2.1", "ip:192.0.2.1"},
+	} {
+		var got inspectJSON
+		keysJSON(t, dir, []string{"--redis", srv.Addr()}, &got, "inspect", "--rule", "login", "--identity", c.identity)
+		if got.Key != c.key {
+			t.Errorf("inspect --identity %s: key %q, want %q", c.identity, got.Key, c.key)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/escape"
 	"github.com/rlkit/rlkit/core/algo"
 )
 
@@ -248,13 +249,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "Exempt %s, banned %s, held by a wait %s; out of order %s (by at most %s); memory store %s, %s evicted.\n",
 		count(rep.Exempt), count(rep.Banned), count(rep.Held), count(rep.OutOfOrder), secondsText(rep.OutOfOrderMaxSeconds), counted(rep.StoreKeys, "key"), count(int64(rep.StoreEvictions)))
 	for _, m := range rep.FirstMalformed {
-		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
+		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", escape.Printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
 	}
 	if rep.Malformed > int64(len(rep.FirstMalformed)) {
 		fmt.Fprintf(&b, "malformed: %s more\n", count(rep.Malformed-int64(len(rep.FirstMalformed))))
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "note: %s\n", printable(n))
+		fmt.Fprintf(&b, "note: %s\n", escape.Printable(n))
 	}
 	b.WriteString("\n")
 	rows := [][]string{{"rule", "limit", "algorithm", "requests", "refused", "share"}}
@@ -290,7 +291,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if len(r.TopRefused) > 0 {
 			var keys []string
 			for _, k := range r.TopRefused {
-				s := printable(k.Key) + " " + count(k.Refused)
+				s := escape.Printable(k.Key) + " " + count(k.Refused)
 				if k.Error > 0 {
 					s += " (±" + count(k.Error) + ")"
 				}
@@ -346,67 +347,9 @@ func table(b *strings.Builder, rows [][]string, left int) {
 
 func (r RuleReport) name() string {
 	if r.Plan != "" {
-		return printable(r.Rule) + " (plan " + printable(r.Plan) + ")"
+		return escape.Printable(r.Rule) + " (plan " + escape.Printable(r.Plan) + ")"
 	}
-	return printable(r.Rule)
-}
-
-// printable returns s as the text report writes what a log or a client
-// chose (an identity, a file name): printable UTF-8 as it is, a
-// backslash doubled, and each byte of a control character (C0, DEL,
-// C1) or of invalid UTF-8 as \xNN, so that no such text writes terminal
-// controls or passes for another.
-func printable(s string) string {
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		if c >= ' ' && c < 0x7f && c != '\\' {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			break
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0 {
-			break
-		}
-		i += n
-	}
-	if i == len(s) {
-		return s
-	}
-	const hex = "0123456789abcdef"
-	b := make([]byte, 0, len(s)+16)
-	b = append(b, s[:i]...)
-	for i < len(s) {
-		c := s[i]
-		switch {
-		case c == '\\':
-			b = append(b, '\\', '\\')
-			i++
-			continue
-		case c >= ' ' && c < 0x7f:
-			b = append(b, c)
-			i++
-			continue
-		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if !(r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0) {
-				b = append(b, s[i:i+n]...)
-				i += n
-				continue
-			}
-			for _, c := range []byte(s[i : i+n]) {
-				b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
-			}
-			i += n
-			continue
-		}
-		b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
-		i++
-	}
-	return string(b)
+	return escape.Printable(r.Rule)
 }
 
 // counted is n and the noun, plural but for 1: "1 key", "1,024 keys".

@@ -1,0 +1,26 @@
+package escape
+
+import "testing"
+
+// TestPrintable: printable UTF-8 stays as it is, a backslash is doubled,
+// and each byte of a control character (C0, DEL, C1: U+009B is a CSI)
+// or of invalid UTF-8 is written \xNN.
+func TestPrintable(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"/api/search", "/api/search"},
+		{"é日本 ~", "é日本 ~"},
+		{"\u00a0nbsp", "\u00a0nbsp"},
+		{`a\x1b`, `a\\x1b`},
+		{"a\x1b[2Jb", `a\x1b[2Jb`},
+		{"\x00\t\n\r\x7f", `\x00\x09\x0a\x0d\x7f`},
+		{"a\u009bb", `a\xc2\x9bb`},
+		{"/api/\xff", `/api/\xff`},
+		{"\xe6\x97", `\xe6\x97`},
+		{"é\xffé", `é\xffé`},
+	} {
+		if got := Printable(c.in); got != c.want {
+			t.Errorf("Printable(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
