@@ -28,7 +28,7 @@ type replayCmd struct {
 	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
 	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
 	StoreKeys   int      `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
-	Progress    bool     `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or for standard input from a pipe a count of the bytes read (--progress=false: never)."`
+	Progress    bool     `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or when a log is a pipe a count of the bytes read (--progress=false: never)."`
 	Plot        string   `placeholder:"DIR" help:"Write one PNG per rule into DIR: the distribution of per-key peaks, the limit and the recommendations."`
 	Logs        []string `arg:"" optional:"" name:"log" help:"Access logs, in time order (default: standard input; \"-\" is standard input). A log compressed with gzip is read through it."`
 }
@@ -61,7 +61,16 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 	var (
 		srcs  []replay.Source
 		total int64 // bytes of the logs, for progress; -1 when not known
+		held  []*os.File
 	)
+	// Every log is opened, once, before any is read, and read from the
+	// handle opened: a named pipe (or a /dev/fd/N of a shell's process
+	// substitution) can be opened only once per writer.
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
 	for _, name := range logs {
 		if name == "-" {
 			srcs = append(srcs, replay.Stdin(os.Stdin))
@@ -74,14 +83,13 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 			}
 			continue
 		}
-		// Every log is checked before any is replayed.
 		f, err := os.Open(name)
 		if err != nil {
 			fmt.Fprintln(e.stderr, "rlkit:", err)
 			return exitError{exitFail}
 		}
+		held = append(held, f)
 		st, err := f.Stat()
-		f.Close()
 		switch {
 		case err != nil:
 			fmt.Fprintln(e.stderr, "rlkit:", err)
@@ -90,10 +98,12 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 			fmt.Fprintf(e.stderr, "rlkit: %s: is a directory, not a log\n", name)
 			return exitError{exitFail}
 		}
-		if total >= 0 {
+		if total >= 0 && st.Mode().IsRegular() {
 			total += st.Size()
+		} else {
+			total = -1 // a pipe or a device: its size is not known
 		}
-		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }})
+		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(f), nil }})
 	}
 	o := replay.Options{
 		Format: c.LogFormat, Fields: c.Field, Identity: c.Identity, Plan: c.Plan, FoldCase: c.FoldCase,
@@ -134,7 +144,7 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 }
 
 // progress shows how much of the logs was read, on a terminal: a progress meter when
-// their size is known, else (standard input from a pipe) a spinner with
+// their size is known, else (a pipe) a spinner with
 // the bytes read, which appears once progressMin bytes were read, so
 // that a small input shows none.
 type progress struct {
