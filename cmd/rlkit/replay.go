@@ -54,6 +54,35 @@ func (c *replayCmd) Run(e *env) error {
 }
 
 func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
+	// The command line is checked first, then the plot directory, then
+	// the logs are opened: nothing is read while a later check may fail.
+	if c.RefuseShare <= 0 || c.Top <= 0 || c.StatsKeys <= 0 || c.StoreKeys <= 0 || c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
+		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix-len from 1 to 128 (rlkit replay --help)")
+		return exitError{exitUsage}
+	}
+	var pr *progress // set once the logs' size is known, before they are read
+	o := replay.Options{
+		Format: c.LogFormat, Fields: c.Field, Identity: c.Identity, Plan: c.Plan, FoldCase: c.FoldCase,
+		IPv6PrefixLen: c.IPv6Prefix, RefuseShare: c.RefuseShare, Top: c.Top, StatsKeys: c.StatsKeys, StoreKeys: c.StoreKeys,
+	}
+	if c.Progress {
+		o.Progress = func(n int64) {
+			if pr != nil {
+				pr.add(n)
+			}
+		}
+	}
+	r, err := replay.New(rules, o)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "rlkit:", err)
+		return exitError{exitUsage}
+	}
+	if c.Plot != "" {
+		if err := plotDir(c.Plot); err != nil {
+			fmt.Fprintf(e.stderr, "rlkit: --plot %s: %v\n", c.Plot, err)
+			return exitError{exitFail}
+		}
+	}
 	logs := c.Logs
 	if len(logs) == 0 {
 		logs = []string{"-"}
@@ -105,23 +134,8 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		}
 		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(f), nil }})
 	}
-	o := replay.Options{
-		Format: c.LogFormat, Fields: c.Field, Identity: c.Identity, Plan: c.Plan, FoldCase: c.FoldCase,
-		IPv6PrefixLen: c.IPv6Prefix, RefuseShare: c.RefuseShare, Top: c.Top, StatsKeys: c.StatsKeys, StoreKeys: c.StoreKeys,
-	}
-	if c.RefuseShare <= 0 || c.Top <= 0 || c.StatsKeys <= 0 || c.StoreKeys <= 0 || c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
-		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix-len from 1 to 128 (rlkit replay --help)")
-		return exitError{exitUsage}
-	}
-	var pr *progress
 	if c.Progress && (total < 0 || total >= progressMin) && isTerminal(e.stderr) {
 		pr = newProgress(e.stderr, total)
-		o.Progress = pr.add
-	}
-	r, err := replay.New(rules, o)
-	if err != nil {
-		fmt.Fprintln(e.stderr, "rlkit:", err)
-		return exitError{exitUsage}
 	}
 	rep, err := r.Run(srcs)
 	pr.finish()
@@ -129,18 +143,25 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		fmt.Fprintln(e.stderr, "rlkit:", err)
 		return exitError{exitFail}
 	}
-	if c.Plot != "" {
-		if err := writePlots(c.Plot, rep); err != nil {
-			fmt.Fprintln(e.stderr, "rlkit:", err)
-			return exitError{exitFail}
-		}
-	}
 	if c.Format == "json" {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(e.stdout)
 	}
-	return rep.WriteText(e.stdout)
+	if err != nil {
+		return err
+	}
+	// The plots come after the report, which a plot that cannot be
+	// written does not take away.
+	if c.Plot != "" {
+		if err := writePlots(c.Plot, rep); err != nil {
+			fmt.Fprintf(e.stderr, "rlkit: --plot %s: %v\n", c.Plot, err)
+			return exitError{exitFail}
+		}
+	}
+	return nil
 }
 
 // progress shows how much of the logs was read, on a terminal: a progress meter when

@@ -246,6 +246,41 @@ func TestReplayPlot(t *testing.T) {
 	}
 }
 
+// TestReplayPlotFailure: a --plot directory that cannot be made or
+// written into is an error before any log is read (exit 1, the directory
+// named); a plot that cannot be written once the logs were replayed is an
+// error after the report, which is printed whole.
+func TestReplayPlotFailure(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog, "file", "not a directory")
+	// missing.log would be an error of its own, were it opened first.
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--plot", "file/plots", "access.log", "missing.log")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "rlkit: --plot file/plots: ") || strings.Contains(errOut, "missing.log") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("--plot file/plots: status %d, stdout %q, stderr %q; want 1, nothing, and the directory named", code, out, errOut)
+	}
+	// search.png is a directory: that plot cannot be written.
+	if err := os.MkdirAll(filepath.Join(dir, "plots", "search.png"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	for _, format := range []string{"text", "json"} {
+		out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", format, "--plot", "plots", "access.log")
+		if code != 1 || !strings.HasPrefix(errOut, "rlkit: --plot plots: plot of rule \"search\": ") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("--format %s, a plot that cannot be written: status %d, stderr %q; want 1 and the plot named", format, code, errOut)
+		}
+		var rep replay.Report
+		switch {
+		case format == "text" && out != text:
+			t.Errorf("--format text, a plot that cannot be written: stdout\n%s\nwant the report\n%s", out, text)
+		case format == "json" && (json.Unmarshal([]byte(out), &rep) != nil || rep.Requests != 8 || len(rep.Rules) != 3):
+			t.Errorf("--format json, a plot that cannot be written: stdout\n%s\nwant the report", out)
+		}
+	}
+	// search, the first rule, stops the plots; the check leaves nothing.
+	if entries, _ := os.ReadDir(filepath.Join(dir, "plots")); len(entries) != 1 || entries[0].Name() != "search.png" {
+		t.Errorf("plots/ holds %v; want search.png alone", entries)
+	}
+}
+
 // TestReplayRefuseShareUnits: --refuse-share is a share of a rule's units
 // (its requests weighted, what its limit counts), in the flag's help, in
 // docs/cli.md and in the recommendations: a caller of 10 requests of
