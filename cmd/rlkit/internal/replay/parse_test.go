@@ -1,12 +1,16 @@
 package replay
 
 import (
+	"bufio"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlkit/rlkit/core"
 )
 
 // parsed reads src as o says and returns its records (copies) and the
@@ -333,5 +337,38 @@ bad
 `))
 	if rep.Lines != 3 || rep.Requests != 1 || rep.Malformed != 1 || rep.Unrequested != 1 {
 		t.Errorf("lines %d, requests %d, malformed %d, no request %d; want 3 = 1 + 1 + 1", rep.Lines, rep.Requests, rep.Malformed, rep.Unrequested)
+	}
+}
+
+// TestTargetAsNetHTTP: a logged request target gives the path net/http's
+// server gives the middleware (core.URLPath of the URL http.ReadRequest
+// parses): the query cut at the first '?', a '#' kept as part of the
+// path; a target net/http refuses is malformed.
+func TestTargetAsNetHTTP(t *testing.T) {
+	for _, target := range []string{
+		"/api/search", "/api/search?q=a", "/api/search#x", "/api/search#x?q=a", "/api/search?q=a#x",
+		"/a%2Fb#c", "//x#y", "http://shop.example/api/search#x?q=a", "http://shop.example?x/y",
+		"http://shop.example", "http://shop.example#x/api/search", "*",
+	} {
+		var want string
+		hr, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET " + target + " HTTP/1.1\r\nHost: shop.example\r\n\r\n")))
+		if err == nil {
+			want = string(core.URLPath(hr.URL))
+			if want == "" {
+				want = "/" // an absolute target without a path: net/http serves "/"
+			}
+		}
+		for _, c := range []struct{ format, line string }{
+			{"clf", `192.0.2.1 - - [02/Jun/2026:07:15:01 +0000] "GET ` + target + ` HTTP/1.1" 200 1`},
+			{"json", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"` + target + `","ip":"192.0.2.1","status":200}`},
+		} {
+			recs, rd := parsed(t, Options{Format: c.format}, nil, text("a.log", c.line+"\n"))
+			switch {
+			case err != nil && (len(recs) != 0 || rd.malformed != 1):
+				t.Errorf("%s %q, which net/http refuses (%v): records %+v; want it malformed", c.format, target, err, recs)
+			case err == nil && (len(recs) != 1 || recs[0].Path != want):
+				t.Errorf("%s %q: records %+v; want the path %q, as net/http reads it", c.format, target, recs, want)
+			}
+		}
 	}
 }
