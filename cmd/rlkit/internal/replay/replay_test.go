@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,9 @@ import (
 	"unicode/utf8"
 
 	_ "time/tzdata" // the calendar test's time zone, whatever the system has
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/nethttp"
 )
 
 // replayed replays logs under the rule file yaml.
@@ -225,6 +230,83 @@ func TestIdentities(t *testing.T) {
 			if hashed != 1 || keys["192.0.2.2"] != 1 {
 				t.Errorf("--identity header:X-Api-Key: refused keys %v, want k1's keyed hash and 192.0.2.2 once each", keys)
 			}
+		}
+	}
+}
+
+// TestNoClientIP: a client address that is no IP address ("-", a host
+// name, "unix:", an octet above 255) gives the line no client IP. Counted
+// under its client IP, the line is malformed, its reason naming the field
+// and the value; counted under an identity the line gives, it is decided
+// under that identity without a client IP: neither banned nor allowed by
+// the networks of the lists, as the service decides a request whose peer
+// address does not parse (nethttp, below), and counted under an empty
+// client IP by a rule keyed by ip.
+func TestNoClientIP(t *testing.T) {
+	for _, c := range []struct{ format, line, why string }{
+		{"clf", `- - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "-" is not an IP address`},
+		{"clf", `notanip - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "notanip" is not an IP address`},
+		{"clf", `999.1.1.1 - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "999.1.1.1" is not an IP address`},
+		{"clf", `unix: - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "unix:" is not an IP address`},
+		{"clf", `client.example - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "client.example" is not an IP address`},
+		{"json", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/api/a","ip":"-","status":200}`, `client IP (ip, remote_addr or client_ip) "-" is not an IP address`},
+		{"json", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/api/a","remote_addr":"notanip","status":200}`, `client IP (ip, remote_addr or client_ip) "notanip" is not an IP address`},
+		{"nginx-json", `{"time_iso8601":"2026-06-02T07:15:01+00:00","remote_addr":"unix:","request":"GET /api/a HTTP/1.1","status":"200"}`, `client IP (remote_addr) "unix:" is not an IP address`},
+		{"envoy", `[2026-06-02T07:15:01.000Z] "GET /api/a HTTP/1.1" 200 - 0 1 1 1 "198.51.100.23, notanip" "-" "-" "-" "-"`, `X-Forwarded-For's last address "notanip" is not an IP address`},
+	} {
+		recs, rd := parsed(t, Options{Format: c.format}, nil, text("a.log", c.line+"\n"))
+		if len(recs) != 0 || len(rd.first) != 1 || rd.first[0].Reason != c.why {
+			t.Errorf("%s %s: records %+v, malformed %+v; want it malformed: %s", c.format, c.line, recs, rd.first, c.why)
+		}
+	}
+	// The user field names the caller: the line counts under it, with no
+	// client IP; without it, it is malformed.
+	for _, c := range []struct{ user, why string }{
+		{"alice", ""},
+		{"-", `no identity (user) and client address "notanip" is not an IP address`},
+	} {
+		line := `notanip - ` + c.user + ` [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1` + "\n"
+		recs, rd := parsed(t, Options{Format: "clf", Identity: "field:user"}, nil, text("a.log", line))
+		switch {
+		case c.why == "" && (len(recs) != 1 || recs[0].ID != "alice" || recs[0].IP != "" || recs[0].Addr != ""):
+			t.Errorf("user %s: records %+v; want alice's, with no client IP", c.user, recs)
+		case c.why != "" && (len(recs) != 0 || len(rd.first) != 1 || rd.first[0].Reason != c.why):
+			t.Errorf("user %s: records %+v, malformed %+v; want it malformed: %s", c.user, recs, rd.first, c.why)
+		}
+	}
+
+	// Every network banned, and every network allowed.
+	for _, list := range []string{"ban", "allow"} {
+		yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  " + list + ":\n    networks: [0.0.0.0/0, \"::/0\"]\n" +
+			"  rules:\n    - name: api\n      paths: [/api/**]\n      limit: 1/minute\n    - name: perip\n      paths: [/ip/**]\n      limit: 1/minute\n      key: ip\n"
+		var log strings.Builder
+		for _, l := range []string{"- alice /api/a", "notanip alice /api/a", "unix: bob /api/a", "- carol /ip/a", "notanip dave /ip/a"} {
+			f := strings.Fields(l)
+			fmt.Fprintf(&log, "%s - %s [02/Jun/2026:07:15:01 +0000] \"GET %s HTTP/1.1\" 200 1\n", f[0], f[1], f[2])
+		}
+		rep := replayed(t, yaml, Options{Identity: "field:user"}, text("a.log", log.String()))
+		api, perip := ruleOf(t, rep, "api"), ruleOf(t, rep, "perip")
+		if rep.Malformed != 0 || rep.Banned != 0 || api.Bypassed != 0 || api.Requests != 3 || api.Refused != 1 || perip.Requests != 2 || perip.Refused != 1 ||
+			len(api.TopRefused) != 1 || api.TopRefused[0].Key != "alice" || len(perip.TopRefused) != 1 || perip.TopRefused[0].Key != "ip:" {
+			t.Errorf("%s every network: malformed %d, banned %d; api %+v; perip %+v; want alice refused once under api, and ip: (no client IP) once under perip", list, rep.Malformed, rep.Banned, api, perip)
+		}
+		// The service: a peer address that does not parse is neither
+		// banned nor allowed.
+		cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := nethttp.New(core.NewLimiter(cfg), nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "alice", nil }))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		var codes []int
+		for range 2 {
+			r := httptest.NewRequest("GET", "/api/a", nil)
+			r.RemoteAddr = "notanip"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			codes = append(codes, w.Code)
+		}
+		if !slices.Equal(codes, []int{200, 429}) {
+			t.Errorf("%s every network: the service answers %v to alice from a peer address that does not parse; want 200, 429 (neither banned nor allowed)", list, codes)
 		}
 	}
 }

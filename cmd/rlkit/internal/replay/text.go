@@ -100,7 +100,9 @@ func (p *lineParser) clf(line []byte, rec *Record, b *batch) string {
 			}
 		}
 	}
-	b.clientAddr(rec, p.vals[slotHost], p.prefix)
+	if !b.clientAddr(rec, p.vals[slotHost], p.prefix) {
+		p.badIP = p.vals[slotHost]
+	}
 	return ""
 }
 
@@ -179,7 +181,9 @@ func (p *lineParser) envoy(line []byte, rec *Record, b *batch) string {
 		return ""
 	}
 	p.vals[slotHost] = xff
-	b.clientAddr(rec, xff, p.prefix)
+	if !b.clientAddr(rec, xff, p.prefix) {
+		p.badIP = xff
+	}
 	return ""
 }
 
