@@ -172,11 +172,21 @@ type progress struct {
 	bar           *progressbar.ProgressBar
 	out           gate
 	read, pending int64     // bytes read, and of them not yet given to the meter
-	last          time.Time // when the meter was last given bytes
+	start, last   time.Time // when the reading started, and when the meter was last given bytes
+	drawn         bool      // whether the meter was given bytes
+	now           func() time.Time
 }
 
 // progressEvery is how often the progress is drawn.
 const progressEvery = 100 * time.Millisecond
+
+// The first frame waits for firstBytes read or firstAfter passed, so
+// that its rate and time left are measured over some reading, not over
+// the first bytes (the two that tell a gzip stream).
+const (
+	firstBytes = 1 << 20
+	firstAfter = 200 * time.Millisecond
+)
 
 // gate writes to w once open, and drops what is written before.
 type gate struct {
@@ -194,7 +204,8 @@ func (g *gate) Write(p []byte) (int, error) {
 // newProgress starts the progress of logs of total bytes (-1: not known)
 // shown on w.
 func newProgress(w io.Writer, total int64) *progress {
-	p := &progress{out: gate{w: w, open: total >= progressMin}}
+	p := &progress{out: gate{w: w, open: total >= progressMin}, now: time.Now}
+	p.start = p.now()
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(&p.out),
 		progressbar.OptionSetDescription("replaying"),
@@ -216,16 +227,18 @@ func newProgress(w io.Writer, total int64) *progress {
 // add counts n bytes read; it is called from the replay's reading
 // goroutine, whose end Run waits for.
 // The meter, drawn each time it is given bytes, is given them at most every
-// progressEvery, and at once when it appears.
+// progressEvery, the first time once firstBytes were read or firstAfter
+// passed, and at once when it appears.
 func (p *progress) add(n int64) {
 	p.read += n
 	p.pending += n
 	appears := !p.out.open && p.read >= progressMin
-	if !appears && time.Since(p.last) < progressEvery {
+	now := p.now()
+	if !appears && (now.Sub(p.last) < progressEvery || !p.drawn && p.read < firstBytes && now.Sub(p.start) < firstAfter) {
 		return
 	}
 	p.out.open = p.out.open || appears
-	p.last = time.Now()
+	p.last, p.drawn = now, true
 	p.bar.Add64(p.pending)
 	p.pending = 0
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlkit/rlkit/cmd/rlkit/internal/replay"
 )
@@ -278,6 +279,36 @@ func TestReplayPlotFailure(t *testing.T) {
 	// search, the first rule, stops the plots; the check leaves nothing.
 	if entries, _ := os.ReadDir(filepath.Join(dir, "plots")); len(entries) != 1 || entries[0].Name() != "search.png" {
 		t.Errorf("plots/ holds %v; want search.png alone", entries)
+	}
+}
+
+// TestReplayProgressFirstFrame: the progress meter draws nothing before
+// the first MiB is read or 200ms passed, so that no frame shows a rate
+// and a time left measured over a few bytes.
+func TestReplayProgressFirstFrame(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, 213<<20)
+	clock := p.start
+	p.now = func() time.Time { return clock }
+	p.add(2) // the gzip check
+	clock = clock.Add(150 * time.Millisecond)
+	p.add(64 << 10)
+	if out.Len() != 0 {
+		t.Fatalf("after 64 KiB in 150ms the meter shows %q; want nothing", out.String())
+	}
+	p.add(1 << 20)
+	if !strings.Contains(out.String(), "replaying") {
+		t.Fatalf("after a MiB the meter shows %q; want a frame", out.String())
+	}
+	out.Reset()
+	q := newProgress(&out, 213<<20)
+	clock = q.start
+	q.now = func() time.Time { return clock }
+	q.add(2)
+	clock = clock.Add(200 * time.Millisecond)
+	q.add(2)
+	if !strings.Contains(out.String(), "replaying") {
+		t.Errorf("after 200ms the meter shows %q; want a frame", out.String())
 	}
 }
 
