@@ -129,7 +129,7 @@ func TestReplayJSON(t *testing.T) {
 	}{
 		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
 		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
-		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
+		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows displaced_units"},
 	} {
 		for _, k := range strings.Fields(c.keys) {
 			if _, ok := c.obj[k]; !ok {

@@ -203,12 +203,12 @@ func (r *Replayer) Run(srcs []Source) (*Report, error) {
 
 // tally is what one rule counted of one request, for the figures kept per
 // key: the request's key under the rule, its units, whether the rule
-// refused it, at which instant.
+// refused it, and its own time stamp, whose windows its units count in.
 type tally struct {
 	s       *ruleStats
 	key     string
 	units   int64
-	now     int64
+	at      int64
 	refused bool
 }
 
@@ -217,7 +217,7 @@ func (t *tally) count() {
 		t.s.top.add(t.key)
 	}
 	if t.units > 0 && t.s.table != nil {
-		t.s.table.add(t.key, t.units, t.now)
+		t.s.table.add(t.key, t.units, t.at)
 	}
 }
 
@@ -320,7 +320,7 @@ func (r *Replayer) commit(rec *Record, waited bool) {
 			}
 		}
 		if refused || units > 0 && s.table != nil {
-			r.cur.tallies = append(r.cur.tallies, tally{s: s, key: e.Key, units: units, now: r.now, refused: refused})
+			r.cur.tallies = append(r.cur.tallies, tally{s: s, key: e.Key, units: units, at: rec.Time, refused: refused})
 		}
 	}
 }

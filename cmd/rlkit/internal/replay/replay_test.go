@@ -354,8 +354,8 @@ func TestWaits(t *testing.T) {
 }
 
 // TestOutOfOrder: a request logged before one already decided is decided
-// at the clock's time: the clock never moves back, and a window that has
-// ended is not counted in again.
+// at the clock's time: the clock never moves back. Its units count in the
+// window of its own time stamp, one of the last two its key counted in.
 func TestOutOfOrder(t *testing.T) {
 	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
 	rep := replayed(t, yaml, Options{Format: "json"},
@@ -367,8 +367,67 @@ func TestOutOfOrder(t *testing.T) {
 	if r.Refused != 2 || rep.OutOfOrder != 2 || rep.OutOfOrderMaxSeconds != 1.3 || rep.From != "2026-06-02T07:15:00Z" || rep.To != "2026-06-02T07:15:01.6Z" {
 		t.Errorf("refused %d, out of order %d by %vs, from %s to %s; want 2, 2 by 1.3s, 07:15:00 to 07:15:01.6", r.Refused, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, rep.From, rep.To)
 	}
-	if w := r.Windows[0]; w.KeyWindows != 2 || w.PeakMax != 4 {
-		t.Errorf("windows %+v, want 2 (1 and 4 units)", w)
+	// Per window of its own time stamp: 0, .2, .9 in the first, 1.5 and
+	// 1.6 in the second.
+	if w := r.Windows[0]; w.KeyWindows != 2 || w.Units != 5 || w.PeakMax != 3 || w.LimitRefusedShare != 0.2 || !w.Exact || w.DisplacedUnits != 0 {
+		t.Errorf("windows %+v, want 2 (3 and 2 units), exact", w)
+	}
+}
+
+// TestKeyTableOwnWindows: a key's units count in the window of their own
+// time stamp when it is one of the last two windows the key counted in; a
+// window later than both ends the earlier, one between them takes the
+// earlier's place, and one earlier than both counts in the earlier
+// (displaced).
+func TestKeyTableOwnWindows(t *testing.T) {
+	kt := newKeyTable([]window{{period: int64(time.Second)}}, 10)
+	s := func(sec float64) int64 { return int64(sec * float64(time.Second)) }
+	for _, at := range []float64{
+		0.5, // window 0
+		1.5, // window 1
+		0.7, // window 0, the earlier held: 2
+		3.2, // window 3: window 0 ends with 2; 1 and 3 held
+		1.1, // window 1: 2
+		0.1, // window 0, earlier than 1 and 3: counted in 1 (3), displaced
+		2.5, // window 2, between 1 and 3: window 1 ends with 3; 2 and 3 held
+	} {
+		kt.add("a", 1, s(at))
+	}
+	kt.add("b", 4, s(1.2))
+	kt.finish()
+	// Key-window counts: a's 2, 3, 1, 1 and b's 4.
+	c, p := &kt.counts[0], &kt.peaks[0]
+	if c.cnt != 5 || c.tot != 11 || c.lin[1] != 2 || c.lin[2] != 1 || c.lin[3] != 1 || c.lin[4] != 1 || kt.displaced[0] != 1 {
+		t.Errorf("key windows %d, units %d, counts 1:%d 2:%d 3:%d 4:%d, displaced %d; want 5, 11, 2, 1, 1, 1 and 1",
+			c.cnt, c.tot, c.lin[1], c.lin[2], c.lin[3], c.lin[4], kt.displaced[0])
+	}
+	if p.cnt != 2 || p.lin[3] != 1 || p.lin[4] != 1 {
+		t.Errorf("peaks: %d keys, 3:%d, 4:%d; want a's 3 and b's 4", p.cnt, p.lin[3], p.lin[4])
+	}
+}
+
+// TestFutureLineFigures: a line a year ahead of the lines around it
+// counts in its own window; the lines after it, decided at its instant
+// (the clock never moves back), count in theirs: the key's figures are
+// its demand, per window of its requests' own time stamps.
+func TestFutureLineFigures(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
+	var reqs []req
+	for sec := range 10 {
+		reqs = append(reqs, req{ms: int64(sec) * 1000, path: "/s"}, req{ms: int64(sec)*1000 + 500, path: "/s"})
+		if sec == 3 {
+			reqs = append(reqs, req{ms: int64(sec)*1000 + 600 + 365*24*3600*1000, path: "/s"})
+		}
+	}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	r := ruleOf(t, rep, "s")
+	if w := r.Windows[0]; w.Keys != 1 || w.KeyWindows != 11 || w.Units != 21 || w.PeakMax != 2 || w.LimitRefusedShare != 0 || w.Recommended != 2 || !w.Exact {
+		t.Errorf("windows %+v; want 11 key windows (10 of 2 units and the year-ahead line's), a peak of 2, exact", w)
+	}
+	// The 12 requests after it are decided at its instant, in its
+	// window: the first is admitted, 11 refused.
+	if rep.OutOfOrder != 12 || r.Refused != 11 {
+		t.Errorf("out of order %d, refused %d; want 12 and 11", rep.OutOfOrder, r.Refused)
 	}
 }
 

@@ -113,13 +113,17 @@ type WindowReport struct {
 	Recommended      int64   `json:"recommended"`
 	RecommendedShare float64 `json:"recommended_share"`
 	// Exact is true when no key was forgotten to stay within the
-	// bounded key table; else EvictedKeys were (each counted as two keys
-	// if seen again), SplitWindows of them while a window was open (its
-	// count split in two). Figures above 1,024 units may be high by up to
-	// 1/64 (1.6%) whatever Exact says (log-bucketed histograms).
-	Exact        bool  `json:"exact"`
-	EvictedKeys  int64 `json:"evicted_keys"`
-	SplitWindows int64 `json:"split_windows"`
+	// bounded key table and every unit counted in the window of its own
+	// time stamp; else EvictedKeys were forgotten (each counted as two
+	// keys if seen again), SplitWindows of them while a window was open
+	// (its count split in two), and DisplacedUnits, logged out of order in
+	// a window earlier than the last two its key counted in, were counted
+	// in the earlier of those. Figures above 1,024 units may be high by up
+	// to 1/64 (1.6%) whatever Exact says (log-bucketed histograms).
+	Exact          bool  `json:"exact"`
+	EvictedKeys    int64 `json:"evicted_keys"`
+	SplitWindows   int64 `json:"split_windows"`
+	DisplacedUnits int64 `json:"displaced_units"`
 	// Count is the rule's limit per window.
 	Count int64 `json:"count"`
 	// Peaks is the distribution of the keys' peaks (for plots).
@@ -194,7 +198,7 @@ func (r *Replayer) ruleReport(s *ruleStats) RuleReport {
 	t := s.table
 	t.finish()
 	for i, l := range rule.Policy.Limits {
-		w := WindowReport{Limit: l.String(), Count: l.Count, EvictedKeys: t.evicted, SplitWindows: t.split, Exact: t.evicted == 0}
+		w := WindowReport{Limit: l.String(), Count: l.Count, EvictedKeys: t.evicted, SplitWindows: t.split, DisplacedUnits: t.displaced[i], Exact: t.evicted == 0 && t.displaced[i] == 0}
 		w.Window = windowText(rule.Policy.Location, l)
 		counts, peaks := &t.counts[i], &t.peaks[i]
 		w.Keys, w.KeyWindows, w.Units = peaks.cnt, counts.cnt, counts.tot
@@ -308,7 +312,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "    %s per window refuses %s of units; %s would refuse %s (at most %s)\n",
 				count(w.Count), percent(w.LimitRefusedShare), count(w.Recommended), percent(w.RecommendedShare), percent(rep.RefuseShare))
 			if !w.Exact {
-				fmt.Fprintf(&b, "    approximate: %s forgotten to stay within the key bound, %s of them in an open window\n", counted(w.EvictedKeys, "key"), count(w.SplitWindows))
+				var why []string
+				if w.EvictedKeys > 0 {
+					why = append(why, fmt.Sprintf("%s forgotten to stay within the key bound, %s of them in an open window", counted(w.EvictedKeys, "key"), count(w.SplitWindows)))
+				}
+				if w.DisplacedUnits > 0 {
+					why = append(why, fmt.Sprintf("%s logged out of order counted in a later window than their own", counted(w.DisplacedUnits, "unit")))
+				}
+				fmt.Fprintf(&b, "    approximate: %s\n", strings.Join(why, "; "))
 			}
 		}
 	}
