@@ -142,6 +142,29 @@ func TestReplayJSON(t *testing.T) {
 	}
 }
 
+// TestReplayOutOfOrderNote: lines a year ahead of the lines after them
+// are named in a note, in the text report and the JSON one.
+func TestReplayOutOfOrderNote(t *testing.T) {
+	log := `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:02 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:03 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:04 +0000] "GET /api/search?q=d HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:05 +0000] "GET /api/search?q=e HTTP/1.1" 200 512
+`
+	dir := files(t, "rules.yaml", replayRules, "access.log", log)
+	const note = "requests were out of order by up to 8759h59m59s: access.log:4, logged at 2027-06-02T07:15:04Z, moved the clock that far ahead of a line after it; " +
+		"a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own"
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	if code != 0 || !strings.Contains(out, "\nnote: "+note+"\n") {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant the note %q", code, errOut, out, note)
+	}
+	out, _, code = rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", "access.log")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !slices.Equal(rep.Notes, []string{note}) {
+		t.Errorf("replay --format json: status %d, %v, notes %q; want %q", code, err, rep.Notes, note)
+	}
+}
+
 // TestReplayStdinGzip: with no log, or "-", the log is standard input,
 // read through gzip when compressed.
 func TestReplayStdinGzip(t *testing.T) {

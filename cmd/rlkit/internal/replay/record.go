@@ -20,6 +20,7 @@ type Record struct {
 	ID     string // the identity from --identity field: or header: ("" for ip, or when the line has none)
 	Plan   string // the plan from --plan ("" when none)
 	Status int    // the response status the log gives
+	line   int64  // the line of its log
 
 	hdr []header // the request headers the rules count per
 }
@@ -64,6 +65,7 @@ const batchBytes = 1 << 20
 // reading goroutine to the deciding one, then to the counting one, and
 // back for reuse, so that a replay allocates nothing per line.
 type batch struct {
+	name    string   // the log the lines are of (Source.Name)
 	buf     []byte   // the input: lines the records point into
 	scratch []byte   // strings made from the input (unescaped JSON, canonical addresses)
 	recs    []Record // the lines' records, in log order

@@ -86,6 +86,9 @@ type Replayer struct {
 	started  bool
 	now      int64 // the clock's reading
 	min, max int64 // the earliest and latest time stamps
+	// setter is the line that last moved the clock ahead, and farthest
+	// the one that was farthest ahead of a line after it (by maxLate).
+	setter, farthest mark
 
 	pending waitHeap
 	queued  map[waitKey]int
@@ -221,6 +224,13 @@ func (t *tally) count() {
 	}
 }
 
+// mark names a line of a log and its time stamp.
+type mark struct {
+	file string
+	line int64
+	at   int64
+}
+
 // record decides one request of the log at its time stamp: the clock moves
 // to it, never backwards (a request earlier than the clock, from another
 // log or another worker's lines, is decided at the clock's time).
@@ -229,6 +239,7 @@ func (r *Replayer) record(rec *Record) {
 	if !r.started {
 		r.started, r.now, r.min, r.max = true, t, t, t
 		r.clock.Set(time.Unix(0, t))
+		r.setter = mark{r.cur.name, rec.line, t}
 	}
 	switch {
 	case t > r.now:
@@ -237,9 +248,12 @@ func (r *Replayer) record(rec *Record) {
 		}
 		r.clock.Advance(time.Duration(t - r.now))
 		r.now = t
+		r.setter = mark{r.cur.name, rec.line, t}
 	case t < r.now:
 		r.late++
-		r.maxLate = max(r.maxLate, r.now-t)
+		if r.now-t > r.maxLate {
+			r.maxLate, r.farthest = r.now-t, r.setter
+		}
 	}
 	r.min, r.max = min(r.min, t), max(r.max, t)
 	r.decide(rec, nil)

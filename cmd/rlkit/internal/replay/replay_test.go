@@ -367,10 +367,28 @@ func TestOutOfOrder(t *testing.T) {
 	if r.Refused != 2 || rep.OutOfOrder != 2 || rep.OutOfOrderMaxSeconds != 1.3 || rep.From != "2026-06-02T07:15:00Z" || rep.To != "2026-06-02T07:15:01.6Z" {
 		t.Errorf("refused %d, out of order %d by %vs, from %s to %s; want 2, 2 by 1.3s, 07:15:00 to 07:15:01.6", r.Refused, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, rep.From, rep.To)
 	}
+	if len(rep.Notes) != 0 {
+		t.Errorf("notes %q; want none for requests out of order by less than a minute", rep.Notes)
+	}
 	// Per window of its own time stamp: 0, .2, .9 in the first, 1.5 and
 	// 1.6 in the second.
 	if w := r.Windows[0]; w.KeyWindows != 2 || w.Units != 5 || w.PeakMax != 3 || w.LimitRefusedShare != 0.2 || !w.Exact || w.DisplacedUnits != 0 {
 		t.Errorf("windows %+v, want 2 (3 and 2 units), exact", w)
+	}
+}
+
+// TestOutOfOrderNote: when requests were out of order by more than a
+// minute, a note names the line that moved the clock farthest ahead of a
+// line after it, and its time stamp.
+func TestOutOfOrderNote(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n"
+	rep := replayed(t, yaml, Options{Format: "json"},
+		jsonLog(req{ms: 0, path: "/"}, req{ms: 90_000, path: "/"}, req{ms: 1000, path: "/"}), // 1m29s back
+		jsonLog(req{ms: 2000, path: "/"}, req{ms: 7_200_000, path: "/"}, req{ms: 7_200_500, path: "/"}, req{ms: 3000, path: "/"}, req{ms: 7_200_000, path: "/"}))
+	want := []string{"requests were out of order by up to 1h59m57.5s: crafted.jsonl:3, logged at 2026-06-02T09:15:00.5Z, moved the clock that far ahead of a line after it; " +
+		"a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own"}
+	if !slices.Equal(rep.Notes, want) || rep.OutOfOrder != 4 || rep.OutOfOrderMaxSeconds != 7197.5 {
+		t.Errorf("notes %q, out of order %d by %vs; want %q, 4 by 7197.5s", rep.Notes, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, want)
 	}
 }
 

@@ -158,6 +158,11 @@ func (r *Replayer) report(rd *reader) *Report {
 	if !r.rules.Config.Enabled() {
 		rep.Notes = append(rep.Notes, "limiting is off in this file (enabled is not true): every request passes uncounted")
 	}
+	if r.maxLate > int64(time.Minute) {
+		f := r.farthest
+		rep.Notes = append(rep.Notes, fmt.Sprintf("requests were out of order by up to %s: %s:%d, logged at %s, moved the clock that far ahead of a line after it; a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own",
+			time.Duration(r.maxLate), f.file, f.line, time.Unix(0, f.at).UTC().Format(time.RFC3339Nano)))
+	}
 	for _, h := range r.p.unlogged {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("a rule counts per header %s, which the %s log does not hold: its requests count under their client IP, the header's fallback", h, r.o.Format))
 	}
