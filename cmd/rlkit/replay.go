@@ -16,21 +16,22 @@ import (
 
 // replayCmd is `rlkit replay --config FILE [LOG...]`.
 type replayCmd struct {
-	Config      string   `required:"" placeholder:"FILE" help:"The rule file whose limits are replayed."`
-	LogFormat   string   `enum:"clf,json,nginx-json,caddy,envoy" default:"clf" help:"The logs' format: clf (Common or Combined Log Format), json (JSON lines), nginx-json, caddy or envoy (default text format)."`
-	Field       []string `sep:"none" placeholder:"NAME=PATH" help:"Where a JSON log holds a field: time, method, path, status, ip, user, request, headers or header:NAME, at PATH (keys joined by '.'). Repeatable."`
-	Identity    string   `default:"ip" help:"Who a request counts as: ip (the client IP), field:NAME or header:NAME."`
-	Plan        string   `placeholder:"SOURCE" help:"Where a request's plan is: field:NAME or header:NAME (default: no plan)."`
-	FoldCase    bool     `help:"Match paths without regard to case, as Fiber's default router does."`
-	IPv6Prefix  int      `name:"ipv6-prefix-len" aliases:"ipv6-prefix" default:"64" placeholder:"BITS" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config.IPv6PrefixLen does (--ipv6-prefix too)."`
-	Format      string   `enum:"text,json" default:"text" help:"Output format: text or json."`
-	RefuseShare float64  `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
-	Top         int      `default:"10" help:"How many of the keys refused most to name per rule."`
-	StatsKeys   int      `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
-	StoreKeys   int      `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
-	Progress    bool     `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or when a log is a pipe a count of the bytes read (--progress=false: never)."`
-	Plot        string   `placeholder:"DIR" help:"Write one PNG per rule into DIR: the distribution of per-key peaks, the limit and the recommendations."`
-	Logs        []string `arg:"" optional:"" name:"log" help:"Access logs, in time order (default: standard input; \"-\" is standard input). A log compressed with gzip is read through it."`
+	Config      string        `required:"" placeholder:"FILE" help:"The rule file whose limits are replayed."`
+	LogFormat   string        `enum:"clf,json,nginx-json,caddy,envoy" default:"clf" help:"The logs' format: clf (Common or Combined Log Format), json (JSON lines), nginx-json, caddy or envoy (default text format)."`
+	Field       []string      `sep:"none" placeholder:"NAME=PATH" help:"Where a JSON log holds a field: time, method, path, status, ip, user, request, headers or header:NAME, at PATH (keys joined by '.'). Repeatable."`
+	Identity    string        `default:"ip" help:"Who a request counts as: ip (the client IP), field:NAME or header:NAME."`
+	Plan        string        `placeholder:"SOURCE" help:"Where a request's plan is: field:NAME or header:NAME (default: no plan)."`
+	FoldCase    bool          `help:"Match paths without regard to case, as Fiber's default router does."`
+	IPv6Prefix  int           `name:"ipv6-prefix-len" aliases:"ipv6-prefix" default:"64" placeholder:"BITS" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config.IPv6PrefixLen does (--ipv6-prefix too)."`
+	Format      string        `enum:"text,json" default:"text" help:"Output format: text or json."`
+	RefuseShare float64       `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
+	Top         int           `default:"10" help:"How many of the keys refused most to name per rule."`
+	StatsKeys   int           `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
+	StoreKeys   int           `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
+	MaxAhead    time.Duration `default:"1m" placeholder:"DURATION" help:"A line more than this later than both the line before it and the line after it has a wrong time stamp: it is taken at the time of the line before (the first line: of the line after), so that it does not stop the clock for the lines after it (0: never)."`
+	Progress    bool          `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or when a log is a pipe a count of the bytes read (--progress=false: never)."`
+	Plot        string        `placeholder:"DIR" help:"Write one PNG per rule into DIR: the distribution of per-key peaks, the limit and the recommendations."`
+	Logs        []string      `arg:"" optional:"" name:"log" help:"Access logs, in time order (default: standard input; \"-\" is standard input). A log compressed with gzip is read through it."`
 }
 
 // progressMin is the input size from which progress is shown.
@@ -56,14 +57,15 @@ func (c *replayCmd) Run(e *env) error {
 func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 	// The command line is checked first, then the plot directory, then
 	// the logs are opened: nothing is read while a later check may fail.
-	if c.RefuseShare <= 0 || c.Top <= 0 || c.StatsKeys <= 0 || c.StoreKeys <= 0 || c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
-		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix-len from 1 to 128 (rlkit replay --help)")
+	if c.RefuseShare <= 0 || c.Top <= 0 || c.StatsKeys <= 0 || c.StoreKeys <= 0 || c.IPv6Prefix < 1 || c.IPv6Prefix > 128 || c.MaxAhead < 0 {
+		fmt.Fprintln(e.stderr, "rlkit: --refuse-share, --top, --stats-keys and --store-keys must be above 0, --ipv6-prefix-len from 1 to 128, --max-ahead 0 or more (rlkit replay --help)")
 		return exitError{exitUsage}
 	}
 	var pr *progress // set once the logs' size is known, before they are read
 	o := replay.Options{
 		Format: c.LogFormat, Fields: c.Field, Identity: c.Identity, Plan: c.Plan, FoldCase: c.FoldCase,
 		IPv6PrefixLen: c.IPv6Prefix, RefuseShare: c.RefuseShare, Top: c.Top, StatsKeys: c.StatsKeys, StoreKeys: c.StoreKeys,
+		MaxAhead: c.MaxAhead,
 	}
 	if c.Progress {
 		o.Progress = func(n int64) {

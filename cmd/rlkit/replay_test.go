@@ -127,7 +127,7 @@ func TestReplayJSON(t *testing.T) {
 		obj  map[string]json.RawMessage
 		keys string
 	}{
-		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds outliers exempt banned held store_keys store_evictions refuse_share notes rules"},
 		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
 		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows displaced_units"},
 	} {
@@ -162,6 +162,39 @@ func TestReplayOutOfOrderNote(t *testing.T) {
 	var rep replay.Report
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !slices.Equal(rep.Notes, []string{note}) {
 		t.Errorf("replay --format json: status %d, %v, notes %q; want %q", code, err, rep.Notes, note)
+	}
+}
+
+// TestReplayMaxAhead: a line a year later than both the line before it
+// and the line after it is taken at the time of the line before, and
+// named in a note; with --max-ahead 0 it stops the clock for the lines
+// after it, decided out of order at its time.
+func TestReplayMaxAhead(t *testing.T) {
+	log := `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:02 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:03 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:04 +0000] "GET /api/search?q=d HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:05 +0000] "GET /api/search?q=e HTTP/1.1" 200 512
+`
+	dir := files(t, "rules.yaml", replayRules, "access.log", log)
+	const note = "1 line more than 1m0s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); " +
+		"the first, access.log:3, was logged at 2027-06-02T07:15:03Z"
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	if code != 0 || !strings.Contains(out, " to 2026-06-02T07:15:05Z.\n") || !strings.Contains(out, "\nnote: "+note+"\n") || !strings.Contains(out, "search   2/second    fixed_window         5        0") {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant the note %q and none refused (2 in 07:15:02)", code, errOut, out, note)
+	}
+	for _, c := range []struct {
+		flag                string
+		outliers, late, ref int64
+	}{{"--max-ahead=1m", 1, 0, 0}, {"--max-ahead=0", 0, 2, 1}, {"--max-ahead=8761h", 0, 2, 1}} {
+		out, _, code = rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", c.flag, "access.log")
+		var rep replay.Report
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Outliers != c.outliers || rep.OutOfOrder != c.late || rep.Rules[0].Refused != c.ref {
+			t.Errorf("replay %s: status %d, %v, outliers %d, out of order %d, refused %+v; want %d, %d, %d", c.flag, code, err, rep.Outliers, rep.OutOfOrder, rep.Rules, c.outliers, c.late, c.ref)
+		}
+	}
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--max-ahead=-1s", "access.log"); code != 2 || !strings.Contains(errOut, "--max-ahead") {
+		t.Errorf("--max-ahead=-1s: status %d, stderr %q; want 2", code, errOut)
 	}
 }
 

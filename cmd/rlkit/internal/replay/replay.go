@@ -54,6 +54,13 @@ type Options struct {
 	// StoreKeys bounds the memory store's counters, as the service's
 	// memstore.WithMaxKeys; 0 means memstore.DefaultMaxKeys.
 	StoreKeys int
+	// MaxAhead, when above 0, bounds how far a line may jump ahead of
+	// the lines around it: a line whose time stamp is more than MaxAhead
+	// after both the latest one before it and the one right after it is
+	// an outlier (a wrong clock), taken at the time of the latest line
+	// before it (the first line of all: at the time of the one after it).
+	// 0: no line is.
+	MaxAhead time.Duration
 	// Progress, when set, is told of every read of a log, in bytes
 	// before decompression, from the reading goroutine.
 	Progress func(n int64)
@@ -89,6 +96,14 @@ type Replayer struct {
 	// setter is the line that last moved the clock ahead, and farthest
 	// the one that was farthest ahead of a line after it (by maxLate).
 	setter, farthest mark
+
+	// ahead is a line more than MaxAhead ahead of the clock (or the first
+	// line), held until the line after it tells whether it is an outlier;
+	// aheadFile is its log.
+	ahead        *Record
+	aheadFile    string
+	outliers     int64
+	firstOutlier mark
 
 	pending waitHeap
 	queued  map[waitKey]int
@@ -188,10 +203,14 @@ func (r *Replayer) Run(srcs []Source) (*Report, error) {
 		}
 		counted <- b
 	}
-	if len(r.pending) > 0 { // the requests still held at the end of the log
+	if r.ahead != nil || len(r.pending) > 0 { // the last line, if held, and the requests still held at the end of the log
 		b := <-rd.free
 		b.reset()
 		r.cur = b
+		if a := r.ahead; a != nil { // no line after it: not an outlier
+			r.ahead = nil
+			r.take(a, r.aheadFile)
+		}
 		r.due(math.MaxInt64)
 		counted <- b
 	}
@@ -231,15 +250,46 @@ type mark struct {
 	at   int64
 }
 
-// record decides one request of the log at its time stamp: the clock moves
-// to it, never backwards (a request earlier than the clock, from another
-// log or another worker's lines, is decided at the clock's time).
+// record takes the next line of the logs, a request of r.cur's log. With
+// MaxAhead, a line more than MaxAhead ahead of the clock, and the first
+// line, wait for the line after them (see Options.MaxAhead).
 func (r *Replayer) record(rec *Record) {
+	bound := int64(r.o.MaxAhead)
+	if bound <= 0 {
+		r.take(rec, r.cur.name)
+		return
+	}
+	if a := r.ahead; a != nil {
+		r.ahead = nil
+		if a.Time-rec.Time > bound { // ahead of the line after it too
+			at := r.now
+			if !r.started {
+				at = rec.Time
+			}
+			r.outliers++
+			if r.outliers == 1 {
+				r.firstOutlier = mark{r.aheadFile, a.line, a.Time}
+			}
+			a.Time = at
+		}
+		r.take(a, r.aheadFile)
+	}
+	if !r.started || rec.Time-r.now > bound {
+		r.ahead, r.aheadFile = rec.clone(), r.cur.name
+		return
+	}
+	r.take(rec, r.cur.name)
+}
+
+// take decides one request of the log file at its time stamp: the clock
+// moves to it, never backwards (a request earlier than the clock, from
+// another log or another worker's lines, is decided at the clock's time).
+func (r *Replayer) take(rec *Record, file string) {
 	t := rec.Time
 	if !r.started {
 		r.started, r.now, r.min, r.max = true, t, t, t
 		r.clock.Set(time.Unix(0, t))
-		r.setter = mark{r.cur.name, rec.line, t}
+		r.setter = mark{file, rec.line, t}
 	}
 	switch {
 	case t > r.now:
@@ -248,7 +298,7 @@ func (r *Replayer) record(rec *Record) {
 		}
 		r.clock.Advance(time.Duration(t - r.now))
 		r.now = t
-		r.setter = mark{r.cur.name, rec.line, t}
+		r.setter = mark{file, rec.line, t}
 	case t < r.now:
 		r.late++
 		if r.now-t > r.maxLate {

@@ -392,6 +392,107 @@ func TestOutOfOrderNote(t *testing.T) {
 	}
 }
 
+// TestMaxAhead: a line more than MaxAhead later than both the line
+// before it and the line after it is taken at the time of the line before
+// (the first line of all: of the line after), counted as an outlier and
+// named in a note; a line ahead of the line before it alone (a gap in the
+// traffic, the last line), or two lines ahead together, are not outliers.
+func TestMaxAhead(t *testing.T) {
+	const year = 365 * 24 * 3600 * 1000
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
+	// Two requests a second for 10 seconds; extra ones (ms) after second
+	// after, or first when after is -1.
+	log := func(after int, extra ...int64) Source {
+		var reqs []req
+		if after < 0 {
+			for _, ms := range extra {
+				reqs = append(reqs, req{ms: ms, path: "/s"})
+			}
+		}
+		for sec := range 10 {
+			reqs = append(reqs, req{ms: int64(sec) * 1000, path: "/s"}, req{ms: int64(sec)*1000 + 500, path: "/s"})
+			if sec == after {
+				for _, ms := range extra {
+					reqs = append(reqs, req{ms: ms, path: "/s"})
+				}
+			}
+		}
+		return jsonLog(reqs...)
+	}
+	for _, c := range []struct {
+		name                 string
+		log                  Source
+		maxAhead             time.Duration
+		outliers, late       int64
+		refused, peak, units int64
+		from, to, note       string
+	}{
+		{"a line a year ahead", log(3, year+3600), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z",
+			"1 line more than 1m0s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); " +
+				"the first, crafted.jsonl:9, was logged at 2027-06-02T07:15:03.6Z"},
+		{"a line a year ahead, no bound", log(3, year+3600), 0, 0, 12, 11, 2, 21, "07:15:00Z", "2027-06-02T07:15:03.6Z", ""},
+		{"a line 61s ahead", log(3, 64_600), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z", ""},
+		{"a line 59s ahead", log(3, 62_600), time.Minute, 0, 12, 11, 2, 21, "07:15:00Z", "07:16:02.6Z", ""},
+		{"two lines a year ahead", log(3, year+3600, year+3700), time.Minute, 0, 12, 12, 2, 22, "07:15:00Z", "2027-06-02T07:15:03.7Z", ""},
+		{"the first line a year ahead", log(-1, year), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z", ""},
+		{"a gap", log(9, 7_200_000, 7_200_500), time.Minute, 0, 0, 0, 2, 22, "07:15:00Z", "09:15:00.5Z", ""},
+		{"the last line ahead", log(9, 7_200_000), time.Minute, 0, 0, 0, 2, 21, "07:15:00Z", "09:15:00Z", ""},
+	} {
+		rep := replayed(t, yaml, Options{Format: "json", MaxAhead: c.maxAhead}, c.log)
+		r := ruleOf(t, rep, "s")
+		w := r.Windows[0]
+		if !strings.Contains(c.to, "T") {
+			c.to = "2026-06-02T" + c.to
+		}
+		if rep.Outliers != c.outliers || rep.OutOfOrder != c.late || r.Refused != c.refused || w.PeakMax != c.peak || w.Units != c.units ||
+			rep.From != "2026-06-02T"+c.from || rep.To != c.to {
+			t.Errorf("%s: outliers %d, out of order %d, refused %d, peak %d, units %d, from %s to %s; want %d, %d, %d, %d, %d, %s to %s", c.name,
+				rep.Outliers, rep.OutOfOrder, r.Refused, w.PeakMax, w.Units, rep.From, rep.To, c.outliers, c.late, c.refused, c.peak, c.units, c.from, c.to)
+		}
+		if c.note != "" && (len(rep.Notes) != 1 || rep.Notes[0] != c.note) {
+			t.Errorf("%s: notes %q, want %q", c.name, rep.Notes, c.note)
+		}
+	}
+}
+
+// TestMaxAheadAcrossLogs: a line held to be compared with the line after
+// it is compared across logs and across the batches a log is read in,
+// and decided as it was logged.
+func TestMaxAheadAcrossLogs(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: x\n      paths: [/x]\n      limit: 1/minute\n"
+	// The last line of a log, and the next log back at its time.
+	a := text("a.jsonl", `{"time":"2026-06-02T07:15:00Z","method":"GET","path":"/s","ip":"192.0.2.1","status":200}
+{"time":"2027-06-02T07:15:00Z","method":"GET","path":"/x","ip":"192.0.2.9","status":200}
+`)
+	b := text("b.jsonl", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/s","ip":"192.0.2.1","status":200}
+`)
+	rep := replayed(t, yaml, Options{Format: "json", MaxAhead: time.Minute}, a, b)
+	if x := ruleOf(t, rep, "x"); rep.Outliers != 1 || rep.OutOfOrder != 0 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the first, a.jsonl:2, was logged at 2027-06-02T07:15:00Z") ||
+		x.Requests != 1 || len(x.Windows) != 1 || x.Windows[0].Keys != 1 {
+		t.Errorf("outliers %d, out of order %d, notes %q, rule x %+v; want the last line of a.jsonl, on /x", rep.Outliers, rep.OutOfOrder, rep.Notes, x)
+	}
+	// Lines of 120 bytes: the first batch (a MiB) ends with line 8,738,
+	// a year ahead.
+	var big strings.Builder
+	const last = batchBytes / 120
+	for i := range last + 100 {
+		at, path := t0.Add(time.Duration(i)*10*time.Millisecond), "/s"
+		if i+1 == last {
+			at, path = at.AddDate(1, 0, 0), "/x"
+		}
+		line := fmt.Sprintf(`{"time":%q,"method":"GET","path":%q,"ip":"192.0.2.1","status":200,"pad":"`, at.Format("2006-01-02T15:04:05.000Z07:00"), path)
+		big.WriteString(line + strings.Repeat("p", 120-len(line)-3) + "\"}\n")
+	}
+	if big.Len() != 120*(last+100) {
+		t.Fatalf("lines of %d bytes in all, want 120 each", big.Len())
+	}
+	rep = replayed(t, yaml, Options{Format: "json", MaxAhead: time.Minute}, text("big.jsonl", big.String()))
+	if x := ruleOf(t, rep, "x"); rep.Outliers != 1 || rep.OutOfOrder != 0 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the first, big.jsonl:8738, was logged at 2027-06-02T07:16:27.37Z") ||
+		x.Requests != 1 || rep.Requests != last+100 {
+		t.Errorf("outliers %d, out of order %d, notes %q, requests %d, rule x %+v; want line 8,738, on /x", rep.Outliers, rep.OutOfOrder, rep.Notes, rep.Requests, x)
+	}
+}
+
 // TestKeyTableOwnWindows: a key's units count in the window of their own
 // time stamp when it is one of the last two windows the key counted in; a
 // window later than both ends the earlier, one between them takes the

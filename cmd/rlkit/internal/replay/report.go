@@ -34,6 +34,11 @@ type Report struct {
 	// at most OutOfOrderMaxSeconds; each was decided at the clock's time.
 	OutOfOrder           int64   `json:"out_of_order"`
 	OutOfOrderMaxSeconds float64 `json:"out_of_order_max_seconds"`
+	// Outliers are lines more than Options.MaxAhead later than both the
+	// line before them and the line after them, taken at the time of the
+	// line before (see Options.MaxAhead); From and To leave their own
+	// time stamps out.
+	Outliers int64 `json:"outliers"`
 	// Exempt requests passed uncounted (an exempt path), Banned ones were
 	// refused by the ban list, Held ones waited under a rule's wait.
 	Exempt int64 `json:"exempt"`
@@ -139,6 +144,7 @@ func (r *Replayer) report(rd *reader) *Report {
 		Unrequested:    rd.unrequested,
 		Requests:       r.decided,
 		OutOfOrder:     r.late,
+		Outliers:       r.outliers,
 		Exempt:         r.exempt,
 		Banned:         r.banned,
 		Held:           r.held,
@@ -157,6 +163,11 @@ func (r *Replayer) report(rd *reader) *Report {
 	rep.StoreKeys, rep.StoreEvictions = st.Keys, st.Evictions
 	if !r.rules.Config.Enabled() {
 		rep.Notes = append(rep.Notes, "limiting is off in this file (enabled is not true): every request passes uncounted")
+	}
+	if r.outliers > 0 {
+		f := r.firstOutlier
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s more than %s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); the first, %s:%d, was logged at %s",
+			counted(r.outliers, "line"), r.o.MaxAhead, f.file, f.line, time.Unix(0, f.at).UTC().Format(time.RFC3339Nano)))
 	}
 	if r.maxLate > int64(time.Minute) {
 		f := r.farthest
