@@ -25,6 +25,24 @@ var (
 	recommendedColor = color.RGBA{R: 20, G: 150, B: 60, A: 255}
 )
 
+// plotDir makes dir if need be and checks that a plot can be written
+// into it, by writing an empty file there and removing it.
+func plotDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".rlkit-plot-*.png")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	err = f.Close()
+	if rerr := os.Remove(name); err == nil {
+		err = rerr
+	}
+	return err
+}
+
 // writePlots writes one PNG per rule of rep into dir (made if need be):
 // <rule>.png, or <rule>@<plan>.png for a plan's limits. No rule or plan
 // name holds '@' (names are letters, digits, '_', '.' and '-'), so no two

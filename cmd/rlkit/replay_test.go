@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlkit/rlkit/cmd/rlkit/internal/replay"
 )
@@ -126,9 +127,9 @@ func TestReplayJSON(t *testing.T) {
 		obj  map[string]json.RawMessage
 		keys string
 	}{
-		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds exempt banned held store_keys store_evictions refuse_share notes rules"},
+		{m.Top, "log_format lines malformed first_malformed unrequested requests from to out_of_order out_of_order_max_seconds outliers exempt banned held store_keys store_evictions refuse_share notes rules"},
 		{m.Rules[0], "rule algorithm limits mode count key stacked wait_seconds concurrent requests refused refused_share penalized waited bypassed top_refused windows"},
-		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows"},
+		{windows[0], "limit count window keys key_windows units peak_p99 peak_p999 peak_max limit_refused_share recommended recommended_share exact evicted_keys split_windows displaced_units"},
 	} {
 		for _, k := range strings.Fields(c.keys) {
 			if _, ok := c.obj[k]; !ok {
@@ -138,6 +139,62 @@ func TestReplayJSON(t *testing.T) {
 		if n := len(strings.Fields(c.keys)); len(c.obj) != n {
 			t.Errorf("the JSON report has %d keys where docs/cli.md documents %d: %s", len(c.obj), n, c.keys)
 		}
+	}
+}
+
+// TestReplayOutOfOrderNote: lines a year ahead of the lines after them
+// are named in a note, in the text report and the JSON one.
+func TestReplayOutOfOrderNote(t *testing.T) {
+	log := `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:02 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:03 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:04 +0000] "GET /api/search?q=d HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:05 +0000] "GET /api/search?q=e HTTP/1.1" 200 512
+`
+	dir := files(t, "rules.yaml", replayRules, "access.log", log)
+	const note = "requests were out of order by up to 8759h59m59s: access.log:4, logged at 2027-06-02T07:15:04Z, moved the clock that far ahead of a line after it; " +
+		"a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own"
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	if code != 0 || !strings.Contains(out, "\nnote: "+note+"\n") {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant the note %q", code, errOut, out, note)
+	}
+	out, _, code = rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", "access.log")
+	var rep replay.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !slices.Equal(rep.Notes, []string{note}) {
+		t.Errorf("replay --format json: status %d, %v, notes %q; want %q", code, err, rep.Notes, note)
+	}
+}
+
+// TestReplayMaxAhead: a line a year later than both the line before it
+// and the line after it is taken at the time of the line before, and
+// named in a note; with --max-ahead 0 it stops the clock for the lines
+// after it, decided out of order at its time.
+func TestReplayMaxAhead(t *testing.T) {
+	log := `203.0.113.7 - - [02/Jun/2026:07:15:01 +0000] "GET /api/search?q=a HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:02 +0000] "GET /api/search?q=b HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2027:07:15:03 +0000] "GET /api/search?q=c HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:04 +0000] "GET /api/search?q=d HTTP/1.1" 200 512
+203.0.113.7 - - [02/Jun/2026:07:15:05 +0000] "GET /api/search?q=e HTTP/1.1" 200 512
+`
+	dir := files(t, "rules.yaml", replayRules, "access.log", log)
+	const note = "1 line more than 1m0s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); " +
+		"the first, access.log:3, was logged at 2027-06-02T07:15:03Z"
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	if code != 0 || !strings.Contains(out, " to 2026-06-02T07:15:05Z.\n") || !strings.Contains(out, "\nnote: "+note+"\n") || !strings.Contains(out, "search   2/second    fixed_window         5        0") {
+		t.Errorf("replay: status %d, stderr %q, stdout\n%s\nwant the note %q and none refused (2 in 07:15:02)", code, errOut, out, note)
+	}
+	for _, c := range []struct {
+		flag                string
+		outliers, late, ref int64
+	}{{"--max-ahead=1m", 1, 0, 0}, {"--max-ahead=0", 0, 2, 1}, {"--max-ahead=8761h", 0, 2, 1}} {
+		out, _, code = rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", "json", c.flag, "access.log")
+		var rep replay.Report
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Outliers != c.outliers || rep.OutOfOrder != c.late || rep.Rules[0].Refused != c.ref {
+			t.Errorf("replay %s: status %d, %v, outliers %d, out of order %d, refused %+v; want %d, %d, %d", c.flag, code, err, rep.Outliers, rep.OutOfOrder, rep.Rules, c.outliers, c.late, c.ref)
+		}
+	}
+	if _, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--max-ahead=-1s", "access.log"); code != 2 || !strings.Contains(errOut, "--max-ahead") {
+		t.Errorf("--max-ahead=-1s: status %d, stderr %q; want 2", code, errOut)
 	}
 }
 
@@ -243,6 +300,71 @@ func TestReplayPlot(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"default.png", "login.png", "search.png"}) {
 		t.Errorf("plots %q, want one per rule", names)
+	}
+}
+
+// TestReplayPlotFailure: a --plot directory that cannot be made or
+// written into is an error before any log is read (exit 1, the directory
+// named); a plot that cannot be written once the logs were replayed is an
+// error after the report, which is printed whole.
+func TestReplayPlotFailure(t *testing.T) {
+	dir := files(t, "rules.yaml", replayRules, "access.log", replayLog, "file", "not a directory")
+	// missing.log would be an error of its own, were it opened first.
+	out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--plot", "file/plots", "access.log", "missing.log")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "rlkit: --plot file/plots: ") || strings.Contains(errOut, "missing.log") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("--plot file/plots: status %d, stdout %q, stderr %q; want 1, nothing, and the directory named", code, out, errOut)
+	}
+	// search.png is a directory: that plot cannot be written.
+	if err := os.MkdirAll(filepath.Join(dir, "plots", "search.png"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := rlkit(t, dir, "replay", "--config", "rules.yaml", "access.log")
+	for _, format := range []string{"text", "json"} {
+		out, errOut, code := rlkit(t, dir, "replay", "--config", "rules.yaml", "--format", format, "--plot", "plots", "access.log")
+		if code != 1 || !strings.HasPrefix(errOut, "rlkit: --plot plots: plot of rule \"search\": ") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("--format %s, a plot that cannot be written: status %d, stderr %q; want 1 and the plot named", format, code, errOut)
+		}
+		var rep replay.Report
+		switch {
+		case format == "text" && out != text:
+			t.Errorf("--format text, a plot that cannot be written: stdout\n%s\nwant the report\n%s", out, text)
+		case format == "json" && (json.Unmarshal([]byte(out), &rep) != nil || rep.Requests != 8 || len(rep.Rules) != 3):
+			t.Errorf("--format json, a plot that cannot be written: stdout\n%s\nwant the report", out)
+		}
+	}
+	// search, the first rule, stops the plots; the check leaves nothing.
+	if entries, _ := os.ReadDir(filepath.Join(dir, "plots")); len(entries) != 1 || entries[0].Name() != "search.png" {
+		t.Errorf("plots/ holds %v; want search.png alone", entries)
+	}
+}
+
+// TestReplayProgressFirstFrame: the progress meter draws nothing before
+// the first MiB is read or 200ms passed, so that no frame shows a rate
+// and a time left measured over a few bytes.
+func TestReplayProgressFirstFrame(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, 213<<20)
+	clock := p.start
+	p.now = func() time.Time { return clock }
+	p.add(2) // the gzip check
+	clock = clock.Add(150 * time.Millisecond)
+	p.add(64 << 10)
+	if out.Len() != 0 {
+		t.Fatalf("after 64 KiB in 150ms the meter shows %q; want nothing", out.String())
+	}
+	p.add(1 << 20)
+	if !strings.Contains(out.String(), "replaying") {
+		t.Fatalf("after a MiB the meter shows %q; want a frame", out.String())
+	}
+	out.Reset()
+	q := newProgress(&out, 213<<20)
+	clock = q.start
+	q.now = func() time.Time { return clock }
+	q.add(2)
+	clock = clock.Add(200 * time.Millisecond)
+	q.add(2)
+	if !strings.Contains(out.String(), "replaying") {
+		t.Errorf("after 200ms the meter shows %q; want a frame", out.String())
 	}
 }
 

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,7 +29,7 @@ func seeds(f *testing.F, files ...string) {
 
 // fuzzParse parses line with p and checks what a record must be: a
 // request's path starts with '/' (or is "*"), its status is three digits,
-// and it has an identity or a client IP.
+// and it has an identity or a client IP; a client IP is an IP address.
 func fuzzParse(t *testing.T, p *lineParser, line string) {
 	b, _ := fuzzBatches.Get().(*batch)
 	if b == nil {
@@ -52,6 +53,9 @@ func fuzzParse(t *testing.T, p *lineParser, line string) {
 	}
 	if rec.IP == "" && rec.ID == "" {
 		t.Errorf("line %q: neither identity nor client IP", line)
+	}
+	if _, err := netip.ParseAddr(rec.IP); rec.IP != "" && err != nil || (rec.IP == "") != (rec.Addr == "") {
+		t.Errorf("line %q: client IP %q, address %q; want IP addresses, or neither", line, rec.IP, rec.Addr)
 	}
 }
 

@@ -116,6 +116,7 @@ func (r *reader) source(s Source) error {
 	if b == nil {
 		return nil
 	}
+	b.name = s.Name
 	var in io.Reader = &counter{r: rc, f: r.progress}
 	// A gzip stream starts with 1f 8b.
 	n, eof, err := fill(in, b.buf[:2])
@@ -177,6 +178,7 @@ func (r *reader) source(s Source) error {
 		if next == nil {
 			return nil
 		}
+		next.name = s.Name
 		carry = copy(next.buf, b.buf[rest:end])
 		if !r.send(b) {
 			return nil
@@ -221,6 +223,7 @@ func (r *reader) lines1(name string, line int64, data []byte, b *batch) int64 {
 		r.lines++
 		b.recs = append(b.recs, Record{})
 		rec := &b.recs[len(b.recs)-1]
+		rec.line = line
 		if why := r.p.parse(l, rec, b); why != "" {
 			b.recs = b.recs[:len(b.recs)-1]
 			if why == noRequest {

@@ -160,7 +160,9 @@ func (p *lineParser) jsonRecord(rec *Record, b *batch) string {
 	}
 	p.vals[slotHost] = p.vals[slotIP]
 	if ip := p.vals[slotIP]; ip != "" {
-		b.clientAddr(rec, ip, p.prefix)
+		if !b.clientAddr(rec, ip, p.prefix) {
+			p.badIP = ip
+		}
 	} else {
 		rec.IP, rec.Addr = "", ""
 	}

@@ -50,6 +50,9 @@ type lineParser struct {
 	// unlogged are the headers the rules count per that the format does
 	// not log.
 	unlogged []string
+	// badIP is the line's client address when it is no IP address (the
+	// line then has no client IP), else "".
+	badIP string
 }
 
 type hdrSlot struct {
@@ -282,6 +285,7 @@ func orList(s []string) string {
 // parse reads line into rec; the reason the line is malformed, or "".
 func (p *lineParser) parse(line []byte, rec *Record, b *batch) string {
 	var why string
+	p.badIP = ""
 	switch p.format {
 	case "clf":
 		why = p.clf(line, rec, b)
@@ -310,10 +314,26 @@ func (p *lineParser) parse(line []byte, rec *Record, b *batch) string {
 		rec.hdr = b.hdrs[start:len(b.hdrs):len(b.hdrs)]
 	}
 	if rec.IP == "" && rec.ID == "" {
-		if p.idSlot >= 0 {
-			return "no identity (" + p.names[p.idSlot] + ") and no client IP"
+		why := "no client IP"
+		if p.badIP != "" {
+			why = p.ipName() + " " + quote(view(p.badIP)) + " is not an IP address"
 		}
-		return "no client IP"
+		if p.idSlot >= 0 {
+			return "no identity (" + p.names[p.idSlot] + ") and " + why
+		}
+		return why
 	}
 	return ""
+}
+
+// ipName names where the format finds the client address, for the
+// reasons of malformed lines.
+func (p *lineParser) ipName() string {
+	switch p.format {
+	case "clf":
+		return "client address"
+	case "envoy":
+		return "X-Forwarded-For's last address"
+	}
+	return "client IP (" + p.names[slotIP] + ")"
 }

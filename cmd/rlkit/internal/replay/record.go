@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"net/netip"
 	"unsafe"
 
 	"github.com/rlkit/rlkit/core/clientip"
@@ -14,11 +15,12 @@ type Record struct {
 	Time   int64  // when the request came: Unix nanoseconds
 	Method string // "GET"
 	Path   string // the request path as sent, escapes and all, without the query
-	IP     string // the client IP as the limiter counts it (an IPv6 one per prefix); "" when the log has none
-	Addr   string // the whole client address, matched against allow and ban networks
+	IP     string // the client IP as the limiter counts it (an IPv6 one per prefix); "" when the log has none, or a value that is no IP address
+	Addr   string // the whole client address, matched against allow and ban networks; "" when IP is
 	ID     string // the identity from --identity field: or header: ("" for ip, or when the line has none)
 	Plan   string // the plan from --plan ("" when none)
 	Status int    // the response status the log gives
+	line   int64  // the line of its log
 
 	hdr []header // the request headers the rules count per
 }
@@ -63,6 +65,7 @@ const batchBytes = 1 << 20
 // reading goroutine to the deciding one, then to the counting one, and
 // back for reuse, so that a replay allocates nothing per line.
 type batch struct {
+	name    string   // the log the lines are of (Source.Name)
 	buf     []byte   // the input: lines the records point into
 	scratch []byte   // strings made from the input (unescaped JSON, canonical addresses)
 	recs    []Record // the lines' records, in log order
@@ -134,16 +137,24 @@ func (b *batch) keepAppended(p []byte) string {
 // "[2001:db8::1]:443", "::ffff:203.0.113.7"), as the service derives them
 // from a peer's address: clientip.Config.ClientIP (canonical, IPv4-mapped
 // addresses as IPv4, an IPv6 address masked to its first prefix bits)
-// and ClientAddr (the whole address). A value that is no address (a host
-// name) is taken as it is for both. A canonical IPv4 address, the common
-// case, is taken as it stands.
-func (b *batch) clientAddr(rec *Record, s string, prefix int) {
+// and ClientAddr (the whole address). A canonical IPv4 address, the common
+// case, is taken as it stands. A value that is no IP address ("-", a host
+// name, "unix:") gives no client IP: both are "", and clientAddr reports
+// false.
+func (b *batch) clientAddr(rec *Record, s string, prefix int) bool {
 	if canonicalIPv4(s) {
 		rec.IP, rec.Addr = s, s
-		return
+		return true
 	}
 	c := clientip.Config{IPv6PrefixLen: prefix}
-	rec.IP, rec.Addr = c.ClientIP(s, nil), c.ClientAddr(s, nil)
+	// ClientAddr gives an address that does not parse back as it is.
+	addr := c.ClientAddr(s, nil)
+	if _, err := netip.ParseAddr(addr); err != nil {
+		rec.IP, rec.Addr = "", ""
+		return false
+	}
+	rec.IP, rec.Addr = c.ClientIP(s, nil), addr
+	return true
 }
 
 // canonicalIPv4 reports whether s is an IPv4 address as netip writes it:

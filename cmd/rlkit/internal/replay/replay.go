@@ -54,6 +54,13 @@ type Options struct {
 	// StoreKeys bounds the memory store's counters, as the service's
 	// memstore.WithMaxKeys; 0 means memstore.DefaultMaxKeys.
 	StoreKeys int
+	// MaxAhead, when above 0, bounds how far a line may jump ahead of
+	// the lines around it: a line whose time stamp is more than MaxAhead
+	// after both the latest one before it and the one right after it is
+	// an outlier (a wrong clock), taken at the time of the latest line
+	// before it (the first line of all: at the time of the one after it).
+	// 0: no line is.
+	MaxAhead time.Duration
 	// Progress, when set, is told of every read of a log, in bytes
 	// before decompression, from the reading goroutine.
 	Progress func(n int64)
@@ -86,6 +93,17 @@ type Replayer struct {
 	started  bool
 	now      int64 // the clock's reading
 	min, max int64 // the earliest and latest time stamps
+	// setter is the line that last moved the clock ahead, and farthest
+	// the one that was farthest ahead of a line after it (by maxLate).
+	setter, farthest mark
+
+	// ahead is a line more than MaxAhead ahead of the clock (or the first
+	// line), held until the line after it tells whether it is an outlier;
+	// aheadFile is its log.
+	ahead        *Record
+	aheadFile    string
+	outliers     int64
+	firstOutlier mark
 
 	pending waitHeap
 	queued  map[waitKey]int
@@ -185,10 +203,14 @@ func (r *Replayer) Run(srcs []Source) (*Report, error) {
 		}
 		counted <- b
 	}
-	if len(r.pending) > 0 { // the requests still held at the end of the log
+	if r.ahead != nil || len(r.pending) > 0 { // the last line, if held, and the requests still held at the end of the log
 		b := <-rd.free
 		b.reset()
 		r.cur = b
+		if a := r.ahead; a != nil { // no line after it: not an outlier
+			r.ahead = nil
+			r.take(a, r.aheadFile)
+		}
 		r.due(math.MaxInt64)
 		counted <- b
 	}
@@ -203,12 +225,12 @@ func (r *Replayer) Run(srcs []Source) (*Report, error) {
 
 // tally is what one rule counted of one request, for the figures kept per
 // key: the request's key under the rule, its units, whether the rule
-// refused it, at which instant.
+// refused it, and its own time stamp, whose windows its units count in.
 type tally struct {
 	s       *ruleStats
 	key     string
 	units   int64
-	now     int64
+	at      int64
 	refused bool
 }
 
@@ -217,18 +239,57 @@ func (t *tally) count() {
 		t.s.top.add(t.key)
 	}
 	if t.units > 0 && t.s.table != nil {
-		t.s.table.add(t.key, t.units, t.now)
+		t.s.table.add(t.key, t.units, t.at)
 	}
 }
 
-// record decides one request of the log at its time stamp: the clock moves
-// to it, never backwards (a request earlier than the clock, from another
-// log or another worker's lines, is decided at the clock's time).
+// mark names a line of a log and its time stamp.
+type mark struct {
+	file string
+	line int64
+	at   int64
+}
+
+// record takes the next line of the logs, a request of r.cur's log. With
+// MaxAhead, a line more than MaxAhead ahead of the clock, and the first
+// line, wait for the line after them (see Options.MaxAhead).
 func (r *Replayer) record(rec *Record) {
+	bound := int64(r.o.MaxAhead)
+	if bound <= 0 {
+		r.take(rec, r.cur.name)
+		return
+	}
+	if a := r.ahead; a != nil {
+		r.ahead = nil
+		if a.Time-rec.Time > bound { // ahead of the line after it too
+			at := r.now
+			if !r.started {
+				at = rec.Time
+			}
+			r.outliers++
+			if r.outliers == 1 {
+				r.firstOutlier = mark{r.aheadFile, a.line, a.Time}
+			}
+			a.Time = at
+		}
+		r.take(a, r.aheadFile)
+	}
+	if !r.started || rec.Time-r.now > bound {
+		r.ahead, r.aheadFile = rec.clone(), r.cur.name
+		return
+	}
+	r.take(rec, r.cur.name)
+}
+
+// take decides one request of the log file at its time stamp: the clock
+// moves to it, never backwards (a request earlier than the clock, from
+// another log or another worker's lines, is decided at the clock's time).
+func (r *Replayer) take(rec *Record, file string) {
 	t := rec.Time
 	if !r.started {
 		r.started, r.now, r.min, r.max = true, t, t, t
 		r.clock.Set(time.Unix(0, t))
+		r.setter = mark{file, rec.line, t}
 	}
 	switch {
 	case t > r.now:
@@ -237,9 +298,12 @@ func (r *Replayer) record(rec *Record) {
 		}
 		r.clock.Advance(time.Duration(t - r.now))
 		r.now = t
+		r.setter = mark{file, rec.line, t}
 	case t < r.now:
 		r.late++
-		r.maxLate = max(r.maxLate, r.now-t)
+		if r.now-t > r.maxLate {
+			r.maxLate, r.farthest = r.now-t, r.setter
+		}
 	}
 	r.min, r.max = min(r.min, t), max(r.max, t)
 	r.decide(rec, nil)
@@ -320,7 +384,7 @@ func (r *Replayer) commit(rec *Record, waited bool) {
 			}
 		}
 		if refused || units > 0 && s.table != nil {
-			r.cur.tallies = append(r.cur.tallies, tally{s: s, key: e.Key, units: units, now: r.now, refused: refused})
+			r.cur.tallies = append(r.cur.tallies, tally{s: s, key: e.Key, units: units, at: rec.Time, refused: refused})
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,9 @@ import (
 	"unicode/utf8"
 
 	_ "time/tzdata" // the calendar test's time zone, whatever the system has
+
+	"github.com/rlkit/rlkit/core"
+	"github.com/rlkit/rlkit/nethttp"
 )
 
 // replayed replays logs under the rule file yaml.
@@ -229,6 +234,83 @@ func TestIdentities(t *testing.T) {
 	}
 }
 
+// TestNoClientIP: a client address that is no IP address ("-", a host
+// name, "unix:", an octet above 255) gives the line no client IP. Counted
+// under its client IP, the line is malformed, its reason naming the field
+// and the value; counted under an identity the line gives, it is decided
+// under that identity without a client IP: neither banned nor allowed by
+// the networks of the lists, as the service decides a request whose peer
+// address does not parse (nethttp, below), and counted under an empty
+// client IP by a rule keyed by ip.
+func TestNoClientIP(t *testing.T) {
+	for _, c := range []struct{ format, line, why string }{
+		{"clf", `- - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "-" is not an IP address`},
+		{"clf", `notanip - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "notanip" is not an IP address`},
+		{"clf", `999.1.1.1 - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "999.1.1.1" is not an IP address`},
+		{"clf", `unix: - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "unix:" is not an IP address`},
+		{"clf", `client.example - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "client.example" is not an IP address`},
+		{"json", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/api/a","ip":"-","status":200}`, `client IP (ip, remote_addr or client_ip) "-" is not an IP address`},
+		{"json", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/api/a","remote_addr":"notanip","status":200}`, `client IP (ip, remote_addr or client_ip) "notanip" is not an IP address`},
+		{"nginx-json", `{"time_iso8601":"2026-06-02T07:15:01+00:00","remote_addr":"unix:","request":"GET /api/a HTTP/1.1","status":"200"}`, `client IP (remote_addr) "unix:" is not an IP address`},
+		{"envoy", `[2026-06-02T07:15:01.000Z] "GET /api/a HTTP/1.1" 200 - 0 1 1 1 "198.51.100.23, notanip" "-" "-" "-" "-"`, `X-Forwarded-For's last address "notanip" is not an IP address`},
+	} {
+		recs, rd := parsed(t, Options{Format: c.format}, nil, text("a.log", c.line+"\n"))
+		if len(recs) != 0 || len(rd.first) != 1 || rd.first[0].Reason != c.why {
+			t.Errorf("%s %s: records %+v, malformed %+v; want it malformed: %s", c.format, c.line, recs, rd.first, c.why)
+		}
+	}
+	// The user field names the caller: the line counts under it, with no
+	// client IP; without it, it is malformed.
+	for _, c := range []struct{ user, why string }{
+		{"alice", ""},
+		{"-", `no identity (user) and client address "notanip" is not an IP address`},
+	} {
+		line := `notanip - ` + c.user + ` [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1` + "\n"
+		recs, rd := parsed(t, Options{Format: "clf", Identity: "field:user"}, nil, text("a.log", line))
+		switch {
+		case c.why == "" && (len(recs) != 1 || recs[0].ID != "alice" || recs[0].IP != "" || recs[0].Addr != ""):
+			t.Errorf("user %s: records %+v; want alice's, with no client IP", c.user, recs)
+		case c.why != "" && (len(recs) != 0 || len(rd.first) != 1 || rd.first[0].Reason != c.why):
+			t.Errorf("user %s: records %+v, malformed %+v; want it malformed: %s", c.user, recs, rd.first, c.why)
+		}
+	}
+
+	// Every network banned, and every network allowed.
+	for _, list := range []string{"ban", "allow"} {
+		yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  " + list + ":\n    networks: [0.0.0.0/0, \"::/0\"]\n" +
+			"  rules:\n    - name: api\n      paths: [/api/**]\n      limit: 1/minute\n    - name: perip\n      paths: [/ip/**]\n      limit: 1/minute\n      key: ip\n"
+		var log strings.Builder
+		for _, l := range []string{"- alice /api/a", "notanip alice /api/a", "unix: bob /api/a", "- carol /ip/a", "notanip dave /ip/a"} {
+			f := strings.Fields(l)
+			fmt.Fprintf(&log, "%s - %s [02/Jun/2026:07:15:01 +0000] \"GET %s HTTP/1.1\" 200 1\n", f[0], f[1], f[2])
+		}
+		rep := replayed(t, yaml, Options{Identity: "field:user"}, text("a.log", log.String()))
+		api, perip := ruleOf(t, rep, "api"), ruleOf(t, rep, "perip")
+		if rep.Malformed != 0 || rep.Banned != 0 || api.Bypassed != 0 || api.Requests != 3 || api.Refused != 1 || perip.Requests != 2 || perip.Refused != 1 ||
+			len(api.TopRefused) != 1 || api.TopRefused[0].Key != "alice" || len(perip.TopRefused) != 1 || perip.TopRefused[0].Key != "ip:" {
+			t.Errorf("%s every network: malformed %d, banned %d; api %+v; perip %+v; want alice refused once under api, and ip: (no client IP) once under perip", list, rep.Malformed, rep.Banned, api, perip)
+		}
+		// The service: a peer address that does not parse is neither
+		// banned nor allowed.
+		cfg, err := core.ParseConfig([]byte(yaml), "rules.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := nethttp.New(core.NewLimiter(cfg), nethttp.WithKeyFunc(func(*http.Request) (string, error) { return "alice", nil }))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		var codes []int
+		for range 2 {
+			r := httptest.NewRequest("GET", "/api/a", nil)
+			r.RemoteAddr = "notanip"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			codes = append(codes, w.Code)
+		}
+		if !slices.Equal(codes, []int{200, 429}) {
+			t.Errorf("%s every network: the service answers %v to alice from a peer address that does not parse; want 200, 429 (neither banned nor allowed)", list, codes)
+		}
+	}
+}
+
 // TestRuleKeys: a rule keyed by a header and a path parameter counts per
 // the log's values of them, as the service does.
 func TestRuleKeys(t *testing.T) {
@@ -272,8 +354,8 @@ func TestWaits(t *testing.T) {
 }
 
 // TestOutOfOrder: a request logged before one already decided is decided
-// at the clock's time: the clock never moves back, and a window that has
-// ended is not counted in again.
+// at the clock's time: the clock never moves back. Its units count in the
+// window of its own time stamp, one of the last two its key counted in.
 func TestOutOfOrder(t *testing.T) {
 	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
 	rep := replayed(t, yaml, Options{Format: "json"},
@@ -285,8 +367,186 @@ func TestOutOfOrder(t *testing.T) {
 	if r.Refused != 2 || rep.OutOfOrder != 2 || rep.OutOfOrderMaxSeconds != 1.3 || rep.From != "2026-06-02T07:15:00Z" || rep.To != "2026-06-02T07:15:01.6Z" {
 		t.Errorf("refused %d, out of order %d by %vs, from %s to %s; want 2, 2 by 1.3s, 07:15:00 to 07:15:01.6", r.Refused, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, rep.From, rep.To)
 	}
-	if w := r.Windows[0]; w.KeyWindows != 2 || w.PeakMax != 4 {
-		t.Errorf("windows %+v, want 2 (1 and 4 units)", w)
+	if len(rep.Notes) != 0 {
+		t.Errorf("notes %q; want none for requests out of order by less than a minute", rep.Notes)
+	}
+	// Per window of its own time stamp: 0, .2, .9 in the first, 1.5 and
+	// 1.6 in the second.
+	if w := r.Windows[0]; w.KeyWindows != 2 || w.Units != 5 || w.PeakMax != 3 || w.LimitRefusedShare != 0.2 || !w.Exact || w.DisplacedUnits != 0 {
+		t.Errorf("windows %+v, want 2 (3 and 2 units), exact", w)
+	}
+}
+
+// TestOutOfOrderNote: when requests were out of order by more than a
+// minute, a note names the line that moved the clock farthest ahead of a
+// line after it, and its time stamp.
+func TestOutOfOrderNote(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n"
+	rep := replayed(t, yaml, Options{Format: "json"},
+		jsonLog(req{ms: 0, path: "/"}, req{ms: 90_000, path: "/"}, req{ms: 1000, path: "/"}), // 1m29s back
+		jsonLog(req{ms: 2000, path: "/"}, req{ms: 7_200_000, path: "/"}, req{ms: 7_200_500, path: "/"}, req{ms: 3000, path: "/"}, req{ms: 7_200_000, path: "/"}))
+	want := []string{"requests were out of order by up to 1h59m57.5s: crafted.jsonl:3, logged at 2026-06-02T09:15:00.5Z, moved the clock that far ahead of a line after it; " +
+		"a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own"}
+	if !slices.Equal(rep.Notes, want) || rep.OutOfOrder != 4 || rep.OutOfOrderMaxSeconds != 7197.5 {
+		t.Errorf("notes %q, out of order %d by %vs; want %q, 4 by 7197.5s", rep.Notes, rep.OutOfOrder, rep.OutOfOrderMaxSeconds, want)
+	}
+}
+
+// TestMaxAhead: a line more than MaxAhead later than both the line
+// before it and the line after it is taken at the time of the line before
+// (the first line of all: of the line after), counted as an outlier and
+// named in a note; a line ahead of the line before it alone (a gap in the
+// traffic, the last line), or two lines ahead together, are not outliers.
+func TestMaxAhead(t *testing.T) {
+	const year = 365 * 24 * 3600 * 1000
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
+	// Two requests a second for 10 seconds; extra ones (ms) after second
+	// after, or first when after is -1.
+	log := func(after int, extra ...int64) Source {
+		var reqs []req
+		if after < 0 {
+			for _, ms := range extra {
+				reqs = append(reqs, req{ms: ms, path: "/s"})
+			}
+		}
+		for sec := range 10 {
+			reqs = append(reqs, req{ms: int64(sec) * 1000, path: "/s"}, req{ms: int64(sec)*1000 + 500, path: "/s"})
+			if sec == after {
+				for _, ms := range extra {
+					reqs = append(reqs, req{ms: ms, path: "/s"})
+				}
+			}
+		}
+		return jsonLog(reqs...)
+	}
+	for _, c := range []struct {
+		name                 string
+		log                  Source
+		maxAhead             time.Duration
+		outliers, late       int64
+		refused, peak, units int64
+		from, to, note       string
+	}{
+		{"a line a year ahead", log(3, year+3600), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z",
+			"1 line more than 1m0s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); " +
+				"the first, crafted.jsonl:9, was logged at 2027-06-02T07:15:03.6Z"},
+		{"a line a year ahead, no bound", log(3, year+3600), 0, 0, 12, 11, 2, 21, "07:15:00Z", "2027-06-02T07:15:03.6Z", ""},
+		{"a line 61s ahead", log(3, 64_600), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z", ""},
+		{"a line 59s ahead", log(3, 62_600), time.Minute, 0, 12, 11, 2, 21, "07:15:00Z", "07:16:02.6Z", ""},
+		{"two lines a year ahead", log(3, year+3600, year+3700), time.Minute, 0, 12, 12, 2, 22, "07:15:00Z", "2027-06-02T07:15:03.7Z", ""},
+		{"the first line a year ahead", log(-1, year), time.Minute, 1, 0, 1, 3, 21, "07:15:00Z", "07:15:09.5Z", ""},
+		{"a gap", log(9, 7_200_000, 7_200_500), time.Minute, 0, 0, 0, 2, 22, "07:15:00Z", "09:15:00.5Z", ""},
+		{"the last line ahead", log(9, 7_200_000), time.Minute, 0, 0, 0, 2, 21, "07:15:00Z", "09:15:00Z", ""},
+	} {
+		rep := replayed(t, yaml, Options{Format: "json", MaxAhead: c.maxAhead}, c.log)
+		r := ruleOf(t, rep, "s")
+		w := r.Windows[0]
+		if !strings.Contains(c.to, "T") {
+			c.to = "2026-06-02T" + c.to
+		}
+		if rep.Outliers != c.outliers || rep.OutOfOrder != c.late || r.Refused != c.refused || w.PeakMax != c.peak || w.Units != c.units ||
+			rep.From != "2026-06-02T"+c.from || rep.To != c.to {
+			t.Errorf("%s: outliers %d, out of order %d, refused %d, peak %d, units %d, from %s to %s; want %d, %d, %d, %d, %d, %s to %s", c.name,
+				rep.Outliers, rep.OutOfOrder, r.Refused, w.PeakMax, w.Units, rep.From, rep.To, c.outliers, c.late, c.refused, c.peak, c.units, c.from, c.to)
+		}
+		if c.note != "" && (len(rep.Notes) != 1 || rep.Notes[0] != c.note) {
+			t.Errorf("%s: notes %q, want %q", c.name, rep.Notes, c.note)
+		}
+	}
+}
+
+// TestMaxAheadAcrossLogs: a line held to be compared with the line after
+// it is compared across logs and across the batches a log is read in,
+// and decided as it was logged.
+func TestMaxAheadAcrossLogs(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: x\n      paths: [/x]\n      limit: 1/minute\n"
+	// The last line of a log, and the next log back at its time.
+	a := text("a.jsonl", `{"time":"2026-06-02T07:15:00Z","method":"GET","path":"/s","ip":"192.0.2.1","status":200}
+{"time":"2027-06-02T07:15:00Z","method":"GET","path":"/x","ip":"192.0.2.9","status":200}
+`)
+	b := text("b.jsonl", `{"time":"2026-06-02T07:15:01Z","method":"GET","path":"/s","ip":"192.0.2.1","status":200}
+`)
+	rep := replayed(t, yaml, Options{Format: "json", MaxAhead: time.Minute}, a, b)
+	if x := ruleOf(t, rep, "x"); rep.Outliers != 1 || rep.OutOfOrder != 0 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the first, a.jsonl:2, was logged at 2027-06-02T07:15:00Z") ||
+		x.Requests != 1 || len(x.Windows) != 1 || x.Windows[0].Keys != 1 {
+		t.Errorf("outliers %d, out of order %d, notes %q, rule x %+v; want the last line of a.jsonl, on /x", rep.Outliers, rep.OutOfOrder, rep.Notes, x)
+	}
+	// Lines of 120 bytes: the first batch (a MiB) ends with line 8,738,
+	// a year ahead.
+	var big strings.Builder
+	const last = batchBytes / 120
+	for i := range last + 100 {
+		at, path := t0.Add(time.Duration(i)*10*time.Millisecond), "/s"
+		if i+1 == last {
+			at, path = at.AddDate(1, 0, 0), "/x"
+		}
+		line := fmt.Sprintf(`{"time":%q,"method":"GET","path":%q,"ip":"192.0.2.1","status":200,"pad":"`, at.Format("2006-01-02T15:04:05.000Z07:00"), path)
+		big.WriteString(line + strings.Repeat("p", 120-len(line)-3) + "\"}\n")
+	}
+	if big.Len() != 120*(last+100) {
+		t.Fatalf("lines of %d bytes in all, want 120 each", big.Len())
+	}
+	rep = replayed(t, yaml, Options{Format: "json", MaxAhead: time.Minute}, text("big.jsonl", big.String()))
+	if x := ruleOf(t, rep, "x"); rep.Outliers != 1 || rep.OutOfOrder != 0 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the first, big.jsonl:8738, was logged at 2027-06-02T07:16:27.37Z") ||
+		x.Requests != 1 || rep.Requests != last+100 {
+		t.Errorf("outliers %d, out of order %d, notes %q, requests %d, rule x %+v; want line 8,738, on /x", rep.Outliers, rep.OutOfOrder, rep.Notes, rep.Requests, x)
+	}
+}
+
+// TestKeyTableOwnWindows: a key's units count in the window of their own
+// time stamp when it is one of the last two windows the key counted in; a
+// window later than both ends the earlier, one between them takes the
+// earlier's place, and one earlier than both counts in the earlier
+// (displaced).
+func TestKeyTableOwnWindows(t *testing.T) {
+	kt := newKeyTable([]window{{period: int64(time.Second)}}, 10)
+	s := func(sec float64) int64 { return int64(sec * float64(time.Second)) }
+	for _, at := range []float64{
+		0.5, // window 0
+		1.5, // window 1
+		0.7, // window 0, the earlier held: 2
+		3.2, // window 3: window 0 ends with 2; 1 and 3 held
+		1.1, // window 1: 2
+		0.1, // window 0, earlier than 1 and 3: counted in 1 (3), displaced
+		2.5, // window 2, between 1 and 3: window 1 ends with 3; 2 and 3 held
+	} {
+		kt.add("a", 1, s(at))
+	}
+	kt.add("b", 4, s(1.2))
+	kt.finish()
+	// Key-window counts: a's 2, 3, 1, 1 and b's 4.
+	c, p := &kt.counts[0], &kt.peaks[0]
+	if c.cnt != 5 || c.tot != 11 || c.lin[1] != 2 || c.lin[2] != 1 || c.lin[3] != 1 || c.lin[4] != 1 || kt.displaced[0] != 1 {
+		t.Errorf("key windows %d, units %d, counts 1:%d 2:%d 3:%d 4:%d, displaced %d; want 5, 11, 2, 1, 1, 1 and 1",
+			c.cnt, c.tot, c.lin[1], c.lin[2], c.lin[3], c.lin[4], kt.displaced[0])
+	}
+	if p.cnt != 2 || p.lin[3] != 1 || p.lin[4] != 1 {
+		t.Errorf("peaks: %d keys, 3:%d, 4:%d; want a's 3 and b's 4", p.cnt, p.lin[3], p.lin[4])
+	}
+}
+
+// TestFutureLineFigures: a line a year ahead of the lines around it
+// counts in its own window; the lines after it, decided at its instant
+// (the clock never moves back), count in theirs: the key's figures are
+// its demand, per window of its requests' own time stamps.
+func TestFutureLineFigures(t *testing.T) {
+	yaml := "rate_limit:\n  enabled: true\n  default: 1000/second\n  rules:\n    - name: s\n      paths: [/s]\n      limit: 2/second\n"
+	var reqs []req
+	for sec := range 10 {
+		reqs = append(reqs, req{ms: int64(sec) * 1000, path: "/s"}, req{ms: int64(sec)*1000 + 500, path: "/s"})
+		if sec == 3 {
+			reqs = append(reqs, req{ms: int64(sec)*1000 + 600 + 365*24*3600*1000, path: "/s"})
+		}
+	}
+	rep := replayed(t, yaml, Options{Format: "json"}, jsonLog(reqs...))
+	r := ruleOf(t, rep, "s")
+	if w := r.Windows[0]; w.Keys != 1 || w.KeyWindows != 11 || w.Units != 21 || w.PeakMax != 2 || w.LimitRefusedShare != 0 || w.Recommended != 2 || !w.Exact {
+		t.Errorf("windows %+v; want 11 key windows (10 of 2 units and the year-ahead line's), a peak of 2, exact", w)
+	}
+	// The 12 requests after it are decided at its instant, in its
+	// window: the first is admitted, 11 refused.
+	if rep.OutOfOrder != 12 || r.Refused != 11 {
+		t.Errorf("out of order %d, refused %d; want 12 and 11", rep.OutOfOrder, r.Refused)
 	}
 }
 

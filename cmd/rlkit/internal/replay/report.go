@@ -35,6 +35,11 @@ type Report struct {
 	// at most OutOfOrderMaxSeconds; each was decided at the clock's time.
 	OutOfOrder           int64   `json:"out_of_order"`
 	OutOfOrderMaxSeconds float64 `json:"out_of_order_max_seconds"`
+	// Outliers are lines more than Options.MaxAhead later than both the
+	// line before them and the line after them, taken at the time of the
+	// line before (see Options.MaxAhead); From and To leave their own
+	// time stamps out.
+	Outliers int64 `json:"outliers"`
 	// Exempt requests passed uncounted (an exempt path), Banned ones were
 	// refused by the ban list, Held ones waited under a rule's wait.
 	Exempt int64 `json:"exempt"`
@@ -114,13 +119,17 @@ type WindowReport struct {
 	Recommended      int64   `json:"recommended"`
 	RecommendedShare float64 `json:"recommended_share"`
 	// Exact is true when no key was forgotten to stay within the
-	// bounded key table; else EvictedKeys were (each counted as two keys
-	// if seen again), SplitWindows of them while a window was open (its
-	// count split in two). Figures above 1,024 units may be high by up to
-	// 1/64 (1.6%) whatever Exact says (log-bucketed histograms).
-	Exact        bool  `json:"exact"`
-	EvictedKeys  int64 `json:"evicted_keys"`
-	SplitWindows int64 `json:"split_windows"`
+	// bounded key table and every unit counted in the window of its own
+	// time stamp; else EvictedKeys were forgotten (each counted as two
+	// keys if seen again), SplitWindows of them while a window was open
+	// (its count split in two), and DisplacedUnits, logged out of order in
+	// a window earlier than the last two its key counted in, were counted
+	// in the earlier of those. Figures above 1,024 units may be high by up
+	// to 1/64 (1.6%) whatever Exact says (log-bucketed histograms).
+	Exact          bool  `json:"exact"`
+	EvictedKeys    int64 `json:"evicted_keys"`
+	SplitWindows   int64 `json:"split_windows"`
+	DisplacedUnits int64 `json:"displaced_units"`
 	// Count is the rule's limit per window.
 	Count int64 `json:"count"`
 	// Peaks is the distribution of the keys' peaks (for plots).
@@ -136,6 +145,7 @@ func (r *Replayer) report(rd *reader) *Report {
 		Unrequested:    rd.unrequested,
 		Requests:       r.decided,
 		OutOfOrder:     r.late,
+		Outliers:       r.outliers,
 		Exempt:         r.exempt,
 		Banned:         r.banned,
 		Held:           r.held,
@@ -154,6 +164,16 @@ func (r *Replayer) report(rd *reader) *Report {
 	rep.StoreKeys, rep.StoreEvictions = st.Keys, st.Evictions
 	if !r.rules.Config.Enabled() {
 		rep.Notes = append(rep.Notes, "limiting is off in this file (enabled is not true): every request passes uncounted")
+	}
+	if r.outliers > 0 {
+		f := r.firstOutlier
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s more than %s later than both the line before and the line after (--max-ahead), taken at the time of the line before (the first line of all: of the line after); the first, %s:%d, was logged at %s",
+			counted(r.outliers, "line"), r.o.MaxAhead, f.file, f.line, time.Unix(0, f.at).UTC().Format(time.RFC3339Nano)))
+	}
+	if r.maxLate > int64(time.Minute) {
+		f := r.farthest
+		rep.Notes = append(rep.Notes, fmt.Sprintf("requests were out of order by up to %s: %s:%d, logged at %s, moved the clock that far ahead of a line after it; a request logged before the clock is decided at the clock's time, and counts in the per-key figures at its own",
+			time.Duration(r.maxLate), f.file, f.line, time.Unix(0, f.at).UTC().Format(time.RFC3339Nano)))
 	}
 	for _, h := range r.p.unlogged {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("a rule counts per header %s, which the %s log does not hold: its requests count under their client IP, the header's fallback", h, r.o.Format))
@@ -195,7 +215,7 @@ func (r *Replayer) ruleReport(s *ruleStats) RuleReport {
 	t := s.table
 	t.finish()
 	for i, l := range rule.Policy.Limits {
-		w := WindowReport{Limit: l.String(), Count: l.Count, EvictedKeys: t.evicted, SplitWindows: t.split, Exact: t.evicted == 0}
+		w := WindowReport{Limit: l.String(), Count: l.Count, EvictedKeys: t.evicted, SplitWindows: t.split, DisplacedUnits: t.displaced[i], Exact: t.evicted == 0 && t.displaced[i] == 0}
 		w.Window = windowText(rule.Policy.Location, l)
 		counts, peaks := &t.counts[i], &t.peaks[i]
 		w.Keys, w.KeyWindows, w.Units = peaks.cnt, counts.cnt, counts.tot
@@ -309,7 +329,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "    %s per window refuses %s of units; %s would refuse %s (at most %s)\n",
 				count(w.Count), percent(w.LimitRefusedShare), count(w.Recommended), percent(w.RecommendedShare), percent(rep.RefuseShare))
 			if !w.Exact {
-				fmt.Fprintf(&b, "    approximate: %s forgotten to stay within the key bound, %s of them in an open window\n", counted(w.EvictedKeys, "key"), count(w.SplitWindows))
+				var why []string
+				if w.EvictedKeys > 0 {
+					why = append(why, fmt.Sprintf("%s forgotten to stay within the key bound, %s of them in an open window", counted(w.EvictedKeys, "key"), count(w.SplitWindows)))
+				}
+				if w.DisplacedUnits > 0 {
+					why = append(why, fmt.Sprintf("%s logged out of order counted in a later window than their own", counted(w.DisplacedUnits, "unit")))
+				}
+				fmt.Fprintf(&b, "    approximate: %s\n", strings.Join(why, "; "))
 			}
 		}
 	}

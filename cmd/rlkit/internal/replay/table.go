@@ -31,39 +31,48 @@ func (w *window) id(now int64) int64 {
 // keyTable counts what each key of one rule asks for in each window of
 // each of the rule's limits, for the recommendations: the distribution of
 // per-key-window counts (counts) and of each key's highest count in any
-// window (peaks), per limit. Keys are held by a 64-bit hash of their own
-// (hash/maphash, seeded at random), not as strings. Two keys whose hashes
-// are equal would count as one; among ten million keys the chance that
-// any two do is about 3 in a million.
+// window (peaks), per limit. A request counts in the window of its own
+// time stamp, whatever the replay's clock reads. Keys are held by a
+// 64-bit hash of their own (hash/maphash, seeded at random), not as
+// strings. Two keys whose hashes are equal would count as one; among ten
+// million keys the chance that any two do is about 3 in a million.
 //
 // A key's entry is a run of int64s in pages that never move (see ent):
-// its hash, then per limit its current window's id, its count there and
-// the most it counted in any window; an index (see index.go) finds the
-// entry of a hash. A key costs 8 bytes, 24 per limit and 16 to 32 of
-// index: 48 to 64 bytes for a rule of one limit.
+// its hash, then per limit two windows, each an id and a count (the
+// earlier first; a count of 0 is no window), and the most it counted in
+// any window; an index (see index.go) finds the entry of a hash. Holding
+// two windows lets a request logged out of order count in its own window
+// when that is one of the key's last two: a request in a window later
+// than both ends the earlier one (its count is final: it goes into
+// counts), and so does one between them, taking its place; one earlier
+// than both, whose window's count may be final already, counts in the
+// earlier of the two (displaced). A key costs 8 bytes, 40 per limit and
+// 16 to 32 of index: 64 to 80 bytes for a rule of one limit.
 //
 // It holds at most max keys. When full, one pass frees a tenth of it:
-// first keys whose every window has ended (a window's count is final once
-// it ends, so forgetting such a key changes no per-window count; the key,
-// seen again, counts as another key in peaks), then, if those are too
-// few, the keys with the least counted in their open windows, each of
-// which splits a window's count in two (split).
+// first keys whose every window has ended by the time stamp of the
+// request that needs room (forgetting such a key changes no per-window
+// count unless a request of an ended window comes after it; the key, seen
+// again, counts as another key in peaks), then, if those are too few, the
+// keys with the least counted in their open windows, each of which splits
+// a window's count in two (split).
 type keyTable struct {
-	seed    maphash.Seed
-	idx     []uint64  // the index: see index.go
-	n       int       // the keys held
-	pages   [][]int64 // the entries, pageEntries a page
-	stride  int       // an entry's int64s: 1 + 3 per limit
-	made    int32     // the entries made
-	free    []int32   // entries made and free
-	nl      int
-	max     int
-	windows []window
-	counts  []hist // per limit: per-key-window counts
-	peaks   []hist // per limit: per-key peaks
-	evicted int64  // keys forgotten to stay within max
-	split   int64  // of those, the ones forgotten while a window was open
-	most    int    // the most keys held at once
+	seed      maphash.Seed
+	idx       []uint64  // the index: see index.go
+	n         int       // the keys held
+	pages     [][]int64 // the entries, pageEntries a page
+	stride    int       // an entry's int64s: 1 + 5 per limit
+	made      int32     // the entries made
+	free      []int32   // entries made and free
+	nl        int
+	max       int
+	windows   []window
+	counts    []hist  // per limit: per-key-window counts
+	peaks     []hist  // per limit: per-key peaks
+	displaced []int64 // per limit: units counted in a later window than their own
+	evicted   int64   // keys forgotten to stay within max
+	split     int64   // of those, the ones forgotten while a window was open
+	most      int     // the most keys held at once
 }
 
 // pageBits sets the entries of a page: 4,096.
@@ -72,24 +81,29 @@ const (
 	pageEntries = 1 << pageBits
 )
 
-// Offsets in an entry: the hash, then per limit j at 1+3j its window's
-// id, its count there and its peak.
+// Offsets in an entry: the hash, then per limit j, at 1+limitInts*j, its
+// earlier window's id and count, its later window's id and count, and its
+// peak.
 const (
-	entHash = 0
-	winID   = 0
-	winCnt  = 1
-	winPeak = 2
+	entHash   = 0
+	winOldID  = 0
+	winOldCnt = 1
+	winID     = 2
+	winCnt    = 3
+	winPeak   = 4
+	limitInts = 5
 )
 
 func newKeyTable(windows []window, maxKeys int) *keyTable {
 	return &keyTable{
-		seed:    maphash.MakeSeed(),
-		nl:      len(windows),
-		stride:  1 + 3*len(windows),
-		max:     max(maxKeys, 1),
-		windows: windows,
-		counts:  make([]hist, len(windows)),
-		peaks:   make([]hist, len(windows)),
+		seed:      maphash.MakeSeed(),
+		nl:        len(windows),
+		stride:    1 + limitInts*len(windows),
+		max:       max(maxKeys, 1),
+		windows:   windows,
+		counts:    make([]hist, len(windows)),
+		peaks:     make([]hist, len(windows)),
+		displaced: make([]int64, len(windows)),
 	}
 }
 
@@ -100,30 +114,54 @@ func (t *keyTable) ent(e int32) []int64 {
 	return p[o : o+t.stride : o+t.stride]
 }
 
-// add counts units (> 0) for key at instant now.
-func (t *keyTable) add(key string, units, now int64) {
+// lim returns limit j's part of entry en.
+func lim(en []int64, j int) []int64 {
+	o := 1 + limitInts*j
+	return en[o : o+limitInts : o+limitInts]
+}
+
+// add counts units (> 0) for key, asked for at instant at (the request's
+// own time stamp).
+func (t *keyTable) add(key string, units, at int64) {
 	h := fix(maphash.String(t.seed, key))
 	e, slot := t.find(h)
 	if e < 0 {
-		e = t.insert(h, slot, now)
+		e = t.insert(h, slot, at)
 	}
 	en := t.ent(e)
 	for j := range t.nl {
-		w := en[1+3*j : 4+3*j : 4+3*j]
-		if id := t.windows[j].id(now); w[winID] != id {
-			t.counts[j].add(w[winCnt])
+		w := lim(en, j)
+		id := t.windows[j].id(at)
+		var c *int64
+		switch {
+		case w[winCnt] == 0 || id == w[winID]: // a new key's first window, or the later one
+			w[winID], c = id, &w[winCnt]
+		case id > w[winID]: // a later window: the earlier one ends
+			t.counts[j].add(w[winOldCnt])
+			w[winOldID], w[winOldCnt] = w[winID], w[winCnt]
 			w[winID], w[winCnt] = id, 0
+			c = &w[winCnt]
+		case w[winOldCnt] != 0 && id == w[winOldID]:
+			c = &w[winOldCnt]
+		case w[winOldCnt] == 0 || id > w[winOldID]: // between the two: the earlier one ends
+			t.counts[j].add(w[winOldCnt])
+			w[winOldID], w[winOldCnt] = id, 0
+			c = &w[winOldCnt]
+		default: // earlier than both
+			c = &w[winOldCnt]
+			t.displaced[j] += units
 		}
-		w[winCnt] += units
-		w[winPeak] = max(w[winPeak], w[winCnt])
+		*c += units
+		w[winPeak] = max(w[winPeak], *c)
 	}
 }
 
 // insert makes the entry of the key of hash h, which is not held, and
-// returns it; slot is the index's empty slot find gave for h.
-func (t *keyTable) insert(h uint64, slot int, now int64) int32 {
+// returns it; slot is the index's empty slot find gave for h; at is the
+// time stamp of the request that needs it.
+func (t *keyTable) insert(h uint64, slot int, at int64) int32 {
 	if t.n >= t.max {
-		t.evict(now)
+		t.evict(at)
 		slot = -1
 	}
 	if 2*(t.n+1) > len(t.idx) {
@@ -142,11 +180,8 @@ func (t *keyTable) insert(h uint64, slot int, now int64) int32 {
 		t.made++
 	}
 	en := t.ent(e)
+	clear(en)
 	en[entHash] = int64(h)
-	for j := range t.nl {
-		w := en[1+3*j : 4+3*j : 4+3*j]
-		w[winID], w[winCnt], w[winPeak] = t.windows[j].id(now), 0, 0
-	}
 	if slot < 0 {
 		_, slot = t.find(h)
 	}
@@ -156,7 +191,8 @@ func (t *keyTable) insert(h uint64, slot int, now int64) int32 {
 	return e
 }
 
-// evict frees a tenth of the table (see keyTable).
+// evict frees a tenth of the table (see keyTable); now is the time stamp
+// the windows that have ended are told by.
 func (t *keyTable) evict(now int64) {
 	target := max(t.max/10, 1)
 	cur := make([]int64, t.nl)
@@ -175,7 +211,8 @@ func (t *keyTable) evict(now int64) {
 		}
 		closed := true
 		for j := range t.nl {
-			if en[1+3*j+winID] == cur[j] && en[1+3*j+winCnt] > 0 {
+			w := lim(en, j)
+			if w[winCnt] > 0 && w[winID] >= cur[j] || w[winOldCnt] > 0 && w[winOldID] >= cur[j] {
 				closed = false
 			}
 		}
@@ -194,7 +231,13 @@ func (t *keyTable) evict(now int64) {
 		var s int64
 		en := t.ent(e)
 		for j := range t.nl {
-			s += en[1+3*j+winCnt]
+			w := lim(en, j)
+			if w[winOldID] >= cur[j] {
+				s += w[winOldCnt]
+			}
+			if w[winID] >= cur[j] {
+				s += w[winCnt]
+			}
 		}
 		return s
 	}
@@ -207,10 +250,7 @@ func (t *keyTable) evict(now int64) {
 // drop forgets entry e, counting what it held into the distributions.
 func (t *keyTable) drop(e int32, open bool) {
 	en := t.ent(e)
-	for j := range t.nl {
-		t.counts[j].add(en[1+3*j+winCnt])
-		t.peaks[j].add(en[1+3*j+winPeak])
-	}
+	t.final(en)
 	t.del(uint64(en[entHash]), e)
 	en[entHash] = 0
 	t.free = append(t.free, e)
@@ -220,17 +260,22 @@ func (t *keyTable) drop(e int32, open bool) {
 	}
 }
 
+// final counts the windows and peaks of entry en into the distributions.
+func (t *keyTable) final(en []int64) {
+	for j := range t.nl {
+		w := lim(en, j)
+		t.counts[j].add(w[winOldCnt]) // hist.add counts nothing for 0
+		t.counts[j].add(w[winCnt])
+		t.peaks[j].add(w[winPeak])
+	}
+}
+
 // finish counts every key still held into the distributions, once, at
 // the end of the log.
 func (t *keyTable) finish() {
 	for e := range t.made {
-		en := t.ent(e)
-		if en[entHash] == 0 {
-			continue
-		}
-		for j := range t.nl {
-			t.counts[j].add(en[1+3*j+winCnt])
-			t.peaks[j].add(en[1+3*j+winPeak])
+		if en := t.ent(e); en[entHash] != 0 {
+			t.final(en)
 		}
 	}
 	t.idx, t.pages, t.free, t.made, t.n = nil, nil, nil, 0, 0

@@ -100,7 +100,9 @@ func (p *lineParser) clf(line []byte, rec *Record, b *batch) string {
 			}
 		}
 	}
-	b.clientAddr(rec, p.vals[slotHost], p.prefix)
+	if !b.clientAddr(rec, p.vals[slotHost], p.prefix) {
+		p.badIP = p.vals[slotHost]
+	}
 	return ""
 }
 
@@ -179,14 +181,16 @@ func (p *lineParser) envoy(line []byte, rec *Record, b *batch) string {
 		return ""
 	}
 	p.vals[slotHost] = xff
-	b.clientAddr(rec, xff, p.prefix)
+	if !b.clientAddr(rec, xff, p.prefix) {
+		p.badIP = xff
+	}
 	return ""
 }
 
 // requestLine reads "METHOD TARGET PROTOCOL" (or "METHOD TARGET", as
-// HTTP/0.9 sends it) into rec's Method and Path: the target's path as sent,
-// without its query or fragment; an absolute target's
-// ("http://host/path") path.
+// HTTP/0.9 sends it) into rec's Method and Path: the target's path as sent
+// and as net/http reads it (see targetSpan), without its query; an
+// absolute target's ("http://host/path") path.
 //
 // A request line of "-" or "" (or an Envoy line's "- - -"), which servers
 // log for a connection that sent no request (nginx's 400 and 408), gives
@@ -225,9 +229,13 @@ func requestLine(req []byte, rec *Record) string {
 // (see requestLine): counted apart from the malformed lines.
 const noRequest = "no request"
 
-// targetSpan finds the path of a request target: origin form "/a/b?q"
-// gives "/a/b"; absolute form "https://host/a?q" gives "/a", and s < 0
-// when it has no path (the path is "/"); "*" (OPTIONS) gives "*".
+// targetSpan finds the path of a request target as net/http's server
+// reads it (url.ParseRequestURI): origin form "/a/b?q" gives "/a/b", the
+// query cut at the first '?' and nothing at '#' (a client sends no
+// fragment, so "/a#b?q" gives "/a#b", as the middleware matches it);
+// absolute form "https://host/a?q" gives "/a", and s < 0 when it has no
+// path (the path is "/"); "*" (OPTIONS) gives "*". An authority that
+// holds a '#' is no host: net/http refuses the request.
 func targetSpan(t []byte) (s, e int, ok bool) {
 	if len(t) == 0 {
 		return 0, 0, false
@@ -241,14 +249,20 @@ func targetSpan(t []byte) (s, e int, ok bool) {
 			return 0, 0, false
 		}
 		s = i + 3
-		j := bytes.IndexAny(t[s:], "/?#")
-		if j < 0 || t[s+j] != '/' {
+		j := bytes.IndexAny(t[s:], "/?")
+		if j < 0 {
+			j = len(t) - s
+		}
+		if bytes.IndexByte(t[s:s+j], '#') >= 0 {
+			return 0, 0, false
+		}
+		if s+j == len(t) || t[s+j] != '/' {
 			return -1, -1, true
 		}
 		s += j
 	}
 	e = len(t)
-	if j := bytes.IndexAny(t[s:], "?#"); j >= 0 {
+	if j := bytes.IndexByte(t[s:], '?'); j >= 0 {
 		e = s + j
 	}
 	return s, e, true
