@@ -92,16 +92,12 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 	var (
 		srcs  []replay.Source
 		total int64 // bytes of the logs, for progress; -1 when not known
-		held  []*os.File
 	)
-	// Every log is opened, once, before any is read, and read from the
-	// handle opened: a named pipe (or a /dev/fd/N of a shell's process
-	// substitution) can be opened only once per writer.
-	defer func() {
-		for _, f := range held {
-			f.Close()
-		}
-	}()
+	// Every log that is a regular file is opened (and closed) before any
+	// is read, so that one that cannot be is an error before the replay,
+	// and read when its turn comes. Any other (a named pipe, a shell's
+	// process substitution /dev/fd/N) is opened when its turn comes, once:
+	// opening it may wait for its writer, and it can be read only once.
 	for _, name := range logs {
 		if name == "-" {
 			srcs = append(srcs, replay.Stdin(os.Stdin))
@@ -114,13 +110,7 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 			}
 			continue
 		}
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(e.stderr, "rlkit:", err)
-			return exitError{exitFail}
-		}
-		held = append(held, f)
-		st, err := f.Stat()
+		st, err := os.Stat(name)
 		switch {
 		case err != nil:
 			fmt.Fprintln(e.stderr, "rlkit:", err)
@@ -128,13 +118,20 @@ func (c *replayCmd) replay(e *env, rules *replay.Rules) error {
 		case st.IsDir():
 			fmt.Fprintf(e.stderr, "rlkit: %s: is a directory, not a log\n", name)
 			return exitError{exitFail}
-		}
-		if total >= 0 && st.Mode().IsRegular() {
-			total += st.Size()
-		} else {
+		case st.Mode().IsRegular():
+			f, err := os.Open(name)
+			if err != nil {
+				fmt.Fprintln(e.stderr, "rlkit:", err)
+				return exitError{exitFail}
+			}
+			f.Close()
+			if total >= 0 {
+				total += st.Size()
+			}
+		default:
 			total = -1 // a pipe or a device: its size is not known
 		}
-		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return io.NopCloser(f), nil }})
+		srcs = append(srcs, replay.Source{Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }})
 	}
 	if c.Progress && (total < 0 || total >= progressMin) && isTerminal(e.stderr) {
 		pr = newProgress(e.stderr, total)
