@@ -296,7 +296,7 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		Config:    c.Config,
 		Enabled:   cfg.Enabled(),
 		Rules:     []rule{},
-		Request:   request{Method: c.Method, Path: path, RouterPath: path, Query: query, Headers: map[string][]string(req.Header)},
+		Request:   request{Method: c.Method, Path: path, RouterPath: path, Query: query, Headers: c.shownHeaders(lim, req.Header)},
 	}
 	u, uerr := url.ParseRequestURI(path)
 	var p core.Path = core.Path(path)
@@ -358,6 +358,25 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		}
 	}
 	return rep
+}
+
+// shownHeaders is h as the report shows it: the value of the header
+// --key-header names, an API key, as the limiter keeps it, its keyed
+// hash.
+func (c *explainCmd) shownHeaders(lim *core.Limiter, h http.Header) map[string][]string {
+	out := make(map[string][]string, len(h))
+	name := http.CanonicalHeaderKey(c.KeyHeader)
+	for n, vs := range h {
+		if c.KeyHeader != "" && n == name {
+			hashed := make([]string, len(vs))
+			for i, v := range vs {
+				hashed[i] = lim.Key(core.SecretIdentity(n, v))
+			}
+			vs = hashed
+		}
+		out[n] = vs
+	}
+	return out
 }
 
 // readTarget reads a request of method whose request-target is target
@@ -703,7 +722,7 @@ func (rep *report) text() string {
 	resp := rep.Response
 	switch {
 	case resp.Error != "":
-		line(1, "not sent: %s", resp.Error)
+		line(1, "not sent: %s", verbatim(resp.Error)) // quoted where it cites the request
 		return b.String()
 	case resp.Handler:
 		line(1, "status %d: passed to the handler", resp.Status)

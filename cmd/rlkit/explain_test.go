@@ -491,6 +491,7 @@ func TestExplainRequestLine(t *testing.T) {
 		{"/api/search?q=a b", `in the request line "GET /api/search?q=a b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`},
 		{"/api/search?q=\x01", `net/url: invalid control character in URL`},
 		{"/api/search?q=1 HTTP/1.1\r\nX-Evil: 1", `a line break ends the request line, whose path net/http reads as "/api/search?q=1"`},
+		{"/api/a\x01 b", `in the request line "GET /api/a\x01 b HTTP/1.1": malformed HTTP version "b HTTP/1.1"`}, // escaped once
 	} {
 		out := explain(t, "GET", c.target)
 		if s := section(t, out, 5); !strings.HasPrefix(s, "5. First request") || !strings.Contains(s, refused+c.why+"\n") {
@@ -681,8 +682,9 @@ func TestExplainLease(t *testing.T) {
 // TestExplainKeyHeader: with --key-header the caller is the value of the
 // header -H gives, kept as its keyed hash under the identity key that
 // --identity-key-env names (the built-in one without it), and under a
-// rule keyed by the header too; a request without the header counts
-// under its client IP, as HeaderKey counts it.
+// rule keyed by the header too, and shown so in the request's headers; a
+// request without the header counts under its client IP, as HeaderKey
+// counts it.
 func TestExplainKeyHeader(t *testing.T) {
 	dir := files(t, "rl.yaml", "rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: header:X-Api-Key\n")
 	// HMAC-SHA256 of "secret", its first 32 hex digits, under the key
@@ -705,6 +707,9 @@ func TestExplainKeyHeader(t *testing.T) {
 		var rep report
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatal(err)
+		}
+		if slices.Contains(c.args, "--key-header") && strings.Contains(out, `"secret"`) {
+			t.Errorf("explain %q: the JSON report shows the API key:\n%s", c.args, out)
 		}
 		ruleKey := "ip:192.0.2.1"
 		if strings.Contains(strings.Join(c.args, " "), "secret") {
