@@ -139,7 +139,10 @@ func (k *keysCmd) Validate() error {
 		}
 		return fmt.Errorf("--redis: %v", err)
 	}
-	return nil
+	if k.IdentityKeyEnv != "" {
+		_, err = identityKey(k.IdentityKeyEnv)
+	}
+	return err
 }
 
 // clusterAddrs reads --redis of a Cluster given as

@@ -388,8 +388,8 @@ func TestKeysIdentityKey(t *testing.T) {
 	if other.Key == want || !strings.HasPrefix(other.Key, "h:X-Api-Key:hmac:") {
 		t.Errorf("inspect with the built-in identity key: key %s, want another hash than %s", other.Key, want)
 	}
-	// A variable not set is an error.
-	if _, errOut, code := rlkit(t, dir, args...); code != 1 || errOut != "rlkit: --identity-key-env SERVICE_IDENTITY_KEY: the variable is empty or not set\n" {
+	// A variable not set is a bad command line, as it is to explain.
+	if _, errOut, code := rlkit(t, dir, args...); code != 2 || errOut != "rlkit: keys: --identity-key-env SERVICE_IDENTITY_KEY: the variable is empty or not set (rlkit --help lists the commands)\n" {
 		t.Errorf("--identity-key-env of a variable not set: status %d, stderr %q", code, errOut)
 	}
 }
