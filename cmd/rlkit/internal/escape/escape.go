@@ -4,12 +4,18 @@
 // other text.
 package escape
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // Printable returns s as a text report writes what a log, a client or a
 // command line chose (an identity, a path, a file name): printable UTF-8
-// as it is, a backslash doubled, and each byte of a control character
-// (C0, DEL, C1) or of invalid UTF-8 as \xNN, so that no such text writes
+// (strconv.IsPrint's, and the ASCII space) as it is, a backslash doubled,
+// and each byte of any other character (a control character: C0, DEL,
+// C1; a format character such as U+202E, which reverses the text after
+// it; a separator other than the space, such as U+2028 or U+00A0; one
+// not assigned) or of invalid UTF-8 as \xNN, so that no such text writes
 // terminal controls or passes for another.
 func Printable(s string) string {
 	i := 0
@@ -23,7 +29,7 @@ func Printable(s string) string {
 			break
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0 {
+		if !printable(r, n) {
 			break
 		}
 		i += n
@@ -47,7 +53,7 @@ func Printable(s string) string {
 			continue
 		case c >= utf8.RuneSelf:
 			r, n := utf8.DecodeRuneInString(s[i:])
-			if !(r == utf8.RuneError && n == 1 || r >= 0x80 && r < 0xa0) {
+			if printable(r, n) {
 				b = append(b, s[i:i+n]...)
 				i += n
 				continue
@@ -62,4 +68,10 @@ func Printable(s string) string {
 		i++
 	}
 	return string(b)
+}
+
+// printable reports whether the rune r, n bytes of UTF-8 from 0x80 on, is
+// written as it is: valid and printable.
+func printable(r rune, n int) bool {
+	return !(r == utf8.RuneError && n == 1) && strconv.IsPrint(r)
 }
