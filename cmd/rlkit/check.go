@@ -182,12 +182,23 @@ func column(data []byte, n int, field, value string) int {
 		}
 	}
 	if value != "" {
-		from := max(at, 0)
-		if j := strings.Index(text[from:], value); j >= 0 {
-			at = from + j
-			if at > 0 && (text[at-1] == '"' || text[at-1] == '\'') {
-				at-- // the value's opening quote
+		// The value written whole: not a part of a longer one (/api in
+		// "/api/**, /api").
+		for from := max(at, 0); ; {
+			j := strings.Index(text[from:], value)
+			if j < 0 {
+				break
 			}
+			j += from
+			end := j + len(value)
+			if (j == 0 || strings.IndexByte(" \t\"'[{,:", text[j-1]) >= 0) && (end == len(text) || strings.IndexByte(" \t\"',]}#", text[end]) >= 0) {
+				at = j
+				if at > 0 && (text[at-1] == '"' || text[at-1] == '\'') {
+					at-- // the value's opening quote
+				}
+				break
+			}
+			from = j + 1
 		}
 	}
 	if at < 0 {

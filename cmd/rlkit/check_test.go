@@ -226,7 +226,7 @@ func TestCheckWarnings(t *testing.T) {
 	}, {
 		"a rule keyed by a header",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  rules:\n    - name: api\n      paths: [\"/api/**\"]\n      limit: 5/second\n      key: ip+header:x-api-key\n",
-		`f.yaml:8:7: warning: rule "api": field "key": value "ip+header:X-Api-Key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,
+		`f.yaml:8:12: warning: rule "api": field "key": value "ip+header:x-api-key": counts callers by the request header X-Api-Key, kept as a keyed hash under the limiter's identity key: ` + publicKeyWhy,
 	}, {
 		"the default keyed by a header",
 		"rate_limit:\n  enabled: true\n  default: 10/second\n  default_key: header:Authorization\n",
@@ -359,7 +359,8 @@ func TestColumn(t *testing.T) {
 		"    - {name: up, limit: \"1/hour\", burst: -3}\n" +
 		"      penalty: {after: 0, within: 1m}\n" +
 		"      name: \"é\", limit: 'ten/minute'\n" +
-		"    - /static/**\n")
+		"    - /static/**\n" +
+		"      paths: [/api/**, /api]\n")
 	for _, c := range []struct {
 		line         int
 		field, value string
@@ -374,10 +375,12 @@ func TestColumn(t *testing.T) {
 		{4, "penalty.within", "", 27},
 		{5, "limit", "ten/minute", 25}, // é is one character
 		{6, "exempt_paths", "/static/**", 7},
+		{7, "paths", "/api", 24}, // the whole value, not the start of /api/**
+		{7, "paths", "/api/**", 15},
 		{6, "exempt_paths", "/health", 1},
 		{1, "enabled", "", 1},
 		{0, "limit", "x", 1},
-		{9, "limit", "x", 1},
+		{10, "limit", "x", 1},
 	} {
 		if got := column(data, c.line, c.field, c.value); got != c.want {
 			t.Errorf("column(line %d, %q, %q) = %d, want %d", c.line, c.field, c.value, got, c.want)

@@ -37,7 +37,7 @@ func warnings(file string, data []byte, cfg *core.Config, keyVar string, keySet 
 			fmt.Sprintf(`no "default": requests no rule matches count against the built-in %s`, strings.Join(limits, ", ")))
 	}
 	if !keySet {
-		publicKey := func(line int, rule, field, key string) {
+		publicKey := func(line int, rule, field, key, written string) { // key as Rule.Key gives it, written as the file does
 			h := headerOf(key)
 			if h == "" {
 				return
@@ -46,17 +46,17 @@ func warnings(file string, data []byte, cfg *core.Config, keyVar string, keySet 
 			if keyVar != "" {
 				why = "--identity-key-env " + keyVar + ": the variable is empty or not set, so the service may hash under the public default key, and anyone who reads the store's keys could test a guessed " + h + " against them"
 			}
-			warn(line, rule, field, key, "counts callers by the request header "+h+", kept as a keyed hash under the limiter's identity key: "+why)
+			warn(line, rule, field, written, "counts callers by the request header "+h+", kept as a keyed hash under the limiter's identity key: "+why)
 		}
 		if dk := child(top, "default_key"); dk != nil && cfg.Default() != nil {
-			publicKey(dk.Line, "", "default_key", cfg.Default().Key())
+			publicKey(dk.Line, "", "default_key", cfg.Default().Key(), scalar(dk))
 		}
 		if rules != nil && rules.Kind == yaml.SequenceNode {
 			for _, rn := range rules.Content {
 				rn = deref(rn)
 				name := scalar(child(rn, "name"))
 				if kn, r := child(rn, "key"), cfg.Rule(name); kn != nil && r != nil {
-					publicKey(kn.Line, name, "key", r.Key())
+					publicKey(kn.Line, name, "key", r.Key(), scalar(kn))
 				}
 			}
 		}
