@@ -19,7 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rlkit/rlkit/cmd/rlkit/internal/escape"
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/termtext"
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/algo"
 	"github.com/rlkit/rlkit/core/redisstore"
@@ -565,7 +565,7 @@ func (rep *report) text() string {
 	line(1, "spellings the limiter matches (the request is exempt only when every one is):")
 	width := 0
 	for _, s := range rep.Spellings {
-		width = max(width, utf8.RuneCountInString(escape.Printable(s.Spelling)))
+		width = max(width, utf8.RuneCountInString(termtext.Printable(s.Spelling)))
 	}
 	for _, s := range rep.Spellings {
 		if s.Exempt {
@@ -846,13 +846,13 @@ func yesNo(b bool) string {
 // value, a name of the file's) as the report writes it, so that it never
 // moves a terminal's cursor or colours it: quoted (%q) as strconv.Quote
 // quotes it, escaping what is not printable; else (%s) as
-// escape.Printable writes it.
+// termtext.Printable writes it.
 type shown string
 
 func (s shown) Format(f fmt.State, verb rune) {
 	v := string(s)
 	if verb != 'q' {
-		v = escape.Printable(v)
+		v = termtext.Printable(v)
 	}
 	fmt.Fprintf(f, fmt.FormatString(f, verb), v)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/termtext"
 	"github.com/rlkit/rlkit/core"
 	"github.com/rlkit/rlkit/core/adapter"
 	"github.com/rlkit/rlkit/core/algo"
@@ -81,15 +82,15 @@ func (t *target) Validate(kctx *kong.Context) error {
 
 // check refuses an --identity that names no key under rule r: under a
 // rule keyed by ip, one that is no IP address, alone or with a port (a
-// RemoteAddr), which the service's client IP never is.
+// RemoteAddr), which the service's client IP never is. An address reads
+// as the service reads a peer's (clientip.Config.ClientAddr), as replay
+// reads a log's.
 func (t *target) check(r *core.Rule) error {
 	if t.Identity == "" || t.Header != "" || r.Key() != "ip" {
 		return nil
 	}
-	if _, err := netip.ParseAddr(t.Identity); err == nil {
-		return nil
-	}
-	if _, err := netip.ParseAddrPort(t.Identity); err == nil {
+	var cip clientip.Config
+	if _, err := netip.ParseAddr(cip.ClientAddr(t.Identity, nil)); err == nil {
 		return nil
 	}
 	return fmt.Errorf("--identity %q: rule %q counts per client IP (key: ip): want an IP address (203.0.113.7, 2001:db8::1), alone or with a port", t.Identity, r.Name)
@@ -721,9 +722,9 @@ func (o *topJSON) text(w io.Writer) error {
 	}
 	var err error
 	if o.Complete {
-		_, err = fmt.Fprintf(w, "scanned all %s (MATCH %s): %s of rule %s\n", plural(o.Scanned, "key"), o.Pattern, plural(o.Found, "key"), rule)
+		_, err = fmt.Fprintf(w, "scanned all %s (MATCH %s): %s of rule %s\n", termtext.Counted(o.Scanned, "key"), o.Pattern, termtext.Counted(o.Found, "key"), rule)
 	} else {
-		_, err = fmt.Fprintf(w, "scanned %s, stopped at the bound (--max-scan %d): %s of rule %s found; there may be more\n", plural(o.Scanned, "key"), o.MaxScan, plural(o.Found, "key"), rule)
+		_, err = fmt.Fprintf(w, "scanned %s, stopped at the bound (--max-scan %d): %s of rule %s found; there may be more\n", termtext.Counted(o.Scanned, "key"), o.MaxScan, termtext.Counted(o.Found, "key"), rule)
 	}
 	return err
 }
@@ -819,12 +820,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// plural is n and the noun, plural but for 1: "1 key", "12 keys".
-func plural[N int | int64](n N, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

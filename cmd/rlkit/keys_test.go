@@ -961,6 +961,7 @@ func TestKeysIdentityUsage(t *testing.T) {
 		{"192.0.2.1", "ip:192.0.2.1"},
 		{"192.0.2.1:4711", "ip:192.0.2.1"},
 		{"[2001:db8::1]:4711", "ip:2001:db8::"},
+		{"[2001:db8::1]", "ip:2001:db8::"}, // bracketed, as a log may write it
 		{"::ffff:192.0.2.1", "ip:192.0.2.1"},
 	} {
 		var got inspectJSON

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rlkit/rlkit/cmd/rlkit/internal/escape"
+	"github.com/rlkit/rlkit/cmd/rlkit/internal/termtext"
 	"github.com/rlkit/rlkit/core/algo"
 )
 
@@ -269,13 +269,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "Exempt %s, banned %s, held by a wait %s; out of order %s (by at most %s); memory store %s, %s evicted.\n",
 		count(rep.Exempt), count(rep.Banned), count(rep.Held), count(rep.OutOfOrder), secondsText(rep.OutOfOrderMaxSeconds), counted(rep.StoreKeys, "key"), count(int64(rep.StoreEvictions)))
 	for _, m := range rep.FirstMalformed {
-		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", escape.Printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
+		fmt.Fprintf(&b, "malformed: %s:%d: %s\n", termtext.Printable(m.File), m.Line, m.Reason) // a reason quotes what it cites (see quote)
 	}
 	if rep.Malformed > int64(len(rep.FirstMalformed)) {
 		fmt.Fprintf(&b, "malformed: %s more\n", count(rep.Malformed-int64(len(rep.FirstMalformed))))
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "note: %s\n", escape.Printable(n))
+		fmt.Fprintf(&b, "note: %s\n", termtext.Printable(n))
 	}
 	b.WriteString("\n")
 	rows := [][]string{{"rule", "limit", "algorithm", "requests", "refused", "share"}}
@@ -311,7 +311,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if len(r.TopRefused) > 0 {
 			var keys []string
 			for _, k := range r.TopRefused {
-				s := escape.Printable(k.Key) + " " + count(k.Refused)
+				s := termtext.Printable(k.Key) + " " + count(k.Refused)
 				if k.Error > 0 {
 					s += " (±" + count(k.Error) + ")"
 				}
@@ -374,38 +374,16 @@ func table(b *strings.Builder, rows [][]string, left int) {
 
 func (r RuleReport) name() string {
 	if r.Plan != "" {
-		return escape.Printable(r.Rule) + " (plan " + escape.Printable(r.Plan) + ")"
+		return termtext.Printable(r.Rule) + " (plan " + termtext.Printable(r.Plan) + ")"
 	}
-	return escape.Printable(r.Rule)
-}
-
-// counted is n and the noun, plural but for 1: "1 key", "1,024 keys".
-func counted(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return count(n) + " " + noun + "s"
+	return termtext.Printable(r.Rule)
 }
 
 // count writes n with thousands separators: 1,234,567.
-func count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func count(n int64) string { return termtext.Count(n) }
+
+// counted is n and the noun, plural but for 1: "1 key", "1,024 keys".
+func counted(n int64, noun string) string { return termtext.Counted(n, noun) }
 
 // percent writes a share as a percentage: "1.25%", "0.01%", "0%".
 func percent(share float64) string {

@@ -2,10 +2,11 @@
 // path, an identity, a log's field) so that a terminal shows it as it
 // is: nothing of it moves the cursor, colours the screen or passes for
 // other text.
-package escape
+package termtext
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -74,4 +75,33 @@ func Printable(s string) string {
 // written as it is: valid and printable.
 func printable(r rune, n int) bool {
 	return !(r == utf8.RuneError && n == 1) && strconv.IsPrint(r)
+}
+
+// Count writes n with thousands separators: 1,234,567.
+func Count[N int | int64](n N) string {
+	s := strconv.FormatInt(int64(n), 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Counted is n, with thousands separators, and the noun, plural but for
+// 1: "1 key", "1,024 keys".
+func Counted[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return Count(n) + " " + noun + "s"
 }

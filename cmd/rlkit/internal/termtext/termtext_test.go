@@ -1,4 +1,4 @@
-package escape
+package termtext
 
 import "testing"
 
@@ -26,6 +26,18 @@ func TestPrintable(t *testing.T) {
 	} {
 		if got := Printable(c.in); got != c.want {
 			t.Errorf("Printable(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestCounted: counts with thousands separators, a noun plural but for 1.
+func TestCounted(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 keys"}, {1, "1 key"}, {2, "2 keys"}, {999, "999 keys"}, {1000, "1,000 keys"}, {1234567, "1,234,567 keys"}, {-1234, "-1,234 keys"}} {
+		if got := Counted(c.n, "key"); got != c.want {
+			t.Errorf("Counted(%d) = %q, want %q", c.n, got, c.want)
 		}
 	}
 }
