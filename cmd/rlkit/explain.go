@@ -298,11 +298,12 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 		Rules:     []rule{},
 		Request:   request{Method: c.Method, Path: path, RouterPath: path, Query: query, Headers: c.shownHeaders(lim, req.Header)},
 	}
-	u, uerr := url.ParseRequestURI(path)
+	// The path as net/http's server reads the request line: the spellings
+	// are of what it reads, and a request it refuses is not sent.
+	target, why := readTarget(c.Method, c.Path)
 	var p core.Path = core.Path(path)
-	if uerr == nil {
-		u.RawQuery = query
-		p = core.URLPath(u)
+	if why == "" {
+		p = core.URLPath(target)
 		rep.Request.RouterPath = string(p)
 	}
 
@@ -339,7 +340,7 @@ func (c *explainCmd) explain(cfg *core.Config, req *http.Request, path, query st
 	rep.Lists.Allowed = !rep.Lists.Banned && (rep.Lists.AllowNetwork != "" || rep.Lists.AllowIdentity != "" || c.Bypass)
 
 	// 5. The first request, through the middleware.
-	if target, why := readTarget(c.Method, c.Path); why != "" {
+	if why != "" {
 		rep.Response.Error = "net/http refuses this path before any middleware runs (400 Bad Request): " + why
 	} else {
 		req.URL, req.RequestURI = target, c.Path

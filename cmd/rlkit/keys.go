@@ -200,10 +200,17 @@ type conn struct {
 // connects to Redis, which must answer PING within the timeout. A t that
 // names no key is a bad command line of cmd, reported on e.
 func (k *keysCmd) open(ctx context.Context, e *env, cmd string, t *target, name, plan string) (*conn, *core.Rule, error) {
-	cfg, err := core.LoadConfig(k.Config)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("%w (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)", err)
+	// As core.LoadConfig loads it, a file that cannot be read said as
+	// check says it.
+	data, err := core.ReadConfigFile(k.Config)
+	if err != nil {
+		msg := k.Config + ": " + readError(k.Config, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			msg += " (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)"
+		}
+		return nil, nil, errors.New(msg)
 	}
+	cfg, err := core.ParseConfig(data, k.Config)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -419,7 +419,7 @@ func TestKeysUnknownRule(t *testing.T) {
 // call to Redis.
 func TestKeysNoRuleFile(t *testing.T) {
 	dir := t.TempDir()
-	want := "rlkit: rate-limit config: open ratelimit.yaml: no such file or directory (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)\n"
+	want := "rlkit: ratelimit.yaml: no such file or directory (--config names the service's rule file, ratelimit.yaml unless given: it tells each rule's algorithm, limits and keys)\n"
 	for _, args := range [][]string{{"top", "--rule", "api", "-n", "2"}, {"inspect", "--rule", "api", "--identity", "a"}, {"reset", "--rule", "api", "--key", "a"}} {
 		out, errOut, code := rlkit(t, dir, append([]string{"keys", "-redis", "redis://127.0.0.1:1"}, args...)...)
 		if code != 1 || out != "" || errOut != want {

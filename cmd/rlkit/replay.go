@@ -50,7 +50,7 @@ func (c *replayCmd) Run(e *env) error {
 		}
 		return exitError{exitFail}
 	}
-	fmt.Fprintln(e.stderr, "rlkit:", err)
+	fmt.Fprintln(e.stderr, c.Config+": "+readError(c.Config, err))
 	return exitError{exitFail}
 }
 
