@@ -240,8 +240,8 @@ func TestIdentities(t *testing.T) {
 // and the value; counted under an identity the line gives, it is decided
 // under that identity without a client IP: neither banned nor allowed by
 // the networks of the lists, as the service decides a request whose peer
-// address does not parse (nethttp, below), and counted under an empty
-// client IP by a rule keyed by ip.
+// address does not parse (nethttp, below). A rule keyed by ip counts all
+// such lines under one key, "ip:", the empty client IP's.
 func TestNoClientIP(t *testing.T) {
 	for _, c := range []struct{ format, line, why string }{
 		{"clf", `- - - [02/Jun/2026:07:15:01 +0000] "GET /api/a HTTP/1.1" 200 1`, `client address "-" is not an IP address`},
