@@ -22,7 +22,7 @@ type replayCmd struct {
 	Identity    string        `default:"ip" help:"Who a request counts as: ip (the client IP), field:NAME or header:NAME."`
 	Plan        string        `placeholder:"SOURCE" help:"Where a request's plan is: field:NAME or header:NAME (default: no plan)."`
 	FoldCase    bool          `help:"Match paths without regard to case, as Fiber's default router does."`
-	IPv6Prefix  int           `name:"ipv6-prefix-len" aliases:"ipv6-prefix" default:"64" placeholder:"BITS" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config.IPv6PrefixLen does (--ipv6-prefix too)."`
+	IPv6Prefix  int           `name:"ipv6-prefix-len" default:"64" placeholder:"BITS" help:"Group IPv6 clients by this prefix length, as the service's clientip.Config.IPv6PrefixLen does."`
 	Format      string        `enum:"text,json" default:"text" help:"Output format: text or json."`
 	RefuseShare float64       `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
 	Top         int           `default:"10" help:"How many of the keys refused most to name per rule."`
