@@ -26,7 +26,7 @@ type replayCmd struct {
 	Format      string        `enum:"text,json" default:"text" help:"Output format: text or json."`
 	RefuseShare float64       `default:"0.001" help:"The share of a rule's units (its requests weighted, as its limits count them) a recommended limit may refuse."`
 	Top         int           `default:"10" help:"How many of the keys refused most to name per rule."`
-	StatsKeys   int           `default:"1000000" help:"The most keys each rule's figures hold at once (about 80 bytes each); past it the figures say how approximate they are."`
+	StatsKeys   int           `default:"1000000" help:"The most keys each rule's figures hold at once (64 to 80 bytes each for a rule of one limit, 40 more per further limit); past it the figures say how approximate they are."`
 	StoreKeys   int           `default:"1048576" help:"The memory store's bound on counters, as the service's memstore.WithMaxKeys."`
 	MaxAhead    time.Duration `default:"1m" placeholder:"DURATION" help:"A line more than this later than both the line before it and the line after it has a wrong time stamp: it is taken at the time of the line before (the first line: of the line after), so that it does not stop the clock for the lines after it (0: never)."`
 	Progress    bool          `default:"true" help:"Show progress on standard error when it is a terminal and the logs are large: a bar, or when a log is a pipe a count of the bytes read (--progress=false: never)."`

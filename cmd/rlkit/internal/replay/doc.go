@@ -28,8 +28,8 @@
 // windows cut as the fixed-window algorithm cuts them (the limit's
 // period, aligned on the Unix epoch; calendar periods for a calendar
 // limit), each request in the window of its own time stamp, among the
-// last two windows its key counted in (see keyTable): the distribution of each key's peak (its most in one window)
-// gives percentiles, and the distribution of all key-window counts c the
+// last two windows its key counted in (see keyTable): the distribution
+// of each key's peak (its most in one window) gives percentiles, and the distribution of all key-window counts c the
 // smallest limit L whose refusals Σ max(0, c − L) stay within a share of
 // the units. Both distributions are histograms exact up to 1,024 units
 // and, above, in buckets of 1/64 of a power of two: a figure above 1,024
