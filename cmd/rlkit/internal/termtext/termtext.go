@@ -1,7 +1,3 @@
-// Package escape writes text that rlkit's reports did not choose (a
-// path, an identity, a log's field) so that a terminal shows it as it
-// is: nothing of it moves the cursor, colours the screen or passes for
-// other text.
 package termtext
 
 import (
