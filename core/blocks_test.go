@@ -774,40 +774,9 @@ func TestLeaseProviderCallersShareBlocks(t *testing.T) {
 			prov := core.LimitProviderFunc(func(context.Context, string, string) ([]algo.Limit, bool, error) {
 				return lims, true, nil
 			})
-			ps, mem := fleet(t, 1, cfg, clock, core.WithLimitProvider(prov))
-			p := ps[0]
-			type req struct{ user string }
-			f := &core.Flow[req]{
-				Limiter: p.Limiter,
-				Key:     func(r req) (string, error) { return r.user, nil },
-				Header:  func(req, string) string { return "acme" },
-			}
-			users := []string{"u1", "u2", "u3", "u4"}
-			var last core.Decision
-			for _, u := range users {
-				p.calls()
-				for range 100 { // blocks of 1, 2, 4, 8, then 10
-					last, _ = f.Decide(context.Background(), req{u}, "GET", "/api/search", "")
-					if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
-						break
-					}
-				}
-			}
+			admitted, last := orgBurst(t, cfg, clock, prov, []string{"u1", "u2", "u3", "u4"})
 			if last.Rule.Plan() != core.CustomPlan {
 				t.Fatalf("plan %q", last.Rule.Plan())
-			}
-			ctx := context.Background()
-			pol := last.Rule.Policy
-			res, _ := mem.Peek(ctx, last.Key, pol, 0)
-			if res.Remaining > 0 {
-				mem.Take(ctx, last.Key, pol, res.Remaining)
-			}
-			clock.Advance(10 * time.Second) // full again
-			admitted := 0
-			for i := range 4000 {
-				if d, _ := f.Decide(ctx, req{users[i%4]}, "GET", "/api/search", ""); d.Allowed {
-					admitted++
-				}
 			}
 			want := 800
 			if mode == "lease" {
@@ -818,6 +787,49 @@ func TestLeaseProviderCallersShareBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orgBurst is the rig of the LimitProvider tests: one process of cfg on
+// clock, whose limits prov gives per caller, all of org acme (the rule's
+// key, header:X-Org). Each of users in turn grows its block to 10 (blocks
+// of 1, 2, 4, 8, then 10); the store's counter is then emptied under the
+// last caller's policy and refilled by the clock, and the users' requests
+// at one instant, in turn, counted. It returns what was admitted and the
+// last decision before the emptying.
+func orgBurst(t *testing.T, cfg *core.Config, clock *store.ManualClock, prov core.LimitProvider, users []string) (int, core.Decision) {
+	t.Helper()
+	ps, mem := fleet(t, 1, cfg, clock, core.WithLimitProvider(prov))
+	p := ps[0]
+	type req struct{ user string }
+	f := &core.Flow[req]{
+		Limiter: p.Limiter,
+		Key:     func(r req) (string, error) { return r.user, nil },
+		Header:  func(req, string) string { return "acme" },
+	}
+	var last core.Decision
+	for _, u := range users {
+		p.calls()
+		for range 100 { // blocks of 1, 2, 4, 8, then 10
+			last, _ = f.Decide(context.Background(), req{u}, "GET", "/api/search", "")
+			if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
+				break
+			}
+		}
+	}
+	ctx := context.Background()
+	pol := last.Rule.Policy
+	res, _ := mem.Peek(ctx, last.Key, pol, 0)
+	if res.Remaining > 0 {
+		mem.Take(ctx, last.Key, pol, res.Remaining)
+	}
+	clock.Advance(10 * time.Second) // full again
+	admitted := 0
+	for i := range 4000 {
+		if d, _ := f.Decide(ctx, req{users[i%len(users)]}, "GET", "/api/search", ""); d.Allowed {
+			admitted++
+		}
+	}
+	return admitted, last
 }
 
 // TestLeaseReloadNewTerms: a reload that lowers a rule's limit keeps its
@@ -1026,38 +1038,7 @@ func TestLeaseProviderPoliciesShareBlocks(t *testing.T) {
 		}
 		return []algo.Limit{shared}, true, nil
 	})
-	ps, mem := fleet(t, 1, cfg, clock, core.WithLimitProvider(prov))
-	p := ps[0]
-	type req struct{ user string }
-	f := &core.Flow[req]{
-		Limiter: p.Limiter,
-		Key:     func(r req) (string, error) { return r.user, nil },
-		Header:  func(req, string) string { return "acme" },
-	}
-	users := []string{"u1", "u2"}
-	var last core.Decision
-	for _, u := range users {
-		p.calls()
-		for range 100 { // blocks of 1, 2, 4, 8, then 10
-			last, _ = f.Decide(context.Background(), req{u}, "GET", "/api/search", "")
-			if c := p.calls(); len(c) > 0 && c[len(c)-1] == 11 {
-				break
-			}
-		}
-	}
-	ctx := context.Background()
-	pol := last.Rule.Policy // u2's: empties both counters
-	res, _ := mem.Peek(ctx, last.Key, pol, 0)
-	if res.Remaining > 0 {
-		mem.Take(ctx, last.Key, pol, res.Remaining)
-	}
-	clock.Advance(10 * time.Second) // full again
-	admitted := 0
-	for i := range 4000 {
-		if d, _ := f.Decide(ctx, req{users[i%2]}, "GET", "/api/search", ""); d.Allowed {
-			admitted++
-		}
-	}
+	admitted, _ := orgBurst(t, cfg, clock, prov, []string{"u1", "u2"}) // u2's policy comes last: emptying it empties both counters
 	if admitted != 800+1*10 {
 		t.Errorf("admitted %d at one instant, want %d (C + P × B)", admitted, 800+10)
 	}
